@@ -1,0 +1,70 @@
+//! Events and an elapsed-time timer.
+
+use cudarc::driver::{sys, CudaEvent};
+
+use crate::device::Device;
+use crate::error::{driver, Result};
+use crate::stream::Stream;
+
+/// A CUDA event.
+pub struct Event {
+    inner: CudaEvent,
+}
+
+impl Event {
+    /// A new event; `timing` enables elapsed-time queries.
+    pub fn new(device: &Device, timing: bool) -> Result<Self> {
+        let flags = if timing { sys::CUevent_flags::CU_EVENT_DEFAULT } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING };
+        let inner = device.ctx().new_event(Some(flags)).map_err(|e| driver("cuEventCreate", e))?;
+        Ok(Event { inner })
+    }
+
+    /// Records the event at the current end of `stream`.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        self.inner.record(stream.cuda()).map_err(|e| driver("cuEventRecord", e))
+    }
+
+    /// Blocks until the recorded work is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.synchronize().map_err(|e| driver("cuEventSynchronize", e))
+    }
+
+    /// Milliseconds between this event and a later one (both recorded, timing enabled).
+    pub fn elapsed_ms(&self, later: &Event) -> Result<f32> {
+        self.inner.elapsed_ms(&later.inner).map_err(|e| driver("cuEventElapsedTime", e))
+    }
+
+    pub(crate) fn inner(&self) -> &CudaEvent {
+        &self.inner
+    }
+}
+
+/// Times the device work queued on a stream between [`Timer::start`] and [`Timer::stop`].
+///
+/// ```no_run
+/// # fn f(stream: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
+/// let timer = gpujoin_device::Timer::start(stream)?;
+/// // ... queue work on `stream` ...
+/// let ms = timer.stop(stream)?;
+/// # Ok(()) }
+/// ```
+pub struct Timer {
+    start: Event,
+}
+
+impl Timer {
+    /// Records the start event.
+    pub fn start(stream: &Stream) -> Result<Self> {
+        let start = Event::new(stream.device(), true)?;
+        start.record(stream)?;
+        Ok(Timer { start })
+    }
+
+    /// Records the stop event, waits for it and returns the elapsed device time in milliseconds.
+    pub fn stop(self, stream: &Stream) -> Result<f32> {
+        let stop = Event::new(stream.device(), true)?;
+        stop.record(stream)?;
+        stop.synchronize()?;
+        self.start.elapsed_ms(&stop)
+    }
+}

@@ -1,0 +1,221 @@
+//! Streams: every allocation, copy and kernel of gpujoin is ordered on one.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use cudarc::driver::{result, sys, CudaStream};
+
+use crate::buffer::{DeviceBuffer, DeviceView, DeviceViewMut};
+use crate::device::Device;
+use crate::error::{driver, Error, Result};
+use crate::event::Event;
+use crate::pinned::PinnedBuffer;
+
+/// A CUDA stream of a [`Device`]. Cloning shares the stream.
+#[derive(Clone)]
+pub struct Stream {
+    device: Device,
+    inner: Arc<CudaStream>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream").field("device", &self.device).field("raw", &self.raw()).finish()
+    }
+}
+
+impl Stream {
+    pub(crate) fn from_parts(device: Device, inner: Arc<CudaStream>) -> Self {
+        Stream { device, inner }
+    }
+
+    /// The device this stream runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The raw `CUstream`/`cudaStream_t` handle, for FFI calls (the two are interchangeable).
+    pub fn raw(&self) -> *mut c_void {
+        self.inner.cu_stream() as *mut c_void
+    }
+
+    /// Blocks the host until all work queued on this stream is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.synchronize().map_err(|e| driver("cuStreamSynchronize", e))
+    }
+
+    /// Allocates `len` elements from the device's stream-ordered pool. The contents are
+    /// unspecified (whatever bytes the memory held).
+    pub fn alloc<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::too_large("allocation bytes", len as u64, usize::MAX as u64))?;
+        if bytes == 0 {
+            return Ok(DeviceBuffer::from_raw_parts(0, 0, self.clone()));
+        }
+        self.device.bind_to_thread()?;
+        // SAFETY: the stream belongs to the bound context; the memory is freed on drop.
+        let ptr = unsafe { result::malloc_async(self.inner.cu_stream(), bytes) }.map_err(|e| {
+            if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
+                let free = self.device.memory_info().map(|m| m.free).unwrap_or(0);
+                Error::OutOfMemory { requested: bytes as u64, free }
+            } else {
+                driver("cuMemAllocAsync", e)
+            }
+        })?;
+        Ok(DeviceBuffer::from_raw_parts(ptr, len, self.clone()))
+    }
+
+    /// Allocates `len` zeroed elements.
+    pub fn alloc_zeroed<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let mut b = self.alloc::<T>(len)?;
+        self.memset_bytes(&mut b.view_mut(), 0)?;
+        Ok(b)
+    }
+
+    /// Sets every byte of `dst` to `byte` (used to poison outputs in tests).
+    pub fn memset_bytes<T: Pod>(&self, dst: &mut DeviceViewMut<'_, T>, byte: u8) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: dst is a live device range of byte_len bytes.
+        unsafe { result::memset_d8_async(dst.raw(), byte, dst.byte_len(), self.inner.cu_stream()) }
+            .map_err(|e| driver("cuMemsetD8Async", e))
+    }
+
+    /// Sets every 4-byte word of `dst` to `word`; `T` must be 4 bytes wide.
+    pub fn fill_u32_bits<T: Pod>(&self, dst: &mut DeviceViewMut<'_, T>, word: u32) -> Result<()> {
+        if std::mem::size_of::<T>() != 4 {
+            return Err(Error::invalid("fill_u32_bits needs a 4-byte element type"));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: dst is a live device range of len 4-byte words.
+        unsafe { sys::cuMemsetD32Async(dst.raw(), word, dst.len(), self.inner.cu_stream()) }
+            .result()
+            .map_err(|e| driver("cuMemsetD32Async", e))
+    }
+
+    /// Copies a host slice into a new device buffer.
+    pub fn copy_from_host<T: Pod>(&self, src: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut b = self.alloc::<T>(src.len())?;
+        self.copy_host_to_device(src, &mut b.view_mut())?;
+        Ok(b)
+    }
+
+    /// Copies `src` into `dst` (equal lengths). Returns once `src` may be reused.
+    pub fn copy_host_to_device<T: Pod>(&self, src: &[T], dst: &mut DeviceViewMut<'_, T>) -> Result<()> {
+        crate::check_same_len("host source", src.len(), "device destination", dst.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.device.bind_to_thread()?;
+        // SAFETY: dst holds src.len() elements. A copy from pageable memory is staged before
+        // the call returns, so src may be dropped afterwards.
+        unsafe { result::memcpy_htod_async(dst.raw(), src, self.inner.cu_stream()) }
+            .map_err(|e| driver("cuMemcpyHtoDAsync", e))
+    }
+
+    /// Copies a device range into a new `Vec`, waiting for the stream.
+    pub fn copy_to_host<T: Pod>(&self, src: &DeviceView<'_, T>) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); src.len()];
+        if !out.is_empty() {
+            self.device.bind_to_thread()?;
+            // SAFETY: out holds src.len() elements and we synchronize before returning.
+            unsafe { result::memcpy_dtoh_async(&mut out, src.raw(), self.inner.cu_stream()) }
+                .map_err(|e| driver("cuMemcpyDtoHAsync", e))?;
+        }
+        self.synchronize()?;
+        Ok(out)
+    }
+
+    /// Copies between device ranges of equal length, ordered on this stream.
+    pub fn copy_device_to_device<T: Pod>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<()> {
+        crate::check_same_len("device source", src.len(), "device destination", dst.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: both ranges are live and of byte_len bytes.
+        unsafe { result::memcpy_dtod_async(dst.raw(), src.raw(), src.byte_len(), self.inner.cu_stream()) }
+            .map_err(|e| driver("cuMemcpyDtoDAsync", e))
+    }
+
+    /// Queues a copy from the device into pinned host memory at `offset`; the pinned buffer
+    /// waits for it before it can be read or dropped.
+    pub fn copy_to_pinned_async<T: Pod>(
+        &self,
+        src: &DeviceView<'_, T>,
+        dst: &mut PinnedBuffer<T>,
+        offset: usize,
+    ) -> Result<()> {
+        let end = offset.checked_add(src.len()).filter(|&e| e <= dst.len()).ok_or_else(|| {
+            Error::invalid(format!(
+                "copy of {} elements at offset {offset} into a pinned buffer of {}",
+                src.len(),
+                dst.len()
+            ))
+        })?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let _ = end;
+        self.device.bind_to_thread()?;
+        // SAFETY: the destination range is inside the pinned allocation, which records an event
+        // below and synchronizes on it before any host access or free.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                dst.raw_mut_ptr().add(offset) as *mut c_void,
+                src.raw(),
+                src.byte_len(),
+                self.inner.cu_stream(),
+            )
+            .result()
+            .map_err(|e| driver("cuMemcpyDtoHAsync", e))?;
+        }
+        dst.set_pending(self.record_event()?);
+        Ok(())
+    }
+
+    /// Queues a copy from pinned host memory into the device.
+    pub fn copy_from_pinned_async<T: Pod>(
+        &self,
+        src: &mut PinnedBuffer<T>,
+        dst: &mut DeviceViewMut<'_, T>,
+    ) -> Result<()> {
+        crate::check_same_len("pinned source", src.len(), "device destination", dst.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.device.bind_to_thread()?;
+        // SAFETY: as in copy_to_pinned_async.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst.raw(), src.raw_mut_ptr() as *const c_void, dst.byte_len(), self.inner.cu_stream())
+                .result()
+                .map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
+        }
+        src.set_pending(self.record_event()?);
+        Ok(())
+    }
+
+    /// Records an event at the current end of the stream.
+    pub fn record_event(&self) -> Result<Event> {
+        let e = Event::new(&self.device, false)?;
+        e.record(self)?;
+        Ok(e)
+    }
+
+    /// Makes later work on this stream wait for `event`.
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        self.inner.wait(event.inner()).map_err(|e| driver("cuStreamWaitEvent", e))
+    }
+
+    pub(crate) fn cuda(&self) -> &Arc<CudaStream> {
+        &self.inner
+    }
+}

@@ -1,0 +1,1 @@
+//! CPU reference joins (being written).

@@ -1,0 +1,341 @@
+//! The join API shared by every algorithm: join types, row ids with an explicit "no match",
+//! gather maps, key columns and equality options.
+
+use bytemuck::{Pod, Zeroable};
+
+/// Which rows a join returns (DataFusion's names).
+///
+/// For `L JOIN R`: `Inner` pairs matching rows; `Left`/`Right`/`Full` add the unmatched rows of
+/// the left/right/both sides paired with [`RowId::NONE`]; `LeftSemi`/`LeftAnti` return each left
+/// row that has / has no match once (right map empty); `RightSemi`/`RightAnti` likewise for right
+/// rows (left map empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JoinType {
+    Inner,
+    Left,
+    Right,
+    Full,
+    LeftSemi,
+    LeftAnti,
+    RightSemi,
+    RightAnti,
+}
+
+impl JoinType {
+    /// Every join type, for tests and benchmarks.
+    pub const ALL: [JoinType; 8] = [
+        JoinType::Inner,
+        JoinType::Left,
+        JoinType::Right,
+        JoinType::Full,
+        JoinType::LeftSemi,
+        JoinType::LeftAnti,
+        JoinType::RightSemi,
+        JoinType::RightAnti,
+    ];
+
+    /// Unmatched left rows appear in the output (`Left`, `Full`).
+    pub fn keeps_unmatched_left(self) -> bool {
+        matches!(self, JoinType::Left | JoinType::Full)
+    }
+
+    /// Unmatched right rows appear in the output (`Right`, `Full`).
+    pub fn keeps_unmatched_right(self) -> bool {
+        matches!(self, JoinType::Right | JoinType::Full)
+    }
+
+    /// The output has a left map (every type but `RightSemi`/`RightAnti`).
+    pub fn has_left_map(self) -> bool {
+        !matches!(self, JoinType::RightSemi | JoinType::RightAnti)
+    }
+
+    /// The output has a right map (every type but `LeftSemi`/`LeftAnti`).
+    pub fn has_right_map(self) -> bool {
+        !matches!(self, JoinType::LeftSemi | JoinType::LeftAnti)
+    }
+
+    /// The same join with the sides exchanged (`Left` <-> `Right`, ...).
+    pub fn swapped(self) -> JoinType {
+        match self {
+            JoinType::Left => JoinType::Right,
+            JoinType::Right => JoinType::Left,
+            JoinType::LeftSemi => JoinType::RightSemi,
+            JoinType::RightSemi => JoinType::LeftSemi,
+            JoinType::LeftAnti => JoinType::RightAnti,
+            JoinType::RightAnti => JoinType::LeftAnti,
+            t => t,
+        }
+    }
+}
+
+/// A row index in a gather map, or [`RowId::NONE`] for the null side of an outer-join row.
+///
+/// It is not a bare integer: a caller reaches the index only through [`RowId::get`], so "no
+/// match" cannot be used as an index by mistake.
+///
+/// ```
+/// # use gpujoin_join::RowId;
+/// assert_eq!(RowId::new(7).unwrap().get(), Some(7));
+/// assert_eq!(RowId::NONE.get(), None);
+/// assert!(RowId::new(u32::MAX).is_none()); // reserved for NONE
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Pod, Zeroable)]
+#[repr(transparent)]
+pub struct RowId(u32);
+
+impl RowId {
+    /// "No matching row".
+    pub const NONE: RowId = RowId(u32::MAX);
+    /// Rows a relation may hold: indices run from 0 to `MAX_ROWS - 1`.
+    pub const MAX_ROWS: u64 = u32::MAX as u64;
+
+    /// The id of row `index`; `None` for `u32::MAX`, which is reserved.
+    pub fn new(index: u32) -> Option<RowId> {
+        (index != u32::MAX).then_some(RowId(index))
+    }
+
+    /// The row index, or `None` for [`RowId::NONE`].
+    pub fn get(self) -> Option<u32> {
+        (self.0 != u32::MAX).then_some(self.0)
+    }
+
+    /// True for [`RowId::NONE`].
+    pub fn is_none(self) -> bool {
+        self.0 == u32::MAX
+    }
+
+    /// From an optional index (`None` -> `NONE`); panics on `Some(u32::MAX)`.
+    pub fn from_option(o: Option<u32>) -> RowId {
+        match o {
+            Some(i) => RowId::new(i).expect("u32::MAX is reserved for RowId::NONE"),
+            None => RowId::NONE,
+        }
+    }
+}
+
+impl std::fmt::Debug for RowId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.get() {
+            Some(i) => write!(f, "{i}"),
+            None => write!(f, "-"),
+        }
+    }
+}
+
+/// Do null keys match each other? (DataFusion's `NullEquality`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NullEquality {
+    /// SQL semantics: a null key matches nothing (the row still appears in outer joins).
+    #[default]
+    NullEqualsNothing,
+    /// A null key matches other null keys (e.g. for `IS NOT DISTINCT FROM`).
+    NullEqualsNull,
+}
+
+/// How floating-point keys compare. `-0.0 == 0.0` always holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NanEquality {
+    /// Every NaN equals every NaN (whatever its payload), as in grouping and Spark joins.
+    #[default]
+    NanEqualsNan,
+    /// NaN equals nothing, as IEEE `==` says (the row still appears in outer joins).
+    NanNeverEqual,
+}
+
+/// Options of an equi-join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct JoinOptions {
+    pub null_equality: NullEquality,
+    pub nan_equality: NanEquality,
+}
+
+/// The element type of a key column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyType {
+    I32,
+    I64,
+    U32,
+    U64,
+    F32,
+    F64,
+}
+
+impl KeyType {
+    /// Width in bytes.
+    pub fn width(self) -> usize {
+        match self {
+            KeyType::I32 | KeyType::U32 | KeyType::F32 => 4,
+            _ => 8,
+        }
+    }
+}
+
+/// A key element type.
+pub trait KeyScalar: Pod + PartialOrd + std::fmt::Debug + Send + Sync {
+    const TYPE: KeyType;
+    /// The order-preserving unsigned image of the value under the join's equality: equal keys
+    /// map to equal bits (`-0.0` and `0.0` alike; every NaN to one value), and the unsigned order
+    /// is the numeric order (NaN last). Widened to u64.
+    fn normalized(self) -> u64;
+    /// True for NaN.
+    fn is_nan(self) -> bool {
+        false
+    }
+}
+
+impl KeyScalar for u32 {
+    const TYPE: KeyType = KeyType::U32;
+    fn normalized(self) -> u64 {
+        self as u64
+    }
+}
+impl KeyScalar for u64 {
+    const TYPE: KeyType = KeyType::U64;
+    fn normalized(self) -> u64 {
+        self
+    }
+}
+impl KeyScalar for i32 {
+    const TYPE: KeyType = KeyType::I32;
+    fn normalized(self) -> u64 {
+        (self as u32 ^ 0x8000_0000) as u64
+    }
+}
+impl KeyScalar for i64 {
+    const TYPE: KeyType = KeyType::I64;
+    fn normalized(self) -> u64 {
+        self as u64 ^ 0x8000_0000_0000_0000
+    }
+}
+impl KeyScalar for f32 {
+    const TYPE: KeyType = KeyType::F32;
+    fn normalized(self) -> u64 {
+        let v = if self == 0.0 { 0.0f32 } else if self.is_nan() { f32::NAN } else { self };
+        let b = v.to_bits();
+        (if b & 0x8000_0000 != 0 { !b } else { b | 0x8000_0000 }) as u64
+    }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+}
+impl KeyScalar for f64 {
+    const TYPE: KeyType = KeyType::F64;
+    fn normalized(self) -> u64 {
+        let v = if self == 0.0 { 0.0f64 } else if self.is_nan() { f64::NAN } else { self };
+        let b = v.to_bits();
+        if b & 0x8000_0000_0000_0000 != 0 { !b } else { b | 0x8000_0000_0000_0000 }
+    }
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+}
+
+/// A host key column: values plus an optional validity (true = valid; Arrow's meaning).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostColumn {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl HostColumn {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            HostColumn::I32(v) => v.len(),
+            HostColumn::I64(v) => v.len(),
+            HostColumn::U32(v) => v.len(),
+            HostColumn::U64(v) => v.len(),
+            HostColumn::F32(v) => v.len(),
+            HostColumn::F64(v) => v.len(),
+        }
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The element type.
+    pub fn key_type(&self) -> KeyType {
+        match self {
+            HostColumn::I32(_) => KeyType::I32,
+            HostColumn::I64(_) => KeyType::I64,
+            HostColumn::U32(_) => KeyType::U32,
+            HostColumn::U64(_) => KeyType::U64,
+            HostColumn::F32(_) => KeyType::F32,
+            HostColumn::F64(_) => KeyType::F64,
+        }
+    }
+    /// Normalized value of row `i` (see [`KeyScalar::normalized`]) and whether it is NaN.
+    pub fn normalized(&self, i: usize) -> (u64, bool) {
+        match self {
+            HostColumn::I32(v) => (v[i].normalized(), false),
+            HostColumn::I64(v) => (v[i].normalized(), false),
+            HostColumn::U32(v) => (v[i].normalized(), false),
+            HostColumn::U64(v) => (v[i].normalized(), false),
+            HostColumn::F32(v) => (v[i].normalized(), v[i].is_nan()),
+            HostColumn::F64(v) => (v[i].normalized(), v[i].is_nan()),
+        }
+    }
+}
+
+/// Host key columns of one relation (1 to [`MAX_KEY_COLUMNS`]) with optional validity per column.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HostKeys {
+    pub columns: Vec<HostColumn>,
+    /// One entry per column: `None` = all valid, `Some(v)` = `v[i]` is false where row i is null.
+    pub validity: Vec<Option<Vec<bool>>>,
+}
+
+/// Composite keys have at most this many columns.
+pub const MAX_KEY_COLUMNS: usize = 4;
+
+impl HostKeys {
+    /// Keys from one column without nulls.
+    pub fn single(col: HostColumn) -> Self {
+        HostKeys { columns: vec![col], validity: vec![None] }
+    }
+    /// Keys from columns without nulls.
+    pub fn new(columns: Vec<HostColumn>) -> Self {
+        let n = columns.len();
+        HostKeys { columns, validity: vec![None; n] }
+    }
+    /// Number of rows (0 without columns).
+    pub fn rows(&self) -> usize {
+        self.columns.first().map_or(0, HostColumn::len)
+    }
+    /// True when row `i` has a null in any key column.
+    pub fn is_null(&self, i: usize) -> bool {
+        self.validity.iter().any(|v| v.as_ref().is_some_and(|v| !v[i]))
+    }
+    /// Checks column count, equal lengths and validity lengths.
+    pub fn validate(&self, side: &str) -> gpujoin_device::Result<()> {
+        use gpujoin_device::Error;
+        if self.columns.is_empty() || self.columns.len() > MAX_KEY_COLUMNS {
+            return Err(Error::invalid(format!(
+                "{side} keys have {} columns; 1 to {MAX_KEY_COLUMNS} are supported",
+                self.columns.len()
+            )));
+        }
+        if self.validity.len() != self.columns.len() {
+            return Err(Error::invalid(format!(
+                "{side} keys have {} columns but {} validity entries",
+                self.columns.len(),
+                self.validity.len()
+            )));
+        }
+        let n = self.rows();
+        for (c, col) in self.columns.iter().enumerate() {
+            gpujoin_device::check_same_len(&format!("{side} key column 0"), n, &format!("{side} key column {c}"), col.len())?;
+            if let Some(v) = &self.validity[c] {
+                gpujoin_device::check_same_len(&format!("{side} key column {c}"), n, &format!("{side} validity {c}"), v.len())?;
+            }
+        }
+        if n as u64 > RowId::MAX_ROWS {
+            return Err(Error::too_large(format!("{side} rows"), n as u64, RowId::MAX_ROWS));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,10 @@
+// DeviceRadixSort::SortKeys.
+#include <cub/device/device_radix_sort.cuh>
+#include "common.cuh"
+#include "sort_impl.cuh"
+GJ_DEF_SORT_KEYS(u32, uint32_t)
+GJ_DEF_SORT_KEYS(u64, uint64_t)
+GJ_DEF_SORT_KEYS(i32, int32_t)
+GJ_DEF_SORT_KEYS(i64, int64_t)
+GJ_DEF_SORT_KEYS(f32, float)
+GJ_DEF_SORT_KEYS(f64, double)

@@ -1,0 +1,1 @@
+pub fn build(_rest: &[String]) -> crate::Result<()> { Err("todo".into()) }
