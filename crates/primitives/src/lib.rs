@@ -1,1 +1,33 @@
-//! placeholder
+//! # gpujoin-primitives
+//!
+//! Safe, typed, stream-ordered GPU primitives: CUB's radix sort, scans, run-length encoding,
+//! selection, partition, reduction and histogram (through `gpujoin-cub-sys`), and gpujoin's own
+//! kernels: gather and scatter, iota and fill, vectorized sorted search, merge-path partitioning,
+//! load-balancing search and stable radix partitioning.
+//!
+//! Every function takes the [`Stream`](gpujoin_device::Stream) it queues on; CUB's temporary
+//! storage is allocated from that stream's pool and never shows in the API. Counts are 64-bit
+//! except where noted (run-length encoding refuses more than `i32::MAX` items).
+
+mod cuda;
+#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+mod ffi;
+pub mod gather;
+pub mod lbs;
+pub mod partition;
+pub mod reduce;
+pub mod rle;
+pub mod scan;
+pub mod search;
+pub mod select;
+pub mod sort;
+
+pub use gather::{fill, gather, gather_into, gather_into_unchecked, iota_u32, iota_u64, scatter, NO_ROW};
+pub use lbs::{count_offsets, load_balancing_search, Expansion};
+pub use partition::{radix_histogram, radix_partition, PartitionKey, Partitioned, MAX_PARTITION_BITS};
+pub use reduce::{reduce_sum, SumItem};
+pub use rle::{run_length_encode, RleKey, Runs, RLE_MAX_ITEMS};
+pub use scan::{exclusive_sum, exclusive_sum_in_place, inclusive_sum, ScanInto};
+pub use search::{merge_path_partitions, sorted_search, Bound, SearchKey, SearchOutputs, SearchResult};
+pub use select::{partition_flagged, select_flagged, select_if, Compare, SelectItem};
+pub use sort::{sort_keys, sort_keys_new, sort_pairs, sort_pairs_new, RadixKey, SortOrder, SortPairsWith};

@@ -1,0 +1,72 @@
+//! Run-length encoding (CUB `DeviceRunLengthEncode::Encode`).
+//!
+//! ```no_run
+//! # use gpujoin_primitives::*; use gpujoin_device::*;
+//! # fn f(s: &Stream) -> Result<()> {
+//! let x = s.copy_from_host(&[7u32, 7, 9, 7])?;
+//! let runs = run_length_encode(s, &x.view())?;
+//! assert_eq!(runs.unique.to_vec()?, vec![7, 9, 7]);
+//! assert_eq!(runs.counts.to_vec()?, vec![2, 1, 1]);
+//! # Ok(()) }
+//! ```
+
+use gpujoin_cub_sys as sys;
+use gpujoin_device::{DeviceBuffer, DeviceView, Result, Stream};
+
+use crate::cuda::{check_count, read_scalar, with_temp};
+
+/// The most items one encode takes: CUB counts them in 32 bits.
+pub const RLE_MAX_ITEMS: u64 = i32::MAX as u64;
+
+type RleFn<K> = unsafe extern "C" fn(*mut std::ffi::c_void, *mut usize, *const K, *mut K, *mut u32, *mut i64, i64, sys::gj_stream_t) -> i32;
+
+/// A key type for run-length encoding: `u32`, `u64` (runs are of equal bits).
+pub trait RleKey: gpujoin_device::Pod {
+    #[doc(hidden)]
+    const ENCODE: RleFn<Self>;
+}
+impl RleKey for u32 {
+    const ENCODE: RleFn<u32> = sys::gj_cub_run_length_encode_u32;
+}
+impl RleKey for u64 {
+    const ENCODE: RleFn<u64> = sys::gj_cub_run_length_encode_u64;
+}
+
+/// The runs of an input: `unique[r]` repeated `counts[r]` times, for `r < runs`.
+pub struct Runs<K: RleKey> {
+    pub unique: DeviceBuffer<K>,
+    pub counts: DeviceBuffer<u32>,
+}
+
+impl<K: RleKey> Runs<K> {
+    /// Number of runs.
+    pub fn len(&self) -> usize {
+        self.unique.len()
+    }
+    /// True when the input was empty.
+    pub fn is_empty(&self) -> bool {
+        self.unique.is_empty()
+    }
+}
+
+/// Encodes runs of equal consecutive items. Inputs longer than [`RLE_MAX_ITEMS`] are refused
+/// with [`gpujoin_device::Error::TooLarge`], never truncated. Waits for the stream (to learn
+/// the run count).
+pub fn run_length_encode<K: RleKey>(stream: &Stream, input: &DeviceView<'_, K>) -> Result<Runs<K>> {
+    let n = input.len();
+    check_count("run-length encode items (CUB counts in 32 bits)", n, RLE_MAX_ITEMS)?;
+    let mut unique = stream.alloc::<K>(n)?;
+    let mut counts = stream.alloc::<u32>(n)?;
+    let mut num = stream.alloc_zeroed::<i64>(1)?;
+    if n > 0 {
+        let (i, u, c, r) = (input.as_ptr(), unique.view_mut().as_mut_ptr(), counts.view_mut().as_mut_ptr(), num.view_mut().as_mut_ptr());
+        // SAFETY: live device ranges of n items; one i64 for the run count.
+        with_temp(stream, "cub::DeviceRunLengthEncode::Encode", |t, tb| unsafe {
+            K::ENCODE(t, tb, i, u, c, r, n as i64, stream.raw())
+        })?;
+    }
+    let runs = read_scalar(stream, &num)? as usize;
+    unique.truncate(runs);
+    counts.truncate(runs);
+    Ok(Runs { unique, counts })
+}

@@ -1,0 +1,65 @@
+/* gpujoin_kernels.h - plain C declarations of gpujoin's own primitive kernels (cuda/kernels).
+ * Same conventions as gpujoin_cub.h: two-phase temporary storage where needed (temp == NULL
+ * asks for *temp_bytes), a stream, a cudaError_t return code, 64-bit counts. Row indices are
+ * uint32_t with 0xFFFFFFFF meaning "no row". Rust declarations: crates/primitives/src/ffi.rs
+ * (`cargo xtask bindgen`). */
+#ifndef GPUJOIN_KERNELS_H
+#define GPUJOIN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void *gj_k_stream_t;
+
+/* Vectorized sorted search of sorted A into sorted B (both in radix-sort order).
+ * upper == 0: a_index[i] = lower_bound(A[i] in B); a_match[i] = B has A[i];
+ *             b_match[j] = A has B[j].
+ * upper != 0: a_index[i] = upper_bound(A[i] in B); the flags likewise.
+ * Any output may be NULL. b_len must be < 2^32. */
+#define GJ_K_DECL_SEARCH(TN, T)                                                                    \
+  int gj_k_sorted_search_##TN(void *temp, size_t *temp_bytes, const T *a, int64_t a_len,            \
+                              const T *b, int64_t b_len, int upper, uint32_t *a_index,              \
+                              uint8_t *a_match, uint8_t *b_match, gj_k_stream_t stream);           \
+  int gj_k_merge_path_partitions_##TN(const T *a, int64_t a_len, const T *b, int64_t b_len,       \
+                                      int64_t tile, int a_first_on_ties, int64_t *partitions,     \
+                                      gj_k_stream_t stream);
+GJ_K_DECL_SEARCH(u32, uint32_t)
+GJ_K_DECL_SEARCH(u64, uint64_t)
+GJ_K_DECL_SEARCH(i32, int32_t)
+GJ_K_DECL_SEARCH(i64, int64_t)
+GJ_K_DECL_SEARCH(f32, float)
+GJ_K_DECL_SEARCH(f64, double)
+
+/* Load-balancing search: given offsets = exclusive scan of per-segment counts (num_segments of
+ * them) and total = their sum, writes for each item k < total its segment and its rank within
+ * the segment. Either output may be NULL. */
+int gj_k_load_balancing_search(void *temp, size_t *temp_bytes, const uint64_t *offsets,
+                               int64_t num_segments, int64_t total, uint32_t *segments,
+                               uint32_t *ranks, gj_k_stream_t stream);
+
+/* out[i] = idx[i] == 0xFFFFFFFF ? fill : src[idx[i]]. An index >= src_len also writes `fill`
+ * and sets *out_of_range to 1 (when out_of_range is not NULL). */
+int gj_k_gather_b32(const uint32_t *src, int64_t src_len, const uint32_t *idx, uint32_t *out,
+                    int64_t n, uint32_t fill, uint32_t *out_of_range, gj_k_stream_t stream);
+int gj_k_gather_b64(const uint64_t *src, int64_t src_len, const uint32_t *idx, uint64_t *out,
+                    int64_t n, uint64_t fill, uint32_t *out_of_range, gj_k_stream_t stream);
+/* out[idx[i]] = src[i]; indices >= out_len (or 0xFFFFFFFF) are skipped and set *out_of_range. */
+int gj_k_scatter_b32(const uint32_t *src, const uint32_t *idx, uint32_t *out, int64_t out_len,
+                     int64_t n, uint32_t *out_of_range, gj_k_stream_t stream);
+int gj_k_scatter_b64(const uint64_t *src, const uint32_t *idx, uint64_t *out, int64_t out_len,
+                     int64_t n, uint32_t *out_of_range, gj_k_stream_t stream);
+/* out[i] = start + i. */
+int gj_k_iota_u32(uint32_t *out, int64_t n, uint32_t start, gj_k_stream_t stream);
+int gj_k_iota_u64(uint64_t *out, int64_t n, uint64_t start, gj_k_stream_t stream);
+/* out[i] = value. */
+int gj_k_fill_b32(uint32_t *out, int64_t n, uint32_t value, gj_k_stream_t stream);
+int gj_k_fill_b64(uint64_t *out, int64_t n, uint64_t value, gj_k_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUJOIN_KERNELS_H */
