@@ -85,6 +85,12 @@ fn main() {
     h.case("rle", "run_length_encode_u32_2p27_runs4", nb * 4 + (nb / 4) * 8, nb, |s| {
         run_length_encode(s, &runs_in.view()).unwrap();
     });
+    {
+        let (mut u, mut c, mut r) = (s.alloc::<u32>(n).unwrap(), s.alloc::<u32>(n).unwrap(), s.alloc::<i64>(1).unwrap());
+        h.case("rle", "run_length_encode_into_u32_2p27_runs4", nb * 4 + (nb / 4) * 8, nb, |s| {
+            run_length_encode_into(s, &runs_in.view(), &mut u.view_mut(), &mut c.view_mut(), &mut r.view_mut()).unwrap();
+        });
+    }
 
     // --- Select half of the items by flag.
     let flags = s.copy_from_host(&random_u32(n, 3).iter().map(|&x| (x & 1) as u8).collect::<Vec<_>>()).unwrap();

@@ -11,7 +11,7 @@
 //! ```
 
 use gpujoin_cub_sys as sys;
-use gpujoin_device::{DeviceBuffer, DeviceView, Result, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, DeviceViewMut, Error, Result, Stream};
 
 use crate::cuda::{check_count, read_scalar, with_temp};
 
@@ -49,6 +49,35 @@ impl<K: RleKey> Runs<K> {
     }
 }
 
+/// Encodes runs of equal consecutive items into caller-provided outputs (each at least as long
+/// as the input) and writes the run count into the one-element `num_runs` on the device, without
+/// waiting for the stream. Inputs longer than [`RLE_MAX_ITEMS`] are refused with
+/// [`gpujoin_device::Error::TooLarge`], never truncated.
+pub fn run_length_encode_into<K: RleKey>(
+    stream: &Stream,
+    input: &DeviceView<'_, K>,
+    unique: &mut DeviceViewMut<'_, K>,
+    counts: &mut DeviceViewMut<'_, u32>,
+    num_runs: &mut DeviceViewMut<'_, i64>,
+) -> Result<()> {
+    let n = input.len();
+    check_count("run-length encode items (CUB counts in 32 bits)", n, RLE_MAX_ITEMS)?;
+    if unique.len() < n || counts.len() < n || num_runs.len() != 1 {
+        return Err(Error::invalid(format!(
+            "run-length encode of {n} items needs outputs of {n} (got {} and {}) and one run count (got {})",
+            unique.len(),
+            counts.len(),
+            num_runs.len()
+        )));
+    }
+    if n == 0 {
+        return stream.memset_bytes(num_runs, 0);
+    }
+    let (i, u, c, r) = (input.as_ptr(), unique.as_mut_ptr(), counts.as_mut_ptr(), num_runs.as_mut_ptr());
+    // SAFETY: live device ranges of at least n items; one i64 for the run count.
+    with_temp(stream, "cub::DeviceRunLengthEncode::Encode", |t, tb| unsafe { K::ENCODE(t, tb, i, u, c, r, n as i64, stream.raw()) })
+}
+
 /// Encodes runs of equal consecutive items. Inputs longer than [`RLE_MAX_ITEMS`] are refused
 /// with [`gpujoin_device::Error::TooLarge`], never truncated. Waits for the stream (to learn
 /// the run count).
@@ -57,14 +86,8 @@ pub fn run_length_encode<K: RleKey>(stream: &Stream, input: &DeviceView<'_, K>) 
     check_count("run-length encode items (CUB counts in 32 bits)", n, RLE_MAX_ITEMS)?;
     let mut unique = stream.alloc::<K>(n)?;
     let mut counts = stream.alloc::<u32>(n)?;
-    let mut num = stream.alloc_zeroed::<i64>(1)?;
-    if n > 0 {
-        let (i, u, c, r) = (input.as_ptr(), unique.view_mut().as_mut_ptr(), counts.view_mut().as_mut_ptr(), num.view_mut().as_mut_ptr());
-        // SAFETY: live device ranges of n items; one i64 for the run count.
-        with_temp(stream, "cub::DeviceRunLengthEncode::Encode", |t, tb| unsafe {
-            K::ENCODE(t, tb, i, u, c, r, n as i64, stream.raw())
-        })?;
-    }
+    let mut num = stream.alloc::<i64>(1)?;
+    run_length_encode_into(stream, input, &mut unique.view_mut(), &mut counts.view_mut(), &mut num.view_mut())?;
     let runs = read_scalar(stream, &num)? as usize;
     unique.truncate(runs);
     counts.truncate(runs);
