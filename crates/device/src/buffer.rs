@@ -93,6 +93,16 @@ impl<T: Pod> DeviceBuffer<T> {
         self.stream.copy_to_host(&self.view())
     }
 
+    /// Reinterprets the buffer as elements of another type of the same size (e.g. `u32` row
+    /// indices as a `#[repr(transparent)]` wrapper). Panics if the sizes differ.
+    pub fn cast<U: Pod>(self) -> DeviceBuffer<U> {
+        assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<U>(), "cast between types of different sizes");
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: we move the fields out of a buffer whose destructor will not run.
+        let stream = unsafe { std::ptr::read(&me.stream) };
+        DeviceBuffer { ptr: me.ptr, len: me.len, stream, _marker: PhantomData }
+    }
+
     /// Shortens the buffer to `len` elements (the memory is kept until drop).
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);

@@ -1,9 +1,27 @@
 //! # gpujoin-join
 //!
-//! Relational joins on the GPU. Every algorithm returns gather maps (left and right [`RowId`]s
-//! with an explicit [`RowId::NONE`]) and has a CPU reference in [`reference`].
+//! Relational joins on the GPU. Every algorithm returns [`GatherMaps`] (left and right
+//! [`RowId`]s with an explicit [`RowId::NONE`] for the null side of outer rows); payload columns
+//! are gathered through them separately ([`materialize`]). Each algorithm has its own module and
+//! is checked against the CPU reference in [`reference`].
+//!
+//! | algorithm | entry points | seed |
+//! |---|---|---|
+//! | ModernGPU sort-merge join | [`sorted_merge_join`] (sorted keys), [`sort_merge_join`] (any keys), [`sort_merge_join_size`] | 000 |
+//! | interleave join | [`interleave_join`], [`interleave_join_many`] (more than two tables) | 001 |
+mod common;
 pub mod datagen;
+#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+mod ffi;
+pub mod interleave;
+pub mod keys;
+pub mod maps;
 pub mod reference;
+pub mod sort_merge;
 pub mod types;
 
+pub use interleave::{interleave_join, interleave_join_many};
+pub use keys::{pack_validity, set_hash_mask_for_tests, DeviceColumn, DeviceKeys, KeyColumn, Keys};
+pub use maps::{materialize, materialize_unchecked, GatherMaps};
+pub use sort_merge::{sort_merge_join, sort_merge_join_size, sorted_merge_join, SortedKey};
 pub use types::*;

@@ -1,5 +1,6 @@
 //! The `Result` layer over the raw FFI: error codes to [`Error`], and CUB's two-phase temporary
-//! storage hidden behind one call that allocates from the stream's pool.
+//! storage hidden behind one call that allocates from the stream's pool. Shared with
+//! `gpujoin-join`, whose kernels follow the same conventions.
 
 use std::ffi::{c_void, CStr};
 
@@ -7,7 +8,7 @@ use gpujoin_cub_sys as sys;
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
 /// Converts a `cudaError_t` from a wrapper into a `Result`, naming the call.
-pub(crate) fn check(call: &str, code: i32) -> Result<()> {
+pub fn check(call: &str, code: i32) -> Result<()> {
     if code == 0 {
         return Ok(());
     }
@@ -21,7 +22,7 @@ pub(crate) fn check(call: &str, code: i32) -> Result<()> {
 
 /// Runs a two-phase call: first with a null buffer to learn the temporary bytes it needs, then
 /// with a buffer of that size from the stream's pool (freed, stream-ordered, on return).
-pub(crate) fn with_temp(stream: &Stream, call: &str, mut f: impl FnMut(*mut c_void, *mut usize) -> i32) -> Result<()> {
+pub fn with_temp(stream: &Stream, call: &str, mut f: impl FnMut(*mut c_void, *mut usize) -> i32) -> Result<()> {
     stream.device().bind_to_thread()?;
     let mut bytes: usize = 0;
     check(call, f(std::ptr::null_mut(), &mut bytes))?;
@@ -31,18 +32,18 @@ pub(crate) fn with_temp(stream: &Stream, call: &str, mut f: impl FnMut(*mut c_vo
 }
 
 /// Calls a single-phase kernel wrapper.
-pub(crate) fn launch(stream: &Stream, call: &str, f: impl FnOnce() -> i32) -> Result<()> {
+pub fn launch(stream: &Stream, call: &str, f: impl FnOnce() -> i32) -> Result<()> {
     stream.device().bind_to_thread()?;
     check(call, f())
 }
 
 /// Reads one device value back (waits for the stream).
-pub(crate) fn read_scalar<T: bytemuck::Pod>(stream: &Stream, buf: &DeviceBuffer<T>) -> Result<T> {
+pub fn read_scalar<T: bytemuck::Pod>(stream: &Stream, buf: &DeviceBuffer<T>) -> Result<T> {
     Ok(stream.copy_to_host(&buf.view())?[0])
 }
 
 /// Refuses counts that CUB cannot take (`limit` items).
-pub(crate) fn check_count(what: &str, n: usize, limit: u64) -> Result<()> {
+pub fn check_count(what: &str, n: usize, limit: u64) -> Result<()> {
     if n as u64 > limit {
         Err(Error::too_large(what, n as u64, limit))
     } else {

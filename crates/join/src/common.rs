@@ -1,0 +1,177 @@
+//! Helpers shared by the join algorithms: row lists, unmatched rows, verification of hashed
+//! matches, and building any join type from verified inner pairs.
+
+use gpujoin_device::{DeviceBuffer, DeviceView, Result, Stream};
+use gpujoin_primitives::cuda::launch;
+use gpujoin_primitives::{exclusive_sum, iota_u32, select_flagged, NO_ROW};
+
+use crate::ffi;
+use crate::keys::KeyImages;
+use crate::maps::GatherMaps;
+use crate::types::JoinType;
+
+pub(crate) fn kind(t: JoinType) -> ffi::gj_j_kind {
+    match t {
+        JoinType::Inner => ffi::gj_j_kind_GJ_J_INNER,
+        JoinType::Left => ffi::gj_j_kind_GJ_J_LEFT,
+        JoinType::Right => ffi::gj_j_kind_GJ_J_RIGHT,
+        JoinType::Full => ffi::gj_j_kind_GJ_J_FULL,
+        JoinType::LeftSemi => ffi::gj_j_kind_GJ_J_LEFT_SEMI,
+        JoinType::LeftAnti => ffi::gj_j_kind_GJ_J_LEFT_ANTI,
+        JoinType::RightSemi => ffi::gj_j_kind_GJ_J_RIGHT_SEMI,
+        JoinType::RightAnti => ffi::gj_j_kind_GJ_J_RIGHT_ANTI,
+    }
+}
+
+/// `0..n` on the device.
+pub(crate) fn iota(stream: &Stream, n: usize) -> Result<DeviceBuffer<u32>> {
+    let mut b = stream.alloc::<u32>(n)?;
+    iota_u32(stream, &mut b.view_mut(), 0)?;
+    Ok(b)
+}
+
+/// The rows (of `rows`, or `0..flags.len()`) whose flag is non-zero (`want == true`) or zero.
+pub(crate) fn rows_where(stream: &Stream, flags: &DeviceView<'_, u8>, want: bool, rows: Option<&DeviceView<'_, u32>>) -> Result<DeviceBuffer<u32>> {
+    let n = flags.len();
+    let all;
+    let rows = match rows {
+        Some(r) => *r,
+        None => {
+            all = iota(stream, n)?;
+            all.view()
+        }
+    };
+    if want {
+        return select_flagged(stream, &rows, flags);
+    }
+    let mut inv = stream.alloc::<u8>(n)?;
+    stream.copy_device_to_device(flags, &mut inv.view_mut())?;
+    let p = inv.view_mut().as_mut_ptr();
+    // SAFETY: n flags.
+    launch(stream, "invert flags", || unsafe { ffi::gj_j_invert_flags(p, n as i64, stream.raw()) })?;
+    select_flagged(stream, &rows, &inv.view())
+}
+
+/// 1 for every row that appears in `rows` (a map; NONE entries ignored), of `n` rows.
+pub(crate) fn matched_flags(stream: &Stream, rows: &DeviceView<'_, u32>, n: usize) -> Result<DeviceBuffer<u8>> {
+    let mut f = stream.alloc_zeroed::<u8>(n)?;
+    let p = f.view_mut().as_mut_ptr();
+    // SAFETY: map entries are < n or NONE (the kernel skips NONE).
+    launch(stream, "mark rows", || unsafe { ffi::gj_j_mark_rows(rows.as_ptr(), rows.len() as i64, p, stream.raw()) })?;
+    Ok(f)
+}
+
+/// True when some row of the relation can match nothing (null or NaN keys under the options).
+pub(crate) fn any_never_match(stream: &Stream, img: &KeyImages) -> Result<bool> {
+    let f = img.never_match.view();
+    if f.is_empty() {
+        return Ok(false);
+    }
+    let rows = select_flagged(stream, &iota(stream, f.len())?.view(), &f)?;
+    Ok(!rows.is_empty())
+}
+
+/// `out[i] = map[rows[i]]` (NONE kept).
+pub(crate) fn map_rows(stream: &Stream, rows: &DeviceView<'_, u32>, map: &DeviceView<'_, u32>) -> Result<DeviceBuffer<u32>> {
+    let mut out = stream.alloc::<u32>(rows.len())?;
+    let o = out.view_mut().as_mut_ptr();
+    // SAFETY: rows index into map (or are NONE).
+    launch(stream, "map rows", || unsafe { ffi::gj_j_map_rows(rows.as_ptr(), map.as_ptr(), rows.len() as i64, o, stream.raw()) })?;
+    Ok(out)
+}
+
+/// Concatenates device buffers.
+pub(crate) fn concat(stream: &Stream, parts: &[DeviceView<'_, u32>]) -> Result<DeviceBuffer<u32>> {
+    let n = parts.iter().map(|p| p.len()).sum();
+    let mut out = stream.alloc::<u32>(n)?;
+    let mut at = 0;
+    for p in parts {
+        stream.copy_device_to_device(p, &mut out.slice_mut(at..at + p.len()))?;
+        at += p.len();
+    }
+    Ok(out)
+}
+
+/// `n` NONE entries.
+pub(crate) fn nones(stream: &Stream, n: usize) -> Result<DeviceBuffer<u32>> {
+    let mut b = stream.alloc::<u32>(n)?;
+    stream.fill_u32_bits(&mut b.view_mut(), NO_ROW)?;
+    Ok(b)
+}
+
+/// Keeps the candidate pairs whose keys are truly equal (hashed derived keys collide).
+pub(crate) fn verify(stream: &Stream, a: &DeviceView<'_, u32>, b: &DeviceView<'_, u32>, ia: &KeyImages, ib: &KeyImages) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
+    let ok = verify_flags(stream, a, b, ia, ib)?;
+    Ok((select_flagged(stream, a, &ok.view())?, select_flagged(stream, b, &ok.view())?))
+}
+
+/// 1 where the candidate pair `(a[i], b[i])` has truly equal keys.
+pub(crate) fn verify_flags(stream: &Stream, a: &DeviceView<'_, u32>, b: &DeviceView<'_, u32>, ia: &KeyImages, ib: &KeyImages) -> Result<DeviceBuffer<u8>> {
+    let n = a.len();
+    let pa: Vec<u64> = ia.columns.iter().map(|c| c.view().raw()).collect();
+    let pb: Vec<u64> = ib.columns.iter().map(|c| c.view().raw()).collect();
+    let (da, db) = (stream.copy_from_host(&pa)?, stream.copy_from_host(&pb)?);
+    let mut ok = stream.alloc::<u8>(n)?;
+    let o = ok.view_mut().as_mut_ptr();
+    // SAFETY: pointer tables of ncols device pointers; pairs index rows of both relations.
+    launch(stream, "verify pairs", || unsafe {
+        ffi::gj_j_verify_pairs(
+            a.as_ptr(),
+            b.as_ptr(),
+            n as i64,
+            da.view().as_ptr() as *const *const u64,
+            db.view().as_ptr() as *const *const u64,
+            pa.len() as i32,
+            ia.flags.view().as_ptr(),
+            ib.flags.view().as_ptr(),
+            o,
+            stream.raw(),
+        )
+    })?;
+    Ok(ok)
+}
+
+/// Any join type from the (verified) inner pairs: semi/anti rows from match flags, unmatched
+/// rows appended after the inner pairs in row order.
+pub(crate) fn from_inner_pairs(stream: &Stream, a: DeviceBuffer<u32>, b: DeviceBuffer<u32>, n_left: usize, n_right: usize, join_type: JoinType) -> Result<GatherMaps> {
+    let empty = || stream.alloc::<u32>(0);
+    let unmatched = |map: &DeviceBuffer<u32>, n: usize| -> Result<DeviceBuffer<u32>> {
+        rows_where(stream, &matched_flags(stream, &map.view(), n)?.view(), false, None)
+    };
+    let matched = |map: &DeviceBuffer<u32>, n: usize| -> Result<DeviceBuffer<u32>> {
+        rows_where(stream, &matched_flags(stream, &map.view(), n)?.view(), true, None)
+    };
+    Ok(match join_type {
+        JoinType::Inner => GatherMaps::new(join_type, a, b),
+        JoinType::LeftSemi => GatherMaps::new(join_type, matched(&a, n_left)?, empty()?),
+        JoinType::LeftAnti => GatherMaps::new(join_type, unmatched(&a, n_left)?, empty()?),
+        JoinType::RightSemi => GatherMaps::new(join_type, empty()?, matched(&b, n_right)?),
+        JoinType::RightAnti => GatherMaps::new(join_type, empty()?, unmatched(&b, n_right)?),
+        JoinType::Left | JoinType::Right | JoinType::Full => {
+            let (mut l, mut r) = (a, b);
+            if join_type.keeps_unmatched_left() {
+                let u = unmatched(&l, n_left)?;
+                let nn = nones(stream, u.len())?;
+                (l, r) = (concat(stream, &[l.view(), u.view()])?, concat(stream, &[r.view(), nn.view()])?);
+            }
+            if join_type.keeps_unmatched_right() {
+                let u = unmatched(&r, n_right)?;
+                let nn = nones(stream, u.len())?;
+                (l, r) = (concat(stream, &[l.view(), nn.view()])?, concat(stream, &[r.view(), u.view()])?);
+            }
+            GatherMaps::new(join_type, l, r)
+        }
+    })
+}
+
+/// The exclusive scan of 64-bit counts and their total (waits for the stream).
+pub(crate) fn offsets_u64(stream: &Stream, counts: &DeviceView<'_, u64>) -> Result<(DeviceBuffer<u64>, u64)> {
+    let n = counts.len();
+    let mut off = stream.alloc::<u64>(n.max(1))?;
+    if n == 0 {
+        return Ok((off, 0));
+    }
+    exclusive_sum(stream, counts, &mut off.slice_mut(..n))?;
+    let last = stream.copy_to_host(&off.slice(n - 1..n))?[0] + stream.copy_to_host(&counts.slice(n - 1..n))?[0];
+    Ok((off, last))
+}

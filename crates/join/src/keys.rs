@@ -1,0 +1,314 @@
+//! Key columns on the device and their images under the join's equality.
+
+use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Error, Result, Stream};
+use gpujoin_primitives::cuda::launch;
+
+use crate::ffi;
+use crate::types::{HostColumn, HostKeys, JoinOptions, KeyType, NullEquality, MAX_KEY_COLUMNS};
+
+/// A borrowed key column of one of the supported types.
+#[derive(Clone, Copy)]
+pub enum DeviceColumn<'a> {
+    I32(DeviceView<'a, i32>),
+    I64(DeviceView<'a, i64>),
+    U32(DeviceView<'a, u32>),
+    U64(DeviceView<'a, u64>),
+    F32(DeviceView<'a, f32>),
+    F64(DeviceView<'a, f64>),
+}
+
+macro_rules! column_from {
+    ($t:ty, $v:ident) => {
+        impl<'a> From<DeviceView<'a, $t>> for DeviceColumn<'a> {
+            fn from(v: DeviceView<'a, $t>) -> Self {
+                DeviceColumn::$v(v)
+            }
+        }
+    };
+}
+column_from!(i32, I32);
+column_from!(i64, I64);
+column_from!(u32, U32);
+column_from!(u64, U64);
+column_from!(f32, F32);
+column_from!(f64, F64);
+
+impl DeviceColumn<'_> {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match self {
+            DeviceColumn::I32(v) => v.len(),
+            DeviceColumn::I64(v) => v.len(),
+            DeviceColumn::U32(v) => v.len(),
+            DeviceColumn::U64(v) => v.len(),
+            DeviceColumn::F32(v) => v.len(),
+            DeviceColumn::F64(v) => v.len(),
+        }
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Element type.
+    pub fn key_type(&self) -> KeyType {
+        match self {
+            DeviceColumn::I32(_) => KeyType::I32,
+            DeviceColumn::I64(_) => KeyType::I64,
+            DeviceColumn::U32(_) => KeyType::U32,
+            DeviceColumn::U64(_) => KeyType::U64,
+            DeviceColumn::F32(_) => KeyType::F32,
+            DeviceColumn::F64(_) => KeyType::F64,
+        }
+    }
+}
+
+/// A key column with an optional validity bitmap (Arrow layout: bit `i % 32` of word `i / 32`,
+/// 1 = valid).
+#[derive(Clone, Copy)]
+pub struct KeyColumn<'a> {
+    pub values: DeviceColumn<'a>,
+    pub validity: Option<DeviceView<'a, u32>>,
+}
+
+/// The key columns of one relation: 1 to 4 columns of equal length.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let a = s.copy_from_host(&[1i32, 2, 2])?;
+/// let b = s.copy_from_host(&[0.5f64, 1.0, 2.0])?;
+/// let keys = Keys::new(vec![a.view().into(), b.view().into()])?; // a composite key
+/// assert_eq!(keys.rows(), 3);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Keys<'a> {
+    columns: Vec<KeyColumn<'a>>,
+}
+
+impl<'a> Keys<'a> {
+    /// Keys from columns without nulls.
+    pub fn new(columns: Vec<DeviceColumn<'a>>) -> Result<Self> {
+        Self::with_validity(columns.into_iter().map(|values| KeyColumn { values, validity: None }).collect())
+    }
+
+    /// Keys from one column without nulls.
+    pub fn single(column: impl Into<DeviceColumn<'a>>) -> Self {
+        Keys { columns: vec![KeyColumn { values: column.into(), validity: None }] }
+    }
+
+    /// Keys from columns with optional validity bitmaps.
+    pub fn with_validity(columns: Vec<KeyColumn<'a>>) -> Result<Self> {
+        if columns.is_empty() || columns.len() > MAX_KEY_COLUMNS {
+            return Err(Error::invalid(format!("{} key columns; 1 to {MAX_KEY_COLUMNS} are supported", columns.len())));
+        }
+        let n = columns[0].values.len();
+        for (i, c) in columns.iter().enumerate() {
+            check_same_len("key column 0", n, &format!("key column {i}"), c.values.len())?;
+            if let Some(v) = c.validity {
+                check_same_len(&format!("validity words of {n} rows"), n.div_ceil(32), &format!("validity of column {i}"), v.len())?;
+            }
+        }
+        if n as u64 > crate::RowId::MAX_ROWS {
+            return Err(Error::too_large("rows of a relation", n as u64, crate::RowId::MAX_ROWS));
+        }
+        Ok(Keys { columns })
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.columns[0].values.len()
+    }
+
+    /// The columns.
+    pub fn columns(&self) -> &[KeyColumn<'a>] {
+        &self.columns
+    }
+
+    /// Checks that two sides can be compared (same column count and types).
+    pub fn check_comparable(&self, other: &Keys<'_>) -> Result<()> {
+        if self.columns.len() != other.columns.len() {
+            return Err(Error::invalid(format!("left has {} key columns, right {}", self.columns.len(), other.columns.len())));
+        }
+        for (i, (a, b)) in self.columns.iter().zip(&other.columns).enumerate() {
+            if a.values.key_type() != b.values.key_type() {
+                return Err(Error::invalid(format!(
+                    "key column {i}: left is {:?}, right is {:?}",
+                    a.values.key_type(),
+                    b.values.key_type()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Device copies of host keys (for tests, examples and the demo).
+pub struct DeviceKeys {
+    values: Vec<DeviceColumnBuf>,
+    validity: Vec<Option<DeviceBuffer<u32>>>,
+}
+
+enum DeviceColumnBuf {
+    I32(DeviceBuffer<i32>),
+    I64(DeviceBuffer<i64>),
+    U32(DeviceBuffer<u32>),
+    U64(DeviceBuffer<u64>),
+    F32(DeviceBuffer<f32>),
+    F64(DeviceBuffer<f64>),
+}
+
+/// Packs a `Vec<bool>` validity into an Arrow-style bitmap of u32 words.
+pub fn pack_validity(valid: &[bool]) -> Vec<u32> {
+    let mut words = vec![0u32; valid.len().div_ceil(32)];
+    for (i, &v) in valid.iter().enumerate() {
+        if v {
+            words[i / 32] |= 1 << (i % 32);
+        }
+    }
+    words
+}
+
+impl DeviceKeys {
+    /// Uploads host keys.
+    pub fn upload(stream: &Stream, keys: &HostKeys) -> Result<Self> {
+        keys.validate("keys")?;
+        let mut values = Vec::new();
+        for c in &keys.columns {
+            values.push(match c {
+                HostColumn::I32(v) => DeviceColumnBuf::I32(stream.copy_from_host(v)?),
+                HostColumn::I64(v) => DeviceColumnBuf::I64(stream.copy_from_host(v)?),
+                HostColumn::U32(v) => DeviceColumnBuf::U32(stream.copy_from_host(v)?),
+                HostColumn::U64(v) => DeviceColumnBuf::U64(stream.copy_from_host(v)?),
+                HostColumn::F32(v) => DeviceColumnBuf::F32(stream.copy_from_host(v)?),
+                HostColumn::F64(v) => DeviceColumnBuf::F64(stream.copy_from_host(v)?),
+            });
+        }
+        let validity = keys
+            .validity
+            .iter()
+            .map(|v| v.as_ref().map(|v| stream.copy_from_host(&pack_validity(v))).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DeviceKeys { values, validity })
+    }
+
+    /// Borrowed keys for a join call.
+    pub fn keys(&self) -> Keys<'_> {
+        let columns = self
+            .values
+            .iter()
+            .zip(&self.validity)
+            .map(|(v, val)| KeyColumn {
+                values: match v {
+                    DeviceColumnBuf::I32(b) => b.view().into(),
+                    DeviceColumnBuf::I64(b) => b.view().into(),
+                    DeviceColumnBuf::U32(b) => b.view().into(),
+                    DeviceColumnBuf::U64(b) => b.view().into(),
+                    DeviceColumnBuf::F32(b) => b.view().into(),
+                    DeviceColumnBuf::F64(b) => b.view().into(),
+                },
+                validity: val.as_ref().map(|b| b.view()),
+            })
+            .collect();
+        Keys { columns }
+    }
+}
+
+/// Images of a relation's keys: one u64 per column (equal keys, equal images; value order kept),
+/// per-row flags (bit 2c: null in column c, bit 2c+1: NaN), one derived scalar key per row and
+/// the rows that can match nothing.
+pub(crate) struct KeyImages {
+    pub columns: Vec<DeviceBuffer<u64>>,
+    pub flags: DeviceBuffer<u8>,
+    pub derived: DeviceBuffer<u64>,
+    pub never_match: DeviceBuffer<u8>,
+}
+
+/// How both sides' keys become derived scalar keys: packed exactly when they fit the budget,
+/// hashed (and verified) otherwise.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyPlan {
+    pub exact: bool,
+    /// Significant low bits of an exact derived key (64 when hashed).
+    pub bits: u32,
+    /// Null keys equal each other and some column is nullable: one null bit per column.
+    pub null_equal: bool,
+    pub nan_never_equal: bool,
+}
+
+impl KeyPlan {
+    /// Plans the derived keys of a join of `left` and `right` within `budget` bits.
+    pub fn new(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions, budget: u32) -> KeyPlan {
+        let nullable = left.columns.iter().chain(&right.columns).any(|c| c.validity.is_some());
+        let null_equal = nullable && opts.null_equality == NullEquality::NullEqualsNull;
+        let bits: u32 = left.columns.iter().map(|c| c.values.key_type().width() as u32 * 8 + null_equal as u32).sum();
+        KeyPlan {
+            exact: bits <= budget,
+            bits: if bits <= budget { bits } else { 64 },
+            null_equal,
+            nan_never_equal: opts.nan_equality == crate::NanEquality::NanNeverEqual,
+        }
+    }
+}
+
+static HASH_MASK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+/// Test support: keeps only the bits of `mask` of every hashed key, so that composite keys
+/// collide massively and the verification of candidate matches is exercised. `u64::MAX`
+/// restores the full hash. Affects every join of the process; use in tests only.
+#[doc(hidden)]
+pub fn set_hash_mask_for_tests(mask: u64) {
+    HASH_MASK.store(mask, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Computes the images and derived keys of `keys` under `plan`.
+pub(crate) fn images(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<KeyImages> {
+    let n = keys.rows();
+    let mut flags = stream.alloc_zeroed::<u8>(n)?;
+    let mut columns = Vec::with_capacity(keys.columns.len());
+    let s = stream.raw();
+    for (c, col) in keys.columns.iter().enumerate() {
+        let mut img = stream.alloc::<u64>(n)?;
+        let (ip, fp) = (img.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
+        let vp = col.validity.map_or(std::ptr::null(), |v| v.as_ptr());
+        let (n64, c32) = (n as i64, c as i32);
+        // SAFETY: live device ranges of n rows (validity checked to hold ceil(n/32) words).
+        launch(stream, "key image", || unsafe {
+            match col.values {
+                DeviceColumn::I32(v) => ffi::gj_j_image_i32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                DeviceColumn::I64(v) => ffi::gj_j_image_i64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                DeviceColumn::U32(v) => ffi::gj_j_image_u32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                DeviceColumn::U64(v) => ffi::gj_j_image_u64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                DeviceColumn::F32(v) => ffi::gj_j_image_f32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                DeviceColumn::F64(v) => ffi::gj_j_image_f64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+            }
+        })?;
+        columns.push(img);
+    }
+    let widths: Vec<i32> = keys.columns.iter().map(|c| c.values.key_type().width() as i32 * 8).collect();
+    let mut derived = stream.alloc::<u64>(n)?;
+    let mut never_match = stream.alloc::<u8>(n)?;
+    let ptr = |i: usize| columns.get(i).map_or(std::ptr::null(), |b: &DeviceBuffer<u64>| b.view().as_ptr());
+    let (d, nm, f) = (derived.view_mut().as_mut_ptr(), never_match.view_mut().as_mut_ptr(), flags.view().as_ptr());
+    // SAFETY: images of n rows; widths has ncols entries (read on the host by the wrapper).
+    launch(stream, "derive key", || unsafe {
+        ffi::gj_j_derive_key(
+            ptr(0),
+            ptr(1),
+            ptr(2),
+            ptr(3),
+            widths.as_ptr(),
+            widths.len() as i32,
+            f,
+            n as i64,
+            (!plan.exact) as i32,
+            plan.null_equal as i32,
+            plan.nan_never_equal as i32,
+            HASH_MASK.load(std::sync::atomic::Ordering::SeqCst),
+            d,
+            nm,
+            s,
+        )
+    })?;
+    Ok(KeyImages { columns, flags, derived, never_match })
+}

@@ -1,0 +1,113 @@
+/* gpujoin_join.h - plain C declarations of the join kernels (cuda/join). Conventions as in
+ * gpujoin_kernels.h: a stream, a cudaError_t return code, 64-bit counts, two-phase temporary
+ * storage where needed; row ids are uint32_t with 0xFFFFFFFF = no row.
+ * Rust declarations: crates/join/src/ffi.rs (`cargo xtask bindgen`). */
+#ifndef GPUJOIN_JOIN_H
+#define GPUJOIN_JOIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void *gj_j_stream_t;
+
+/* Join kinds, in the order of gpujoin's JoinType. */
+typedef enum gj_j_kind {
+  GJ_J_INNER = 0,
+  GJ_J_LEFT = 1,
+  GJ_J_RIGHT = 2,
+  GJ_J_FULL = 3,
+  GJ_J_LEFT_SEMI = 4,
+  GJ_J_LEFT_ANTI = 5,
+  GJ_J_RIGHT_SEMI = 6,
+  GJ_J_RIGHT_ANTI = 7
+} gj_j_kind;
+
+/* ---- Sort-merge (ModernGPU) join on sorted keys. ----
+ * counts[i] = ub[i] - lb[i], or 1 where that is 0 and keep_unmatched (left/full joins). */
+int gj_j_merge_counts(const uint32_t *lb, const uint32_t *ub, int64_t n, int keep_unmatched,
+                      uint32_t *counts, gj_j_stream_t stream);
+/* Expands each A row i into counts[i] output rows by load-balancing search over offsets
+ * (exclusive scan of counts, total = sum): out_a = a_rows[i] (or i), out_b = b_rows[lb[i] + r]
+ * (or lb[i] + r), or no row where ub[i] == lb[i]. a_rows / b_rows may be NULL. */
+int gj_j_merge_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t n,
+                      int64_t total, const uint32_t *lb, const uint32_t *ub, const uint32_t *a_rows,
+                      const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b,
+                      gj_j_stream_t stream);
+
+/* ---- Interleave join. ----
+ * Derived keys of the concatenation: keys[i] = (image[i] << tbits) | table, for the rows of one
+ * table (written at keys + offset). */
+int gj_j_interleave_derive(const uint64_t *image, int64_t n, int tbits, uint64_t table,
+                           uint64_t *keys, gj_j_stream_t stream);
+/* Output rows of each (key, table) run g of the sorted derived keys (runs[g], run_len[g],
+ * G runs, 2 tables): the Cartesian product for an L run followed by an R run with the same key,
+ * unmatched runs as the join kind keeps them. */
+int gj_j_interleave_counts(const uint64_t *runs, const uint32_t *run_len, int64_t num_runs,
+                           gj_j_kind kind, uint64_t *out_counts, gj_j_stream_t stream);
+/* Expands the runs into gather maps: ids are the sorted row ids (L rows 0..n_left, R rows
+ * n_left..), run_start the exclusive scan of run_len, offsets the exclusive scan of out_counts. */
+int gj_j_interleave_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t num_runs,
+                           int64_t total, const uint64_t *runs, const uint32_t *run_len,
+                           const uint32_t *run_start, const uint32_t *ids, uint32_t n_left,
+                           gj_j_kind kind, uint32_t *out_a, uint32_t *out_b, gj_j_stream_t stream);
+/* N-way inner interleave join on one key (N <= 16 tables, tbits = ceil(log2 N)): counts are the
+ * products of the run lengths of N consecutive runs t = 0..N-1 with equal keys (counted at the
+ * first), and expansion writes N maps (out[t] = out + t * total). table_base[t] is the first
+ * global row id of table t. */
+int gj_j_interleave_counts_n(const uint64_t *runs, const uint32_t *run_len, int64_t num_runs,
+                             int tables, int tbits, uint64_t *out_counts, gj_j_stream_t stream);
+int gj_j_interleave_expand_n(void *temp, size_t *temp_bytes, const uint64_t *offsets,
+                             int64_t num_runs, int64_t total, const uint32_t *run_len,
+                             const uint32_t *run_start, const uint32_t *ids,
+                             const uint32_t *table_base, int tables, uint32_t *out,
+                             gj_j_stream_t stream);
+
+/* ---- Keys. ----
+ * Image of a key column under the join's equality, in a u64 whose order is the value order:
+ * integers order-preserving, floats with -0.0 -> +0.0 and every NaN -> one NaN. For key column
+ * `column` (0..3), flags |= 1 << 2*column for a null row (validity: Arrow bitmap, LSB first, may
+ * be NULL; null rows get image 0) and |= 2 << 2*column for NaN. */
+#define GJ_J_DECL_IMAGE(TN, T)                                                                   \
+  int gj_j_image_##TN(const T *col, const uint32_t *validity, int64_t n, int column,           \
+                      uint64_t *image, uint8_t *flags, gj_j_stream_t stream);
+GJ_J_DECL_IMAGE(u32, uint32_t)
+GJ_J_DECL_IMAGE(u64, uint64_t)
+GJ_J_DECL_IMAGE(i32, int32_t)
+GJ_J_DECL_IMAGE(i64, int64_t)
+GJ_J_DECL_IMAGE(f32, float)
+GJ_J_DECL_IMAGE(f64, double)
+
+/* One derived key per row from up to 4 column images (unused ones NULL):
+ *  exact (hash == 0): the images packed, column 0 highest, widths[c] bits each, plus one null
+ *   bit per column above its value when null_equal (the caller checks the total fits 64 bits);
+ *  hash != 0: a 64-bit mix of images and null bits, ANDed with hash_mask (all ones normally;
+ *   tests narrow it to force collisions, which verification filters).
+ * Null rows keep image 0. never_match[i] = 1 where a null (unless null_equal) or a NaN (when
+ * nan_never_equal) means the row matches nothing. */
+int gj_j_derive_key(const uint64_t *img0, const uint64_t *img1, const uint64_t *img2,
+                    const uint64_t *img3, const int *widths, int ncols, const uint8_t *flags,
+                    int64_t n, int hash, int null_equal, int nan_never_equal, uint64_t hash_mask, uint64_t *key,
+                    uint8_t *never_match, gj_j_stream_t stream);
+
+/* ok[i] = the pair (a[i], b[i]) is a true match: every column image equal and null flags equal.
+ * imgs_a / imgs_b are arrays of ncols device pointers (in device memory). */
+int gj_j_verify_pairs(const uint32_t *a, const uint32_t *b, int64_t n, const uint64_t *const *imgs_a,
+                      const uint64_t *const *imgs_b, int ncols, const uint8_t *flags_a,
+                      const uint8_t *flags_b, uint8_t *ok, gj_j_stream_t stream);
+
+/* flags[rows[i]] = 1 for rows[i] != no row. */
+int gj_j_mark_rows(const uint32_t *rows, int64_t n, uint8_t *flags, gj_j_stream_t stream);
+/* flags[i] = !flags[i] (in place). */
+int gj_j_invert_flags(uint8_t *flags, int64_t n, gj_j_stream_t stream);
+/* out[i] = rows ? rows[i] : i, mapped through `map` when map != NULL (out[i] = map[...]). */
+int gj_j_map_rows(const uint32_t *rows, const uint32_t *map, int64_t n, uint32_t *out,
+                  gj_j_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPUJOIN_JOIN_H */
