@@ -38,6 +38,26 @@ int gj_j_merge_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, i
                       const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b,
                       gj_j_stream_t stream);
 
+/* Fused two-pass merge join on sorted keys. parts: merge-path partitions of (A, B) with A first
+ * on ties and gj_j_merge_tile_items() items per tile. Pass 1 writes each tile's output rows
+ * (tile_rows, one per tile) and, when b_match is not NULL, 1 for each B row that has a match.
+ * Pass 2 writes the maps at tile_offsets (exclusive scan of tile_rows, one more entry holding the
+ * total); it needs every tile's rows <= 4 * gj_j_merge_tile_items() (else use merge_expand). */
+int64_t gj_j_merge_tile_items(void);
+#define GJ_J_DECL_FUSED(KN, K)                                                                   \
+  int gj_j_merge_count_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,               \
+                            const int64_t *parts, int keep_unmatched, uint64_t *tile_rows,      \
+                            uint8_t *b_match, gj_j_stream_t stream);                            \
+  int gj_j_merge_write_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,               \
+                            const int64_t *parts, int keep_unmatched,                           \
+                            const uint64_t *tile_offsets, const uint32_t *a_rows,               \
+                            const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b,           \
+                            gj_j_stream_t stream);
+GJ_J_DECL_FUSED(u32, uint32_t)
+GJ_J_DECL_FUSED(u64, uint64_t)
+GJ_J_DECL_FUSED(i32, int32_t)
+GJ_J_DECL_FUSED(i64, int64_t)
+
 /* ---- Interleave join. ----
  * Derived keys of the concatenation: keys[i] = (image[i] << tbits) | table, for the rows of one
  * table (written at keys + offset). */
@@ -98,6 +118,9 @@ int gj_j_derive_key(const uint64_t *img0, const uint64_t *img1, const uint64_t *
 int gj_j_verify_pairs(const uint32_t *a, const uint32_t *b, int64_t n, const uint64_t *const *imgs_a,
                       const uint64_t *const *imgs_b, int ncols, const uint8_t *flags_a,
                       const uint8_t *flags_b, uint8_t *ok, gj_j_stream_t stream);
+
+/* out[i] = (uint32_t)in[i] (derived keys known to fit 32 bits). */
+int gj_j_narrow_keys(const uint64_t *in, int64_t n, uint32_t *out, gj_j_stream_t stream);
 
 /* flags[rows[i]] = 1 for rows[i] != no row. */
 int gj_j_mark_rows(const uint32_t *rows, int64_t n, uint8_t *flags, gj_j_stream_t stream);

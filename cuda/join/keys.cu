@@ -88,6 +88,11 @@ __global__ void verify_kernel(const uint32_t *a, const uint32_t *b, int64_t n, c
   }
 }
 
+__global__ void narrow_kernel(const uint64_t *in, int64_t n, uint32_t *out) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = (uint32_t)in[i];
+}
+
 __global__ void mark_kernel(const uint32_t *rows, int64_t n, uint8_t *flags) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -164,5 +169,11 @@ extern "C" int gj_j_invert_flags(uint8_t *flags, int64_t n, gj_j_stream_t s) {
 extern "C" int gj_j_map_rows(const uint32_t *rows, const uint32_t *map, int64_t n, uint32_t *out, gj_j_stream_t s) {
   if (n <= 0) return 0;
   map_rows_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(rows, map, n, out);
+  return launch_status();
+}
+
+extern "C" int gj_j_narrow_keys(const uint64_t *in, int64_t n, uint32_t *out, gj_j_stream_t s) {
+  if (n <= 0) return 0;
+  narrow_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(in, n, out);
   return launch_status();
 }

@@ -57,3 +57,216 @@ extern "C" int gj_j_merge_expand(void *temp, size_t *temp_bytes, const uint64_t 
                                                                    out_a, out_b);
   return launch_status();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fused two-pass merge join on sorted keys (the fast path of the ModernGPU join).
+// Tiles are merge-path tiles of (A, B) with A first on ties, so the B items consumed before A[i]
+// number lower_bound(A[i] in B). Pass 1 counts each tile's output rows (and flags matched B
+// rows); pass 2 recomputes the counts, scans them in the CTA and writes the tile's rows.
+namespace {
+constexpr int FNT = 256, FVT = 8, FNV = FNT * FVT;
+
+template <class K>
+struct FusedShared {
+  K keys[FNV];
+  uint32_t lb[FNV];     // lower bound of each A item of the tile (global B index)
+  uint32_t cnt[FNV];    // equal B items per A item
+  uint32_t scan[FNV];   // exclusive scan of output rows per A item (pass 2)
+  uint64_t tail;        // B items equal to the first B key after the tile, from there on
+  uint64_t red[FNT / 32];
+};
+
+template <class K>
+__device__ __forceinline__ bool keq(K x, K y) { return !less(x, y) && !less(y, x); }
+
+// Loads the tile, merges it (lower bounds, B match flags) and counts equal B items per A item.
+template <class K>
+__device__ __forceinline__ void fused_tile(const K *a, int64_t a_len, const K *b, int64_t b_len, const int64_t *parts,
+                                           FusedShared<K> &sh, int64_t &a0, int &na, uint8_t *b_match) {
+  const int64_t tile = blockIdx.x;
+  const int tid = threadIdx.x;
+  int64_t d0 = tile * FNV, d1 = d0 + FNV;
+  if (d1 > a_len + b_len) d1 = a_len + b_len;
+  a0 = parts[tile];
+  const int64_t a1 = parts[tile + 1], b0 = d0 - a0, b1 = d1 - a1;
+  na = (int)(a1 - a0);
+  const int nb = (int)(b1 - b0);
+  K *ta = sh.keys, *tb = sh.keys + na;
+  for (int i = tid; i < na + nb; i += FNT) sh.keys[i] = i < na ? a[a0 + i] : b[b0 + (i - na)];
+  if (tid == 0) {
+    // Galloping count of the B run that continues past the tile (only its key can continue).
+    uint64_t t = 0;
+    if (b1 < b_len && na > 0 && keq(a[a1 - 1], b[b1])) {
+      K key = b[b1];
+      int64_t lo = b1, step = 1, hi = b1 + 1;  // B[lo] == key
+      while (hi < b_len && keq(b[hi], key)) {
+        lo = hi;
+        step <<= 1;
+        hi = lo + step;
+      }
+      if (hi > b_len) hi = b_len;
+      while (hi - lo > 1) {  // B[lo] == key, B[hi] != key or hi == b_len
+        int64_t mid = (lo + hi) >> 1;
+        if (keq(b[mid], key)) lo = mid;
+        else hi = mid;
+      }
+      t = (uint64_t)(lo + 1 - b1);
+    }
+    sh.tail = t;
+  }
+  __syncthreads();
+  int diag = tid * FVT;
+  if (diag > na + nb) diag = na + nb;
+  int lo = diag > nb ? diag - nb : 0, hi = diag < na ? diag : na;
+  while (lo < hi) {
+    int mid = (lo + hi) >> 1;
+    if (!less(tb[diag - 1 - mid], ta[mid])) lo = mid + 1;
+    else hi = mid;
+  }
+  int pa = lo, pb = diag - lo;
+#pragma unroll
+  for (int s = 0; s < FVT; ++s) {
+    if (pa + pb >= na + nb) break;
+    if (pb >= nb || (pa < na && !less(tb[pb], ta[pa]))) {
+      sh.lb[pa] = (uint32_t)(b0 + pb);
+      ++pa;
+    } else {
+      if (b_match) {
+        int64_t i = a0 + pa - 1;
+        b_match[b0 + pb] = i >= 0 && keq(pa > 0 ? ta[pa - 1] : a[i], tb[pb]);
+      }
+      ++pb;
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < na; i += FNT) {
+    K key = ta[i];
+    int j0 = (int)(sh.lb[i] - b0);
+    int l = j0, h = nb;  // upper bound of key in tb[j0, nb)
+    while (l < h) {
+      int m = (l + h) >> 1;
+      if (!less(key, tb[m])) l = m + 1;
+      else h = m;
+    }
+    uint64_t c = (uint64_t)(l - j0);
+    if (l == nb && b1 < b_len && keq(key, b[b1])) c += sh.tail;
+    sh.cnt[i] = (uint32_t)c;  // <= |B| < 2^32
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ uint64_t block_sum(uint64_t v, uint64_t *red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  uint64_t t = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < FNT / 32; ++w) t += red[w];
+  return t;
+}
+
+template <class K>
+__global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
+                                                          const int64_t *parts, bool keep_unmatched, uint64_t *tile_rows,
+                                                          uint8_t *b_match) {
+  __shared__ FusedShared<K> sh;
+  int64_t a0;
+  int na;
+  fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, b_match);
+  uint64_t s = 0;
+  for (int i = threadIdx.x; i < na; i += FNT) {
+    uint32_t c = sh.cnt[i];
+    s += (c == 0 && keep_unmatched) ? 1 : c;
+  }
+  uint64_t t = block_sum(s, sh.red);
+  if (threadIdx.x == 0) tile_rows[blockIdx.x] = t;
+}
+
+template <class K>
+__global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
+                                                          const int64_t *parts, bool keep_unmatched,
+                                                          const uint64_t *tile_offsets, const uint32_t *a_rows,
+                                                          const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
+  __shared__ FusedShared<K> sh;
+  int64_t a0;
+  int na;
+  fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, nullptr);
+  // CTA-wide exclusive scan of output rows per A item (serial per warp chunk, then warps).
+  const int tid = threadIdx.x;
+  constexpr int PER = FNV / FNT;  // items per thread, contiguous
+  uint32_t local[PER];
+  uint32_t run = 0;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    int i = tid * PER + k;
+    uint32_t c = i < na ? sh.cnt[i] : 0;
+    if (c == 0 && keep_unmatched && i < na) c = 1;
+    local[k] = run;
+    run += c;
+  }
+  // Exclusive scan of `run` across the block.
+  uint32_t x = run;
+  const int lane = tid & 31, warp = tid >> 5;
+  for (int o = 1; o < 32; o <<= 1) {
+    uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  __shared__ uint32_t warp_tot[FNT / 32];
+  if (lane == 31) warp_tot[warp] = x;
+  __syncthreads();
+  uint32_t warp_off = 0;
+  for (int w = 0; w < warp; ++w) warp_off += warp_tot[w];
+  uint32_t thread_off = warp_off + x - run;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    int i = tid * PER + k;
+    if (i < na) sh.scan[i] = thread_off + local[k];
+  }
+  __syncthreads();
+  const uint64_t base = tile_offsets[blockIdx.x];
+  const uint32_t rows = (uint32_t)(tile_offsets[blockIdx.x + 1] - base);
+  for (uint32_t k = tid; k < rows; k += FNT) {
+    // The A item whose output range holds k: last i with scan[i] <= k.
+    int l = 0, h = na;
+    while (h - l > 1) {
+      int m = (l + h) >> 1;
+      if (sh.scan[m] <= k) l = m;
+      else h = m;
+    }
+    uint32_t rank = k - sh.scan[l];
+    uint32_t ai = (uint32_t)(a0 + l);
+    uint32_t bj = sh.lb[l] + rank;
+    out_a[base + k] = a_rows ? a_rows[ai] : ai;
+    out_b[base + k] = sh.cnt[l] ? (b_rows ? b_rows[bj] : bj) : kNone;
+  }
+}
+}  // namespace
+
+#define GJ_J_DEF_FUSED(KN, K)                                                                          \
+  extern "C" int gj_j_merge_count_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,          \
+                                       const int64_t *parts, int keep_unmatched, uint64_t *tile_rows, \
+                                       uint8_t *b_match, gj_j_stream_t s) {                           \
+    int64_t tiles = (a_len + b_len + FNV - 1) / FNV;                                                   \
+    if (tiles == 0) return 0;                                                                          \
+    fused_count_kernel<K><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(a, a_len, b, b_len, parts,     \
+                                                                        keep_unmatched != 0, tile_rows, \
+                                                                        b_match);                       \
+    return launch_status();                                                                            \
+  }                                                                                                    \
+  extern "C" int gj_j_merge_write_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,          \
+                                       const int64_t *parts, int keep_unmatched,                      \
+                                       const uint64_t *tile_offsets, const uint32_t *a_rows,          \
+                                       const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b,      \
+                                       gj_j_stream_t s) {                                             \
+    int64_t tiles = (a_len + b_len + FNV - 1) / FNV;                                                   \
+    if (tiles == 0) return 0;                                                                          \
+    fused_write_kernel<K><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(                               \
+        a, a_len, b, b_len, parts, keep_unmatched != 0, tile_offsets, a_rows, b_rows, out_a, out_b);   \
+    return launch_status();                                                                            \
+  }
+GJ_J_DEF_FUSED(u32, uint32_t)
+GJ_J_DEF_FUSED(u64, uint64_t)
+GJ_J_DEF_FUSED(i32, int32_t)
+GJ_J_DEF_FUSED(i64, int64_t)
+
+extern "C" int64_t gj_j_merge_tile_items(void) { return FNV; }

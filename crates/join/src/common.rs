@@ -3,7 +3,7 @@
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Result, Stream};
 use gpujoin_primitives::cuda::launch;
-use gpujoin_primitives::{exclusive_sum, iota_u32, select_flagged, NO_ROW};
+use gpujoin_primitives::{exclusive_sum, iota_u32, reduce_sum, select_flagged, NO_ROW};
 
 use crate::ffi;
 use crate::keys::KeyImages;
@@ -64,11 +64,26 @@ pub(crate) fn matched_flags(stream: &Stream, rows: &DeviceView<'_, u32>, n: usiz
 /// True when some row of the relation can match nothing (null or NaN keys under the options).
 pub(crate) fn any_never_match(stream: &Stream, img: &KeyImages) -> Result<bool> {
     let f = img.never_match.view();
-    if f.is_empty() {
-        return Ok(false);
+    let words = f.len() / 4;
+    // Sum the flags four at a time as u32 words (a non-zero byte makes a non-zero word), then
+    // look at the last few bytes on the host.
+    // SAFETY: the first 4 * words bytes of the flags, read as words (device memory from the
+    // pool is at least 256-byte aligned).
+    let as_words = unsafe { DeviceView::<u32>::from_raw(f.raw(), words) };
+    if words > 0 && reduce_sum(stream, &as_words)? != 0 {
+        return Ok(true);
     }
-    let rows = select_flagged(stream, &iota(stream, f.len())?.view(), &f)?;
-    Ok(!rows.is_empty())
+    let tail = stream.copy_to_host(&f.slice(words * 4..))?;
+    Ok(tail.iter().any(|&b| b != 0))
+}
+
+/// The low 32 bits of each derived key (for exact keys of at most 32 bits).
+pub(crate) fn narrow(stream: &Stream, keys: &DeviceView<'_, u64>) -> Result<DeviceBuffer<u32>> {
+    let mut out = stream.alloc::<u32>(keys.len())?;
+    let o = out.view_mut().as_mut_ptr();
+    // SAFETY: keys.len() entries each.
+    launch(stream, "narrow keys", || unsafe { ffi::gj_j_narrow_keys(keys.as_ptr(), keys.len() as i64, o, stream.raw()) })?;
+    Ok(out)
 }
 
 /// `out[i] = map[rows[i]]` (NONE kept).

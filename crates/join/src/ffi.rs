@@ -40,6 +40,125 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_j_merge_tile_items() -> i64;
+}
+unsafe extern "C" {
+    pub fn gj_j_merge_count_u32(
+        a: *const u32,
+        a_len: i64,
+        b: *const u32,
+        b_len: i64,
+        parts: *const i64,
+        keep_unmatched: ::std::os::raw::c_int,
+        tile_rows: *mut u64,
+        b_match: *mut u8,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_merge_write_u32(
+        a: *const u32,
+        a_len: i64,
+        b: *const u32,
+        b_len: i64,
+        parts: *const i64,
+        keep_unmatched: ::std::os::raw::c_int,
+        tile_offsets: *const u64,
+        a_rows: *const u32,
+        b_rows: *const u32,
+        out_a: *mut u32,
+        out_b: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_merge_count_u64(
+        a: *const u64,
+        a_len: i64,
+        b: *const u64,
+        b_len: i64,
+        parts: *const i64,
+        keep_unmatched: ::std::os::raw::c_int,
+        tile_rows: *mut u64,
+        b_match: *mut u8,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_merge_write_u64(
+        a: *const u64,
+        a_len: i64,
+        b: *const u64,
+        b_len: i64,
+        parts: *const i64,
+        keep_unmatched: ::std::os::raw::c_int,
+        tile_offsets: *const u64,
+        a_rows: *const u32,
+        b_rows: *const u32,
+        out_a: *mut u32,
+        out_b: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_merge_count_i32(
+        a: *const i32,
+        a_len: i64,
+        b: *const i32,
+        b_len: i64,
+        parts: *const i64,
+        keep_unmatched: ::std::os::raw::c_int,
+        tile_rows: *mut u64,
+        b_match: *mut u8,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_merge_write_i32(
+        a: *const i32,
+        a_len: i64,
+        b: *const i32,
+        b_len: i64,
+        parts: *const i64,
+        keep_unmatched: ::std::os::raw::c_int,
+        tile_offsets: *const u64,
+        a_rows: *const u32,
+        b_rows: *const u32,
+        out_a: *mut u32,
+        out_b: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_merge_count_i64(
+        a: *const i64,
+        a_len: i64,
+        b: *const i64,
+        b_len: i64,
+        parts: *const i64,
+        keep_unmatched: ::std::os::raw::c_int,
+        tile_rows: *mut u64,
+        b_match: *mut u8,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_merge_write_i64(
+        a: *const i64,
+        a_len: i64,
+        b: *const i64,
+        b_len: i64,
+        parts: *const i64,
+        keep_unmatched: ::std::os::raw::c_int,
+        tile_offsets: *const u64,
+        a_rows: *const u32,
+        b_rows: *const u32,
+        out_a: *mut u32,
+        out_b: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_j_interleave_derive(
         image: *const u64,
         n: i64,
@@ -200,6 +319,14 @@ unsafe extern "C" {
         flags_a: *const u8,
         flags_b: *const u8,
         ok: *mut u8,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_narrow_keys(
+        in_: *const u64,
+        n: i64,
+        out: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }

@@ -15,20 +15,47 @@
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
-use gpujoin_primitives::{count_offsets, gather, sort_pairs, sorted_search, Bound, SearchKey, SearchOutputs, SortOrder};
+use gpujoin_primitives::{count_offsets, gather, merge_path_partitions, sort_pairs, sorted_search, Bound, SearchKey, SearchOutputs, SortOrder};
 
-use crate::common::{any_never_match, from_inner_pairs, iota, rows_where, verify};
+use crate::common::{any_never_match, from_inner_pairs, iota, narrow, rows_where, verify};
 use crate::ffi;
 use crate::keys::{images, KeyPlan, Keys};
 use crate::maps::GatherMaps;
 use crate::types::{JoinOptions, JoinType, RowId};
 
-/// Key types the sorted entry point takes: sorted ascending, compared by value.
-pub trait SortedKey: SearchKey {}
-impl SortedKey for u32 {}
-impl SortedKey for u64 {}
-impl SortedKey for i32 {}
-impl SortedKey for i64 {}
+type CountFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *mut u64, *mut u8, ffi::gj_j_stream_t) -> i32;
+type WriteFn<K> =
+    unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *const u64, *const u32, *const u32, *mut u32, *mut u32, ffi::gj_j_stream_t) -> i32;
+
+/// Key types the sorted entry point takes: `u32, u64, i32, i64`, sorted ascending.
+pub trait SortedKey: SearchKey {
+    #[doc(hidden)]
+    const COUNT: CountFn<Self>;
+    #[doc(hidden)]
+    const WRITE: WriteFn<Self>;
+}
+macro_rules! sorted_key {
+    ($t:ty, $c:ident, $w:ident) => {
+        impl SortedKey for $t {
+            const COUNT: CountFn<Self> = ffi::$c;
+            const WRITE: WriteFn<Self> = ffi::$w;
+        }
+    };
+}
+sorted_key!(u32, gj_j_merge_count_u32, gj_j_merge_write_u32);
+sorted_key!(u64, gj_j_merge_count_u64, gj_j_merge_write_u64);
+sorted_key!(i32, gj_j_merge_count_i32, gj_j_merge_write_i32);
+sorted_key!(i64, gj_j_merge_count_i64, gj_j_merge_write_i64);
+
+static FORCE_GENERAL_PATH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Test support: always take the general (load-balancing search) expansion instead of the
+/// fused per-tile one, which otherwise runs whenever no tile produces more than 4 tiles' worth of
+/// rows. Affects every join of the process; use in tests only.
+#[doc(hidden)]
+pub fn force_general_merge_path_for_tests(on: bool) {
+    FORCE_GENERAL_PATH.store(on, std::sync::atomic::Ordering::SeqCst);
+}
 
 fn check_rows(side: &str, n: usize) -> Result<()> {
     if n as u64 > RowId::MAX_ROWS {
@@ -57,7 +84,7 @@ pub fn sorted_merge_join<K: SortedKey>(stream: &Stream, a: &DeviceView<'_, K>, b
 }
 
 /// The core on sorted keys; `a_rows`/`b_rows` map sorted positions to original rows.
-fn merge_sorted<K: SearchKey>(
+fn merge_sorted<K: SortedKey>(
     stream: &Stream,
     a: &DeviceView<'_, K>,
     b: &DeviceView<'_, K>,
@@ -66,22 +93,26 @@ fn merge_sorted<K: SearchKey>(
     join_type: JoinType,
 ) -> Result<GatherMaps> {
     let empty = || stream.alloc::<u32>(0);
-    let need_b_match = matches!(join_type, JoinType::Right | JoinType::Full | JoinType::RightSemi | JoinType::RightAnti);
-    let need_a_match = matches!(join_type, JoinType::LeftSemi | JoinType::LeftAnti);
-    // 1. Lower bound of A in B, with the match flags the join type needs.
-    let outputs = SearchOutputs { a_index: !need_a_match && join_type.has_left_map(), a_match: need_a_match, b_match: need_b_match };
-    let lower = sorted_search(stream, a, b, Bound::Lower, outputs)?;
-    match join_type {
-        JoinType::LeftSemi | JoinType::LeftAnti => {
-            let rows = rows_where(stream, &lower.a_match.as_ref().unwrap().view(), join_type == JoinType::LeftSemi, a_rows)?;
-            return Ok(GatherMaps::new(join_type, rows, empty()?));
-        }
-        JoinType::RightSemi | JoinType::RightAnti => {
-            let rows = rows_where(stream, &lower.b_match.as_ref().unwrap().view(), join_type == JoinType::RightSemi, b_rows)?;
-            return Ok(GatherMaps::new(join_type, empty()?, rows));
-        }
-        _ => {}
+    // Semi and anti joins need only the match flags of one side.
+    if matches!(join_type, JoinType::LeftSemi | JoinType::LeftAnti) {
+        let out = SearchOutputs { a_index: false, a_match: true, b_match: false };
+        let flags = sorted_search(stream, a, b, Bound::Lower, out)?.a_match.unwrap();
+        let rows = rows_where(stream, &flags.view(), join_type == JoinType::LeftSemi, a_rows)?;
+        return Ok(GatherMaps::new(join_type, rows, empty()?));
     }
+    if matches!(join_type, JoinType::RightSemi | JoinType::RightAnti) {
+        let out = SearchOutputs { a_index: false, a_match: false, b_match: true };
+        let flags = sorted_search(stream, a, b, Bound::Lower, out)?.b_match.unwrap();
+        let rows = rows_where(stream, &flags.view(), join_type == JoinType::RightSemi, b_rows)?;
+        return Ok(GatherMaps::new(join_type, empty()?, rows));
+    }
+    if let Some(maps) = merge_fused(stream, a, b, a_rows, b_rows, join_type)? {
+        return Ok(maps);
+    }
+    // The general path: every step a pass of its own, any skew.
+    // 1. Lower bound of A in B, with match flags of B for right joins.
+    let out = SearchOutputs { a_index: true, a_match: false, b_match: join_type.keeps_unmatched_right() };
+    let lower = sorted_search(stream, a, b, Bound::Lower, out)?;
     let lb = lower.a_index.unwrap();
     // 2. Equality counts from the upper bound.
     let ub = sorted_search(stream, a, b, Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
@@ -100,15 +131,7 @@ fn merge_sorted<K: SearchKey>(
     } else {
         None
     };
-    let right_total = right_rows.as_ref().map_or(0, |r| r.len());
-    let total = usize::try_from(left_total).map_err(|_| Error::too_large("join output rows", left_total, usize::MAX as u64))? + right_total;
-    let avail = stream.device().available_memory().unwrap_or(u64::MAX);
-    let bytes = total as u64 * 8;
-    if bytes > avail {
-        return Err(Error::OutputTooLarge { rows: total as u64, bytes, available: avail });
-    }
-    let mut out_a = stream.alloc::<u32>(total)?;
-    let mut out_b = stream.alloc::<u32>(total)?;
+    let (mut out_a, mut out_b) = alloc_maps(stream, left_total, right_rows.as_ref().map_or(0, |r| r.len()))?;
     // 4. Load-balancing search expands the Cartesian products.
     {
         let lt = left_total as usize;
@@ -118,16 +141,92 @@ fn merge_sorted<K: SearchKey>(
         // SAFETY: offsets/lb/ub have n entries; outputs hold left_total rows.
         with_temp(stream, "merge expand", |t, tb| unsafe { ffi::gj_j_merge_expand(t, tb, o, n as i64, left_total as i64, l, u, ar, br, oa, ob, stream.raw()) })?;
     }
-    if let Some(rr) = right_rows {
-        let lt = left_total as usize;
-        stream.copy_device_to_device(&rr.view(), &mut out_b.slice_mut(lt..))?;
-        stream.fill_u32_bits(&mut out_a.slice_mut(lt..), gpujoin_primitives::NO_ROW)?;
-    }
+    append_right_rows(stream, &mut out_a, &mut out_b, left_total as usize, right_rows)?;
     Ok(GatherMaps::new(join_type, out_a, out_b))
 }
 
+/// Allocates maps for `left_total` inner/left rows plus `right_total` unmatched right rows,
+/// refusing outputs larger than the device can hold.
+fn alloc_maps(stream: &Stream, left_total: u64, right_total: usize) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
+    let total = left_total.checked_add(right_total as u64).ok_or_else(|| Error::too_large("join output rows", u64::MAX, u64::MAX))?;
+    let bytes = total.saturating_mul(8);
+    let avail = stream.device().available_memory().unwrap_or(u64::MAX);
+    if bytes > avail {
+        return Err(Error::OutputTooLarge { rows: total, bytes, available: avail });
+    }
+    let total = usize::try_from(total).map_err(|_| Error::too_large("join output rows", total, usize::MAX as u64))?;
+    Ok((stream.alloc::<u32>(total)?, stream.alloc::<u32>(total)?))
+}
+
+/// Step 5: the unmatched right rows after the first `at` rows, with no left row.
+fn append_right_rows(stream: &Stream, out_a: &mut DeviceBuffer<u32>, out_b: &mut DeviceBuffer<u32>, at: usize, rows: Option<DeviceBuffer<u32>>) -> Result<()> {
+    if let Some(rr) = rows {
+        stream.copy_device_to_device(&rr.view(), &mut out_b.slice_mut(at..))?;
+        stream.fill_u32_bits(&mut out_a.slice_mut(at..), gpujoin_primitives::NO_ROW)?;
+    }
+    Ok(())
+}
+
+/// Steps 1-4 fused into two passes over merge-path tiles (count, then write), when no tile's
+/// output is too large for one block to expand. `None`: take the general path.
+fn merge_fused<K: SortedKey>(
+    stream: &Stream,
+    a: &DeviceView<'_, K>,
+    b: &DeviceView<'_, K>,
+    a_rows: Option<&DeviceView<'_, u32>>,
+    b_rows: Option<&DeviceView<'_, u32>>,
+    join_type: JoinType,
+) -> Result<Option<GatherMaps>> {
+    if FORCE_GENERAL_PATH.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(None);
+    }
+    // SAFETY: a constant.
+    let tile = unsafe { ffi::gj_j_merge_tile_items() } as usize;
+    let tiles = (a.len() + b.len()).div_ceil(tile);
+    let parts = merge_path_partitions(stream, a, b, tile, true)?;
+    let mut tile_rows = stream.alloc::<u64>(tiles)?;
+    let mut b_match = if join_type.keeps_unmatched_right() { Some(stream.alloc::<u8>(b.len())?) } else { None };
+    let keep = join_type.keeps_unmatched_left() as i32;
+    let (p, tr) = (parts.view().as_ptr(), tile_rows.view_mut().as_mut_ptr());
+    let bm = b_match.as_mut().map_or(std::ptr::null_mut(), |m| m.view_mut().as_mut_ptr());
+    // SAFETY: parts has tiles + 1 entries; tile_rows has tiles; b_match has |B| entries.
+    launch(stream, "merge count", || unsafe { K::COUNT(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, keep, tr, bm, stream.raw()) })?;
+    // The tile totals are few (one per 2048 merged items): scan them on the host.
+    let rows = tile_rows.to_vec()?;
+    let cap = 4 * tile as u64;
+    if rows.iter().any(|&r| r > cap) {
+        return Ok(None);
+    }
+    let mut offsets = Vec::with_capacity(tiles + 1);
+    let mut acc = 0u64;
+    for r in &rows {
+        offsets.push(acc);
+        acc += r;
+    }
+    offsets.push(acc);
+    let left_total = acc;
+    let right_rows = b_match.map(|m| rows_where(stream, &m.view(), false, b_rows)).transpose()?;
+    let (mut out_a, mut out_b) = alloc_maps(stream, left_total, right_rows.as_ref().map_or(0, |r| r.len()))?;
+    let doff = stream.copy_from_host(&offsets)?;
+    {
+        let lt = left_total as usize;
+        let (oa, ob) = (out_a.slice_mut(..lt).as_mut_ptr(), out_b.slice_mut(..lt).as_mut_ptr());
+        let (ar, br) = (a_rows.map_or(std::ptr::null(), |r| r.as_ptr()), b_rows.map_or(std::ptr::null(), |r| r.as_ptr()));
+        let o = doff.view().as_ptr();
+        // SAFETY: as for the count pass; outputs hold left_total rows.
+        launch(stream, "merge write", || unsafe { K::WRITE(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, keep, o, ar, br, oa, ob, stream.raw()) })?;
+    }
+    append_right_rows(stream, &mut out_a, &mut out_b, left_total as usize, right_rows)?;
+    Ok(Some(GatherMaps::new(join_type, out_a, out_b)))
+}
+
 /// Sorts `keys` (with row ids `rows`, or `0..n`) on their low `bits` bits.
-fn sort_with_rows(stream: &Stream, keys: &DeviceView<'_, u64>, rows: Option<&DeviceView<'_, u32>>, bits: u32) -> Result<(DeviceBuffer<u64>, DeviceBuffer<u32>)> {
+fn sort_with_rows<K: gpujoin_primitives::SortPairsWith<u32>>(
+    stream: &Stream,
+    keys: &DeviceView<'_, K>,
+    rows: Option<&DeviceView<'_, u32>>,
+    bits: u32,
+) -> Result<(DeviceBuffer<K>, DeviceBuffer<u32>)> {
     let n = keys.len();
     let ids;
     let rows = match rows {
@@ -137,10 +236,39 @@ fn sort_with_rows(stream: &Stream, keys: &DeviceView<'_, u64>, rows: Option<&Dev
             ids.view()
         }
     };
-    let mut sk = stream.alloc::<u64>(n)?;
+    let mut sk = stream.alloc::<K>(n)?;
     let mut sr = stream.alloc::<u32>(n)?;
-    sort_pairs(stream, keys, &rows, &mut sk.view_mut(), &mut sr.view_mut(), SortOrder::Ascending, Some(0..bits.clamp(1, 64)))?;
+    sort_pairs(stream, keys, &rows, &mut sk.view_mut(), &mut sr.view_mut(), SortOrder::Ascending, Some(0..bits.clamp(1, K::BITS)))?;
     Ok((sk, sr))
+}
+
+/// The derived keys of the rows that can match (all rows when `rows` is `None`), sorted, with
+/// their row ids; narrowed to 32 bits when the exact keys fit.
+enum SortedSide {
+    Narrow(DeviceBuffer<u32>, DeviceBuffer<u32>),
+    Wide(DeviceBuffer<u64>, DeviceBuffer<u32>),
+}
+
+fn sorted_side(stream: &Stream, img: &crate::keys::KeyImages, rows: Option<&DeviceBuffer<u32>>, plan: KeyPlan) -> Result<SortedSide> {
+    let gathered = rows.map(|r| gather(stream, &img.derived.view(), &r.view(), 0)).transpose()?;
+    let keys = gathered.as_ref().map_or(img.derived.view(), |k| k.view());
+    let rows = rows.map(|r| r.view());
+    if plan.exact && plan.bits <= 32 {
+        let k32 = narrow(stream, &keys)?;
+        let (k, r) = sort_with_rows(stream, &k32.view(), rows.as_ref(), plan.bits)?;
+        Ok(SortedSide::Narrow(k, r))
+    } else {
+        let (k, r) = sort_with_rows(stream, &keys, rows.as_ref(), plan.bits)?;
+        Ok(SortedSide::Wide(k, r))
+    }
+}
+
+fn merge_sides(stream: &Stream, l: &SortedSide, r: &SortedSide, join_type: JoinType) -> Result<GatherMaps> {
+    match (l, r) {
+        (SortedSide::Narrow(kl, rl), SortedSide::Narrow(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type),
+        (SortedSide::Wide(kl, rl), SortedSide::Wide(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type),
+        _ => Err(Error::invalid("internal: sides sorted with different key widths")),
+    }
 }
 
 /// Joins any keys (1 to 4 columns of any supported type, with nulls and float equality as
@@ -160,17 +288,12 @@ pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
     } else {
         (None, None)
     };
-    let keys_of = |img: &crate::keys::KeyImages, rows: &Option<DeviceBuffer<u32>>| -> Result<Option<DeviceBuffer<u64>>> {
-        rows.as_ref().map(|r| gather(stream, &img.derived.view(), &r.view(), 0)).transpose()
-    };
-    let (kl, kr) = (keys_of(&il, &rl)?, keys_of(&ir, &rr)?);
-    let (skl, srl) = sort_with_rows(stream, &kl.as_ref().map_or(il.derived.view(), |k| k.view()), rl.as_ref().map(|r| r.view()).as_ref(), plan.bits)?;
-    let (skr, srr) = sort_with_rows(stream, &kr.as_ref().map_or(ir.derived.view(), |k| k.view()), rr.as_ref().map(|r| r.view()).as_ref(), plan.bits)?;
+    let sl = sorted_side(stream, &il, rl.as_ref(), plan)?;
+    let sr = sorted_side(stream, &ir, rr.as_ref(), plan)?;
     if plan.exact && !filtered {
-        return merge_sorted(stream, &skl.view(), &skr.view(), Some(&srl.view()), Some(&srr.view()), join_type);
+        return merge_sides(stream, &sl, &sr, join_type);
     }
-    let inner = merge_sorted(stream, &skl.view(), &skr.view(), Some(&srl.view()), Some(&srr.view()), JoinType::Inner)?;
-    let (a, b) = inner.into_raw();
+    let (a, b) = merge_sides(stream, &sl, &sr, JoinType::Inner)?.into_raw();
     let (a, b) = if plan.exact { (a, b) } else { verify(stream, &a.view(), &b.view(), &il, &ir)? };
     from_inner_pairs(stream, a, b, nl, nr, join_type)
 }
@@ -192,6 +315,7 @@ pub fn sort_merge_join_size(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, 
     let kr = gather(stream, &ir.derived.view(), &rr.view(), 0)?;
     let (skl, _) = sort_with_rows(stream, &kl.view(), Some(&rl.view()), plan.bits)?;
     let (skr, _) = sort_with_rows(stream, &kr.view(), Some(&rr.view()), plan.bits)?;
+    drop((kl, kr));
     let (never_l, never_r) = ((left.rows() - rl.len()) as u64, (right.rows() - rr.len()) as u64);
     let all = SearchOutputs { a_index: true, a_match: true, b_match: true };
     let lower = sorted_search(stream, &skl.view(), &skr.view(), Bound::Lower, all)?;
