@@ -122,6 +122,10 @@ int gj_j_verify_pairs(const uint32_t *a, const uint32_t *b, int64_t n, const uin
 /* out[i] = (uint32_t)in[i] (derived keys known to fit 32 bits). */
 int gj_j_narrow_keys(const uint64_t *in, int64_t n, uint32_t *out, gj_j_stream_t stream);
 
+/* Validity bitmap of a gather map (Arrow layout, LSB first): bit i = map[i] != no row;
+ * words = ceil(n / 32). */
+int gj_j_map_validity(const uint32_t *map, int64_t n, uint32_t *words, gj_j_stream_t stream);
+
 /* flags[rows[i]] = 1 for rows[i] != no row. */
 int gj_j_mark_rows(const uint32_t *rows, int64_t n, uint8_t *flags, gj_j_stream_t stream);
 /* flags[i] = !flags[i] (in place). */

@@ -93,6 +93,17 @@ __global__ void narrow_kernel(const uint64_t *in, int64_t n, uint32_t *out) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = (uint32_t)in[i];
 }
 
+// One warp ballot per 32 map entries.
+__global__ void map_validity_kernel(const uint32_t *map, int64_t n, uint32_t *words) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const int64_t n_pad = (n + 31) & ~31ll;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_pad; i += stride) {
+    bool valid = i < n && map[i] != kNone;
+    uint32_t w = __ballot_sync(0xffffffffu, valid);
+    if ((threadIdx.x & 31) == 0) words[i >> 5] = w;
+  }
+}
+
 __global__ void mark_kernel(const uint32_t *rows, int64_t n, uint8_t *flags) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -175,5 +186,13 @@ extern "C" int gj_j_map_rows(const uint32_t *rows, const uint32_t *map, int64_t 
 extern "C" int gj_j_narrow_keys(const uint64_t *in, int64_t n, uint32_t *out, gj_j_stream_t s) {
   if (n <= 0) return 0;
   narrow_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(in, n, out);
+  return launch_status();
+}
+
+extern "C" int gj_j_map_validity(const uint32_t *map, int64_t n, uint32_t *words, gj_j_stream_t s) {
+  if (n <= 0) return 0;
+  // Whole warps stay in step: the grid-stride loop covers n rounded up to 32 with a block size
+  // that is a multiple of 32.
+  map_validity_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(map, n, words);
   return launch_status();
 }

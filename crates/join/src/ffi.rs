@@ -331,6 +331,14 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_j_map_validity(
+        map: *const u32,
+        n: i64,
+        words: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_j_mark_rows(
         rows: *const u32,
         n: i64,

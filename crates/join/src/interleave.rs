@@ -108,14 +108,19 @@ pub fn interleave_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
         return Ok(GatherMaps::new(join_type, a, b));
     }
     // Rows that can match; candidates on (possibly hashed) keys; verification; then the join type.
-    let (rl, rr) = (rows_where(stream, &il.never_match.view(), false, None)?, rows_where(stream, &ir.never_match.view(), false, None)?);
-    let kl = gather(stream, &il.derived.view(), &rl.view(), 0)?;
-    let kr = gather(stream, &ir.derived.view(), &rr.view(), 0)?;
     // Hashed keys lose their top bit to the table id (the shift in the derive step).
     let bits = if plan.exact { plan.bits } else { 63 };
-    let runs = sorted_runs(stream, &[kl.view(), kr.view()], bits, 1)?;
-    let (a, b) = expand_two(stream, &runs, rl.len(), JoinType::Inner)?;
-    let (a, b) = (map_rows(stream, &a.view(), &rl.view())?, map_rows(stream, &b.view(), &rr.view())?);
+    let (a, b) = if filtered {
+        let (rl, rr) = (rows_where(stream, &il.never_match.view(), false, None)?, rows_where(stream, &ir.never_match.view(), false, None)?);
+        let kl = gather(stream, &il.derived.view(), &rl.view(), 0)?;
+        let kr = gather(stream, &ir.derived.view(), &rr.view(), 0)?;
+        let runs = sorted_runs(stream, &[kl.view(), kr.view()], bits, 1)?;
+        let (a, b) = expand_two(stream, &runs, rl.len(), JoinType::Inner)?;
+        (map_rows(stream, &a.view(), &rl.view())?, map_rows(stream, &b.view(), &rr.view())?)
+    } else {
+        let runs = sorted_runs(stream, &[il.derived.view(), ir.derived.view()], bits, 1)?;
+        expand_two(stream, &runs, nl, JoinType::Inner)?
+    };
     let (a, b) = if plan.exact { (a, b) } else { verify(stream, &a.view(), &b.view(), &il, &ir)? };
     from_inner_pairs(stream, a, b, nl, nr, join_type)
 }

@@ -22,6 +22,6 @@ pub mod types;
 
 pub use interleave::{interleave_join, interleave_join_many};
 pub use keys::{pack_validity, set_hash_mask_for_tests, DeviceColumn, DeviceKeys, KeyColumn, Keys};
-pub use maps::{materialize, materialize_unchecked, GatherMaps};
+pub use maps::{map_validity, materialize, materialize_unchecked, GatherMaps, Materialized, Payload, Side};
 pub use sort_merge::{force_general_merge_path_for_tests, sort_merge_join, sort_merge_join_size, sorted_merge_join, SortedKey};
 pub use types::*;

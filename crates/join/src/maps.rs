@@ -1,14 +1,16 @@
 //! Gather maps, the result of every join, and materialization through them.
 
-use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
+use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{gather_into, gather_into_unchecked};
 
+use crate::ffi;
+use crate::keys::DeviceColumn;
 use crate::types::{JoinType, RowId};
 
 /// The result of a join: for output row `k`, `left[k]` and `right[k]` are the matching rows of
 /// the two inputs, or [`RowId::NONE`] on the null side of an outer-join row. Semi and anti joins
-/// have one map only (`LeftSemi`/`LeftAnti`: `right` is empty; `RightSemi`/`RightAnti`: `left`
-/// is empty).
+/// have one map only (`LeftSemi`/`LeftAnti`: no right map; `RightSemi`/`RightAnti`: no left map).
 ///
 /// ```no_run
 /// # use gpujoin_join::*; use gpujoin_device::*;
@@ -27,9 +29,16 @@ pub struct GatherMaps {
     right: DeviceBuffer<RowId>,
 }
 
+/// One side of a join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Left,
+    Right,
+}
+
 impl GatherMaps {
     pub(crate) fn new(join_type: JoinType, left: DeviceBuffer<u32>, right: DeviceBuffer<u32>) -> Self {
-        GatherMaps { join_type, left: cast_buffer(left), right: cast_buffer(right) }
+        GatherMaps { join_type, left: left.cast(), right: right.cast() }
     }
 
     /// The join type that produced these maps.
@@ -52,6 +61,22 @@ impl GatherMaps {
         self.join_type.has_right_map().then(|| self.right.view())
     }
 
+    /// The map of one side (`None` where the join type has none).
+    pub fn side(&self, side: Side) -> Option<DeviceView<'_, RowId>> {
+        match side {
+            Side::Left => self.left(),
+            Side::Right => self.right(),
+        }
+    }
+
+    /// Whether rows of `side` can be null (the other side's unmatched rows are kept).
+    pub fn nullable(&self, side: Side) -> bool {
+        match side {
+            Side::Left => self.join_type.keeps_unmatched_right(),
+            Side::Right => self.join_type.keeps_unmatched_left(),
+        }
+    }
+
     /// Both maps on the host (an absent map is empty).
     pub fn to_host(&self) -> Result<(Vec<RowId>, Vec<RowId>)> {
         Ok((self.left.to_vec()?, self.right.to_vec()?))
@@ -66,31 +91,80 @@ impl GatherMaps {
 
     /// Splits into the two maps as raw `u32` buffers (`u32::MAX` = no row).
     pub fn into_raw(self) -> (DeviceBuffer<u32>, DeviceBuffer<u32>) {
-        (cast_buffer(self.left), cast_buffer(self.right))
+        (self.left.cast(), self.right.cast())
     }
 }
 
-fn cast_buffer<A: Pod, B: Pod>(b: DeviceBuffer<A>) -> DeviceBuffer<B> {
-    // RowId is a transparent u32.
-    assert_eq!(std::mem::size_of::<A>(), std::mem::size_of::<B>());
-    DeviceBuffer::cast(b)
+/// A materialized payload column of one of the supported element types.
+pub enum Payload {
+    I32(DeviceBuffer<i32>),
+    I64(DeviceBuffer<i64>),
+    U32(DeviceBuffer<u32>),
+    U64(DeviceBuffer<u64>),
+    F32(DeviceBuffer<f32>),
+    F64(DeviceBuffer<f64>),
 }
 
-/// Gathers one payload column (4- or 8-byte elements) through a gather map: output row `k` is
-/// `column[map[k]]`, or `null_fill` where `map[k]` is [`RowId::NONE`]. A map entry past the
-/// column is an error (the column does not belong to that side).
-pub fn materialize<T: Pod>(stream: &Stream, map: &DeviceView<'_, RowId>, column: &DeviceView<'_, T>, null_fill: T) -> Result<DeviceBuffer<T>> {
-    let mut out = stream.alloc::<T>(map.len())?;
-    gather_into(stream, column, &map.cast::<u32>(), &mut out.view_mut(), null_fill).map_err(|e| match e {
-        Error::InvalidArgument(_) => Error::invalid(format!("a gather map refers past the payload column's {} rows", column.len())),
+/// The payload columns of one side gathered through a join's map.
+pub struct Materialized {
+    /// One column per input column, in order; a null row holds zero.
+    pub columns: Vec<Payload>,
+    /// Arrow-style validity (bit `k % 32` of word `k / 32`, 1 = valid), shared by the columns;
+    /// `None` when the side has no null rows by construction (its map never holds NONE).
+    pub validity: Option<DeviceBuffer<u32>>,
+}
+
+/// Gathers payload columns of `side` (4- or 8-byte types, any number) through the join's map:
+/// output row `k` of each column is `column[map[k]]`, and null where `map[k]` is
+/// [`RowId::NONE`]. A column shorter than the rows the map refers to is an error.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream, maps: &GatherMaps, price: &DeviceBuffer<f64>) -> Result<()> {
+/// let out = materialize(s, maps, Side::Right, &[price.view().into()])?;
+/// # Ok(()) }
+/// ```
+pub fn materialize(stream: &Stream, maps: &GatherMaps, side: Side, columns: &[DeviceColumn<'_>]) -> Result<Materialized> {
+    let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} map", maps.join_type())))?;
+    let idx = map.cast::<u32>();
+    let mut out = Vec::with_capacity(columns.len());
+    for c in columns {
+        out.push(match c {
+            DeviceColumn::I32(v) => Payload::I32(gather_checked(stream, &idx, v)?),
+            DeviceColumn::I64(v) => Payload::I64(gather_checked(stream, &idx, v)?),
+            DeviceColumn::U32(v) => Payload::U32(gather_checked(stream, &idx, v)?),
+            DeviceColumn::U64(v) => Payload::U64(gather_checked(stream, &idx, v)?),
+            DeviceColumn::F32(v) => Payload::F32(gather_checked(stream, &idx, v)?),
+            DeviceColumn::F64(v) => Payload::F64(gather_checked(stream, &idx, v)?),
+        });
+    }
+    let validity = if maps.nullable(side) { Some(map_validity(stream, &idx)?) } else { None };
+    Ok(Materialized { columns: out, validity })
+}
+
+fn gather_checked<T: gpujoin_device::Pod>(stream: &Stream, idx: &DeviceView<'_, u32>, column: &DeviceView<'_, T>) -> Result<DeviceBuffer<T>> {
+    let mut out = stream.alloc::<T>(idx.len())?;
+    gather_into(stream, column, idx, &mut out.view_mut(), T::zeroed()).map_err(|e| match e {
+        Error::InvalidArgument(_) => Error::invalid(format!("the gather map refers past the payload column's {} rows", column.len())),
         e => e,
     })?;
     Ok(out)
 }
 
-/// [`materialize`] without the bounds report (no wait for the stream): out-of-range entries
-/// produce `null_fill`. For maps that came from a join of this very column's relation.
-pub fn materialize_unchecked<T: Pod>(stream: &Stream, map: &DeviceView<'_, RowId>, column: &DeviceView<'_, T>, null_fill: T) -> Result<DeviceBuffer<T>> {
+/// The validity bitmap of a map: bit `k` set where `map[k]` is a row.
+pub fn map_validity(stream: &Stream, map: &DeviceView<'_, u32>) -> Result<DeviceBuffer<u32>> {
+    let n = map.len();
+    let mut words = stream.alloc::<u32>(n.div_ceil(32))?;
+    let w = words.view_mut().as_mut_ptr();
+    // SAFETY: n map entries, ceil(n/32) words.
+    launch(stream, "map validity", || unsafe { ffi::gj_j_map_validity(map.as_ptr(), n as i64, w, stream.raw()) })?;
+    Ok(words)
+}
+
+/// Gathers one column through a map without the bounds report (no wait for the stream): rows
+/// past the column and NONE entries read `null_fill`. For maps that came from a join of this
+/// very column's relation, on hot paths.
+pub fn materialize_unchecked<T: gpujoin_device::Pod>(stream: &Stream, map: &DeviceView<'_, RowId>, column: &DeviceView<'_, T>, null_fill: T) -> Result<DeviceBuffer<T>> {
     let mut out = stream.alloc::<T>(map.len())?;
     gather_into_unchecked(stream, column, &map.cast::<u32>(), &mut out.view_mut(), null_fill)?;
     Ok(out)

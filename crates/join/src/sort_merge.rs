@@ -243,7 +243,8 @@ fn sort_with_rows<K: gpujoin_primitives::SortPairsWith<u32>>(
 }
 
 /// The derived keys of the rows that can match (all rows when `rows` is `None`), sorted, with
-/// their row ids; narrowed to 32 bits when the exact keys fit.
+/// their row ids; narrowed to 32 bits when the exact keys fit, and for hashed keys (their low
+/// 32 bits are as good a hash as the 64; the extra collisions are verified away like the rest).
 enum SortedSide {
     Narrow(DeviceBuffer<u32>, DeviceBuffer<u32>),
     Wide(DeviceBuffer<u64>, DeviceBuffer<u32>),
@@ -253,9 +254,9 @@ fn sorted_side(stream: &Stream, img: &crate::keys::KeyImages, rows: Option<&Devi
     let gathered = rows.map(|r| gather(stream, &img.derived.view(), &r.view(), 0)).transpose()?;
     let keys = gathered.as_ref().map_or(img.derived.view(), |k| k.view());
     let rows = rows.map(|r| r.view());
-    if plan.exact && plan.bits <= 32 {
+    if plan.bits <= 32 || !plan.exact {
         let k32 = narrow(stream, &keys)?;
-        let (k, r) = sort_with_rows(stream, &k32.view(), rows.as_ref(), plan.bits)?;
+        let (k, r) = sort_with_rows(stream, &k32.view(), rows.as_ref(), plan.bits.min(32))?;
         Ok(SortedSide::Narrow(k, r))
     } else {
         let (k, r) = sort_with_rows(stream, &keys, rows.as_ref(), plan.bits)?;
