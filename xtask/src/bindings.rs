@@ -7,6 +7,7 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("cuda/include/gpujoin_cub.h", "crates/cub-sys/src/bindings.rs", "gj_c.*"),
     ("cuda/include/gpujoin_kernels.h", "crates/primitives/src/ffi.rs", "gj_k_.*"),
     ("cuda/include/gpujoin_join.h", "crates/join/src/ffi.rs", "gj_j_.*"),
+    ("cuda/include/gpujoin_hash.h", "crates/join/src/ffi_hash.rs", "gj_h_.*"),
 ];
 
 fn generate(header: &PathBuf, prefix: &str) -> crate::Result<String> {
