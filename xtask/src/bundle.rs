@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `tests/<target>-<kind>-<package>` | every test executable of the workspace (xtask excluded), stripped |
 //! | `benches/<target>-<kind>-<package>` | every bench executable (criterion, `harness = false`), stripped |
+//! | `…/<name>.gz` | instead, when the executables pass 24 MiB (`GPUJOIN_BUNDLE_GZIP=1`/`0` forces): `run.sh` unpacks them |
 //! | `MANIFEST` | one line per executable: `tests\|benches <TAB> file <TAB> package dir relative to the repo root` |
 //! | `COMMIT` | `git rev-parse --short HEAD`, plus `-dirty` when the tree has changes |
 //! | `run.sh` | the runner: `bash bundle/run.sh [tests\|benches\|all] [filter]` |
@@ -20,6 +21,8 @@ use std::process::{Command, Stdio};
 
 /// Keep the folder well under the 64 MiB that travels to the GPU machine.
 const WARN_BYTES: u64 = 48 << 20;
+/// Above this total the executables are gzipped (about 3x smaller: the CUDA fat binaries repeat).
+const GZIP_BYTES: u64 = 24 << 20;
 
 /// One executable that cargo reported.
 #[derive(Debug)]
@@ -78,6 +81,7 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
         }
     }
     write(&bundle.join("MANIFEST"), &manifest)?;
+    let compressed = compress_if_large(&bundle, &manifest)?;
     let commit = commit(&root);
     write(&bundle.join("COMMIT"), &format!("{commit}\n"))?;
     let run_sh = bundle.join("run.sh");
@@ -90,15 +94,17 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
 
     let size = dir_size(&bundle);
     println!(
-        "bundle/: {} test and {} bench executables, commit {commit}, {:.1} MiB",
+        "bundle/: {} test and {} bench executables, commit {commit}, {:.1} MiB{}",
         tests.len(),
         benches.len(),
-        size as f64 / (1 << 20) as f64
+        size as f64 / (1 << 20) as f64,
+        if compressed { " (executables gzipped; run.sh unpacks them)" } else { "" }
     );
     for line in manifest.lines() {
         let mut f = line.split('\t');
         let (d, n) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
-        let bytes = std::fs::metadata(bundle.join(d).join(n)).map(|m| m.len()).unwrap_or(0);
+        let n = if compressed { format!("{n}.gz") } else { n.to_string() };
+        let bytes = std::fs::metadata(bundle.join(d).join(&n)).map(|m| m.len()).unwrap_or(0);
         println!("  {d}/{n} ({:.1} MiB)", bytes as f64 / (1 << 20) as f64);
     }
     if size > WARN_BYTES {
@@ -302,6 +308,33 @@ mod json {
     }
 }
 
+/// Gzips every executable (`name` becomes `name.gz`) when the stripped ones together exceed
+/// [`GZIP_BYTES`], or always / never when `GPUJOIN_BUNDLE_GZIP` is `1` / `0`. Returns whether it
+/// did. `run.sh` unpacks `.gz` executables before running them (or on `run.sh unpack`).
+fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<bool> {
+    let size = dir_size(bundle);
+    let want = match std::env::var("GPUJOIN_BUNDLE_GZIP").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => size > GZIP_BYTES,
+    };
+    if !want {
+        return Ok(false);
+    }
+    if !Command::new("gzip").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("xtask bundle: `gzip` not found; leaving the executables uncompressed");
+        return Ok(false);
+    }
+    for line in manifest.lines() {
+        let mut f = line.split('\t');
+        let (d, n) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
+        let mut c = Command::new("gzip");
+        c.args(["-6", "-n", "-f"]).arg(bundle.join(d).join(n));
+        crate::run(c)?;
+    }
+    Ok(true)
+}
+
 pub(crate) fn commit(root: &Path) -> String {
     let git = |args: &[&str]| {
         Command::new("git")
@@ -345,6 +378,7 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # gpujoin GPU bundle runner, written by `cargo xtask bundle`. Needs bash, not Rust.
 #
 #   bash bundle/run.sh [tests|benches|all] [filter]
+#   bash bundle/run.sh unpack      # only unpack gzipped executables (for ncu, compute-sanitizer...)
 #
 # Environment:
 #   GPUJOIN_REQUIRE_GPU  default 1 here: a GPU test without a device panics instead of skipping
@@ -365,10 +399,29 @@ ROOT="$(dirname "$BUNDLE")"
 what="${1:-all}"
 filter="${2:-}"
 case "$what" in
-  tests|benches|all) ;;
-  -h|--help|help) sed -n '2,19p' "$BUNDLE/run.sh"; exit 0 ;;
-  *) echo "usage: bash bundle/run.sh [tests|benches|all] [filter]" >&2; exit 2 ;;
+  tests|benches|all|unpack) ;;
+  -h|--help|help) sed -n '2,18p' "$BUNDLE/run.sh"; exit 0 ;;
+  *) echo "usage: bash bundle/run.sh [tests|benches|all|unpack] [filter]" >&2; exit 2 ;;
 esac
+
+# Large bundles hold gzipped executables (`cargo xtask bundle` decides). A run unpacks them into
+# a temporary folder, removed at exit; `run.sh unpack` unpacks them into bundle/ itself.
+exe_dir="$BUNDLE"
+tmp="$(mktemp)"
+if [[ "$what" != unpack ]] && ls "$BUNDLE"/tests/*.gz "$BUNDLE"/benches/*.gz >/dev/null 2>&1; then
+  exe_dir="$(mktemp -d)"
+  trap 'rm -rf "$tmp" "$exe_dir"' EXIT
+else
+  trap 'rm -f "$tmp"' EXIT
+fi
+while IFS=$'\t' read -r k file dir <&3; do
+  if [[ -f "$BUNDLE/$k/$file.gz" && ! -x "$BUNDLE/$k/$file" ]]; then
+    mkdir -p "$exe_dir/$k"
+    gzip -dc "$BUNDLE/$k/$file.gz" >"$exe_dir/$k/$file" && chmod +x "$exe_dir/$k/$file" \
+      || { echo "run.sh: could not unpack $k/$file.gz" >&2; exit 2; }
+  fi
+done 3<"$BUNDLE/MANIFEST"
+[[ "$what" == unpack ]] && { echo "unpacked into $BUNDLE"; exit 0; }
 
 export GPUJOIN_REQUIRE_GPU="${GPUJOIN_REQUIRE_GPU:-1}"
 export GPUJOIN_COMMIT="$(cat "$BUNDLE/COMMIT" 2>/dev/null || echo unknown)"
@@ -384,13 +437,12 @@ fi
 
 passed=0 failed=0 skipped=0
 summary=()
-tmp="$(mktemp)"
-trap 'rm -f "$tmp"' EXIT
 
 # run_one KIND FILE PKGDIR LOG: runs one executable from its package folder, as cargo would.
 run_one() {
   local kind="$1" file="$2" dir="$3" log="$4"
   local exe="$BUNDLE/$kind/$file" cwd="$ROOT/$dir" rc
+  [[ -x "$exe" ]] || exe="$exe_dir/$kind/$file"
   [[ -d "$cwd" ]] || cwd="$ROOT"
   local args=()
   if [[ "$kind" == tests ]]; then
