@@ -321,6 +321,13 @@ fn select_partition_and_reduce_match_cpu() {
         let x64: Vec<u64> = x.iter().map(|&v| v as u64 * 17).collect();
         let d64 = s.copy_from_host(&x64).unwrap();
         prop_assert_eq!(reduce_sum(&s, &d64.view()).unwrap(), x64.iter().fold(0u64, |a, &b| a.wrapping_add(b)));
+        let xi: Vec<i64> = x.iter().map(|&v| v as i64 - (1 << 31)).collect();
+        let di = s.copy_from_host(&xi).unwrap();
+        prop_assert_eq!(reduce_sum(&s, &di.view()).unwrap(), xi.iter().fold(0i64, |a, &b| a.wrapping_add(b)));
+        // f64: small integers sum exactly in any order.
+        let xf: Vec<f64> = x.iter().map(|&v| (v % 1024) as f64 - 512.0).collect();
+        let df = s.copy_from_host(&xf).unwrap();
+        prop_assert_eq!(reduce_sum(&s, &df.view()).unwrap(), xf.iter().sum::<f64>());
         let sel64 = select_if(&s, &d64.view(), Compare::Gt, 17 * pivot as u64).unwrap().to_vec().unwrap();
         prop_assert_eq!(sel64, x64.iter().copied().filter(|&v| v > 17 * pivot as u64).collect::<Vec<_>>());
         Ok(())
@@ -351,9 +358,23 @@ fn radix_histogram_and_stable_partition_match_cpu() {
         prop_assert_eq!(p.offsets, offsets);
         Ok(())
     });
+    // u32 histograms against a CPU count, poisoned output.
+    run(32, (sizes(), shapes(), any::<u64>(), 0u32..24, 1u32..9), |(n, shape, seed, shift, bits)| {
+        let keys = make::<u32>(n, shape, seed);
+        let dk = s.copy_from_host(&keys).unwrap();
+        let mut h = poisoned::<u32>(&s, 1 << bits);
+        radix_histogram(&s, &dk.view(), shift, bits, &mut h.view_mut()).unwrap();
+        let mut e = vec![0u32; 1 << bits];
+        for &k in &keys {
+            e[((k >> shift) & ((1 << bits) - 1)) as usize] += 1;
+        }
+        prop_assert_eq!(h.to_vec().unwrap(), e);
+        Ok(())
+    });
     let d = s.copy_from_host(&[1u32]).unwrap();
     let mut h = s.alloc::<u32>(2).unwrap();
     assert!(radix_histogram(&s, &d.view(), 30, 5, &mut h.view_mut()).is_err());
+    assert!(radix_histogram(&s, &d.view(), 0, 2, &mut h.view_mut()).is_err(), "4 bins into 2 counters");
 }
 
 #[test]

@@ -1,0 +1,71 @@
+//! The device layer: no panic for lack of a driver or device, clear errors, and (on a GPU)
+//! buffers, copies, views, pinned memory and events.
+
+use gpujoin_device::testing::{device_or_skip, has_device};
+use gpujoin_device::{check_same_len, Device, Error, PinnedBuffer, Timer};
+
+#[test]
+fn opening_a_device_never_panics() {
+    // With no driver (CI) this is NoDriver; on a GPU machine device 0 opens.
+    match Device::new(0) {
+        Ok(d) => assert!(d.memory_info().unwrap().total > 0),
+        Err(Error::NoDriver(msg)) | Err(Error::NoDevice(msg)) => assert!(!msg.is_empty()),
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+    // An ordinal past the last device is an error too.
+    assert!(matches!(Device::new(1 << 20), Err(Error::NoDriver(_)) | Err(Error::NoDevice(_))));
+    assert_eq!(has_device(), Device::count().map(|n| n > 0).unwrap_or(false));
+}
+
+#[test]
+fn errors_say_what_and_how_much() {
+    let e = check_same_len("keys", 3, "values", 2).unwrap_err();
+    assert_eq!(e.to_string(), "invalid argument: keys has 3 elements but values has 2");
+    let oom = Error::OutOfMemory { requested: 1 << 40, free: 1 << 30 };
+    assert!(oom.to_string().contains("1099511627776") && oom.to_string().contains("1073741824"));
+    let big = Error::OutputTooLarge { rows: 10, bytes: 80, available: 8 };
+    assert!(big.to_string().contains("join_size"));
+}
+
+#[test]
+fn buffers_views_copies_pinned_memory_and_events() {
+    let Some(d) = device_or_skip("buffers_views_copies_pinned_memory_and_events") else { return };
+    let s = d.new_stream().unwrap();
+    let host: Vec<u64> = (0..1000).map(|i| i * 3).collect();
+    let mut buf = s.copy_from_host(&host).unwrap();
+    assert_eq!(buf.to_vec().unwrap(), host);
+    assert_eq!(s.copy_to_host(&buf.slice(10..20)).unwrap(), host[10..20].to_vec());
+    // Device to device into a sub-range, then a pinned round trip.
+    let src = s.copy_from_host(&[7u64; 5]).unwrap();
+    s.copy_device_to_device(&src.view(), &mut buf.slice_mut(100..105)).unwrap();
+    let mut pinned = PinnedBuffer::<u64>::new(&d, 1000).unwrap();
+    s.copy_to_pinned_async(&buf.view(), &mut pinned, 0).unwrap();
+    let got = pinned.as_slice().unwrap().to_vec();
+    assert_eq!(&got[100..105], &[7; 5]);
+    assert_eq!(got[99], host[99]);
+    // Mismatched lengths and out-of-range pinned copies are errors.
+    assert!(s.copy_device_to_device(&src.view(), &mut buf.slice_mut(0..4)).is_err());
+    assert!(s.copy_to_pinned_async(&buf.view(), &mut pinned, 1).is_err());
+    // Allocation far beyond the device is OutOfMemory with the sizes.
+    match s.alloc::<u8>(1 << 50) {
+        Err(Error::OutOfMemory { requested, .. }) => assert_eq!(requested, 1 << 50),
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("allocated a petabyte"),
+    }
+    // Zero-length buffers work.
+    let empty = s.alloc::<u32>(0).unwrap();
+    assert!(empty.to_vec().unwrap().is_empty());
+    // Events time queued work; peak memory tracks the pool.
+    d.reset_peak_memory().unwrap();
+    let t = Timer::start(&s).unwrap();
+    let big = s.alloc_zeroed::<u8>(64 << 20).unwrap();
+    let ms = t.stop(&s).unwrap();
+    assert!(ms >= 0.0);
+    assert!(d.peak_memory().unwrap() >= 64 << 20);
+    drop(big);
+    let mut poisoned = s.alloc::<u32>(8).unwrap();
+    s.memset_bytes(&mut poisoned.view_mut(), 0xAB).unwrap();
+    assert_eq!(poisoned.to_vec().unwrap(), vec![0xABAB_ABABu32; 8]);
+    s.fill_u32_bits(&mut poisoned.view_mut(), 5).unwrap();
+    assert_eq!(poisoned.to_vec().unwrap(), vec![5u32; 8]);
+}
