@@ -9,9 +9,13 @@
 //!    and takes B row `lower_bound + rank` (or no row for a left-join row);
 //! 5. right joins append the B rows that matched nothing.
 //!
-//! Output order: sorted by A, then by B (for the unsorted entry point: by key, then by row
-//! within each side); unmatched B rows last, in B order. Semi and anti joins return rows in
-//! A (or B) order.
+//! Output order: [`sorted_merge_join`] returns rows sorted by A, then by B, with the unmatched
+//! B rows last in B order (ModernGPU's contract). [`sort_merge_join`] returns matches by key,
+//! then by left row, then by right row; unmatched left rows at their key's place; unmatched right
+//! rows last, in key order. When keys are hashed (composites wider than 64 bits) or some keys are
+//! null or NaN under "never equal", the unmatched rows of either side come after all matches, in
+//! row order. Semi and anti joins return rows in A (or B) order, or key order for the unsorted
+//! entry point.
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
