@@ -124,29 +124,45 @@ __device__ __forceinline__ void fused_tile(const K *a, int64_t a_len, const K *b
     else hi = mid;
   }
   int pa = lo, pb = diag - lo;
+  // The merge heads stay in registers: one shared-memory read per step.
+  K va = pa < na ? ta[pa] : K(), vb = pb < nb ? tb[pb] : K();
 #pragma unroll
   for (int s = 0; s < FVT; ++s) {
     if (pa + pb >= na + nb) break;
-    if (pb >= nb || (pa < na && !less(tb[pb], ta[pa]))) {
+    if (pb >= nb || (pa < na && !less(vb, va))) {
       sh.lb[pa] = (uint32_t)(b0 + pb);
       ++pa;
+      if (pa < na) va = ta[pa];
     } else {
       if (b_match) {
         int64_t i = a0 + pa - 1;
-        b_match[b0 + pb] = i >= 0 && keq(pa > 0 ? ta[pa - 1] : a[i], tb[pb]);
+        b_match[b0 + pb] = i >= 0 && keq(pa > 0 ? ta[pa - 1] : a[i], vb);
       }
       ++pb;
+      if (pb < nb) vb = tb[pb];
     }
   }
   __syncthreads();
+  // Equal B items per A item: a galloping search from the lower bound (one or two probes when
+  // keys are unique, O(log run) otherwise).
   for (int i = tid; i < na; i += FNT) {
     K key = ta[i];
     int j0 = (int)(sh.lb[i] - b0);
-    int l = j0, h = nb;  // upper bound of key in tb[j0, nb)
-    while (l < h) {
-      int m = (l + h) >> 1;
-      if (!less(key, tb[m])) l = m + 1;
-      else h = m;
+    int l = j0;  // one past the last tile B item equal to key
+    if (j0 < nb && keq(tb[j0], key)) {
+      int lo = j0, step = 1, hi = j0 + 1;  // tb[lo] == key
+      while (hi < nb && keq(tb[hi], key)) {
+        lo = hi;
+        step <<= 1;
+        hi = lo + step;
+      }
+      if (hi > nb) hi = nb;
+      while (hi - lo > 1) {
+        int m = (lo + hi) >> 1;
+        if (keq(tb[m], key)) lo = m;
+        else hi = m;
+      }
+      l = lo + 1;
     }
     uint64_t c = (uint64_t)(l - j0);
     if (l == nb && b1 < b_len && keq(key, b[b1])) c += sh.tail;
