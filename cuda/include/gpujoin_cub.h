@@ -95,6 +95,12 @@ GJ_DECL_RLE(u64, uint64_t)
 GJ_DECL_SELECT(u32, uint32_t)
 GJ_DECL_SELECT(u64, uint64_t)
 
+/* DeviceSelect::Flagged of row ids by flag value: out = the items of `in` (or the indices
+ * 0..n-1 when in == NULL) whose flag is non-zero (want != 0) or zero (want == 0), in order. */
+int gj_cub_select_by_flag_u32(void *temp, size_t *temp_bytes, const uint32_t *in, const uint8_t *flags,
+                              int want, uint32_t *out, int64_t *num_selected, int64_t n,
+                              gj_stream_t stream);
+
 /* ---- DeviceReduce::Sum into one device value. ---- */
 #define GJ_DECL_REDUCE(NAME, TI, TO)                                                              \
   int gj_cub_reduce_sum_##NAME(void *temp, size_t *temp_bytes, const TI *in, TO *out, int64_t n, \

@@ -128,8 +128,6 @@ int gj_j_map_validity(const uint32_t *map, int64_t n, uint32_t *words, gj_j_stre
 
 /* flags[rows[i]] = 1 for rows[i] != no row. */
 int gj_j_mark_rows(const uint32_t *rows, int64_t n, uint8_t *flags, gj_j_stream_t stream);
-/* flags[i] = !flags[i] (in place). */
-int gj_j_invert_flags(uint8_t *flags, int64_t n, gj_j_stream_t stream);
 /* out[i] = rows ? rows[i] : i, mapped through `map` when map != NULL (out[i] = map[...]). */
 int gj_j_map_rows(const uint32_t *rows, const uint32_t *map, int64_t n, uint32_t *out,
                   gj_j_stream_t stream);

@@ -112,11 +112,6 @@ __global__ void mark_kernel(const uint32_t *rows, int64_t n, uint8_t *flags) {
   }
 }
 
-__global__ void invert_kernel(uint8_t *flags, int64_t n) {
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) flags[i] = !flags[i];
-}
-
 __global__ void map_rows_kernel(const uint32_t *rows, const uint32_t *map, int64_t n, uint32_t *out) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -168,12 +163,6 @@ extern "C" int gj_j_verify_pairs(const uint32_t *a, const uint32_t *b, int64_t n
 extern "C" int gj_j_mark_rows(const uint32_t *rows, int64_t n, uint8_t *flags, gj_j_stream_t s) {
   if (n <= 0) return 0;
   mark_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(rows, n, flags);
-  return launch_status();
-}
-
-extern "C" int gj_j_invert_flags(uint8_t *flags, int64_t n, gj_j_stream_t s) {
-  if (n <= 0) return 0;
-  invert_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(flags, n);
   return launch_status();
 }
 

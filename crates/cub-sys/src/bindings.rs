@@ -439,6 +439,19 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_cub_select_by_flag_u32(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        in_: *const u32,
+        flags: *const u8,
+        want: ::std::os::raw::c_int,
+        out: *mut u32,
+        num_selected: *mut i64,
+        n: i64,
+        stream: gj_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_cub_reduce_sum_u32_u64(
         temp: *mut ::std::os::raw::c_void,
         temp_bytes: *mut usize,

@@ -3,7 +3,7 @@
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Result, Stream};
 use gpujoin_primitives::cuda::launch;
-use gpujoin_primitives::{exclusive_sum, iota_u32, reduce_sum, select_flagged, NO_ROW};
+use gpujoin_primitives::{exclusive_sum, iota_u32, reduce_sum, select_by_flag, select_flagged, NO_ROW};
 
 use crate::ffi;
 use crate::keys::KeyImages;
@@ -32,24 +32,7 @@ pub(crate) fn iota(stream: &Stream, n: usize) -> Result<DeviceBuffer<u32>> {
 
 /// The rows (of `rows`, or `0..flags.len()`) whose flag is non-zero (`want == true`) or zero.
 pub(crate) fn rows_where(stream: &Stream, flags: &DeviceView<'_, u8>, want: bool, rows: Option<&DeviceView<'_, u32>>) -> Result<DeviceBuffer<u32>> {
-    let n = flags.len();
-    let all;
-    let rows = match rows {
-        Some(r) => *r,
-        None => {
-            all = iota(stream, n)?;
-            all.view()
-        }
-    };
-    if want {
-        return select_flagged(stream, &rows, flags);
-    }
-    let mut inv = stream.alloc::<u8>(n)?;
-    stream.copy_device_to_device(flags, &mut inv.view_mut())?;
-    let p = inv.view_mut().as_mut_ptr();
-    // SAFETY: n flags.
-    launch(stream, "invert flags", || unsafe { ffi::gj_j_invert_flags(p, n as i64, stream.raw()) })?;
-    select_flagged(stream, &rows, &inv.view())
+    select_by_flag(stream, rows, flags, want)
 }
 
 /// 1 for every row that appears in `rows` (a map; NONE entries ignored), of `n` rows.

@@ -347,13 +347,6 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
-    pub fn gj_j_invert_flags(
-        flags: *mut u8,
-        n: i64,
-        stream: gj_j_stream_t,
-    ) -> ::std::os::raw::c_int;
-}
-unsafe extern "C" {
     pub fn gj_j_map_rows(
         rows: *const u32,
         map: *const u32,

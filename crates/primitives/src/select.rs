@@ -116,3 +116,31 @@ pub fn select_if<T: SelectItem>(stream: &Stream, input: &DeviceView<'_, T>, op: 
     out.truncate(k);
     Ok(out)
 }
+
+/// The row ids (items of `rows`, or the indices `0..flags.len()` when `rows` is `None`) whose
+/// flag is non-zero (`want == true`) or zero (`want == false`), in order, in one pass. Waits
+/// for the stream (to learn the count).
+///
+/// ```no_run
+/// # use gpujoin_primitives::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let flags = s.copy_from_host(&[1u8, 0, 0, 1])?;
+/// assert_eq!(select_by_flag(s, None, &flags.view(), false)?.to_vec()?, vec![1, 2]);
+/// # Ok(()) }
+/// ```
+pub fn select_by_flag(stream: &Stream, rows: Option<&DeviceView<'_, u32>>, flags: &DeviceView<'_, u8>, want: bool) -> Result<DeviceBuffer<u32>> {
+    let n = flags.len();
+    if let Some(r) = rows {
+        check_same_len("rows", r.len(), "flags", n)?;
+    }
+    let mut out = stream.alloc::<u32>(n)?;
+    let mut num = stream.alloc_zeroed::<i64>(1)?;
+    if n > 0 {
+        let (i, fl, o, c) = (rows.map_or(std::ptr::null(), |r| r.as_ptr()), flags.as_ptr(), out.view_mut().as_mut_ptr(), num.view_mut().as_mut_ptr());
+        // SAFETY: live device ranges of n items (rows may be null: indices).
+        with_temp(stream, "cub::DeviceSelect::Flagged", |t, tb| unsafe { sys::gj_cub_select_by_flag_u32(t, tb, i, fl, want as i32, o, c, n as i64, stream.raw()) })?;
+    }
+    let k = read_scalar(stream, &num)? as usize;
+    out.truncate(k);
+    Ok(out)
+}

@@ -310,6 +310,13 @@ fn select_partition_and_reduce_match_cpu() {
         let pivot = x.get(n / 2).copied().unwrap_or(7);
         let sif = select_if(&s, &dx.view(), op, pivot).unwrap().to_vec().unwrap();
         prop_assert_eq!(sif, x.iter().copied().filter(|&v| op.eval(v, pivot)).collect::<Vec<_>>());
+        // Row ids by flag value, from indices and from a row list.
+        let idx_set: Vec<u32> = (0..n as u32).filter(|&i| flags[i as usize] != 0).collect();
+        let idx_unset: Vec<u32> = (0..n as u32).filter(|&i| flags[i as usize] == 0).collect();
+        prop_assert_eq!(select_by_flag(&s, None, &df.view(), true).unwrap().to_vec().unwrap(), idx_set);
+        prop_assert_eq!(select_by_flag(&s, None, &df.view(), false).unwrap().to_vec().unwrap(), idx_unset);
+        let rows_unset: Vec<u32> = x.iter().zip(&flags).filter(|(_, &f)| f == 0).map(|(&v, _)| v).collect();
+        prop_assert_eq!(select_by_flag(&s, Some(&dx.view()), &df.view(), false).unwrap().to_vec().unwrap(), rows_unset);
         let (part, k) = partition_flagged(&s, &dx.view(), &df.view()).unwrap();
         let part = part.to_vec().unwrap();
         prop_assert_eq!(k, e.len());
