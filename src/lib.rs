@@ -3,6 +3,8 @@
 //! Relational joins on NVIDIA GPUs. This facade re-exports the layers:
 //! [`device`] (context, streams, buffers), [`primitives`] (sort, scan, search, gather...) and
 //! [`join`] (every join algorithm, with CPU references).
+pub mod demo;
+
 pub use gpujoin_device as device;
 pub use gpujoin_join as join;
 pub use gpujoin_primitives as primitives;

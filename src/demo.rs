@@ -1,0 +1,122 @@
+//! The seed demonstrations, shared by the `gpujoin-demo` binary (`cargo xtask demo`) and the
+//! tests: ModernGPU's relational-join demonstration (seed 000) in its own format, the interleave
+//! join's worked example (seed 001), and the throughput of a 2^24-row join.
+
+use std::fmt::Write;
+
+use crate::device::{Device, Result, Stream, Timer};
+use crate::join::reference::{self, vectors};
+use crate::join::{datagen, interleave_join, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys, RowId};
+
+macro_rules! wln {
+    ($o:expr) => { let _ = writeln!($o); };
+    ($o:expr, $($t:tt)*) => { let _ = writeln!($o, $($t)*); };
+}
+
+/// Where the demonstration ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    Gpu,
+    /// No GPU: the CPU reference produced the joins (the text says so plainly).
+    CpuReference,
+}
+
+/// Runs the demonstration on device 0, or on the CPU reference when there is no GPU, and returns
+/// its text.
+pub fn run() -> Result<(Ran, String)> {
+    let mut o = String::new();
+    match Device::new(0) {
+        Ok(device) => {
+            gpu_demo(&mut o, &device)?;
+            Ok((Ran::Gpu, o))
+        }
+        Err(e) => {
+            wln!(o, "NOTICE: no GPU available ({e}).");
+            wln!(o, "NOTICE: showing the CPU reference's results instead; nothing below ran on a GPU.\n");
+            cpu_demo(&mut o)?;
+            Ok((Ran::CpuReference, o))
+        }
+    }
+}
+
+fn print_keys(o: &mut String, name: &str, keys: &[i32]) {
+    wln!(o, "{name} keys:");
+    for (row, chunk) in keys.chunks(10).enumerate() {
+        let cells: Vec<String> = chunk.iter().map(|k| format!("{k:4}")).collect();
+        wln!(o, "{:5}:  {}", row * 10, cells.join(" "));
+    }
+}
+
+fn print_join(o: &mut String, title: &str, pairs: &[(RowId, RowId)], a: &[i32], b: &[i32]) {
+    wln!(o, "\n{title} ({} items):", pairs.len());
+    wln!(o, "output   (aIndex, bIndex) : (aKey, bKey)");
+    wln!(o, "----------------------------------------");
+    let idx = |r: RowId| r.get().map_or(-1, |i| i as i64);
+    let key = |r: RowId, k: &[i32]| r.get().map_or("---".to_string(), |i| k[i as usize].to_string());
+    for (i, &(l, r)) in pairs.iter().enumerate() {
+        wln!(o, "{i:3}      ({:6}, {:6}) : ({:>4}, {:>4})", idx(l), idx(r), key(l, a), key(r, b));
+    }
+}
+
+fn print_interleave(o: &mut String, pairs: &[(RowId, RowId)]) {
+    wln!(o, "\nINTERLEAVE JOIN: L LEFT JOIN R WHERE L.K == R.K ({} rows)", pairs.len());
+    wln!(o, "  K    A    B");
+    for &(l, r) in pairs {
+        let Some(li) = l.get().map(|i| i as usize) else { continue };
+        let b = r.get().map_or("null".to_string(), |j| j.to_string());
+        wln!(o, "{:3}  {:3}  {:>4}", vectors::INTERLEAVE_L_KEYS[li], li, b);
+    }
+}
+
+fn gpu_demo(o: &mut String, device: &Device) -> Result<()> {
+    let s: Stream = device.new_stream()?;
+    let (a, b) = (&vectors::MGPU_A_KEYS[..], &vectors::MGPU_B_KEYS[..]);
+    wln!(o, "RELATIONAL JOINS DEMONSTRATION (on {})\n", device.name()?);
+    print_keys(o, "A", a);
+    wln!(o);
+    print_keys(o, "B", b);
+    let (da, db) = (s.copy_from_host(a)?, s.copy_from_host(b)?);
+    let inner = sorted_merge_join(&s, &da.view(), &db.view(), JoinType::Inner)?.pairs()?;
+    print_join(o, "Inner-join", &inner, a, b);
+    let outer = sorted_merge_join(&s, &da.view(), &db.view(), JoinType::Full)?.pairs()?;
+    print_join(o, "Outer-join", &outer, a, b);
+
+    let (l, r) = (s.copy_from_host(&vectors::INTERLEAVE_L_KEYS)?, s.copy_from_host(&vectors::INTERLEAVE_R_KEYS)?);
+    let left = interleave_join(&s, &Keys::single(l.view()), &Keys::single(r.view()), JoinType::Left, JoinOptions::default())?.pairs()?;
+    print_interleave(o, &left);
+
+    let n = 1usize << 24;
+    let keys_r = datagen::shuffled_dense_keys(n, 1)?;
+    let keys_s = datagen::shuffled_dense_keys(n, 2)?;
+    let (dr, ds) = (s.copy_from_host(&keys_r)?, s.copy_from_host(&keys_s)?);
+    let (kr, ks) = (Keys::single(dr.view()), Keys::single(ds.view()));
+    sort_merge_join(&s, &kr, &ks, JoinType::Inner, JoinOptions::default())?; // warm-up
+    let t = Timer::start(&s)?;
+    let rows = sort_merge_join(&s, &kr, &ks, JoinType::Inner, JoinOptions::default())?.rows();
+    let ms = t.stop(&s)?;
+    wln!(o, 
+        "\nThroughput: sort_merge_join inner, 2^24 x 2^24 shuffled unique u32 keys -> {rows} rows in {ms:.2} ms ({:.0} M input rows/s)",
+        (2 * n) as f64 / (ms as f64 * 1e3)
+    );
+    Ok(())
+}
+
+fn cpu_demo(o: &mut String) -> Result<()> {
+    let (a, b) = (&vectors::MGPU_A_KEYS[..], &vectors::MGPU_B_KEYS[..]);
+    let (ka, kb) = (vectors::i32_keys(a), vectors::i32_keys(b));
+    wln!(o, "RELATIONAL JOINS DEMONSTRATION (CPU reference)\n");
+    print_keys(o, "A", a);
+    wln!(o);
+    print_keys(o, "B", b);
+    let inner = reference::join(&ka, &kb, JoinType::Inner, JoinOptions::default())?;
+    print_join(o, "Inner-join", &inner, a, b);
+    // ModernGPU's order: left/inner rows by A, then unmatched B rows.
+    let mut outer = reference::join(&ka, &kb, JoinType::Full, JoinOptions::default())?;
+    outer.sort_by_key(|&(l, r)| (l.is_none(), l, r));
+    print_join(o, "Outer-join", &outer, a, b);
+    let (kl, kr) = (vectors::i32_keys(&vectors::INTERLEAVE_L_KEYS), vectors::i32_keys(&vectors::INTERLEAVE_R_KEYS));
+    let left = reference::join(&kl, &kr, JoinType::Left, JoinOptions::default())?;
+    print_interleave(o, &left);
+    Ok(())
+}
+
