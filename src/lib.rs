@@ -8,3 +8,8 @@ pub mod demo;
 pub use gpujoin_device as device;
 pub use gpujoin_join as join;
 pub use gpujoin_primitives as primitives;
+
+/// The README's code blocks compile as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
