@@ -11,6 +11,13 @@ mod common;
 use common::Harness;
 use gpujoin::join::{datagen, interleave_join, materialize_unchecked, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys};
 
+/// Runs `f` once with per-phase tracing (GPUJOIN_TRACE) on, so the log shows where time goes.
+fn traced(f: impl FnOnce()) {
+    std::env::set_var("GPUJOIN_TRACE", "1");
+    f();
+    std::env::remove_var("GPUJOIN_TRACE");
+}
+
 fn main() {
     let Some(mut h) = Harness::new("join benchmarks") else { return };
     let s = h.stream.clone();
@@ -21,6 +28,10 @@ fn main() {
     let a: Vec<u32> = (0..n as u32).collect();
     let b: Vec<u32> = (n as u32 / 2..n as u32 / 2 + n as u32).collect();
     let (da, db) = (s.copy_from_host(&a).unwrap(), s.copy_from_host(&b).unwrap());
+    traced(|| {
+        sorted_merge_join(&s, &da.view(), &db.view(), JoinType::Inner).unwrap();
+        sorted_merge_join(&s, &da.view(), &db.view(), JoinType::Full).unwrap();
+    });
     for (case, jt, out_rows) in [
         ("inner_2p26", JoinType::Inner, n / 2),
         ("left_2p26", JoinType::Left, n),
@@ -44,6 +55,9 @@ fn main() {
     drop((r_keys, s_keys));
     // Read keys and payloads once; write two payload columns of |S| rows.
     let bytes = ((nr + ns) * 8 + ns * 8) as u64;
+    traced(|| {
+        sort_merge_join(&s, &Keys::single(drk.view()), &Keys::single(dsk.view()), JoinType::Inner, opts).unwrap();
+    });
     h.case("unsorted", "pkfk_inner_r2p26_s2p27_materialized", bytes, (nr + ns) as u64, |s| {
         let m = sort_merge_join(s, &Keys::single(drk.view()), &Keys::single(dsk.view()), JoinType::Inner, opts).unwrap();
         let (l, r) = (m.left().unwrap(), m.right().unwrap());
@@ -66,6 +80,10 @@ fn main() {
     let lk = Keys::new(ld.iter().map(|b| b.view().into()).collect()).unwrap();
     let rk = Keys::new(rd.iter().map(|b| b.view().into()).collect()).unwrap();
     let bytes = (2 * n * 12 + n * 8) as u64;
+    traced(|| {
+        interleave_join(&s, &lk, &rk, JoinType::Inner, opts).unwrap();
+        sort_merge_join(&s, &lk, &rk, JoinType::Inner, opts).unwrap();
+    });
     h.case("interleave", "composite3_2p26", bytes, (2 * n) as u64, |s| {
         let m = interleave_join(s, &lk, &rk, JoinType::Inner, opts).unwrap();
         assert_eq!(m.rows(), n as u64);

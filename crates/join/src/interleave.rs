@@ -20,6 +20,7 @@ use crate::common::{any_never_match, from_inner_pairs, iota, kind, map_rows, off
 use crate::ffi;
 use crate::keys::{images, KeyImages, KeyPlan, Keys};
 use crate::maps::GatherMaps;
+use crate::trace::Phases;
 use crate::types::{JoinOptions, JoinType};
 
 /// Sorted derived keys of the concatenated tables and their (key, table) runs.
@@ -98,13 +99,18 @@ fn expand_two(stream: &Stream, r: &Runs, n_left: usize, join_type: JoinType) -> 
 /// ```
 pub fn interleave_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
     left.check_comparable(right)?;
+    let mut ph = Phases::new(stream, "interleave_join");
     let plan = KeyPlan::new(left, right, opts, 63);
     let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
+    ph.mark("key images");
     let (nl, nr) = (left.rows(), right.rows());
     let filtered = any_never_match(stream, &il)? || any_never_match(stream, &ir)?;
+    ph.mark("null/NaN check");
     if plan.exact && !filtered {
         let runs = sorted_runs(stream, &[il.derived.view(), ir.derived.view()], plan.bits, 1)?;
+        ph.mark("concat+sort+rle+scan");
         let (a, b) = expand_two(stream, &runs, nl, join_type)?;
+        ph.mark("counts+expand");
         return Ok(GatherMaps::new(join_type, a, b));
     }
     // Rows that can match; candidates on (possibly hashed) keys; verification; then the join type.
@@ -119,9 +125,12 @@ pub fn interleave_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
         (map_rows(stream, &a.view(), &rl.view())?, map_rows(stream, &b.view(), &rr.view())?)
     } else {
         let runs = sorted_runs(stream, &[il.derived.view(), ir.derived.view()], bits, 1)?;
+        ph.mark("concat+sort+rle+scan");
         expand_two(stream, &runs, nl, JoinType::Inner)?
     };
+    ph.mark("counts+expand");
     let (a, b) = if plan.exact { (a, b) } else { verify(stream, &a.view(), &b.view(), &il, &ir)? };
+    ph.mark("verify");
     from_inner_pairs(stream, a, b, nl, nr, join_type)
 }
 

@@ -18,6 +18,7 @@ pub mod keys;
 pub mod maps;
 pub mod reference;
 pub mod sort_merge;
+mod trace;
 pub mod types;
 
 pub use interleave::{interleave_join, interleave_join_many};

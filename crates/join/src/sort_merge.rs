@@ -25,6 +25,7 @@ use crate::common::{any_never_match, from_inner_pairs, iota, narrow, rows_where,
 use crate::ffi;
 use crate::keys::{images, KeyPlan, Keys};
 use crate::maps::GatherMaps;
+use crate::trace::Phases;
 use crate::types::{JoinOptions, JoinType, RowId};
 
 type CountFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *mut u64, *mut u8, ffi::gj_j_stream_t) -> i32;
@@ -184,6 +185,7 @@ fn merge_fused<K: SortedKey>(
     if FORCE_GENERAL_PATH.load(std::sync::atomic::Ordering::SeqCst) {
         return Ok(None);
     }
+    let mut ph = Phases::new(stream, "merge_fused");
     // SAFETY: a constant.
     let tile = unsafe { ffi::gj_j_merge_tile_items() } as usize;
     let tiles = (a.len() + b.len()).div_ceil(tile);
@@ -195,6 +197,7 @@ fn merge_fused<K: SortedKey>(
     let bm = b_match.as_mut().map_or(std::ptr::null_mut(), |m| m.view_mut().as_mut_ptr());
     // SAFETY: parts has tiles + 1 entries; tile_rows has tiles; b_match has |B| entries.
     launch(stream, "merge count", || unsafe { K::COUNT(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, keep, tr, bm, stream.raw()) })?;
+    ph.mark("partition+count");
     // The tile totals are few (one per 2048 merged items): scan them on the host.
     let rows = tile_rows.to_vec()?;
     let cap = 4 * tile as u64;
@@ -212,6 +215,7 @@ fn merge_fused<K: SortedKey>(
     let right_rows = b_match.map(|m| rows_where(stream, &m.view(), false, b_rows)).transpose()?;
     let (mut out_a, mut out_b) = alloc_maps(stream, left_total, right_rows.as_ref().map_or(0, |r| r.len()))?;
     let doff = stream.copy_from_host(&offsets)?;
+    ph.mark("host scan+alloc+right rows");
     {
         let lt = left_total as usize;
         let (oa, ob) = (out_a.slice_mut(..lt).as_mut_ptr(), out_b.slice_mut(..lt).as_mut_ptr());
@@ -220,6 +224,7 @@ fn merge_fused<K: SortedKey>(
         // SAFETY: as for the count pass; outputs hold left_total rows.
         launch(stream, "merge write", || unsafe { K::WRITE(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, keep, o, ar, br, oa, ob, stream.raw()) })?;
     }
+    ph.mark("write");
     append_right_rows(stream, &mut out_a, &mut out_b, left_total as usize, right_rows)?;
     Ok(Some(GatherMaps::new(join_type, out_a, out_b)))
 }
@@ -283,10 +288,13 @@ fn merge_sides(stream: &Stream, l: &SortedSide, r: &SortedSide, join_type: JoinT
 /// the full keys, so collisions never add or lose rows.
 pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
     left.check_comparable(right)?;
+    let mut ph = Phases::new(stream, "sort_merge_join");
     let plan = KeyPlan::new(left, right, opts, 64);
     let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
+    ph.mark("key images");
     let (nl, nr) = (left.rows(), right.rows());
     let filtered = any_never_match(stream, &il)? || any_never_match(stream, &ir)?;
+    ph.mark("null/NaN check");
     // Rows that can match at all.
     let (rl, rr) = if filtered {
         (Some(rows_where(stream, &il.never_match.view(), false, None)?), Some(rows_where(stream, &ir.never_match.view(), false, None)?))
@@ -295,11 +303,16 @@ pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
     };
     let sl = sorted_side(stream, &il, rl.as_ref(), plan)?;
     let sr = sorted_side(stream, &ir, rr.as_ref(), plan)?;
+    ph.mark("sort both sides");
     if plan.exact && !filtered {
-        return merge_sides(stream, &sl, &sr, join_type);
+        let m = merge_sides(stream, &sl, &sr, join_type);
+        ph.mark("merge");
+        return m;
     }
     let (a, b) = merge_sides(stream, &sl, &sr, JoinType::Inner)?.into_raw();
+    ph.mark("merge");
     let (a, b) = if plan.exact { (a, b) } else { verify(stream, &a.view(), &b.view(), &il, &ir)? };
+    ph.mark("verify");
     from_inner_pairs(stream, a, b, nl, nr, join_type)
 }
 
