@@ -41,6 +41,14 @@ int gj_k_load_balancing_search(void *temp, size_t *temp_bytes, const uint64_t *o
                                int64_t num_segments, int64_t total, uint32_t *segments,
                                uint32_t *ranks, gj_k_stream_t stream);
 
+/* Run-length encode in one pass (decoupled look-back): unique[r] repeated counts[r] times, for
+ * r < *num_runs (one device int64). n < 2^32 - 1 (positions are 32-bit). Same contract as
+ * gj_cub_run_length_encode_* with a larger limit and one read of the input. */
+int gj_k_run_length_encode_u32(void *temp, size_t *temp_bytes, const uint32_t *in, uint32_t *unique,
+                               uint32_t *counts, int64_t *num_runs, int64_t n, gj_k_stream_t stream);
+int gj_k_run_length_encode_u64(void *temp, size_t *temp_bytes, const uint64_t *in, uint64_t *unique,
+                               uint32_t *counts, int64_t *num_runs, int64_t n, gj_k_stream_t stream);
+
 /* out[i] = idx[i] == 0xFFFFFFFF ? fill : src[idx[i]]. An index >= src_len also writes `fill`
  * and sets *out_of_range to 1 (when out_of_range is not NULL). */
 int gj_k_gather_b32(const uint32_t *src, int64_t src_len, const uint32_t *idx, uint32_t *out,

@@ -36,7 +36,7 @@ struct Runs {
 fn sorted_runs(stream: &Stream, keys: &[DeviceView<'_, u64>], key_bits: u32, tbits: u32) -> Result<Runs> {
     let n: usize = keys.iter().map(|k| k.len()).sum();
     if n as u64 > RLE_MAX_ITEMS {
-        return Err(Error::too_large("interleave join rows of all tables together (run-length encoding counts in 32 bits)", n as u64, RLE_MAX_ITEMS));
+        return Err(Error::too_large("interleave join rows of all tables together (run-length encoding uses 32-bit positions)", n as u64, RLE_MAX_ITEMS));
     }
     let mut derived = stream.alloc::<u64>(n)?;
     let mut at = 0usize;

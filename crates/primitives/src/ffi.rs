@@ -179,6 +179,30 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_k_run_length_encode_u32(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        in_: *const u32,
+        unique: *mut u32,
+        counts: *mut u32,
+        num_runs: *mut i64,
+        n: i64,
+        stream: gj_k_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_k_run_length_encode_u64(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        in_: *const u64,
+        unique: *mut u64,
+        counts: *mut u32,
+        num_runs: *mut i64,
+        n: i64,
+        stream: gj_k_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_k_gather_b32(
         src: *const u32,
         src_len: i64,

@@ -15,21 +15,29 @@ use gpujoin_device::{DeviceBuffer, DeviceView, DeviceViewMut, Error, Result, Str
 
 use crate::cuda::{check_count, read_scalar, with_temp};
 
-/// The most items one encode takes: CUB counts them in 32 bits.
-pub const RLE_MAX_ITEMS: u64 = i32::MAX as u64;
+/// The most items one encode takes (run starts are 32-bit positions).
+pub const RLE_MAX_ITEMS: u64 = u32::MAX as u64 - 1;
+/// The most items CUB's `DeviceRunLengthEncode::Encode` takes (it counts them in an `int`).
+pub const CUB_RLE_MAX_ITEMS: u64 = i32::MAX as u64;
 
 type RleFn<K> = unsafe extern "C" fn(*mut std::ffi::c_void, *mut usize, *const K, *mut K, *mut u32, *mut i64, i64, sys::gj_stream_t) -> i32;
 
 /// A key type for run-length encoding: `u32`, `u64` (runs are of equal bits).
 pub trait RleKey: gpujoin_device::Pod {
+    /// gpujoin's single-pass kernel.
     #[doc(hidden)]
     const ENCODE: RleFn<Self>;
+    /// CUB's `DeviceRunLengthEncode::Encode`.
+    #[doc(hidden)]
+    const CUB_ENCODE: RleFn<Self>;
 }
 impl RleKey for u32 {
-    const ENCODE: RleFn<u32> = sys::gj_cub_run_length_encode_u32;
+    const ENCODE: RleFn<u32> = crate::ffi::gj_k_run_length_encode_u32;
+    const CUB_ENCODE: RleFn<u32> = sys::gj_cub_run_length_encode_u32;
 }
 impl RleKey for u64 {
-    const ENCODE: RleFn<u64> = sys::gj_cub_run_length_encode_u64;
+    const ENCODE: RleFn<u64> = crate::ffi::gj_k_run_length_encode_u64;
+    const CUB_ENCODE: RleFn<u64> = sys::gj_cub_run_length_encode_u64;
 }
 
 /// The runs of an input: `unique[r]` repeated `counts[r]` times, for `r < runs`.
@@ -51,7 +59,8 @@ impl<K: RleKey> Runs<K> {
 
 /// Encodes runs of equal consecutive items into caller-provided outputs (each at least as long
 /// as the input) and writes the run count into the one-element `num_runs` on the device, without
-/// waiting for the stream. Inputs longer than [`RLE_MAX_ITEMS`] are refused with
+/// waiting for the stream. One pass over the input (gpujoin's kernel: head flags and a scan with
+/// decoupled look-back). Inputs longer than [`RLE_MAX_ITEMS`] are refused with
 /// [`gpujoin_device::Error::TooLarge`], never truncated.
 pub fn run_length_encode_into<K: RleKey>(
     stream: &Stream,
@@ -60,8 +69,34 @@ pub fn run_length_encode_into<K: RleKey>(
     counts: &mut DeviceViewMut<'_, u32>,
     num_runs: &mut DeviceViewMut<'_, i64>,
 ) -> Result<()> {
+    encode(stream, input, unique, counts, num_runs, K::ENCODE, RLE_MAX_ITEMS, "run_length_encode")
+}
+
+/// [`run_length_encode_into`] through CUB's `DeviceRunLengthEncode::Encode` (at most
+/// [`CUB_RLE_MAX_ITEMS`] items), for comparison.
+pub fn run_length_encode_cub_into<K: RleKey>(
+    stream: &Stream,
+    input: &DeviceView<'_, K>,
+    unique: &mut DeviceViewMut<'_, K>,
+    counts: &mut DeviceViewMut<'_, u32>,
+    num_runs: &mut DeviceViewMut<'_, i64>,
+) -> Result<()> {
+    encode(stream, input, unique, counts, num_runs, K::CUB_ENCODE, CUB_RLE_MAX_ITEMS, "cub::DeviceRunLengthEncode::Encode")
+}
+
+#[allow(clippy::too_many_arguments)]
+fn encode<K: RleKey>(
+    stream: &Stream,
+    input: &DeviceView<'_, K>,
+    unique: &mut DeviceViewMut<'_, K>,
+    counts: &mut DeviceViewMut<'_, u32>,
+    num_runs: &mut DeviceViewMut<'_, i64>,
+    f: RleFn<K>,
+    limit: u64,
+    name: &str,
+) -> Result<()> {
     let n = input.len();
-    check_count("run-length encode items (CUB counts in 32 bits)", n, RLE_MAX_ITEMS)?;
+    check_count(&format!("{name} items"), n, limit)?;
     if unique.len() < n || counts.len() < n || num_runs.len() != 1 {
         return Err(Error::invalid(format!(
             "run-length encode of {n} items needs outputs of {n} (got {} and {}) and one run count (got {})",
@@ -75,7 +110,7 @@ pub fn run_length_encode_into<K: RleKey>(
     }
     let (i, u, c, r) = (input.as_ptr(), unique.as_mut_ptr(), counts.as_mut_ptr(), num_runs.as_mut_ptr());
     // SAFETY: live device ranges of at least n items; one i64 for the run count.
-    with_temp(stream, "cub::DeviceRunLengthEncode::Encode", |t, tb| unsafe { K::ENCODE(t, tb, i, u, c, r, n as i64, stream.raw()) })
+    with_temp(stream, name, |t, tb| unsafe { f(t, tb, i, u, c, r, n as i64, stream.raw()) })
 }
 
 /// Encodes runs of equal consecutive items. Inputs longer than [`RLE_MAX_ITEMS`] are refused
@@ -83,7 +118,7 @@ pub fn run_length_encode_into<K: RleKey>(
 /// the run count).
 pub fn run_length_encode<K: RleKey>(stream: &Stream, input: &DeviceView<'_, K>) -> Result<Runs<K>> {
     let n = input.len();
-    check_count("run-length encode items (CUB counts in 32 bits)", n, RLE_MAX_ITEMS)?;
+    check_count("run_length_encode items", n, RLE_MAX_ITEMS)?;
     let mut unique = stream.alloc::<K>(n)?;
     let mut counts = stream.alloc::<u32>(n)?;
     let mut num = stream.alloc::<i64>(1)?;

@@ -286,8 +286,15 @@ fn run_length_encode_matches_cpu_runs() {
                 c.push(1);
             }
         }
-        prop_assert_eq!(runs.unique.to_vec().unwrap(), u);
-        prop_assert_eq!(runs.counts.to_vec().unwrap(), c);
+        prop_assert_eq!(&runs.unique.to_vec().unwrap(), &u);
+        prop_assert_eq!(&runs.counts.to_vec().unwrap(), &c);
+        // CUB's encode agrees (poisoned outputs, only the first `runs` entries are defined).
+        let (mut cu, mut cc, mut cr) = (poisoned::<u64>(&s, n), poisoned::<u32>(&s, n), poisoned::<i64>(&s, 1));
+        run_length_encode_cub_into(&s, &d.view(), &mut cu.view_mut(), &mut cc.view_mut(), &mut cr.view_mut()).unwrap();
+        let k = cr.to_vec().unwrap()[0] as usize;
+        prop_assert_eq!(k, u.len());
+        prop_assert_eq!(&cu.to_vec().unwrap()[..k], &u[..]);
+        prop_assert_eq!(&cc.to_vec().unwrap()[..k], &c[..]);
         let d32 = s.copy_from_host(&x.iter().map(|&v| v as u32).collect::<Vec<_>>()).unwrap();
         let r32 = run_length_encode(&s, &d32.view()).unwrap();
         prop_assert_eq!(r32.counts.to_vec().unwrap().iter().map(|&c| c as u64).sum::<u64>(), n as u64);
@@ -541,13 +548,24 @@ fn large_inputs_2_pow_26_sort_scan_and_search() {
 }
 
 #[test]
-fn run_length_encode_refuses_more_than_i32_max_items_without_truncating() {
-    let Some(s) = stream("run_length_encode_refuses_more_than_i32_max_items_without_truncating") else { return };
-    // The length check comes before any device access, so a dangling view of 2^31 items is safe.
-    let huge = unsafe { gpujoin_device::DeviceView::<u32>::from_raw(0, 1usize << 31) };
-    match run_length_encode(&s, &huge) {
+fn run_length_encode_refuses_too_many_items_without_truncating() {
+    let Some(s) = stream("run_length_encode_refuses_too_many_items_without_truncating") else { return };
+    // The length checks come before any device access, so dangling views of 2^31 and 2^32 items
+    // are safe here.
+    let (mut u, mut c, mut r) = (s.alloc::<u32>(1).unwrap(), s.alloc::<u32>(1).unwrap(), s.alloc::<i64>(1).unwrap());
+    let cub_huge = unsafe { gpujoin_device::DeviceView::<u32>::from_raw(0, 1usize << 31) };
+    match run_length_encode_cub_into(&s, &cub_huge, &mut u.view_mut(), &mut c.view_mut(), &mut r.view_mut()) {
         Err(gpujoin_device::Error::TooLarge { count, limit, .. }) => assert_eq!((count, limit), (1 << 31, i32::MAX as u64)),
         Err(e) => panic!("wrong error: {e}"),
-        Ok(_) => panic!("2^31 items must be refused"),
+        Ok(_) => panic!("2^31 items must be refused by CUB's encode"),
     }
+    let huge = unsafe { gpujoin_device::DeviceView::<u32>::from_raw(0, 1usize << 32) };
+    match run_length_encode(&s, &huge) {
+        Err(gpujoin_device::Error::TooLarge { count, limit, .. }) => assert_eq!((count, limit), (1 << 32, u32::MAX as u64 - 1)),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("2^32 items must be refused"),
+    }
+    // Outputs shorter than the input are refused too.
+    let x = s.copy_from_host(&[1u32, 2, 3]).unwrap();
+    assert!(run_length_encode_into(&s, &x.view(), &mut u.view_mut(), &mut c.view_mut(), &mut r.view_mut()).is_err());
 }
