@@ -184,7 +184,7 @@ __device__ __forceinline__ uint64_t block_sum(uint64_t v, uint64_t *red) {
 template <class K>
 __global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
                                                           const int64_t *parts, bool keep_unmatched, uint64_t *tile_rows,
-                                                          uint8_t *b_match) {
+                                                          uint8_t *b_match, uint64_t cap, uint32_t *over_cap) {
   __shared__ FusedShared<K> sh;
   int64_t a0;
   int na;
@@ -195,7 +195,10 @@ __global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_
     s += (c == 0 && keep_unmatched) ? 1 : c;
   }
   uint64_t t = block_sum(s, sh.red);
-  if (threadIdx.x == 0) tile_rows[blockIdx.x] = t;
+  if (threadIdx.x == 0) {
+    tile_rows[blockIdx.x] = t;
+    if (t > cap) atomicOr(over_cap, 1u);  // rare; no contention otherwise
+  }
 }
 
 template <class K>
@@ -261,12 +264,13 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
 #define GJ_J_DEF_FUSED(KN, K)                                                                          \
   extern "C" int gj_j_merge_count_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,          \
                                        const int64_t *parts, int keep_unmatched, uint64_t *tile_rows, \
-                                       uint8_t *b_match, gj_j_stream_t s) {                           \
+                                       uint8_t *b_match, uint64_t cap, uint32_t *over_cap,            \
+                                       gj_j_stream_t s) {                                             \
     int64_t tiles = (a_len + b_len + FNV - 1) / FNV;                                                   \
     if (tiles == 0) return 0;                                                                          \
     fused_count_kernel<K><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(a, a_len, b, b_len, parts,     \
                                                                         keep_unmatched != 0, tile_rows, \
-                                                                        b_match);                       \
+                                                                        b_match, cap, over_cap);        \
     return launch_status();                                                                            \
   }                                                                                                    \
   extern "C" int gj_j_merge_write_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,          \

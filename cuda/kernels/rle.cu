@@ -12,7 +12,7 @@
 
 namespace {
 using namespace gj;
-constexpr int NT = 256, IPT = 16, NV = NT * IPT;
+constexpr int NT = 256, IPT = 8, NV = NT * IPT;
 using TileState = cub::ScanTileState<uint64_t>;
 
 // (count << 32 | last head position): counts add, the later non-empty side's position wins.
@@ -64,20 +64,45 @@ __global__ void __launch_bounds__(NT) rle_kernel(const K *in, int64_t n, K *uniq
     Prefix prefix(st, prefix_storage, RunOp{}, tile);
     Scan(ts.scan).ExclusiveScan(agg, state, RunOp{}, prefix);
   }
+  // The tile's runs are staged in shared memory and written out coalesced. Run r's length is
+  // known when run r + 1's head is seen: inside the tile it goes to the staging area; for the
+  // tile's first head it belongs to the previous tile's last run and goes straight to memory.
+  __shared__ K s_unique[NV];
+  __shared__ uint32_t s_count[NV];
+  __shared__ uint32_t s_first_run, s_end_run;
+  if (threadIdx.x == 0) s_first_run = (uint32_t)(state >> 32);
+  __syncthreads();
+  const uint32_t r0 = s_first_run;
 #pragma unroll
   for (int j = 0; j < IPT; ++j) {
     const int64_t i = first + j;
     if (i < n && heads[j]) {
       uint32_t r = (uint32_t)(state >> 32);
-      if (r > 0) counts[r - 1] = (uint32_t)(i - (int64_t)(state & 0xFFFFFFFFull));
-      unique[r] = keys[j];
+      if (r > 0) {
+        uint32_t len = (uint32_t)(i - (int64_t)(state & 0xFFFFFFFFull));
+        if (r - 1 >= r0) s_count[r - 1 - r0] = len;
+        else counts[r - 1] = len;
+      }
+      s_unique[r - r0] = keys[j];
       state = ((uint64_t)(r + 1) << 32) | (uint64_t)i;
     }
     if (i == n - 1) {
       uint32_t runs = (uint32_t)(state >> 32);
-      counts[runs - 1] = (uint32_t)(n - (int64_t)(state & 0xFFFFFFFFull));
+      uint32_t len = (uint32_t)(n - (int64_t)(state & 0xFFFFFFFFull));
+      if (runs - 1 >= r0) s_count[runs - 1 - r0] = len;
+      else counts[runs - 1] = len;
       *num_runs = runs;
     }
+  }
+  if (threadIdx.x == NT - 1) s_end_run = (uint32_t)(state >> 32);
+  __syncthreads();
+  const uint32_t tile_runs = s_end_run - r0;
+  // The last run's length is written by the next tile, except in the last tile.
+  const bool last_tile = tile_start + NV >= n;
+  const uint32_t counted = last_tile ? tile_runs : (tile_runs > 0 ? tile_runs - 1 : 0);
+  for (uint32_t k = threadIdx.x; k < tile_runs; k += NT) {
+    unique[r0 + k] = s_unique[k];
+    if (k < counted) counts[r0 + k] = s_count[k];
   }
 }
 

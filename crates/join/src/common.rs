@@ -173,3 +173,19 @@ pub(crate) fn offsets_u64(stream: &Stream, counts: &DeviceView<'_, u64>) -> Resu
     let last = stream.copy_to_host(&off.slice(n - 1..n))?[0] + stream.copy_to_host(&counts.slice(n - 1..n))?[0];
     Ok((off, last))
 }
+
+/// Allocates `maps` gather maps of `rows` rows each. When the device cannot hold them, the error
+/// is [`gpujoin_device::Error::OutputTooLarge`] with the rows, bytes and free memory (pointing
+/// to the count-only and chunked calls), not a bare allocation failure.
+pub(crate) fn alloc_output_maps(stream: &Stream, rows: u64, maps: usize) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
+    let bytes = rows.saturating_mul(4 * maps as u64);
+    let too_large = |available: u64| gpujoin_device::Error::OutputTooLarge { rows, bytes, available };
+    let n = usize::try_from(rows).map_err(|_| too_large(0))?;
+    let alloc = |len: usize| match stream.alloc::<u32>(len) {
+        Err(gpujoin_device::Error::OutOfMemory { free, .. }) => Err(too_large(free)),
+        r => r,
+    };
+    let a = alloc(if maps >= 1 { n } else { 0 })?;
+    let b = alloc(if maps >= 2 { n } else { 0 })?;
+    Ok((a, b))
+}

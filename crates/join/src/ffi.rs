@@ -52,6 +52,8 @@ unsafe extern "C" {
         keep_unmatched: ::std::os::raw::c_int,
         tile_rows: *mut u64,
         b_match: *mut u8,
+        cap: u64,
+        over_cap: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -81,6 +83,8 @@ unsafe extern "C" {
         keep_unmatched: ::std::os::raw::c_int,
         tile_rows: *mut u64,
         b_match: *mut u8,
+        cap: u64,
+        over_cap: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -110,6 +114,8 @@ unsafe extern "C" {
         keep_unmatched: ::std::os::raw::c_int,
         tile_rows: *mut u64,
         b_match: *mut u8,
+        cap: u64,
+        over_cap: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -139,6 +145,8 @@ unsafe extern "C" {
         keep_unmatched: ::std::os::raw::c_int,
         tile_rows: *mut u64,
         b_match: *mut u8,
+        cap: u64,
+        over_cap: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }

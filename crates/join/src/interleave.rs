@@ -68,13 +68,10 @@ fn expand_two(stream: &Stream, r: &Runs, n_left: usize, join_type: JoinType) -> 
     launch(stream, "interleave counts", || unsafe { ffi::gj_j_interleave_counts(r.runs.view().as_ptr(), r.len.view().as_ptr(), g as i64, k, c, stream.raw()) })?;
     let (offsets, total) = offsets_u64(stream, &counts.view())?;
     drop(counts);
-    let total_usize = usize::try_from(total).map_err(|_| Error::too_large("join output rows", total, usize::MAX as u64))?;
-    let avail = stream.device().available_memory().unwrap_or(u64::MAX);
-    if total * 8 > avail {
-        return Err(Error::OutputTooLarge { rows: total, bytes: total * 8, available: avail });
-    }
-    let mut a = stream.alloc::<u32>(if join_type.has_left_map() { total_usize } else { 0 })?;
-    let mut b = stream.alloc::<u32>(if join_type.has_right_map() { total_usize } else { 0 })?;
+    let maps = join_type.has_left_map() as usize + join_type.has_right_map() as usize;
+    let (x, y) = crate::common::alloc_output_maps(stream, total, maps)?;
+    // One map for semi/anti joins: the allocated one goes to the side that has it.
+    let (mut a, mut b) = if join_type.has_left_map() { (x, y) } else { (y, x) };
     let pa = if join_type.has_left_map() { a.view_mut().as_mut_ptr() } else { std::ptr::null_mut() };
     let pb = if join_type.has_right_map() { b.view_mut().as_mut_ptr() } else { std::ptr::null_mut() };
     let (o, rs, ln, st, id) = (offsets.view().as_ptr(), r.runs.view().as_ptr(), r.len.view().as_ptr(), r.start.view().as_ptr(), r.ids.view().as_ptr());

@@ -19,7 +19,7 @@
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
-use gpujoin_primitives::{count_offsets, gather, merge_path_partitions, sort_pairs, sorted_search, Bound, SearchKey, SearchOutputs, SortOrder};
+use gpujoin_primitives::{count_offsets, gather, inclusive_sum, merge_path_partitions, sort_pairs, sorted_search, Bound, SearchKey, SearchOutputs, SortOrder};
 
 use crate::common::{any_never_match, from_inner_pairs, iota, narrow, rows_where, verify};
 use crate::ffi;
@@ -28,7 +28,7 @@ use crate::maps::GatherMaps;
 use crate::trace::Phases;
 use crate::types::{JoinOptions, JoinType, RowId};
 
-type CountFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *mut u64, *mut u8, ffi::gj_j_stream_t) -> i32;
+type CountFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *mut u64, *mut u8, u64, *mut u32, ffi::gj_j_stream_t) -> i32;
 type WriteFn<K> =
     unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *const u64, *const u32, *const u32, *mut u32, *mut u32, ffi::gj_j_stream_t) -> i32;
 
@@ -150,17 +150,11 @@ fn merge_sorted<K: SortedKey>(
     Ok(GatherMaps::new(join_type, out_a, out_b))
 }
 
-/// Allocates maps for `left_total` inner/left rows plus `right_total` unmatched right rows,
-/// refusing outputs larger than the device can hold.
+/// Allocates maps for `left_total` inner/left rows plus `right_total` unmatched right rows;
+/// an output the device cannot hold is [`Error::OutputTooLarge`].
 fn alloc_maps(stream: &Stream, left_total: u64, right_total: usize) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
     let total = left_total.checked_add(right_total as u64).ok_or_else(|| Error::too_large("join output rows", u64::MAX, u64::MAX))?;
-    let bytes = total.saturating_mul(8);
-    let avail = stream.device().available_memory().unwrap_or(u64::MAX);
-    if bytes > avail {
-        return Err(Error::OutputTooLarge { rows: total, bytes, available: avail });
-    }
-    let total = usize::try_from(total).map_err(|_| Error::too_large("join output rows", total, usize::MAX as u64))?;
-    Ok((stream.alloc::<u32>(total)?, stream.alloc::<u32>(total)?))
+    crate::common::alloc_output_maps(stream, total, 2)
 }
 
 /// Step 5: the unmatched right rows after the first `at` rows, with no left row.
@@ -191,31 +185,26 @@ fn merge_fused<K: SortedKey>(
     let tiles = (a.len() + b.len()).div_ceil(tile);
     let parts = merge_path_partitions(stream, a, b, tile, true)?;
     let mut tile_rows = stream.alloc::<u64>(tiles)?;
+    let mut over_cap = stream.alloc_zeroed::<u32>(1)?;
     let mut b_match = if join_type.keeps_unmatched_right() { Some(stream.alloc::<u8>(b.len())?) } else { None };
     let keep = join_type.keeps_unmatched_left() as i32;
-    let (p, tr) = (parts.view().as_ptr(), tile_rows.view_mut().as_mut_ptr());
+    let cap = 4 * tile as u64;
+    let (p, tr, oc) = (parts.view().as_ptr(), tile_rows.view_mut().as_mut_ptr(), over_cap.view_mut().as_mut_ptr());
     let bm = b_match.as_mut().map_or(std::ptr::null_mut(), |m| m.view_mut().as_mut_ptr());
     // SAFETY: parts has tiles + 1 entries; tile_rows has tiles; b_match has |B| entries.
-    launch(stream, "merge count", || unsafe { K::COUNT(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, keep, tr, bm, stream.raw()) })?;
+    launch(stream, "merge count", || unsafe { K::COUNT(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, keep, tr, bm, cap, oc, stream.raw()) })?;
     ph.mark("partition+count");
-    // The tile totals are few (one per 2048 merged items): scan them on the host.
-    let rows = tile_rows.to_vec()?;
-    let cap = 4 * tile as u64;
-    if rows.iter().any(|&r| r > cap) {
+    // Tile offsets on the device: offsets[0] = 0, offsets[t + 1] = rows of tiles 0..=t.
+    let mut offsets = stream.alloc_zeroed::<u64>(tiles + 1)?;
+    inclusive_sum(stream, &tile_rows.view(), &mut offsets.slice_mut(1..))?;
+    if stream.copy_to_host(&over_cap.view())?[0] != 0 {
         return Ok(None);
     }
-    let mut offsets = Vec::with_capacity(tiles + 1);
-    let mut acc = 0u64;
-    for r in &rows {
-        offsets.push(acc);
-        acc += r;
-    }
-    offsets.push(acc);
-    let left_total = acc;
+    let left_total = stream.copy_to_host(&offsets.slice(tiles..))?[0];
     let right_rows = b_match.map(|m| rows_where(stream, &m.view(), false, b_rows)).transpose()?;
     let (mut out_a, mut out_b) = alloc_maps(stream, left_total, right_rows.as_ref().map_or(0, |r| r.len()))?;
-    let doff = stream.copy_from_host(&offsets)?;
-    ph.mark("host scan+alloc+right rows");
+    let doff = offsets;
+    ph.mark("scan+alloc+right rows");
     {
         let lt = left_total as usize;
         let (oa, ob) = (out_a.slice_mut(..lt).as_mut_ptr(), out_b.slice_mut(..lt).as_mut_ptr());
