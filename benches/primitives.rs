@@ -90,12 +90,15 @@ fn main() {
         h.case("rle", "run_length_encode_into_u32_2p27_runs4", nb * 4 + (nb / 4) * 8, nb, |s| {
             run_length_encode_into(s, &runs_in.view(), &mut u.view_mut(), &mut c.view_mut(), &mut r.view_mut()).unwrap();
         });
-        h.case("rle", "run_length_encode_cub_into_u32_2p27_runs4", nb * 4 + (nb / 4) * 8, nb, |s| {
-            run_length_encode_cub_into(s, &runs_in.view(), &mut u.view_mut(), &mut c.view_mut(), &mut r.view_mut()).unwrap();
+        h.case("rle", "run_length_encode_single_pass_into_u32_2p27_runs4", nb * 4 + (nb / 4) * 8, nb, |s| {
+            run_length_encode_single_pass_into(s, &runs_in.view(), &mut u.view_mut(), &mut c.view_mut(), &mut r.view_mut()).unwrap();
         });
         let uniq_in = s.copy_from_host(&(0..n as u32).collect::<Vec<_>>()).unwrap();
         h.case("rle", "run_length_encode_into_u32_2p27_unique", nb * 12, nb, |s| {
             run_length_encode_into(s, &uniq_in.view(), &mut u.view_mut(), &mut c.view_mut(), &mut r.view_mut()).unwrap();
+        });
+        h.case("rle", "run_length_encode_single_pass_into_u32_2p27_unique", nb * 12, nb, |s| {
+            run_length_encode_single_pass_into(s, &uniq_in.view(), &mut u.view_mut(), &mut c.view_mut(), &mut r.view_mut()).unwrap();
         });
     }
 

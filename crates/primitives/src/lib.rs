@@ -27,7 +27,7 @@ pub use gather::{fill, gather, gather_into, gather_into_unchecked, iota_u32, iot
 pub use lbs::{count_offsets, load_balancing_search, Expansion};
 pub use partition::{radix_histogram, radix_partition, PartitionKey, Partitioned, MAX_PARTITION_BITS};
 pub use reduce::{reduce_sum, SumItem};
-pub use rle::{run_length_encode, run_length_encode_cub_into, run_length_encode_into, RleKey, Runs, CUB_RLE_MAX_ITEMS, RLE_MAX_ITEMS};
+pub use rle::{run_length_encode, run_length_encode_cub_into, run_length_encode_into, run_length_encode_single_pass_into, RleKey, Runs, CUB_RLE_MAX_ITEMS, RLE_MAX_ITEMS};
 pub use scan::{exclusive_sum, exclusive_sum_in_place, inclusive_sum, ScanInto};
 pub use search::{merge_path_partitions, sorted_search, Bound, SearchKey, SearchOutputs, SearchResult};
 pub use select::{partition_flagged, select_by_flag, select_flagged, select_if, Compare, SelectItem};

@@ -288,9 +288,10 @@ fn run_length_encode_matches_cpu_runs() {
         }
         prop_assert_eq!(&runs.unique.to_vec().unwrap(), &u);
         prop_assert_eq!(&runs.counts.to_vec().unwrap(), &c);
-        // CUB's encode agrees (poisoned outputs, only the first `runs` entries are defined).
+        // The single-pass kernel (used past CUB's limit) agrees (poisoned outputs, only the first
+        // `runs` entries are defined).
         let (mut cu, mut cc, mut cr) = (poisoned::<u64>(&s, n), poisoned::<u32>(&s, n), poisoned::<i64>(&s, 1));
-        run_length_encode_cub_into(&s, &d.view(), &mut cu.view_mut(), &mut cc.view_mut(), &mut cr.view_mut()).unwrap();
+        run_length_encode_single_pass_into(&s, &d.view(), &mut cu.view_mut(), &mut cc.view_mut(), &mut cr.view_mut()).unwrap();
         let k = cr.to_vec().unwrap()[0] as usize;
         prop_assert_eq!(k, u.len());
         prop_assert_eq!(&cu.to_vec().unwrap()[..k], &u[..]);
