@@ -1,6 +1,5 @@
 //! `cargo xtask bindgen [--check]`: the Rust declarations of gpujoin's C headers.
 
-use std::path::PathBuf;
 
 /// (header, generated file, function prefix): one per crate that calls CUDA code.
 const HEADERS: &[(&str, &str, &str)] = &[
@@ -10,7 +9,7 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("cuda/include/gpujoin_hash.h", "crates/join/src/ffi_hash.rs", "gj_h_.*"),
 ];
 
-fn generate(header: &PathBuf, prefix: &str) -> crate::Result<String> {
+fn generate(header: &std::path::Path, prefix: &str) -> crate::Result<String> {
     let b = bindgen::Builder::default()
         .header(header.to_string_lossy())
         .allowlist_function(prefix)
@@ -27,7 +26,7 @@ fn generate(header: &PathBuf, prefix: &str) -> crate::Result<String> {
 }
 
 pub fn run(check: bool) -> crate::Result<()> {
-    if let Err(e) = std::panic::catch_unwind(|| bindgen::clang_version()) {
+    if let Err(e) = std::panic::catch_unwind(bindgen::clang_version) {
         let _ = e;
         return Err("libclang could not be loaded (apt-get install libclang1-14 libclang-common-14-dev)".into());
     }

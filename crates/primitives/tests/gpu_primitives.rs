@@ -11,7 +11,7 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 const POISON: u8 = 0xAB;
 
 fn runner(cases: u32) -> TestRunner {
-    TestRunner::new(Config { cases, rng_seed: RngSeed::Fixed(0x6A0_1_5EED), failure_persistence: None, ..Config::default() })
+    TestRunner::new(Config { cases, rng_seed: RngSeed::Fixed(0x6A01_5EED), failure_persistence: None, ..Config::default() })
 }
 
 fn stream(test: &str) -> Option<Stream> {
