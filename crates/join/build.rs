@@ -2,7 +2,7 @@
 fn main() {
     gpujoin_cuda_build::compile(
         "gpujoin_join",
-        &["cuda/join/merge.cu", "cuda/join/interleave.cu", "cuda/join/keys.cu"],
+        &["cuda/join/merge.cu", "cuda/join/interleave.cu", "cuda/join/keys.cu", "cuda/join/hash.cu"],
         &["cuda/include"],
         false,
     );

@@ -13,6 +13,9 @@ mod common;
 pub mod datagen;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi;
+#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+mod ffi_hash;
+pub mod hash_join;
 pub mod interleave;
 pub mod keys;
 pub mod maps;
@@ -21,6 +24,7 @@ pub mod sort_merge;
 mod trace;
 pub mod types;
 
+pub use hash_join::{hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
 pub use interleave::{interleave_join, interleave_join_many};
 pub use keys::{pack_validity, set_hash_mask_for_tests, DeviceColumn, DeviceKeys, KeyColumn, Keys};
 pub use maps::{map_validity, materialize, materialize_unchecked, GatherMaps, Materialized, Payload, Side};

@@ -1,0 +1,1235 @@
+//! Hash joins of the PVLDB paper "Efficiently Processing Large Relational Joins on GPUs"
+//! (seed 002): the partitioned hash join with unoptimized (PHJ-UM, "gather from untransformed
+//! relations") or optimized (PHJ-OM, "gather from transformed relations") materialization, and a
+//! non-partitioned hash join as the baseline.
+//!
+//! # Partitioned hash join ([`partitioned_hash_join`], [`partitioned_hash_join_with_payloads`])
+//!
+//! 1. **Transform.** Both sides are partitioned by the low `b` bits of their keys with a stable
+//!    radix partition (CUB's one-sweep radix sort restricted to those bits: a histogram, prefix
+//!    sums and a stable scatter; no atomic decides a position, so every run gives the same
+//!    order). `b` is chosen so that the smaller (build) side has about 1024 rows per partition
+//!    (16 bits for 2^26 rows; one sort pass per 8 bits); the partition offsets are then found
+//!    by binary search in the partitioned keys. Single integer key columns are partitioned on
+//!    their own bits; when that leaves a build partition over the chunk size (keys with equal
+//!    low bits), and for every other key (floats, nullable or composite keys, turned into one derived key per row as
+//!    [`sort_merge_join`](crate::sort_merge_join) does), the keys are first passed through a
+//!    bijective mix (murmur3's finalizer), so equal keys stay equal and the low bits spread.
+//!    PHJ-UM carries the row ids through the partitioning; PHJ-OM carries the first payload
+//!    column (Algorithm 1 of the paper) and transforms the others one at a time at
+//!    materialization, each by the same stable partition of the same keys.
+//! 2. **Match.** The co-partitions are cut into work items: a chunk of at most 2048 build rows
+//!    (a partition larger than that, which only heavy key duplication produces, is split into
+//!    several chunks, each joined with all of the co-partition's probe rows, like a block nested
+//!    loop) and a range of at most 16384 probe rows (skewed probe partitions are split over
+//!    several blocks). One block per item builds a hash table of the chunk in shared memory
+//!    (4096 slots of distinct keys with their row count; rows of a duplicated key grouped in
+//!    partition order) and probes it with its probe rows. A count pass gives each item's pairs
+//!    and the match flags of both sides; after an exclusive scan, a write pass writes each
+//!    item's pairs at its offset: probe rows in partition order and, for each, its build
+//!    matches in partition order. Inner joins first try a single pass that takes the items in
+//!    order and finds each item's offset by decoupled look-back over its predecessors' counts
+//!    (exact when no build chunk has a duplicate key, so that the pairs are at most the probe
+//!    rows; otherwise the two passes run). Outer joins append the unmatched rows (from the
+//!    flags), semi and anti joins return the flagged rows.
+//! 3. **Materialize.** PHJ-UM returns maps into the input rows and gathers the payload columns
+//!    through them (unclustered gathers). PHJ-OM writes the first payload column of each side
+//!    straight from the match (the matching rows are at hand there), and gathers the other
+//!    columns from their transformed copies through positions in the transformed relations,
+//!    which are clustered.
+//!
+//! Rows whose keys can match nothing (nulls, NaN under
+//! [`NanEquality::NanNeverEqual`](crate::NanEquality)) are set aside before partitioning and
+//! come back as unmatched rows. Composite keys wider than 64 bits are hashed; the candidate
+//! pairs are then verified against the full keys (and PHJ-OM materializes through maps into the
+//! input rows, since the verification needs them).
+//!
+//! Output order (deterministic): pairs grouped by work item, i.e. by partition of the probe side
+//! (the larger one; the right side on ties); then unmatched left rows, then unmatched right rows.
+//! Semi and anti joins return rows in partition order.
+//!
+//! # Non-partitioned hash join ([`hash_join`])
+//!
+//! The build (smaller) side is sorted by key with its row ids; each run of equal keys goes into
+//! one global open-addressing table as (key, first position, count). Every probe row looks its
+//! key up (count pass), a scan gives the offsets, and a load-balancing search writes the pairs:
+//! probe rows in input order, each with its build matches in input order.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use gpujoin_device::{Device, DeviceBuffer, DeviceView, Error, Event, Pod, Result, Stream};
+use gpujoin_primitives::cuda::{launch, with_temp};
+use gpujoin_primitives::{count_offsets, gather_into_unchecked, sort_keys, sort_pairs, PartitionKey, RadixKey, SortOrder, SortPairsWith};
+
+use crate::common::{any_never_match, concat, from_inner_pairs, iota, offsets_u64, rows_where, verify};
+use crate::ffi_hash as ffi;
+use crate::keys::{images, DeviceColumn, KeyImages, KeyPlan, Keys};
+use crate::maps::{GatherMaps, Materialized, Payload, Side};
+use crate::types::{JoinOptions, JoinType};
+
+/// How a partitioned hash join materializes payload columns.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream, l: &Keys, lp: &[DeviceColumn], r: &Keys, rp: &[DeviceColumn]) -> Result<()> {
+/// // High match ratio, many payload columns: gather from the transformed relations.
+/// let out = partitioned_hash_join_with_payloads(s, l, lp, r, rp, JoinType::Inner, JoinOptions::default(), Materialization::Clustered)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Materialization {
+    /// PHJ-UM (GFUR): row ids travel through the partitioning; payloads are gathered from the
+    /// input columns through maps into the input rows (unclustered gathers).
+    #[default]
+    Unclustered,
+    /// PHJ-OM (GFTR): payload columns are partitioned like the keys, one at a time, and gathered
+    /// from these transformed copies through positions in them (clustered gathers).
+    Clustered,
+}
+
+/// Per-phase device times and peak device memory of one join.
+///
+/// Times come from events recorded on the join's stream at the phase boundaries (milliseconds);
+/// the peak is the high-water mark of the device's memory pool during the call, which includes
+/// what was allocated before it (the inputs, for instance).
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream, l: &Keys, r: &Keys) -> Result<()> {
+/// let st = partitioned_hash_join(s, l, r, JoinType::Inner, JoinOptions::default(), Materialization::Unclustered)?.stats;
+/// println!("transform {} ms, match {} ms, peak {} bytes", st.transform_ms, st.match_ms, st.peak_memory_bytes);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct JoinStats {
+    /// Key preparation and partitioning (PHJ), or the sort and table build (non-partitioned).
+    pub transform_ms: f32,
+    /// Count and write passes, unmatched rows.
+    pub match_ms: f32,
+    /// Payload transforms and gathers (0 when no payload is materialized).
+    pub materialize_ms: f32,
+    /// The three phases together.
+    pub total_ms: f32,
+    /// High-water mark of the device pool during the join, in bytes.
+    pub peak_memory_bytes: u64,
+    /// Radix bits of the partitioning (0 for the non-partitioned join).
+    pub partition_bits: u32,
+    /// Work items (blocks) of the match kernels.
+    pub work_items: u64,
+    /// The side the hash tables were built on.
+    pub build_side: Option<Side>,
+    /// Whether the keys went through the bijective mix before partitioning.
+    pub mixed_keys: bool,
+    /// Whether the match ran as one speculative pass (inner joins whose build chunks have
+    /// unique keys) instead of a count pass and a write pass.
+    pub single_pass: bool,
+}
+
+/// Gather maps and the join's statistics.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream, l: &Keys, r: &Keys) -> Result<()> {
+/// let HashJoinOutput { maps, stats } = hash_join_with_stats(s, l, r, JoinType::Left, JoinOptions::default())?;
+/// assert_eq!(stats.partition_bits, 0); // not partitioned
+/// # let _ = maps; Ok(()) }
+/// ```
+pub struct HashJoinOutput {
+    pub maps: GatherMaps,
+    pub stats: JoinStats,
+}
+
+/// The output relation of a join with payloads.
+///
+/// `left` / `right` hold the payload columns of that side, in the order given (an empty list
+/// when none was given); `None` where the join type has no such side (`LeftSemi`/`LeftAnti`:
+/// no right side; `RightSemi`/`RightAnti`: no left side). `maps` are the gather maps into the
+/// input rows when the algorithm produced them (PHJ-UM; PHJ-OM on hashed composite keys), `None`
+/// for PHJ-OM, which works with positions in the transformed relations instead.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream, l: &Keys, lp: &[DeviceColumn], r: &Keys, rp: &[DeviceColumn]) -> Result<()> {
+/// let out = partitioned_hash_join_with_payloads(s, l, lp, r, rp, JoinType::Left, JoinOptions::default(), Materialization::Clustered)?;
+/// let right = out.right.as_ref().unwrap();
+/// assert!(right.validity.is_some()); // unmatched left rows have a null right side
+/// assert_eq!(right.columns.len(), rp.len());
+/// # Ok(()) }
+/// ```
+pub struct JoinedRelation {
+    pub join_type: JoinType,
+    pub rows: u64,
+    pub left: Option<Materialized>,
+    pub right: Option<Materialized>,
+    pub maps: Option<GatherMaps>,
+    pub stats: JoinStats,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tuning
+// ---------------------------------------------------------------------------------------------
+
+/// Average build rows per partition the partition bits aim at (half a chunk).
+const TARGET_ROWS: usize = 1024;
+/// Probe rows per work item at most.
+const PROBE_SPLIT: u32 = 16384;
+
+static FORCE_BITS: AtomicU32 = AtomicU32::new(0);
+static FORCE_SPLIT: AtomicU32 = AtomicU32::new(0);
+
+/// Test support: partition on exactly `partition_bits` bits (0: automatic) and give each work
+/// item at most `probe_split` probe rows (0: the default 16384), so that small inputs exercise
+/// oversized partitions (several build chunks) and split probe ranges. Affects every join of the
+/// process; use in tests only.
+#[doc(hidden)]
+pub fn hash_join_tuning_for_tests(partition_bits: u32, probe_split: u32) {
+    FORCE_BITS.store(partition_bits.min(24), Ordering::SeqCst);
+    FORCE_SPLIT.store(probe_split, Ordering::SeqCst);
+}
+
+fn partition_bits(build_rows: usize) -> u32 {
+    let forced = FORCE_BITS.load(Ordering::SeqCst);
+    if forced > 0 {
+        return forced;
+    }
+    let parts = build_rows.div_ceil(TARGET_ROWS).max(1);
+    (usize::BITS - (parts - 1).leading_zeros()).clamp(1, 24)
+}
+
+fn probe_split() -> u32 {
+    match FORCE_SPLIT.load(Ordering::SeqCst) {
+        0 => PROBE_SPLIT,
+        s => s,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key types of the core
+// ---------------------------------------------------------------------------------------------
+
+type OffsetsFn<K> = unsafe extern "C" fn(*const K, i64, i32, *mut u64, ffi::gj_h_stream_t) -> i32;
+type CountFn<K> = unsafe extern "C" fn(*const K, *const K, *const ffi::gj_h_item, i64, *mut u64, *mut u8, *mut u8, ffi::gj_h_stream_t) -> i32;
+type WriteFn<K> =
+    unsafe extern "C" fn(*const K, *const K, *const ffi::gj_h_item, i64, *const u64, *const ffi::gj_h_side, *const ffi::gj_h_side, ffi::gj_h_stream_t) -> i32;
+type SpecFn<K> = unsafe extern "C" fn(
+    *const K,
+    *const K,
+    *const ffi::gj_h_item,
+    i64,
+    *mut u32,
+    *mut u64,
+    i64,
+    *mut u32,
+    *const ffi::gj_h_side,
+    *const ffi::gj_h_side,
+    ffi::gj_h_stream_t,
+) -> i32;
+type RunFlagsFn<K> = unsafe extern "C" fn(*const K, i64, *mut u8, ffi::gj_h_stream_t) -> i32;
+type InsertFn<K> = unsafe extern "C" fn(*const K, i64, *const u32, i64, *mut u32, i64, ffi::gj_h_stream_t) -> i32;
+type ProbeFn<K> = unsafe extern "C" fn(*const u32, i64, *const K, i64, *mut u32, *mut u32, ffi::gj_h_stream_t) -> i32;
+type MixFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut K, ffi::gj_h_stream_t) -> i32;
+
+/// A key type of the hash-join core: `u32` or `u64` (raw bits; equality is bit equality).
+pub(crate) trait HashKey: PartitionKey + RadixKey + SortPairsWith<u32> + SortPairsWith<u64> {
+    const OFFSETS: OffsetsFn<Self>;
+    const COUNT: CountFn<Self>;
+    const WRITE: WriteFn<Self>;
+    const SPEC: SpecFn<Self>;
+    const RUN_FLAGS: RunFlagsFn<Self>;
+    const INSERT: InsertFn<Self>;
+    const PROBE: ProbeFn<Self>;
+    const MIX: MixFn<Self>;
+}
+
+macro_rules! hash_key {
+    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $mix:ident) => {
+        impl HashKey for $t {
+            const OFFSETS: OffsetsFn<Self> = ffi::$o;
+            const COUNT: CountFn<Self> = ffi::$c;
+            const WRITE: WriteFn<Self> = ffi::$w;
+            const SPEC: SpecFn<Self> = ffi::$sp;
+            const RUN_FLAGS: RunFlagsFn<Self> = ffi::$rf;
+            const INSERT: InsertFn<Self> = ffi::$ins;
+            const PROBE: ProbeFn<Self> = ffi::$pr;
+            const MIX: MixFn<Self> = ffi::$mix;
+        }
+    };
+}
+hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_mix_u32);
+hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_mix_u64);
+
+// ---------------------------------------------------------------------------------------------
+// Payload columns as raw bits
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy)]
+enum Bits<'a> {
+    B32(DeviceView<'a, u32>),
+    B64(DeviceView<'a, u64>),
+}
+
+enum BitsBuf {
+    B32(DeviceBuffer<u32>),
+    B64(DeviceBuffer<u64>),
+}
+
+impl<'a> Bits<'a> {
+    fn of(c: &DeviceColumn<'a>) -> Bits<'a> {
+        match *c {
+            DeviceColumn::I32(v) => Bits::B32(v.cast()),
+            DeviceColumn::U32(v) => Bits::B32(v),
+            DeviceColumn::F32(v) => Bits::B32(v.cast()),
+            DeviceColumn::I64(v) => Bits::B64(v.cast()),
+            DeviceColumn::U64(v) => Bits::B64(v),
+            DeviceColumn::F64(v) => Bits::B64(v.cast()),
+        }
+    }
+}
+
+impl BitsBuf {
+    fn alloc(stream: &Stream, like: Bits<'_>, n: usize) -> Result<BitsBuf> {
+        Ok(match like {
+            Bits::B32(_) => BitsBuf::B32(stream.alloc(n)?),
+            Bits::B64(_) => BitsBuf::B64(stream.alloc(n)?),
+        })
+    }
+    fn bits(&self) -> Bits<'_> {
+        match self {
+            BitsBuf::B32(b) => Bits::B32(b.view()),
+            BitsBuf::B64(b) => Bits::B64(b.view()),
+        }
+    }
+    fn width(&self) -> i32 {
+        match self {
+            BitsBuf::B32(_) => 4,
+            BitsBuf::B64(_) => 8,
+        }
+    }
+    fn ptr(&self) -> *const std::ffi::c_void {
+        match self {
+            BitsBuf::B32(b) => b.view().as_ptr() as *const _,
+            BitsBuf::B64(b) => b.view().as_ptr() as *const _,
+        }
+    }
+    fn ptr_mut(&mut self) -> *mut std::ffi::c_void {
+        match self {
+            BitsBuf::B32(b) => b.view_mut().as_mut_ptr() as *mut _,
+            BitsBuf::B64(b) => b.view_mut().as_mut_ptr() as *mut _,
+        }
+    }
+    /// The column with the element type of `like`.
+    fn into_payload(self, like: &DeviceColumn<'_>) -> Payload {
+        match (self, like) {
+            (BitsBuf::B32(b), DeviceColumn::I32(_)) => Payload::I32(b.cast()),
+            (BitsBuf::B32(b), DeviceColumn::F32(_)) => Payload::F32(b.cast()),
+            (BitsBuf::B32(b), _) => Payload::U32(b),
+            (BitsBuf::B64(b), DeviceColumn::I64(_)) => Payload::I64(b.cast()),
+            (BitsBuf::B64(b), DeviceColumn::F64(_)) => Payload::F64(b.cast()),
+            (BitsBuf::B64(b), _) => Payload::U64(b),
+        }
+    }
+}
+
+/// `out[at + i] = src[idx[i]]` (0 where `idx[i]` is NONE).
+fn gather_bits(stream: &Stream, src: Bits<'_>, idx: &DeviceView<'_, u32>, out: &mut BitsBuf, at: usize) -> Result<()> {
+    let n = idx.len();
+    match (src, out) {
+        (Bits::B32(s), BitsBuf::B32(o)) => gather_into_unchecked(stream, &s, idx, &mut o.slice_mut(at..at + n), 0u32),
+        (Bits::B64(s), BitsBuf::B64(o)) => gather_into_unchecked(stream, &s, idx, &mut o.slice_mut(at..at + n), 0u64),
+        _ => Err(Error::invalid("internal: gather between columns of different widths")),
+    }
+}
+
+fn gathered(stream: &Stream, src: Bits<'_>, idx: &DeviceView<'_, u32>) -> Result<BitsBuf> {
+    let mut out = BitsBuf::alloc(stream, src, idx.len())?;
+    gather_bits(stream, src, idx, &mut out, 0)?;
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key preparation
+// ---------------------------------------------------------------------------------------------
+
+enum KeySrc<'a, K: Pod> {
+    View(DeviceView<'a, K>),
+    Owned(DeviceBuffer<K>),
+}
+
+impl<K: Pod> KeySrc<'_, K> {
+    fn view(&self) -> DeviceView<'_, K> {
+        match self {
+            KeySrc::View(v) => *v,
+            KeySrc::Owned(b) => b.view(),
+        }
+    }
+}
+
+/// One side's keys, ready to partition.
+struct SideKeys<'a, K: Pod> {
+    /// All rows of the side.
+    n: usize,
+    /// The keys of the rows that can match, in row order.
+    keys: KeySrc<'a, K>,
+    /// The rows that can match (`None`: all rows).
+    kept: Option<DeviceBuffer<u32>>,
+    /// The rows that match nothing (`None`: no such row).
+    never: Option<DeviceBuffer<u32>>,
+}
+
+impl<K: Pod> SideKeys<'_, K> {
+    fn kept_len(&self) -> usize {
+        self.kept.as_ref().map_or(self.n, |k| k.len())
+    }
+}
+
+struct Prepared<'a, K: Pod> {
+    left: SideKeys<'a, K>,
+    right: SideKeys<'a, K>,
+    /// The keys went through the bijective mix.
+    mixed: bool,
+    /// Hashed composite keys: the images, to verify candidate pairs with.
+    verify: Option<(KeyImages, KeyImages)>,
+}
+
+enum AnyPrepared<'a> {
+    U32(Prepared<'a, u32>),
+    U64(Prepared<'a, u64>),
+}
+
+fn mixed<K: HashKey>(stream: &Stream, keys: &DeviceView<'_, K>, rows: Option<&DeviceBuffer<u32>>) -> Result<DeviceBuffer<K>> {
+    let n = rows.map_or(keys.len(), |r| r.len());
+    let mut out = stream.alloc::<K>(n)?;
+    let (k, r, o) = (keys.as_ptr(), rows.map_or(std::ptr::null(), |r| r.view().as_ptr()), out.view_mut().as_mut_ptr());
+    // SAFETY: rows index keys (or n = keys.len()); out holds n keys.
+    launch(stream, "mix keys", || unsafe { K::MIX(k, r, n as i64, o, stream.raw()) })?;
+    Ok(out)
+}
+
+impl<K: HashKey> Prepared<'_, K> {
+    /// Replaces raw keys by mixed ones (both sides).
+    fn mix(&mut self, stream: &Stream) -> Result<()> {
+        if self.mixed {
+            return Ok(());
+        }
+        for side in [&mut self.left, &mut self.right] {
+            let m = mixed(stream, &side.keys.view(), None)?;
+            side.keys = KeySrc::Owned(m);
+        }
+        self.mixed = true;
+        Ok(())
+    }
+}
+
+fn side_of_fast<'a, K: Pod>(n: usize, v: DeviceView<'a, K>) -> SideKeys<'a, K> {
+    SideKeys { n, keys: KeySrc::View(v), kept: None, never: None }
+}
+
+/// Single non-null integer columns: the keys as they are (raw bits).
+fn prepare_fast<'a>(left: &Keys<'a>, right: &Keys<'a>) -> Option<AnyPrepared<'a>> {
+    if left.columns().len() != 1 || left.columns()[0].validity.is_some() || right.columns()[0].validity.is_some() {
+        return None;
+    }
+    let (l, r) = (left.columns()[0].values, right.columns()[0].values);
+    let (nl, nr) = (left.rows(), right.rows());
+    let p32 = |a: DeviceView<'a, u32>, b: DeviceView<'a, u32>| {
+        AnyPrepared::U32(Prepared { left: side_of_fast(nl, a), right: side_of_fast(nr, b), mixed: false, verify: None })
+    };
+    let p64 = |a: DeviceView<'a, u64>, b: DeviceView<'a, u64>| {
+        AnyPrepared::U64(Prepared { left: side_of_fast(nl, a), right: side_of_fast(nr, b), mixed: false, verify: None })
+    };
+    match (l, r) {
+        (DeviceColumn::U32(a), DeviceColumn::U32(b)) => Some(p32(a, b)),
+        (DeviceColumn::I32(a), DeviceColumn::I32(b)) => Some(p32(a.cast(), b.cast())),
+        (DeviceColumn::U64(a), DeviceColumn::U64(b)) => Some(p64(a, b)),
+        (DeviceColumn::I64(a), DeviceColumn::I64(b)) => Some(p64(a.cast(), b.cast())),
+        _ => None,
+    }
+}
+
+/// The rows that can match and the rows that match nothing (`None`: all rows / no row).
+type RowLists = (Option<DeviceBuffer<u32>>, Option<DeviceBuffer<u32>>);
+
+fn prepare<'a>(stream: &Stream, left: &Keys<'a>, right: &Keys<'a>, opts: JoinOptions) -> Result<AnyPrepared<'a>> {
+    left.check_comparable(right)?;
+    if let Some(p) = prepare_fast(left, right) {
+        return Ok(p);
+    }
+    let plan = KeyPlan::new(left, right, opts, 64);
+    let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
+    let filtered = any_never_match(stream, &il)? || any_never_match(stream, &ir)?;
+    let rows = |img: &KeyImages| -> Result<RowLists> {
+        if !filtered {
+            return Ok((None, None));
+        }
+        let kept = rows_where(stream, &img.never_match.view(), false, None)?;
+        let never = rows_where(stream, &img.never_match.view(), true, None)?;
+        Ok((Some(kept), (!never.is_empty()).then_some(never)))
+    };
+    let ((kl, ql), (kr, qr)) = (rows(&il)?, rows(&ir)?);
+    let (nl, nr) = (left.rows(), right.rows());
+    if plan.exact && plan.bits <= 32 {
+        let narrow = |img: &KeyImages, kept: Option<&DeviceBuffer<u32>>| -> Result<DeviceBuffer<u32>> {
+            let n = kept.map_or(img.derived.len(), |k| k.len());
+            let mut out = stream.alloc::<u32>(n)?;
+            let (d, r, o) = (img.derived.view().as_ptr(), kept.map_or(std::ptr::null(), |k| k.view().as_ptr()), out.view_mut().as_mut_ptr());
+            // SAFETY: kept rows index the derived keys; out holds n keys.
+            launch(stream, "narrow and mix keys", || unsafe { ffi::gj_h_narrow_mix(d, r, n as i64, o, stream.raw()) })?;
+            Ok(out)
+        };
+        let (xl, xr) = (narrow(&il, kl.as_ref())?, narrow(&ir, kr.as_ref())?);
+        Ok(AnyPrepared::U32(Prepared {
+            left: SideKeys { n: nl, keys: KeySrc::Owned(xl), kept: kl, never: ql },
+            right: SideKeys { n: nr, keys: KeySrc::Owned(xr), kept: kr, never: qr },
+            mixed: true,
+            verify: None,
+        }))
+    } else {
+        let (xl, xr) = (mixed::<u64>(stream, &il.derived.view(), kl.as_ref())?, mixed::<u64>(stream, &ir.derived.view(), kr.as_ref())?);
+        Ok(AnyPrepared::U64(Prepared {
+            left: SideKeys { n: nl, keys: KeySrc::Owned(xl), kept: kl, never: ql },
+            right: SideKeys { n: nr, keys: KeySrc::Owned(xr), kept: kr, never: qr },
+            mixed: true,
+            verify: (!plan.exact).then_some((il, ir)),
+        }))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phase clock
+// ---------------------------------------------------------------------------------------------
+
+struct Clock {
+    device: Device,
+    events: Vec<Event>,
+}
+
+impl Clock {
+    fn start(stream: &Stream) -> Result<Clock> {
+        let device = stream.device().clone();
+        device.reset_peak_memory()?;
+        let mut c = Clock { device, events: Vec::with_capacity(4) };
+        c.mark(stream)?;
+        Ok(c)
+    }
+    fn mark(&mut self, stream: &Stream) -> Result<()> {
+        let e = Event::new(&self.device, true)?;
+        e.record(stream)?;
+        self.events.push(e);
+        Ok(())
+    }
+    /// Fills in the times of the marks so far (start, transform, match, materialize).
+    fn finish(self, stats: &mut JoinStats) -> Result<()> {
+        let last = self.events.last().expect("a started clock has a mark");
+        last.synchronize()?;
+        let ms = |i: usize| -> Result<f32> {
+            match (self.events.get(i - 1), self.events.get(i)) {
+                (Some(a), Some(b)) => a.elapsed_ms(b),
+                _ => Ok(0.0),
+            }
+        };
+        stats.transform_ms = ms(1)?;
+        stats.match_ms = ms(2)?;
+        stats.materialize_ms = ms(3)?;
+        stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
+        stats.peak_memory_bytes = self.device.peak_memory()?;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Partitioned hash join: transform
+// ---------------------------------------------------------------------------------------------
+
+/// One side after the transform phase.
+struct Transformed<K: Pod> {
+    /// Partitioned keys of the kept rows.
+    keys: DeviceBuffer<K>,
+    /// `2^bits + 1` partition offsets.
+    offsets: DeviceBuffer<u64>,
+    /// PHJ-UM: the input row of every partitioned position.
+    ids: Option<DeviceBuffer<u32>>,
+    /// PHJ-OM: the first payload column, transformed (kept rows partitioned, then the rows that
+    /// match nothing in row order: `n` rows).
+    col0: Option<BitsBuf>,
+}
+
+/// The transformed relation's copy of a payload column: the kept rows partitioned like the keys,
+/// then the rows that match nothing; also returns the partitioned keys.
+fn transform_column<K: HashKey>(stream: &Stream, side: &SideKeys<'_, K>, col: Bits<'_>, bits: u32) -> Result<(DeviceBuffer<K>, BitsBuf)> {
+    let nk = side.kept_len();
+    let compact = side.kept.as_ref().map(|k| gathered(stream, col, &k.view())).transpose()?;
+    let src = compact.as_ref().map_or(col, |c| c.bits());
+    let mut out = BitsBuf::alloc(stream, col, side.n)?;
+    let mut keys_out = stream.alloc::<K>(nk)?;
+    let keys = side.keys.view();
+    match (src, &mut out) {
+        (Bits::B32(s), BitsBuf::B32(o)) => sort_pairs(stream, &keys, &s, &mut keys_out.view_mut(), &mut o.slice_mut(..nk), SortOrder::Ascending, Some(0..bits))?,
+        (Bits::B64(s), BitsBuf::B64(o)) => sort_pairs(stream, &keys, &s, &mut keys_out.view_mut(), &mut o.slice_mut(..nk), SortOrder::Ascending, Some(0..bits))?,
+        _ => return Err(Error::invalid("internal: column widths differ")),
+    }
+    drop(compact);
+    if let Some(never) = &side.never {
+        gather_bits(stream, col, &never.view(), &mut out, nk)?;
+    }
+    Ok((keys_out, out))
+}
+
+fn part_offsets<K: HashKey>(stream: &Stream, keys: &DeviceView<'_, K>, bits: u32) -> Result<DeviceBuffer<u64>> {
+    let mut off = stream.alloc::<u64>((1usize << bits) + 1)?;
+    let (k, o) = (keys.as_ptr(), off.view_mut().as_mut_ptr());
+    // SAFETY: keys.len() keys; 2^bits + 1 offsets.
+    launch(stream, "partition offsets", || unsafe { K::OFFSETS(k, keys.len() as i64, bits as i32, o, stream.raw()) })?;
+    Ok(off)
+}
+
+/// Partitions one side: keys with row ids (UM), with the first payload (OM), or alone.
+fn transform_side<K: HashKey>(stream: &Stream, side: &SideKeys<'_, K>, om: bool, first: Option<&DeviceColumn<'_>>, bits: u32) -> Result<Transformed<K>> {
+    let nk = side.kept_len();
+    let keys = side.keys.view();
+    let (pk, ids, col0) = if !om {
+        let iota_ids;
+        let ids_in = match &side.kept {
+            Some(k) => k.view(),
+            None => {
+                iota_ids = iota(stream, nk)?;
+                iota_ids.view()
+            }
+        };
+        let mut pk = stream.alloc::<K>(nk)?;
+        let mut pi = stream.alloc::<u32>(nk)?;
+        sort_pairs(stream, &keys, &ids_in, &mut pk.view_mut(), &mut pi.view_mut(), SortOrder::Ascending, Some(0..bits))?;
+        (pk, Some(pi), None)
+    } else if let Some(c) = first {
+        let (pk, col) = transform_column(stream, side, Bits::of(c), bits)?;
+        (pk, None, Some(col))
+    } else {
+        let mut pk = stream.alloc::<K>(nk)?;
+        sort_keys(stream, &keys, &mut pk.view_mut(), SortOrder::Ascending, Some(0..bits))?;
+        (pk, None, None)
+    };
+    let offsets = part_offsets(stream, &pk.view(), bits)?;
+    Ok(Transformed { keys: pk, offsets, ids, col0 })
+}
+
+/// The work items of the match kernels.
+struct Work {
+    items: DeviceBuffer<u32>,
+    count: usize,
+    max_build: u32,
+}
+
+impl Work {
+    fn ptr(&self) -> *const ffi::gj_h_item {
+        self.items.view().as_ptr() as *const ffi::gj_h_item
+    }
+}
+
+fn work_items<K: Pod>(stream: &Stream, build: &Transformed<K>, probe: &Transformed<K>, bits: u32) -> Result<Work> {
+    let parts = 1usize << bits;
+    let split = probe_split();
+    let mut per_part = stream.alloc::<u64>(parts)?;
+    let mut max_build = stream.alloc_zeroed::<u32>(1)?;
+    let (bo, po) = (build.offsets.view().as_ptr(), probe.offsets.view().as_ptr());
+    let (pp, mb) = (per_part.view_mut().as_mut_ptr(), max_build.view_mut().as_mut_ptr());
+    // SAFETY: offsets hold parts + 1 entries; per_part holds parts.
+    launch(stream, "count work items", || unsafe { ffi::gj_h_count_items(bo, po, parts as i64, split, pp, mb, stream.raw()) })?;
+    let (start, count) = offsets_u64(stream, &per_part.view())?;
+    let count = usize::try_from(count).map_err(|_| Error::too_large("work items", count, usize::MAX as u64))?;
+    if count as u64 > i32::MAX as u64 {
+        return Err(Error::too_large("hash-join work items", count as u64, i32::MAX as u64));
+    }
+    let max_build = stream.copy_to_host(&max_build.view())?[0];
+    let mut items = stream.alloc::<u32>(count * 4)?;
+    let (st, it) = (start.view().as_ptr(), items.view_mut().as_mut_ptr() as *mut ffi::gj_h_item);
+    // SAFETY: item_start has parts entries; items holds `count` items of 4 words.
+    launch(stream, "fill work items", || unsafe { ffi::gj_h_fill_items(bo, po, parts as i64, split, st, it, stream.raw()) })?;
+    Ok(Work { items, count, max_build })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Partitioned hash join: match and output
+// ---------------------------------------------------------------------------------------------
+
+/// What the write pass writes for one side.
+#[derive(Default)]
+struct WriteSide {
+    ids: Option<*const u32>,
+    out_ids: Option<*mut u32>,
+    vals: Option<(*const std::ffi::c_void, i32)>,
+    out_vals: Option<*mut std::ffi::c_void>,
+}
+
+impl WriteSide {
+    fn raw(&self) -> ffi::gj_h_side {
+        ffi::gj_h_side {
+            ids: self.ids.unwrap_or(std::ptr::null()),
+            out_ids: self.out_ids.unwrap_or(std::ptr::null_mut()),
+            vals: self.vals.map_or(std::ptr::null(), |v| v.0),
+            val_width: self.vals.map_or(0, |v| v.1),
+            out_vals: self.out_vals.unwrap_or(std::ptr::null_mut()),
+        }
+    }
+}
+
+/// One side's map in the id space of the algorithm (input rows for UM, positions in the
+/// transformed relation for OM), covering output rows `start..` (`start` > 0 when the inner
+/// part was not needed).
+struct SideMap {
+    map: DeviceBuffer<u32>,
+    start: usize,
+}
+
+/// The unmatched (or, for semi joins, matched) rows of one side in the algorithm's id space:
+/// flagged kept rows, then (for unmatched) the rows that match nothing.
+fn side_rows<K: Pod>(stream: &Stream, side: &SideKeys<'_, K>, t: &Transformed<K>, hit: &DeviceBuffer<u8>, matched: bool, om: bool) -> Result<DeviceBuffer<u32>> {
+    let kept = rows_where(stream, &hit.view(), matched, t.ids.as_ref().map(|i| i.view()).as_ref())?;
+    if matched {
+        return Ok(kept);
+    }
+    let Some(never) = &side.never else { return Ok(kept) };
+    if !om {
+        return concat(stream, &[kept.view(), never.view()]);
+    }
+    // Positions of the rows that match nothing: after the kept rows in the transformed relation.
+    let mut at = stream.alloc::<u32>(never.len())?;
+    gpujoin_primitives::iota_u32(stream, &mut at.view_mut(), side.kept_len() as u32)?;
+    concat(stream, &[kept.view(), at.view()])
+}
+
+fn range_validity(stream: &Stream, n: usize, null_begin: usize, null_end: usize) -> Result<DeviceBuffer<u32>> {
+    let mut w = stream.alloc::<u32>(n.div_ceil(32))?;
+    let p = w.view_mut().as_mut_ptr();
+    // SAFETY: ceil(n / 32) words.
+    launch(stream, "range validity", || unsafe { ffi::gj_h_range_validity(p, n as i64, null_begin as i64, null_end as i64, stream.raw()) })?;
+    Ok(w)
+}
+
+fn check_payloads(side: &str, rows: usize, cols: &[DeviceColumn<'_>]) -> Result<()> {
+    for (i, c) in cols.iter().enumerate() {
+        gpujoin_device::check_same_len(&format!("{side} keys"), rows, &format!("{side} payload column {i}"), c.len())?;
+    }
+    Ok(())
+}
+
+/// The request of one partitioned join.
+struct Request<'p, 'a> {
+    join_type: JoinType,
+    mode: Materialization,
+    left_payloads: &'p [DeviceColumn<'a>],
+    right_payloads: &'p [DeviceColumn<'a>],
+    /// Materialize (possibly zero) payload columns; false: maps only.
+    with_payloads: bool,
+}
+
+fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_>, mut clock: Clock) -> Result<JoinedRelation> {
+    let jt = req.join_type;
+    let verifying = p.verify.is_some();
+    let om = req.mode == Materialization::Clustered && !verifying;
+    let lp: &[DeviceColumn<'_>] = if jt.has_left_map() { req.left_payloads } else { &[] };
+    let rp: &[DeviceColumn<'_>] = if jt.has_right_map() { req.right_payloads } else { &[] };
+    let (nl, nr) = (p.left.kept_len(), p.right.kept_len());
+    let build_left = nl < nr;
+    let bits = partition_bits(nl.min(nr));
+    let mut stats = JoinStats { partition_bits: bits, build_side: Some(if build_left { Side::Left } else { Side::Right }), ..JoinStats::default() };
+
+    // 1. Transform.
+    let chunk = {
+        // SAFETY: a constant.
+        unsafe { ffi::gj_h_chunk_rows() as u32 }
+    };
+    let (tl, tr, work) = loop {
+        let tl = transform_side(stream, &p.left, om, lp.first(), bits)?;
+        let tr = transform_side(stream, &p.right, om, rp.first(), bits)?;
+        let work = if build_left { work_items(stream, &tl, &tr, bits)? } else { work_items(stream, &tr, &tl, bits)? };
+        // Raw keys whose low bits crowd one partition: mix them and partition again.
+        if work.max_build > chunk && !p.mixed && FORCE_BITS.load(Ordering::SeqCst) == 0 {
+            drop((tl, tr, work));
+            p.mix(stream)?;
+            continue;
+        }
+        break (tl, tr, work);
+    };
+    stats.mixed_keys = p.mixed;
+    stats.work_items = work.count as u64;
+    clock.mark(stream)?;
+
+    // 2. Match.
+    let flags_left = !verifying && matches!(jt, JoinType::Left | JoinType::Full | JoinType::LeftSemi | JoinType::LeftAnti);
+    let flags_right = !verifying && matches!(jt, JoinType::Right | JoinType::Full | JoinType::RightSemi | JoinType::RightAnti);
+    let (tb, tp) = if build_left { (&tl, &tr) } else { (&tr, &tl) };
+    let semi_anti = !jt.has_left_map() || !jt.has_right_map();
+    // UM (and verification) needs whole maps; OM needs positions of the inner rows only for the
+    // columns it does not write in the match (all but the first).
+    let full_l = !om || lp.len() > 1;
+    let full_r = !om || rp.len() > 1;
+    // Output buffers for `total` rows of which the first `inner` are pairs (`None`: not known
+    // yet, and `total` is a capacity for the pairs: the speculative pass).
+    let alloc_outputs = |inner: Option<usize>, total: usize| -> Result<Outputs> {
+        let side_map = |full: bool| -> Result<SideMap> {
+            Ok(match (full, inner) {
+                (true, _) => SideMap { map: stream.alloc::<u32>(total)?, start: 0 },
+                (false, Some(i)) => SideMap { map: stream.alloc::<u32>(total - i)?, start: i },
+                (false, None) => SideMap { map: stream.alloc::<u32>(0)?, start: usize::MAX },
+            })
+        };
+        let out0 = |cols: &[DeviceColumn<'_>]| -> Result<Option<BitsBuf>> {
+            if om {
+                cols.first().map(|c| BitsBuf::alloc(stream, Bits::of(c), total)).transpose()
+            } else {
+                Ok(None)
+            }
+        };
+        Ok(Outputs { map_l: side_map(full_l)?, map_r: side_map(full_r)?, out0_l: out0(lp)?, out0_r: out0(rp)? })
+    };
+    // What the write passes write for each side.
+    let writers = |o: &mut Outputs| -> (ffi::gj_h_side, ffi::gj_h_side) {
+        let side_w = |t: &Transformed<K>, m: &mut SideMap, out0: &mut Option<BitsBuf>| -> ffi::gj_h_side {
+            let mut w = WriteSide::default();
+            if m.start == 0 {
+                w.out_ids = Some(m.map.view_mut().as_mut_ptr());
+                w.ids = t.ids.as_ref().map(|i| i.view().as_ptr());
+            }
+            if let (Some(o), Some(c)) = (out0.as_mut(), t.col0.as_ref()) {
+                w.vals = Some((c.ptr(), c.width()));
+                w.out_vals = Some(o.ptr_mut());
+            }
+            w.raw()
+        };
+        let wl = side_w(&tl, &mut o.map_l, &mut o.out0_l);
+        let wr = side_w(&tr, &mut o.map_r, &mut o.out0_r);
+        if build_left {
+            (wl, wr)
+        } else {
+            (wr, wl)
+        }
+    };
+    let (bk, pk, it) = (tb.keys.view().as_ptr(), tp.keys.view().as_ptr(), work.ptr());
+
+    // Inner joins first try one speculative pass (exact when the build chunks have unique keys).
+    let mut spec: Option<(usize, Outputs)> = None;
+    if jt == JoinType::Inner && !verifying && work.count > 0 {
+        let cap = tp.keys.len();
+        let mut o = alloc_outputs(None, cap)?;
+        let (b, pr) = writers(&mut o);
+        let mut ticket = stream.alloc_zeroed::<u32>(2)?;
+        let mut status = stream.alloc_zeroed::<u64>(work.count)?;
+        let (tk, st) = (ticket.view_mut().as_mut_ptr(), status.view_mut().as_mut_ptr());
+        // SAFETY: outputs hold `cap` rows, the kernel writes no more; ticket[1] is the overflow flag.
+        launch(stream, "hash match (one pass)", || unsafe { K::SPEC(bk, pk, it, work.count as i64, tk, st, cap as i64, tk.add(1), &b, &pr, stream.raw()) })?;
+        let last = stream.copy_to_host(&status.slice(work.count - 1..))?[0];
+        let overflow = stream.copy_to_host(&ticket.slice(1..))?[0];
+        if overflow == 0 {
+            let inner = (last & ((1u64 << 62) - 1)) as usize;
+            o.truncate(inner);
+            spec = Some((inner, o));
+            stats.single_pass = true;
+        }
+    }
+
+    let (inner, mut o, hits) = match spec {
+        Some((inner, o)) => (inner, o, (None, None)),
+        None => {
+            // Count pass.
+            let mut hit_left = if flags_left { Some(stream.alloc_zeroed::<u8>(nl)?) } else { None };
+            let mut hit_right = if flags_right { Some(stream.alloc_zeroed::<u8>(nr)?) } else { None };
+            let mut item_rows = stream.alloc::<u64>(work.count)?;
+            {
+                let hp = |h: &mut Option<DeviceBuffer<u8>>| h.as_mut().map_or(std::ptr::null_mut(), |b| b.view_mut().as_mut_ptr());
+                let (hl, hr) = (hp(&mut hit_left), hp(&mut hit_right));
+                let (bh, ph) = if build_left { (hl, hr) } else { (hr, hl) };
+                let ir = item_rows.view_mut().as_mut_ptr();
+                // SAFETY: items index the partitioned keys and the flags (of kept rows per side).
+                launch(stream, "hash match count", || unsafe { K::COUNT(bk, pk, it, work.count as i64, ir, bh, ph, stream.raw()) })?;
+            }
+            if semi_anti && !verifying {
+                (0, Outputs::none(stream)?, (hit_left, hit_right))
+            } else {
+                let (item_off, inner) = offsets_u64(stream, &item_rows.view())?;
+                drop(item_rows);
+                let inner = usize::try_from(inner).map_err(|_| Error::too_large("join output rows", inner, usize::MAX as u64))?;
+                // The unmatched rows come after the pairs: size the outputs for them too.
+                let extra = |side: &SideKeys<'_, K>, hit: &Option<DeviceBuffer<u8>>| -> Result<usize> {
+                    Ok(match hit {
+                        Some(h) => rows_where(stream, &h.view(), false, None)?.len() + side.never.as_ref().map_or(0, |n| n.len()),
+                        None => 0,
+                    })
+                };
+                let total = if verifying || jt == JoinType::Inner {
+                    inner
+                } else {
+                    inner + if jt.keeps_unmatched_left() { extra(&p.left, &hit_left)? } else { 0 } + if jt.keeps_unmatched_right() { extra(&p.right, &hit_right)? } else { 0 }
+                };
+                let mut o = alloc_outputs(Some(inner), total)?;
+                if inner > 0 {
+                    let (b, pr) = writers(&mut o);
+                    let io = item_off.view().as_ptr();
+                    // SAFETY: outputs hold at least `inner` rows; ids / vals cover the partitioned rows.
+                    launch(stream, "hash match write", || unsafe { K::WRITE(bk, pk, it, work.count as i64, io, &b, &pr, stream.raw()) })?;
+                }
+                (inner, o, (hit_left, hit_right))
+            }
+        }
+    };
+    let (hit_left, hit_right) = hits;
+
+    if verifying {
+        // Hashed composite keys: candidate pairs in input rows, verified, then any join type.
+        drop((tl, tr, work));
+        let (a, b) = (o.map_l.map, o.map_r.map);
+        let (il, ir) = p.verify.as_ref().expect("verifying");
+        let (a, b) = verify(stream, &a.view(), &b.view(), il, ir)?;
+        let maps = from_inner_pairs(stream, a, b, p.left.n, p.right.n, jt)?;
+        clock.mark(stream)?;
+        return finish_um(stream, maps, req, clock, stats);
+    }
+
+    if semi_anti {
+        // One side's rows from its flags.
+        let left_side = jt.has_left_map();
+        let semi = matches!(jt, JoinType::LeftSemi | JoinType::RightSemi);
+        let (side, t, hit) = if left_side { (&p.left, &tl, &hit_left) } else { (&p.right, &tr, &hit_right) };
+        let rows = side_rows(stream, side, t, hit.as_ref().expect("flags"), semi, om)?;
+        let rows_n = rows.len();
+        let empty = stream.alloc::<u32>(0)?;
+        let (ml, mr) = if left_side { (rows, empty) } else { (empty, rows) };
+        drop((work, tl.keys, tl.offsets, tl.ids, tr.keys, tr.offsets, tr.ids));
+        clock.mark(stream)?;
+        if !om {
+            return finish_um(stream, GatherMaps::new(jt, ml, mr), req, clock, stats);
+        }
+        let (map, pay, sidek, col0) = if left_side { (ml, lp, &p.left, tl.col0) } else { (mr, rp, &p.right, tr.col0) };
+        let m = materialize_om(stream, sidek, pay, col0, &SideMap { map, start: 0 }, rows_n, None, bits)?;
+        let (left, right) = if left_side { (Some(m), None) } else { (None, Some(m)) };
+        clock.mark(stream)?;
+        clock.finish(&mut stats)?;
+        return Ok(JoinedRelation { join_type: jt, rows: rows_n as u64, left, right, maps: None, stats });
+    }
+
+    // Inner and outer joins: [inner pairs][unmatched left, NONE][NONE, unmatched right].
+    let ul = if jt.keeps_unmatched_left() { Some(side_rows(stream, &p.left, &tl, hit_left.as_ref().expect("flags"), false, om)?) } else { None };
+    let ur = if jt.keeps_unmatched_right() { Some(side_rows(stream, &p.right, &tr, hit_right.as_ref().expect("flags"), false, om)?) } else { None };
+    drop((hit_left, hit_right));
+    let (nul, nur) = (ul.as_ref().map_or(0, |u| u.len()), ur.as_ref().map_or(0, |u| u.len()));
+    let total = inner + nul + nur;
+    {
+        let none = gpujoin_primitives::NO_ROW;
+        let (sl, sr) = (o.map_l.start, o.map_r.start);
+        if let Some(u) = &ul {
+            stream.copy_device_to_device(&u.view(), &mut o.map_l.map.slice_mut(inner - sl..inner - sl + nul))?;
+            stream.fill_u32_bits(&mut o.map_r.map.slice_mut(inner - sr..inner - sr + nul), none)?;
+        }
+        if let Some(u) = &ur {
+            stream.fill_u32_bits(&mut o.map_l.map.slice_mut(inner + nul - sl..), none)?;
+            stream.copy_device_to_device(&u.view(), &mut o.map_r.map.slice_mut(inner + nul - sr..))?;
+        }
+    }
+    drop((ul, ur, work));
+    let (col0_l, col0_r) = (tl.col0, tr.col0);
+    drop((tl.keys, tl.offsets, tl.ids, tr.keys, tr.offsets, tr.ids));
+    clock.mark(stream)?;
+
+    if !om {
+        let maps = GatherMaps::new(jt, o.map_l.map, o.map_r.map);
+        return finish_um(stream, maps, req, clock, stats);
+    }
+    // 3. Materialize from the transformed relations.
+    let nulls_l = jt.keeps_unmatched_right().then_some((inner + nul, total));
+    let nulls_r = jt.keeps_unmatched_left().then_some((inner, inner + nul));
+    let left = materialize_om_fused(stream, &p.left, lp, col0_l, o.out0_l.take(), &o.map_l, inner, total, nulls_l, bits)?;
+    let right = materialize_om_fused(stream, &p.right, rp, col0_r, o.out0_r.take(), &o.map_r, inner, total, nulls_r, bits)?;
+    clock.mark(stream)?;
+    clock.finish(&mut stats)?;
+    Ok(JoinedRelation { join_type: jt, rows: total as u64, left: Some(left), right: Some(right), maps: None, stats })
+}
+
+/// The output buffers of the match: both sides' maps and the first payload columns (OM).
+struct Outputs {
+    map_l: SideMap,
+    map_r: SideMap,
+    out0_l: Option<BitsBuf>,
+    out0_r: Option<BitsBuf>,
+}
+
+impl Outputs {
+    fn none(stream: &Stream) -> Result<Outputs> {
+        let m = || -> Result<SideMap> { Ok(SideMap { map: stream.alloc::<u32>(0)?, start: 0 }) };
+        Ok(Outputs { map_l: m()?, map_r: m()?, out0_l: None, out0_r: None })
+    }
+    /// Keeps the first `rows` rows (of buffers allocated from row 0).
+    fn truncate(&mut self, rows: usize) {
+        for m in [&mut self.map_l, &mut self.map_r] {
+            if m.start == 0 {
+                m.map.truncate(rows);
+            } else {
+                m.start = rows;
+                m.map.truncate(0);
+            }
+        }
+        for o in [&mut self.out0_l, &mut self.out0_r].into_iter().flatten() {
+            match o {
+                BitsBuf::B32(b) => b.truncate(rows),
+                BitsBuf::B64(b) => b.truncate(rows),
+            }
+        }
+    }
+}
+
+/// OM materialization of one side whose first column's inner rows the match wrote (`out0`).
+#[allow(clippy::too_many_arguments)]
+fn materialize_om_fused<K: HashKey>(
+    stream: &Stream,
+    side: &SideKeys<'_, K>,
+    cols: &[DeviceColumn<'_>],
+    col0: Option<BitsBuf>,
+    out0: Option<BitsBuf>,
+    m: &SideMap,
+    inner: usize,
+    total: usize,
+    nulls: Option<(usize, usize)>,
+    bits: u32,
+) -> Result<Materialized> {
+    let mut columns = Vec::with_capacity(cols.len());
+    if let (Some(t0), Some(mut o0)) = (col0, out0) {
+        // Rows after the inner ones: gathered through the map's tail.
+        let tail = m.map.slice(inner - m.start..);
+        gather_bits(stream, t0.bits(), &tail, &mut o0, inner)?;
+        drop(t0);
+        columns.push(o0.into_payload(&cols[0]));
+    }
+    let rest = materialize_om(stream, side, &cols[columns.len()..], None, m, total, None, bits)?;
+    columns.extend(rest.columns);
+    let validity = nulls.map(|(b, e)| range_validity(stream, total, b, e)).transpose()?;
+    Ok(Materialized { columns, validity })
+}
+
+/// OM materialization of columns through a whole map (`m.start == 0`): each column transformed,
+/// gathered, dropped. `col0`, when given, is the first column already transformed.
+#[allow(clippy::too_many_arguments)]
+fn materialize_om<K: HashKey>(
+    stream: &Stream,
+    side: &SideKeys<'_, K>,
+    cols: &[DeviceColumn<'_>],
+    mut col0: Option<BitsBuf>,
+    m: &SideMap,
+    rows: usize,
+    nulls: Option<(usize, usize)>,
+    bits: u32,
+) -> Result<Materialized> {
+    let mut columns = Vec::with_capacity(cols.len());
+    for c in cols {
+        let t = match col0.take() {
+            Some(t) => t,
+            None => transform_column(stream, side, Bits::of(c), bits)?.1,
+        };
+        debug_assert_eq!(m.start, 0);
+        let mut out = BitsBuf::alloc(stream, Bits::of(c), rows)?;
+        gather_bits(stream, t.bits(), &m.map.view(), &mut out, 0)?;
+        drop(t);
+        columns.push(out.into_payload(c));
+    }
+    let validity = nulls.map(|(b, e)| range_validity(stream, rows, b, e)).transpose()?;
+    Ok(Materialized { columns, validity })
+}
+
+/// Maps into the input rows: gathers every payload column through them (UM).
+fn finish_um(stream: &Stream, maps: GatherMaps, req: &Request<'_, '_>, mut clock: Clock, mut stats: JoinStats) -> Result<JoinedRelation> {
+    let jt = maps.join_type();
+    let gather_side = |side: Side, cols: &[DeviceColumn<'_>]| -> Result<Option<Materialized>> {
+        let Some(map) = maps.side(side) else { return Ok(None) };
+        let idx = map.cast::<u32>();
+        let mut columns = Vec::with_capacity(cols.len());
+        for c in cols {
+            let mut out = BitsBuf::alloc(stream, Bits::of(c), idx.len())?;
+            gather_bits(stream, Bits::of(c), &idx, &mut out, 0)?;
+            columns.push(out.into_payload(c));
+        }
+        let validity = if maps.nullable(side) { Some(crate::maps::map_validity(stream, &idx)?) } else { None };
+        Ok(Some(Materialized { columns, validity }))
+    };
+    let (left, right) = if req.with_payloads {
+        (gather_side(Side::Left, req.left_payloads)?, gather_side(Side::Right, req.right_payloads)?)
+    } else {
+        (None, None)
+    };
+    clock.mark(stream)?;
+    clock.finish(&mut stats)?;
+    Ok(JoinedRelation { join_type: jt, rows: maps.rows(), left, right, maps: Some(maps), stats })
+}
+
+fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions, req: &Request<'_, '_>) -> Result<JoinedRelation> {
+    check_payloads("left", left.rows(), req.left_payloads)?;
+    check_payloads("right", right.rows(), req.right_payloads)?;
+    let clock = Clock::start(stream)?;
+    match prepare(stream, left, right, opts)? {
+        AnyPrepared::U32(p) => phj::<u32>(stream, p, req, clock),
+        AnyPrepared::U64(p) => phj::<u64>(stream, p, req, clock),
+    }
+}
+
+/// Partitioned hash join (PHJ) of any keys, returning gather maps into the input rows with the
+/// join's statistics.
+///
+/// Keys may have 1 to 4 columns of any supported type, with nulls and float equality as `opts`
+/// says. The maps are the same for both [`Materialization`]s (the row ids are the payload that
+/// travels); the mode matters for [`partitioned_hash_join_with_payloads`]. See the
+/// [module docs](self) for the algorithm and the output order, which is the same on every run.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let r = s.copy_from_host(&[3u32, 1, 2])?; // primary keys
+/// let f = s.copy_from_host(&[2u32, 2, 3, 9])?; // foreign keys
+/// let out = partitioned_hash_join(s, &Keys::single(r.view()), &Keys::single(f.view()), JoinType::Inner, JoinOptions::default(), Materialization::Unclustered)?;
+/// let mut pairs = out.maps.pairs()?;
+/// pairs.sort();
+/// let id = |i| RowId::new(i).unwrap();
+/// assert_eq!(pairs, vec![(id(0), id(2)), (id(2), id(0)), (id(2), id(1))]);
+/// println!("match phase: {} ms", out.stats.match_ms);
+/// # Ok(()) }
+/// ```
+pub fn partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions, materialization: Materialization) -> Result<HashJoinOutput> {
+    let _ = materialization; // without payloads both modes carry the row ids
+    let req = Request { join_type, mode: Materialization::Unclustered, left_payloads: &[], right_payloads: &[], with_payloads: false };
+    let out = run_phj(stream, left, right, opts, &req)?;
+    let maps = out.maps.ok_or_else(|| Error::invalid("internal: PHJ-UM produced no maps"))?;
+    Ok(HashJoinOutput { maps, stats: out.stats })
+}
+
+/// Partitioned hash join that also materializes payload columns of both sides (4- or 8-byte
+/// types, any number, each as long as its side's keys).
+///
+/// With [`Materialization::Unclustered`] (PHJ-UM) the payloads are gathered from the input
+/// columns through the gather maps, which are returned too. With
+/// [`Materialization::Clustered`] (PHJ-OM, the paper's Algorithm 1) the first payload column of
+/// each side is partitioned with the keys and written by the match itself, the others are
+/// partitioned one at a time and gathered with clustered accesses; no maps are returned.
+/// Outer-join rows with no partner on a side read zero there, and that side's
+/// [`Materialized::validity`] marks them null.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let rk = s.copy_from_host(&[1u32, 2, 3])?;
+/// let price = s.copy_from_host(&[10.0f64, 20.0, 30.0])?;
+/// let sk = s.copy_from_host(&[3u32, 3, 1])?;
+/// let qty = s.copy_from_host(&[7i32, 8, 9])?;
+/// let out = partitioned_hash_join_with_payloads(
+///     s, &Keys::single(rk.view()), &[price.view().into()], &Keys::single(sk.view()), &[qty.view().into()],
+///     JoinType::Inner, JoinOptions::default(), Materialization::Clustered)?;
+/// assert_eq!(out.rows, 3);
+/// let Payload::F64(p) = &out.left.as_ref().unwrap().columns[0] else { unreachable!() };
+/// let mut p = p.to_vec()?;
+/// p.sort_by(f64::total_cmp);
+/// assert_eq!(p, vec![10.0, 30.0, 30.0]);
+/// # Ok(()) }
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn partitioned_hash_join_with_payloads(
+    stream: &Stream,
+    left: &Keys<'_>,
+    left_payloads: &[DeviceColumn<'_>],
+    right: &Keys<'_>,
+    right_payloads: &[DeviceColumn<'_>],
+    join_type: JoinType,
+    opts: JoinOptions,
+    materialization: Materialization,
+) -> Result<JoinedRelation> {
+    let req = Request { join_type, mode: materialization, left_payloads, right_payloads, with_payloads: true };
+    run_phj(stream, left, right, opts, &req)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Non-partitioned hash join
+// ---------------------------------------------------------------------------------------------
+
+fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, mut clock: Clock) -> Result<HashJoinOutput> {
+    let (nl, nr) = (p.left.kept_len(), p.right.kept_len());
+    let build_left = nl < nr;
+    let (bs, ps) = if build_left { (&p.left, &p.right) } else { (&p.right, &p.left) };
+    let mut stats = JoinStats { build_side: Some(if build_left { Side::Left } else { Side::Right }), mixed_keys: p.mixed, ..JoinStats::default() };
+    // Transform: the build side sorted by key with its row ids, runs of equal keys in a table.
+    let nb = bs.kept_len();
+    let iota_ids;
+    let ids = match &bs.kept {
+        Some(k) => k.view(),
+        None => {
+            iota_ids = iota(stream, nb)?;
+            iota_ids.view()
+        }
+    };
+    let mut sk = stream.alloc::<K>(nb)?;
+    let mut sid = stream.alloc::<u32>(nb)?;
+    sort_pairs(stream, &bs.keys.view(), &ids, &mut sk.view_mut(), &mut sid.view_mut(), SortOrder::Ascending, None)?;
+    let mut flags = stream.alloc::<u8>(nb)?;
+    let (k, f) = (sk.view().as_ptr(), flags.view_mut().as_mut_ptr());
+    // SAFETY: nb keys and flags.
+    launch(stream, "run flags", || unsafe { K::RUN_FLAGS(k, nb as i64, f, stream.raw()) })?;
+    let starts = rows_where(stream, &flags.view(), true, None)?;
+    drop(flags);
+    let runs = starts.len();
+    let capacity = (2 * runs).max(2).next_power_of_two();
+    let mut table = stream.alloc_zeroed::<u32>(capacity * 4)?;
+    let (st, tb) = (starts.view().as_ptr(), table.view_mut().as_mut_ptr());
+    // SAFETY: runs start positions into nb sorted keys; the table holds `capacity` slots.
+    launch(stream, "hash table insert", || unsafe { K::INSERT(k, nb as i64, st, runs as i64, tb, capacity as i64, stream.raw()) })?;
+    drop(starts);
+    clock.mark(stream)?;
+    // Match: look up every probe key, scan the counts, expand the pairs.
+    let np = ps.kept_len();
+    let mut start = stream.alloc::<u32>(np)?;
+    let mut count = stream.alloc::<u32>(np)?;
+    let (pk, so, co, tp) = (ps.keys.view().as_ptr(), start.view_mut().as_mut_ptr(), count.view_mut().as_mut_ptr(), table.view().as_ptr());
+    // SAFETY: np probe keys, np outputs each.
+    launch(stream, "hash table probe", || unsafe { K::PROBE(tp, capacity as i64, pk, np as i64, so, co, stream.raw()) })?;
+    drop(table);
+    let (offsets, total) = count_offsets(stream, &count.view())?;
+    let total = usize::try_from(total).map_err(|_| Error::too_large("join output rows", total, usize::MAX as u64))?;
+    let mut out_p = stream.alloc::<u32>(total)?;
+    let mut out_b = stream.alloc::<u32>(total)?;
+    {
+        let (o, s, c) = (offsets.view().as_ptr(), start.view().as_ptr(), count.view().as_ptr());
+        let pids = ps.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr());
+        let (bids, op, ob) = (sid.view().as_ptr(), out_p.view_mut().as_mut_ptr(), out_b.view_mut().as_mut_ptr());
+        // SAFETY: offsets/start/count cover np rows; outputs hold `total` pairs.
+        with_temp(stream, "hash join expand", |t, tbytes| unsafe { ffi::gj_h_expand(t, tbytes, o, np as i64, total as i64, s, c, pids, bids, op, ob, stream.raw()) })?;
+    }
+    drop((offsets, start, count, sk, sid));
+    let (a, b) = if build_left { (out_b, out_p) } else { (out_p, out_b) };
+    let (a, b) = match &p.verify {
+        Some((il, ir)) => verify(stream, &a.view(), &b.view(), il, ir)?,
+        None => (a, b),
+    };
+    let maps = from_inner_pairs(stream, a, b, p.left.n, p.right.n, join_type)?;
+    clock.mark(stream)?;
+    clock.finish(&mut stats)?;
+    Ok(HashJoinOutput { maps, stats })
+}
+
+/// Non-partitioned hash join with its statistics (see [`hash_join`]).
+pub fn hash_join_with_stats(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
+    let clock = Clock::start(stream)?;
+    match prepare(stream, left, right, opts)? {
+        AnyPrepared::U32(p) => nphj::<u32>(stream, p, join_type, clock),
+        AnyPrepared::U64(p) => nphj::<u64>(stream, p, join_type, clock),
+    }
+}
+
+/// Non-partitioned hash join: one global hash table of the smaller side's distinct keys, probed
+/// by every row of the other side. Any keys and join type, as [`partitioned_hash_join`].
+///
+/// Output order: inner pairs by probe row (the larger side; the right side on ties) in input
+/// order, each with its build matches in input order; then unmatched left rows, then unmatched
+/// right rows, each in input order. Semi and anti joins return rows in input order.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let a = s.copy_from_host(&[5i64, 7])?;
+/// let b = s.copy_from_host(&[7i64, 7, 8])?;
+/// let maps = hash_join(s, &Keys::single(a.view()), &Keys::single(b.view()), JoinType::Full, JoinOptions::default())?;
+/// assert_eq!(maps.rows(), 4); // (1,0) (1,1) (0,-) (-,2)
+/// # Ok(()) }
+/// ```
+pub fn hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
+    Ok(hash_join_with_stats(stream, left, right, join_type, opts)?.maps)
+}

@@ -1,0 +1,905 @@
+//! Property tests of the hash joins (seed 002: PHJ-UM, PHJ-OM and the non-partitioned hash join)
+//! against the CPU reference (`reference::join`).
+//!
+//! They run on the GPU when one is present, print `SKIPPED` when none is, and fail loudly with
+//! GPUJOIN_REQUIRE_GPU=1. Seeds are fixed so failures reproduce; the device pool is poisoned
+//! before each join so that an internal buffer a kernel forgets to write shows up as garbage.
+//!
+//! Maps compare with the reference as sorted multisets of `(left row, right row)` pairs;
+//! materialized payloads compare as sorted multisets of output rows (the payload values of both
+//! sides, `None` on a null side) with host-side gathers through the reference pairs.
+//!
+//! Every test holds [`LOCK`]: the tuning knobs (`hash_join_tuning_for_tests`), the hash mask
+//! (`set_hash_mask_for_tests`) and the peak-memory counter are process-wide.
+
+use std::sync::{Mutex, MutexGuard};
+
+use gpujoin_device::testing::device_or_skip;
+use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_join::reference;
+use gpujoin_join::{
+    datagen, hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads,
+    set_hash_mask_for_tests, DeviceColumn, DeviceKeys, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, KeyType, Keys, Materialization,
+    Materialized, NanEquality, NullEquality, Payload, RowId, Side,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------------
+
+const POISON: u8 = 0xAB;
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sets the tuning knobs while alive; restores the defaults on drop (also on failure).
+struct Tuning;
+
+impl Tuning {
+    fn set(bits: u32, split: u32) -> Tuning {
+        hash_join_tuning_for_tests(bits, split);
+        Tuning
+    }
+}
+
+impl Drop for Tuning {
+    fn drop(&mut self) {
+        hash_join_tuning_for_tests(0, 0);
+    }
+}
+
+/// Keeps 2 bits of every hashed key while alive (massive collisions of hashed composites).
+struct WeakHash;
+
+impl WeakHash {
+    fn install() -> WeakHash {
+        set_hash_mask_for_tests(0b11);
+        WeakHash
+    }
+}
+
+impl Drop for WeakHash {
+    fn drop(&mut self) {
+        set_hash_mask_for_tests(u64::MAX);
+    }
+}
+
+/// (partition bits, probe rows per item): automatic; one bit (huge partitions: several build
+/// chunks) with small probe ranges; a few bits.
+const TUNINGS: [(u32, u32); 3] = [(0, 0), (1, 300), (3, 0)];
+
+fn stream(test: &str) -> Option<Stream> {
+    device_or_skip(test).map(|d| d.new_stream().expect("stream"))
+}
+
+/// Prints how long a test took (on drop).
+struct Timed(&'static str, std::time::Instant);
+
+impl Timed {
+    fn start(name: &'static str) -> Timed {
+        Timed(name, std::time::Instant::now())
+    }
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        eprintln!("TIME {}: {:.1} s", self.0, self.1.elapsed().as_secs_f64());
+    }
+}
+
+fn poison_for(s: &Stream, rows: usize) {
+    let mut b: DeviceBuffer<u8> = s.alloc((rows * 64 + (1 << 16)).max(1)).unwrap();
+    s.memset_bytes(&mut b.view_mut(), POISON).unwrap();
+}
+
+fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+    let mut r = TestRunner::new(Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        max_shrink_iters: 32,
+        ..Config::default()
+    });
+    if let Err(e) = r.run(&strat, f) {
+        panic!("{e}");
+    }
+}
+
+fn fail(msg: impl Into<String>) -> TestCaseError {
+    TestCaseError::fail(msg.into())
+}
+
+const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan };
+
+const ALL_OPTIONS: [JoinOptions; 4] = [
+    DEFAULT,
+    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan },
+    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual },
+    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanNeverEqual },
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Algo {
+    /// `partitioned_hash_join` (maps), with a tuning.
+    Phj(u32, u32),
+    /// `hash_join`.
+    Nphj,
+}
+
+fn algos() -> Vec<Algo> {
+    TUNINGS.iter().map(|&(b, s)| Algo::Phj(b, s)).chain([Algo::Nphj]).collect()
+}
+
+fn gpu_maps(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<GatherMaps> {
+    let (dl, dr) = (DeviceKeys::upload(s, l)?, DeviceKeys::upload(s, r)?);
+    poison_for(s, l.rows() + r.rows());
+    match algo {
+        Algo::Phj(bits, split) => {
+            let _t = Tuning::set(bits, split);
+            Ok(partitioned_hash_join(s, &dl.keys(), &dr.keys(), jt, opts, Materialization::Unclustered)?.maps)
+        }
+        Algo::Nphj => hash_join(s, &dl.keys(), &dr.keys(), jt, opts),
+    }
+}
+
+fn canonical_pairs(maps: &GatherMaps, jt: JoinType) -> Result<Vec<(RowId, RowId)>, TestCaseError> {
+    prop_assert_eq!(maps.join_type(), jt);
+    let (l, r) = maps.to_host().map_err(|e| fail(format!("{jt:?}: reading the maps: {e}")))?;
+    let pairs = reference::try_pairs_from_maps(&l, &r, jt)
+        .map_err(|e| fail(format!("{jt:?}: malformed gather maps ({} left, {} right entries): {e}", l.len(), r.len())))?;
+    prop_assert_eq!(maps.rows(), pairs.len() as u64, "{:?}: rows()", jt);
+    Ok(pairs)
+}
+
+fn diff(got: &[(RowId, RowId)], want: &[(RowId, RowId)]) -> String {
+    let (mut i, mut j) = (0, 0);
+    let (mut missing, mut extra) = (Vec::new(), Vec::new());
+    while i < got.len() || j < want.len() {
+        if j == want.len() || (i < got.len() && got[i] < want[j]) {
+            extra.push(got[i]);
+            i += 1;
+        } else if i == got.len() || want[j] < got[i] {
+            missing.push(want[j]);
+            j += 1;
+        } else {
+            i += 1;
+            j += 1;
+        }
+    }
+    let head = |v: &[(RowId, RowId)]| format!("{:?}", &v[..v.len().min(12)]);
+    format!("{} rows, expected {}; {} missing (first {}), {} extra (first {})", got.len(), want.len(), missing.len(), head(&missing), extra.len(), head(&extra))
+}
+
+fn describe(l: &HostKeys, r: &HostKeys) -> String {
+    if l.rows() + r.rows() <= 40 {
+        format!("\nleft {l:?}\nright {r:?}")
+    } else {
+        format!(" ({} x {} rows)", l.rows(), r.rows())
+    }
+}
+
+/// Runs `algo` and compares its maps with `reference::join` as multisets.
+fn check_maps(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
+    let want = reference::join(l, r, jt, opts).unwrap();
+    let maps = gpu_maps(s, algo, l, r, jt, opts).map_err(|e| fail(format!("{algo:?} {jt:?} {opts:?} {what}: error {e}{}", describe(l, r))))?;
+    let got = canonical_pairs(&maps, jt)?;
+    if got != want {
+        return Err(fail(format!("{algo:?} {jt:?} {opts:?} {what}: {}{}", diff(&got, &want), describe(l, r))));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data
+// ---------------------------------------------------------------------------------------------
+
+/// Codes as a key column of `ty` (injective); `spread` maps them over the whole range of the
+/// type (sign and high bits) instead of small values.
+fn column(ty: KeyType, codes: &[u64], spread: bool) -> HostColumn {
+    match (ty, spread) {
+        (KeyType::U32, false) => HostColumn::U32(codes.iter().map(|&c| c as u32).collect()),
+        (KeyType::U32, true) => HostColumn::U32(codes.iter().map(|&c| (c as u32).wrapping_mul(0x9E37_79B1)).collect()),
+        (KeyType::I32, false) => HostColumn::I32(codes.iter().map(|&c| c as i32 - 1000).collect()),
+        (KeyType::I32, true) => HostColumn::I32(codes.iter().map(|&c| (c as u32).wrapping_mul(0x9E37_79B1) as i32).collect()),
+        (KeyType::U64, false) => HostColumn::U64(codes.to_vec()),
+        (KeyType::U64, true) => HostColumn::U64(codes.iter().map(|&c| c.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect()),
+        (KeyType::I64, false) => HostColumn::I64(codes.iter().map(|&c| c as i64 - 1000).collect()),
+        // Multiples of 2^32: every low bit equal (raw partitioning crowds one partition).
+        (KeyType::I64, true) => HostColumn::I64(codes.iter().map(|&c| ((c as i64) << 32) - (1 << 40)).collect()),
+        (KeyType::F32, false) => HostColumn::F32(codes.iter().map(|&c| c as f32 * 0.5 - 100.0).collect()),
+        (KeyType::F32, true) => HostColumn::F32(codes.iter().map(|&c| if c % 2 == 1 { -(c as f32) * 1.0e20 } else { c as f32 * 1.0e-20 }).collect()),
+        (KeyType::F64, false) => HostColumn::F64(codes.iter().map(|&c| c as f64 * 0.25 - 1000.0).collect()),
+        (KeyType::F64, true) => HostColumn::F64(codes.iter().map(|&c| if c % 2 == 1 { -(c as f64) * 1.0e200 } else { c as f64 * 1.0e-200 }).collect()),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    EmptyLeft,
+    EmptyRight,
+    EmptyBoth,
+    OneRowLeft,
+    OneRowRight,
+    OneRowBoth,
+    /// ~200 rows per side over 5 keys: Cartesian blow-up.
+    DuplicateHeavy,
+    /// Every row of both sides has the same key (one huge partition on both sides).
+    OneKey,
+    NoMatches,
+    /// Unique keys on the left, foreign keys into them on the right (some misses).
+    PkFk,
+    /// Foreign keys on both sides.
+    FkFk,
+    /// Zipf-skewed foreign keys.
+    Zipf,
+    /// Duplicated build keys beyond a shared-memory chunk (2048 rows of one key).
+    BigGroups,
+}
+
+const SHAPES: [Shape; 13] = [
+    Shape::EmptyLeft,
+    Shape::EmptyRight,
+    Shape::EmptyBoth,
+    Shape::OneRowLeft,
+    Shape::OneRowRight,
+    Shape::OneRowBoth,
+    Shape::DuplicateHeavy,
+    Shape::OneKey,
+    Shape::NoMatches,
+    Shape::PkFk,
+    Shape::FkFk,
+    Shape::Zipf,
+    Shape::BigGroups,
+];
+
+#[derive(Debug, Clone, Copy)]
+struct ShapeParams {
+    seed: u64,
+    small: usize,
+    mid: usize,
+    big: usize,
+}
+
+fn shape_params() -> impl Strategy<Value = ShapeParams> {
+    (any::<u64>(), 2usize..64, 200usize..2000, 2000usize..12_000).prop_map(|(seed, small, mid, big)| ShapeParams { seed, small, mid, big })
+}
+
+fn uniform(rng: &mut StdRng, n: usize, domain: u64) -> Vec<u64> {
+    (0..n).map(|_| rng.gen_range(0..domain.max(1))).collect()
+}
+
+fn shape_codes(shape: Shape, p: &ShapeParams) -> (Vec<u64>, Vec<u64>) {
+    let mut rng = StdRng::seed_from_u64(p.seed ^ (shape as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let coin = p.seed & 1 == 1;
+    match shape {
+        Shape::EmptyLeft => (vec![], uniform(&mut rng, p.mid, p.mid as u64)),
+        Shape::EmptyRight => (uniform(&mut rng, p.mid, p.mid as u64), vec![]),
+        Shape::EmptyBoth => (vec![], vec![]),
+        Shape::OneRowLeft => {
+            let r = uniform(&mut rng, p.small, 4);
+            (vec![if coin { r[0] } else { 9 }], r)
+        }
+        Shape::OneRowRight => {
+            let l = uniform(&mut rng, p.small, 4);
+            (l.clone(), vec![if coin { l[l.len() - 1] } else { 9 }])
+        }
+        Shape::OneRowBoth => (vec![3], vec![if coin { 3 } else { 4 }]),
+        Shape::DuplicateHeavy => {
+            let (nl, nr) = (150 + p.small, 200 - p.small / 2);
+            (uniform(&mut rng, nl, 5), uniform(&mut rng, nr, 5))
+        }
+        Shape::OneKey => (vec![7; 2 * p.small], vec![7; 130 - p.small]),
+        Shape::NoMatches => {
+            let l = uniform(&mut rng, p.mid, 1000).into_iter().map(|k| 2 * k).collect();
+            let r = uniform(&mut rng, p.mid / 2 + 1, 1000).into_iter().map(|k| 2 * k + 1).collect();
+            (l, r)
+        }
+        Shape::PkFk => {
+            let mut l: Vec<u64> = (0..p.big as u64).collect();
+            l.shuffle(&mut rng);
+            let r = uniform(&mut rng, 2 * p.big, p.big as u64 * 9 / 8);
+            (l, r)
+        }
+        Shape::FkFk => {
+            let d = (p.mid / 3).max(2) as u64;
+            (uniform(&mut rng, p.mid, d), uniform(&mut rng, p.big, d))
+        }
+        Shape::Zipf => {
+            let l: Vec<u64> = (0..500).collect();
+            let r = datagen::zipf_keys(p.big, 600, 1.5, p.seed).unwrap();
+            let mut l = l;
+            l.shuffle(&mut rng);
+            (l, r.into_iter().map(u64::from).collect())
+        }
+        Shape::BigGroups => {
+            // The smaller side holds runs of up to 2500 rows of a key (several build chunks).
+            let mut l = Vec::new();
+            for k in 0..4u64 {
+                l.extend(vec![k; rng.gen_range(1..2500)]);
+            }
+            l.extend(uniform(&mut rng, p.small, 50));
+            l.shuffle(&mut rng);
+            // A larger right side (so the left builds) that mostly misses: the output stays small.
+            let mut r: Vec<u64> = uniform(&mut rng, 10 + p.small, 8);
+            r.extend(uniform(&mut rng, l.len() + 1, 100_000).into_iter().map(|k| k + 1000));
+            r.shuffle(&mut rng);
+            (l, r)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Maps: every shape x key type x join type x algorithm
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn hash_joins_match_reference_on_every_shape() {
+    let Some(s) = stream("hash_joins_match_reference_on_every_shape") else { return };
+    let _l = lock();
+    let _t = Timed::start("hash_joins_match_reference_on_every_shape");
+    // U32 / I64: raw keys (fast path; spread I64 keys crowd one partition and get mixed);
+    // F32 / F64 / U64 spread: keys through images and the mix.
+    let types = [KeyType::U32, KeyType::I64, KeyType::F32, KeyType::U64, KeyType::I32, KeyType::F64];
+    run(3, 0xA5_0001, (shape_params(), any::<bool>()), |(p, spread)| {
+        for shape in SHAPES {
+            let (lc, rc) = shape_codes(shape, &p);
+            for (t, &ty) in types.iter().enumerate() {
+                // Every type on the first case; two per case afterwards.
+                if p.seed % 3 != t as u64 % 3 && t >= 2 {
+                    continue;
+                }
+                for (hl, hr) in [
+                    (HostKeys::single(column(ty, &lc, spread)), HostKeys::single(column(ty, &rc, spread))),
+                    (HostKeys::single(column(ty, &rc, spread)), HostKeys::single(column(ty, &lc, spread))),
+                ] {
+                    for algo in algos() {
+                        for jt in JoinType::ALL {
+                            check_maps(&s, algo, &hl, &hr, jt, DEFAULT, &format!("shape {shape:?} type {ty:?} spread {spread}"))?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn pk_fk_workloads_match_reference_over_match_ratios_and_skew() {
+    let Some(s) = stream("pk_fk_workloads_match_reference_over_match_ratios_and_skew") else { return };
+    let _l = lock();
+    let _t = Timed::start("pk_fk_workloads_match_reference_over_match_ratios_and_skew");
+    let (nr, ns) = (30_000usize, 60_000usize);
+    let r = datagen::shuffled_dense_keys(nr, 1).unwrap();
+    let mut cases: Vec<(String, Vec<u32>)> = Vec::new();
+    for ratio in [1.0, 0.5, 0.25, 1.0 / 16.0] {
+        cases.push((format!("match ratio {ratio}"), datagen::foreign_keys_match_ratio(nr, ns, ratio, 2).unwrap()));
+    }
+    for z in [0.0, 0.5, 1.0, 1.5, 2.0] {
+        cases.push((format!("Zipf {z}"), datagen::zipf_keys(ns, nr, z, 3).unwrap()));
+    }
+    for (what, f) in &cases {
+        for wide in [false, true] {
+            let col = |k: &[u32]| if wide { HostColumn::U64(k.iter().map(|&x| (x as u64) << 20 | 7).collect()) } else { HostColumn::U32(k.to_vec()) };
+            let (hr, hs) = (HostKeys::single(col(&r)), HostKeys::single(col(f)));
+            for algo in [Algo::Phj(0, 0), Algo::Nphj] {
+                for jt in [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full, JoinType::LeftAnti, JoinType::RightSemi] {
+                    check_maps(&s, algo, &hr, &hs, jt, DEFAULT, &format!("PK-FK {what}, 8-byte keys {wide}")).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+        }
+    }
+    // FK-FK with skew on both sides.
+    let a = datagen::zipf_keys(20_000, 3000, 1.0, 4).unwrap();
+    let b = datagen::zipf_keys(30_000, 3000, 0.7, 5).unwrap();
+    let (ha, hb) = (HostKeys::single(HostColumn::U32(a)), HostKeys::single(HostColumn::U32(b)));
+    for algo in algos() {
+        for jt in JoinType::ALL {
+            check_maps(&s, algo, &ha, &hb, jt, DEFAULT, "FK-FK Zipf").unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Composite, nullable, NaN keys under every option
+// ---------------------------------------------------------------------------------------------
+
+const INT_POOL: [i64; 10] = [0, 1, -1, 2, 3, i64::MIN, i64::MAX, 0x1_0000_0000, -0x8000_0000, 42];
+const F64_POOL: [u64; 8] = [
+    0x0000_0000_0000_0000, // 0.0
+    0x8000_0000_0000_0000, // -0.0
+    0x3FF0_0000_0000_0000,
+    0x7FF0_0000_0000_0000,
+    0x7FF8_0000_0000_0000, // NaN
+    0xFFF8_0000_0000_0000, // -NaN
+    0x7FF8_0000_0000_1234, // NaN with a payload
+    0x0000_0000_0000_0001,
+];
+
+fn pool_column(ty: KeyType, rng: &mut StdRng, domain: usize, n: usize) -> HostColumn {
+    let mut idx = || rng.gen_range(0..domain);
+    match ty {
+        KeyType::I32 => HostColumn::I32((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as i32).collect()),
+        KeyType::I64 => HostColumn::I64((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()]).collect()),
+        KeyType::U32 => HostColumn::U32((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as u32).collect()),
+        KeyType::U64 => HostColumn::U64((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as u64).collect()),
+        KeyType::F32 => HostColumn::F32((0..n).map(|_| f64::from_bits(F64_POOL[idx() % F64_POOL.len()]) as f32).collect()),
+        KeyType::F64 => HostColumn::F64((0..n).map(|_| f64::from_bits(F64_POOL[idx() % F64_POOL.len()])).collect()),
+    }
+}
+
+fn pool_keys(rng: &mut StdRng, types: &[KeyType], domain: usize, n: usize, null_fraction: f64) -> HostKeys {
+    let mut k = HostKeys::default();
+    for &ty in types {
+        k.columns.push(pool_column(ty, rng, domain, n));
+        k.validity.push(if null_fraction > 0.0 { Some((0..n).map(|_| !rng.gen_bool(null_fraction)).collect()) } else { None });
+    }
+    k
+}
+
+const ALL_TYPES: [KeyType; 6] = [KeyType::I32, KeyType::I64, KeyType::U32, KeyType::U64, KeyType::F32, KeyType::F64];
+
+#[test]
+fn composite_nullable_nan_keys_match_reference_under_every_option() {
+    let Some(s) = stream("composite_nullable_nan_keys_match_reference_under_every_option") else { return };
+    let _l = lock();
+    let _t = Timed::start("composite_nullable_nan_keys_match_reference_under_every_option");
+    let sizes = prop_oneof![1 => Just(0usize), 2 => 1usize..8, 6 => 8usize..400, 1 => 2000usize..5000];
+    run(40, 0xA5_0002, (any::<u64>(), 1usize..=4, sizes.clone(), sizes, any::<bool>()), |(seed, ncols, nl, nr, weak)| {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let types: Vec<KeyType> = (0..ncols).map(|_| ALL_TYPES[rng.gen_range(0..ALL_TYPES.len())]).collect();
+        let domain = rng.gen_range(1..12);
+        let nulls = [0.0, 0.0, 0.1, 0.5][rng.gen_range(0..4)];
+        let (l, r) = (pool_keys(&mut rng, &types, domain, nl, nulls), pool_keys(&mut rng, &types, domain, nr, nulls));
+        let _w = weak.then(WeakHash::install);
+        let opts = ALL_OPTIONS[rng.gen_range(0..4)];
+        for algo in [Algo::Phj(0, 0), Algo::Phj(1, 100), Algo::Nphj] {
+            for jt in JoinType::ALL {
+                check_maps(&s, algo, &l, &r, jt, opts, &format!("types {types:?} nulls {nulls} weak hash {weak}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payloads: PHJ-UM and PHJ-OM against host gathers of the reference pairs
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PType {
+    I32,
+    U32,
+    F32,
+    I64,
+    U64,
+    F64,
+}
+
+const PTYPES: [PType; 6] = [PType::I32, PType::U32, PType::F32, PType::I64, PType::U64, PType::F64];
+
+/// A host payload column as raw bits (4- or 8-byte values), distinct per row and column.
+struct HostPayload {
+    ty: PType,
+    bits: Vec<u64>,
+}
+
+fn payload(ty: PType, n: usize, salt: u64) -> HostPayload {
+    let wide = matches!(ty, PType::I64 | PType::U64 | PType::F64);
+    let bits = (0..n as u64)
+        .map(|i| {
+            let v = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            if wide { v } else { v & 0xFFFF_FFFF }
+        })
+        .collect();
+    HostPayload { ty, bits }
+}
+
+enum DevPayload {
+    I32(DeviceBuffer<i32>),
+    U32(DeviceBuffer<u32>),
+    F32(DeviceBuffer<f32>),
+    I64(DeviceBuffer<i64>),
+    U64(DeviceBuffer<u64>),
+    F64(DeviceBuffer<f64>),
+}
+
+fn upload(s: &Stream, p: &HostPayload) -> DevPayload {
+    let b = &p.bits;
+    match p.ty {
+        PType::I32 => DevPayload::I32(s.copy_from_host(&b.iter().map(|&x| x as u32 as i32).collect::<Vec<_>>()).unwrap()),
+        PType::U32 => DevPayload::U32(s.copy_from_host(&b.iter().map(|&x| x as u32).collect::<Vec<_>>()).unwrap()),
+        PType::F32 => DevPayload::F32(s.copy_from_host(&b.iter().map(|&x| f32::from_bits(x as u32)).collect::<Vec<_>>()).unwrap()),
+        PType::I64 => DevPayload::I64(s.copy_from_host(&b.iter().map(|&x| x as i64).collect::<Vec<_>>()).unwrap()),
+        PType::U64 => DevPayload::U64(s.copy_from_host(b).unwrap()),
+        PType::F64 => DevPayload::F64(s.copy_from_host(&b.iter().map(|&x| f64::from_bits(x)).collect::<Vec<_>>()).unwrap()),
+    }
+}
+
+fn dev_column(p: &DevPayload) -> DeviceColumn<'_> {
+    match p {
+        DevPayload::I32(b) => b.view().into(),
+        DevPayload::U32(b) => b.view().into(),
+        DevPayload::F32(b) => b.view().into(),
+        DevPayload::I64(b) => b.view().into(),
+        DevPayload::U64(b) => b.view().into(),
+        DevPayload::F64(b) => b.view().into(),
+    }
+}
+
+fn payload_bits(p: &Payload) -> (PType, Vec<u64>) {
+    match p {
+        Payload::I32(b) => (PType::I32, b.to_vec().unwrap().into_iter().map(|x| x as u32 as u64).collect()),
+        Payload::U32(b) => (PType::U32, b.to_vec().unwrap().into_iter().map(|x| x as u64).collect()),
+        Payload::F32(b) => (PType::F32, b.to_vec().unwrap().into_iter().map(|x| x.to_bits() as u64).collect()),
+        Payload::I64(b) => (PType::I64, b.to_vec().unwrap().into_iter().map(|x| x as u64).collect()),
+        Payload::U64(b) => (PType::U64, b.to_vec().unwrap()),
+        Payload::F64(b) => (PType::F64, b.to_vec().unwrap().into_iter().map(|x| x.to_bits()).collect()),
+    }
+}
+
+type Row = Vec<Option<u64>>;
+
+/// The output rows of one side as payload tuples (`None` for a null row), checking types,
+/// lengths, the validity and that null rows hold zero.
+fn side_rows(m: &Materialized, cols: &[HostPayload], rows: usize, nullable: bool, what: &str) -> Result<Vec<Row>, TestCaseError> {
+    prop_assert_eq!(m.columns.len(), cols.len(), "{}: payload columns", what);
+    let got: Vec<(PType, Vec<u64>)> = m.columns.iter().map(payload_bits).collect();
+    for (c, (ty, v)) in got.iter().enumerate() {
+        prop_assert_eq!(*ty, cols[c].ty, "{}: column {} type", what, c);
+        prop_assert_eq!(v.len(), rows, "{}: column {} rows", what, c);
+    }
+    prop_assert_eq!(m.validity.is_some(), nullable, "{}: validity present", what);
+    let valid: Vec<bool> = match &m.validity {
+        Some(w) => {
+            let w = w.to_vec().unwrap();
+            prop_assert_eq!(w.len(), rows.div_ceil(32), "{}: validity words", what);
+            (0..rows).map(|k| w[k / 32] >> (k % 32) & 1 == 1).collect()
+        }
+        None => vec![true; rows],
+    };
+    let mut out = Vec::with_capacity(rows);
+    for (k, &ok) in valid.iter().enumerate() {
+        if ok {
+            out.push(got.iter().map(|(_, v)| Some(v[k])).collect());
+        } else {
+            for (c, (_, v)) in got.iter().enumerate() {
+                prop_assert_eq!(v[k], 0, "{}: null row {} holds a value in column {}", what, k, c);
+            }
+            out.push(vec![None; cols.len()]);
+        }
+    }
+    Ok(out)
+}
+
+fn expected_rows(pairs: &[(RowId, RowId)], lcols: &[HostPayload], rcols: &[HostPayload], jt: JoinType) -> Vec<Row> {
+    let side = |id: RowId, cols: &[HostPayload]| -> Row { cols.iter().map(|c| id.get().map(|i| c.bits[i as usize])).collect() };
+    let mut rows: Vec<Row> = pairs
+        .iter()
+        .map(|&(l, r)| {
+            let mut row = Vec::new();
+            if jt.has_left_map() {
+                row.extend(side(l, lcols));
+            }
+            if jt.has_right_map() {
+                row.extend(side(r, rcols));
+            }
+            row
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Runs the join with payloads in `mode` and compares the output relation with host gathers of
+/// the reference pairs (and, where returned, the maps with the reference pairs).
+#[allow(clippy::too_many_arguments)]
+fn check_payload_join(
+    s: &Stream,
+    l: &HostKeys,
+    lp: &[HostPayload],
+    r: &HostKeys,
+    rp: &[HostPayload],
+    jt: JoinType,
+    opts: JoinOptions,
+    mode: Materialization,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let what = format!("{mode:?} {jt:?} {opts:?} {what}");
+    let want_pairs = reference::join(l, r, jt, opts).unwrap();
+    let (dl, dr) = (DeviceKeys::upload(s, l).unwrap(), DeviceKeys::upload(s, r).unwrap());
+    let (bl, br): (Vec<DevPayload>, Vec<DevPayload>) = (lp.iter().map(|p| upload(s, p)).collect(), rp.iter().map(|p| upload(s, p)).collect());
+    let (cl, cr): (Vec<DeviceColumn>, Vec<DeviceColumn>) = (bl.iter().map(dev_column).collect(), br.iter().map(dev_column).collect());
+    poison_for(s, l.rows() + r.rows());
+    let out = partitioned_hash_join_with_payloads(s, &dl.keys(), &cl, &dr.keys(), &cr, jt, opts, mode).map_err(|e| fail(format!("{what}: error {e}{}", describe(l, r))))?;
+    prop_assert_eq!(out.join_type, jt);
+    prop_assert_eq!(out.rows, want_pairs.len() as u64, "{}: rows{}", what, describe(l, r));
+    let rows = out.rows as usize;
+    if let Some(maps) = &out.maps {
+        let got = canonical_pairs(maps, jt)?;
+        if got != want_pairs {
+            return Err(fail(format!("{what}: maps: {}{}", diff(&got, &want_pairs), describe(l, r))));
+        }
+    } else {
+        prop_assert_eq!(mode, Materialization::Clustered, "{}: UM returns its maps", what);
+    }
+    prop_assert_eq!(out.left.is_some(), jt.has_left_map(), "{}: left side present", what);
+    prop_assert_eq!(out.right.is_some(), jt.has_right_map(), "{}: right side present", what);
+    let lrows = match &out.left {
+        Some(m) => side_rows(m, lp, rows, jt.keeps_unmatched_right(), &format!("{what} left"))?,
+        None => vec![vec![]; rows],
+    };
+    let rrows = match &out.right {
+        Some(m) => side_rows(m, rp, rows, jt.keeps_unmatched_left(), &format!("{what} right"))?,
+        None => vec![vec![]; rows],
+    };
+    let mut got: Vec<Row> = lrows.into_iter().zip(rrows).map(|(mut a, b)| {
+        a.extend(b);
+        a
+    }).collect();
+    got.sort();
+    let want = expected_rows(&want_pairs, lp, rp, jt);
+    if got != want {
+        let k = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+        return Err(fail(format!("{what}: materialized rows differ from host gathers at sorted row {k}: {:?} vs {:?}{}", got.get(k), want.get(k), describe(l, r))));
+    }
+    Ok(())
+}
+
+#[test]
+fn materialized_payloads_match_host_gathers() {
+    let Some(s) = stream("materialized_payloads_match_host_gathers") else { return };
+    let _l = lock();
+    let _t = Timed::start("materialized_payloads_match_host_gathers");
+    run(8, 0xA5_0003, (shape_params(), 1usize..=6, 0usize..=6, any::<bool>(), 0usize..4), |(p, ncl, ncr, spread, kind)| {
+        let mut rng = StdRng::seed_from_u64(p.seed);
+        let shapes = [Shape::PkFk, Shape::FkFk, Shape::DuplicateHeavy, Shape::Zipf, Shape::OneRowLeft, Shape::EmptyRight, Shape::BigGroups];
+        let shape = shapes[rng.gen_range(0..shapes.len())];
+        let (lc, rc) = shape_codes(shape, &p);
+        // Keys: 4- or 8-byte integers (raw), floats (images), nullable or 3-column composites
+        // (the latter hashed: PHJ-OM falls back to maps).
+        let (l, r, opts) = match kind {
+            0 => (HostKeys::single(column(KeyType::U32, &lc, spread)), HostKeys::single(column(KeyType::U32, &rc, spread)), DEFAULT),
+            1 => (HostKeys::single(column(KeyType::I64, &lc, spread)), HostKeys::single(column(KeyType::I64, &rc, spread)), DEFAULT),
+            2 => {
+                let mut l = HostKeys::single(column(KeyType::F64, &lc, spread));
+                let mut r = HostKeys::single(column(KeyType::F64, &rc, spread));
+                l.validity[0] = Some((0..l.rows()).map(|_| rng.gen_bool(0.9)).collect());
+                r.validity[0] = Some((0..r.rows()).map(|_| rng.gen_bool(0.8)).collect());
+                (l, r, ALL_OPTIONS[rng.gen_range(0..4)])
+            }
+            _ => {
+                let lk: Vec<u32> = lc.iter().map(|&c| c as u32).collect();
+                let rk: Vec<u32> = rc.iter().map(|&c| c as u32).collect();
+                (datagen::composite_keys(&lk, 3).unwrap(), datagen::composite_keys(&rk, 3).unwrap(), DEFAULT)
+            }
+        };
+        let lp: Vec<HostPayload> = (0..ncl).map(|c| payload(PTYPES[rng.gen_range(0..6)], l.rows(), 100 + c as u64)).collect();
+        let rp: Vec<HostPayload> = (0..ncr).map(|c| payload(PTYPES[rng.gen_range(0..6)], r.rows(), 200 + c as u64)).collect();
+        for mode in [Materialization::Unclustered, Materialization::Clustered] {
+            for jt in JoinType::ALL {
+                for &(bits, split) in &TUNINGS[..2] {
+                    let _t = Tuning::set(bits, split);
+                    let what = format!("shape {shape:?} key kind {kind} spread {spread}, {ncl} + {ncr} payloads, tuning {bits}/{split}");
+                    check_payload_join(&s, &l, &lp, &r, &rp, jt, opts, mode, &what)?;
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Determinism, statistics, memory, errors
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn outputs_are_identical_across_runs() {
+    let Some(s) = stream("outputs_are_identical_across_runs") else { return };
+    let _l = lock();
+    let _t = Timed::start("outputs_are_identical_across_runs");
+    let mut rng = StdRng::seed_from_u64(7);
+    // Duplicates on both sides (grouped build chunks, multi-match expansion), misses, skew.
+    let a: Vec<u32> = datagen::zipf_keys(9000, 700, 1.1, 8).unwrap();
+    let b: Vec<u32> = (0..15000).map(|_| rng.gen_range(0..900)).collect();
+    let (ha, hb) = (HostKeys::single(HostColumn::U32(a.clone())), HostKeys::single(HostColumn::U32(b.clone())));
+    for algo in algos() {
+        for jt in JoinType::ALL {
+            let first = gpu_maps(&s, algo, &ha, &hb, jt, DEFAULT).unwrap().pairs().unwrap();
+            let second = gpu_maps(&s, algo, &ha, &hb, jt, DEFAULT).unwrap().pairs().unwrap();
+            assert_eq!(first.len(), second.len(), "{algo:?} {jt:?}");
+            assert!(first == second, "{algo:?} {jt:?}: the two runs differ in order or content");
+            let want = reference::join(&ha, &hb, jt, DEFAULT).unwrap();
+            let mut got = first;
+            reference::sort_pairs(&mut got);
+            assert_eq!(got, want, "{algo:?} {jt:?}");
+        }
+    }
+    // PHJ-OM payload columns, in order.
+    let (dk, dl) = (s.copy_from_host(&a).unwrap(), s.copy_from_host(&b).unwrap());
+    let pa: Vec<u64> = (0..a.len() as u64).map(|i| i * 3 + 1).collect();
+    let pb: Vec<f32> = (0..b.len()).map(|i| i as f32 * 0.5).collect();
+    let (dpa, dpb) = (s.copy_from_host(&pa).unwrap(), s.copy_from_host(&pb).unwrap());
+    for jt in [JoinType::Inner, JoinType::Full, JoinType::LeftSemi] {
+        let once = || -> (Vec<u64>, Vec<u64>) {
+            poison_for(&s, 30_000);
+            let out = partitioned_hash_join_with_payloads(&s, &Keys::single(dk.view()), &[dpa.view().into()], &Keys::single(dl.view()), &[dpb.view().into()], jt, DEFAULT, Materialization::Clustered)
+                .unwrap();
+            let l = out.left.as_ref().map_or(vec![], |m| payload_bits(&m.columns[0]).1);
+            let r = out.right.as_ref().map_or(vec![], |m| payload_bits(&m.columns[0]).1);
+            (l, r)
+        };
+        assert!(once() == once(), "PHJ-OM {jt:?}: the two runs differ");
+    }
+}
+
+#[test]
+fn stats_report_phases_and_partitioning() {
+    let Some(s) = stream("stats_report_phases_and_partitioning") else { return };
+    let _l = lock();
+    let _t = Timed::start("stats_report_phases_and_partitioning");
+    let r = datagen::shuffled_dense_keys(1 << 18, 1).unwrap();
+    let f = datagen::foreign_keys_uniform(1 << 18, 1 << 19, 2).unwrap();
+    let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+    let (kr, kf) = (Keys::single(dr.view()), Keys::single(df.view()));
+    let out = partitioned_hash_join(&s, &kr, &kf, JoinType::Inner, DEFAULT, Materialization::Unclustered).unwrap();
+    let st = out.stats;
+    assert_eq!(out.maps.rows(), 1 << 19);
+    assert_eq!(st.partition_bits, 8, "2^18 build rows at ~1024 per partition");
+    assert_eq!(st.build_side, Some(Side::Left));
+    assert!(!st.mixed_keys, "dense keys partition well on their own bits");
+    assert!(st.single_pass, "an inner PK-FK join takes the single pass");
+    assert!(st.work_items >= 256, "{st:?}");
+    assert!(st.transform_ms > 0.0 && st.match_ms > 0.0 && st.materialize_ms >= 0.0, "{st:?}");
+    assert!((st.total_ms - (st.transform_ms + st.match_ms + st.materialize_ms)).abs() < 1e-3, "{st:?}");
+    assert!(st.peak_memory_bytes >= ((1u64 << 18) + (1 << 19)) * 4, "{st:?}");
+    let h = hash_join_with_stats(&s, &kr, &kf, JoinType::Inner, DEFAULT).unwrap();
+    assert_eq!(h.maps.rows(), 1 << 19);
+    assert_eq!(h.stats.partition_bits, 0);
+    assert!(h.stats.transform_ms > 0.0 && h.stats.match_ms > 0.0, "{:?}", h.stats);
+    // Duplicate build keys: the speculative single pass gives up, the two passes run.
+    let g = datagen::foreign_keys_uniform(1 << 18, 1 << 19, 3).unwrap();
+    let dg = s.copy_from_host(&g).unwrap();
+    let out = partitioned_hash_join(&s, &Keys::single(df.view()), &Keys::single(dg.view()), JoinType::Inner, DEFAULT, Materialization::Unclustered).unwrap();
+    assert!(!out.stats.single_pass);
+    let (hf, hg) = (HostKeys::single(HostColumn::U32(f.clone())), HostKeys::single(HostColumn::U32(g)));
+    assert_eq!(out.maps.rows(), reference::join_size(&hf, &hg, JoinType::Inner, DEFAULT).unwrap());
+    assert_eq!(out.maps.rows(), 1 << 20);
+    // Keys crowding one partition on their low bits are mixed.
+    let crowded: Vec<u64> = r.iter().map(|&k| (k as u64) << 32).collect();
+    let fc: Vec<u64> = f.iter().map(|&k| (k as u64) << 32).collect();
+    let (dc, dfc) = (s.copy_from_host(&crowded).unwrap(), s.copy_from_host(&fc).unwrap());
+    let out = partitioned_hash_join(&s, &Keys::single(dc.view()), &Keys::single(dfc.view()), JoinType::Inner, DEFAULT, Materialization::Unclustered).unwrap();
+    assert!(out.stats.mixed_keys);
+    assert_eq!(out.maps.rows(), 1 << 19);
+}
+
+#[test]
+fn om_peak_memory_is_at_most_um() {
+    let Some(s) = stream("om_peak_memory_is_at_most_um") else { return };
+    let _l = lock();
+    let _t = Timed::start("om_peak_memory_is_at_most_um");
+    // The paper's Table 5 workload shape: a 4-byte key and a 4-byte payload per side, |S| = 2|R|.
+    let (nr, ns) = (1usize << 21, 1usize << 22);
+    let r = datagen::shuffled_dense_keys(nr, 11).unwrap();
+    let f = datagen::foreign_keys_uniform(nr, ns, 12).unwrap();
+    let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+    let (pr, pf) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+    let mut peaks = Vec::new();
+    for mode in [Materialization::Unclustered, Materialization::Clustered] {
+        s.synchronize().unwrap();
+        let out = partitioned_hash_join_with_payloads(&s, &Keys::single(dr.view()), &[pr.view().into()], &Keys::single(df.view()), &[pf.view().into()], JoinType::Inner, DEFAULT, mode)
+            .unwrap();
+        assert_eq!(out.rows, ns as u64);
+        // Payloads equal keys: every output row pairs equal values.
+        let l = payload_bits(&out.left.as_ref().unwrap().columns[0]).1;
+        let rr = payload_bits(&out.right.as_ref().unwrap().columns[0]).1;
+        assert!(l == rr, "{mode:?}: rows pair unequal keys");
+        println!("{mode:?}: {:?}", out.stats);
+        peaks.push(out.stats.peak_memory_bytes);
+        drop(out);
+    }
+    assert!(peaks[1] <= peaks[0], "PHJ-OM peak {} > PHJ-UM peak {}", peaks[1], peaks[0]);
+}
+
+#[test]
+fn large_pk_fk_join_pairs_equal_keys() {
+    let Some(s) = stream("large_pk_fk_join_pairs_equal_keys") else { return };
+    let _l = lock();
+    let _t = Timed::start("large_pk_fk_join_pairs_equal_keys");
+    // Real partition bits (12 for 2^22 build rows) and thousands of work items.
+    let (nr, ns) = (1usize << 22, 1usize << 23);
+    let r = datagen::shuffled_dense_keys(nr, 21).unwrap();
+    let f = datagen::foreign_keys_match_ratio(nr, ns, 0.75, 22).unwrap();
+    let hits = f.iter().filter(|&&k| (k as usize) < nr).count() as u64;
+    let r64: Vec<u64> = r.iter().map(|&k| k as u64 * 3).collect();
+    let f64_: Vec<u64> = f.iter().map(|&k| k as u64 * 3).collect();
+    let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+    let (dr8, df8) = (s.copy_from_host(&r64).unwrap(), s.copy_from_host(&f64_).unwrap());
+    for eight in [false, true] {
+        let (kr, kf, pr, pf): (Keys, Keys, DeviceColumn, DeviceColumn) = if eight {
+            (Keys::single(dr8.view()), Keys::single(df8.view()), dr8.view().into(), df8.view().into())
+        } else {
+            (Keys::single(dr.view()), Keys::single(df.view()), dr.view().into(), df.view().into())
+        };
+        for mode in [Materialization::Unclustered, Materialization::Clustered] {
+            for jt in [JoinType::Inner, JoinType::Right] {
+                let out = partitioned_hash_join_with_payloads(&s, &kr, &[pr], &kf, &[pf, pf], jt, DEFAULT, mode);
+                let out = out.unwrap();
+                let want = if jt == JoinType::Inner { hits } else { ns as u64 };
+                assert_eq!(out.rows, want, "{mode:?} {jt:?} 8-byte {eight}");
+                let l = payload_bits(&out.left.as_ref().unwrap().columns[0]).1;
+                let rr = payload_bits(&out.right.as_ref().unwrap().columns[0]).1;
+                let valid_l = out.left.as_ref().unwrap().validity.as_ref().map(|w| w.to_vec().unwrap());
+                let mut matched = 0u64;
+                for k in 0..out.rows as usize {
+                    let lv = match &valid_l {
+                        Some(w) => w[k / 32] >> (k % 32) & 1 == 1,
+                        None => true,
+                    };
+                    if lv {
+                        assert_eq!(l[k], rr[k], "{mode:?} {jt:?}: row {k} pairs unequal keys");
+                        matched += 1;
+                    }
+                }
+                assert_eq!(matched, hits, "{mode:?} {jt:?} 8-byte {eight}");
+            }
+        }
+        let maps = hash_join(&s, &kr, &kf, JoinType::Inner, DEFAULT).unwrap();
+        assert_eq!(maps.rows(), hits);
+    }
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    let Some(s) = stream("bad_arguments_are_errors") else { return };
+    let _l = lock();
+    let _t = Timed::start("bad_arguments_are_errors");
+    let a = s.copy_from_host(&[1u32, 2, 3]).unwrap();
+    let b = s.copy_from_host(&[1u64, 2]).unwrap();
+    let short = s.copy_from_host(&[1i32, 2]).unwrap();
+    let (ka, kb) = (Keys::single(a.view()), Keys::single(b.view()));
+    assert!(partitioned_hash_join(&s, &ka, &kb, JoinType::Inner, DEFAULT, Materialization::Unclustered).is_err(), "key types differ");
+    assert!(hash_join(&s, &ka, &kb, JoinType::Inner, DEFAULT).is_err(), "key types differ");
+    for mode in [Materialization::Unclustered, Materialization::Clustered] {
+        let r = partitioned_hash_join_with_payloads(&s, &ka, &[short.view().into()], &ka, &[], JoinType::Inner, DEFAULT, mode);
+        assert!(r.is_err(), "{mode:?}: a payload column shorter than its keys");
+    }
+}
+
+#[test]
+fn documentation_examples_hold() {
+    let Some(s) = stream("documentation_examples_hold") else { return };
+    let _l = lock();
+    let _t = Timed::start("documentation_examples_hold");
+    let r = s.copy_from_host(&[3u32, 1, 2]).unwrap();
+    let f = s.copy_from_host(&[2u32, 2, 3, 9]).unwrap();
+    let out = partitioned_hash_join(&s, &Keys::single(r.view()), &Keys::single(f.view()), JoinType::Inner, DEFAULT, Materialization::Unclustered).unwrap();
+    let mut pairs = out.maps.pairs().unwrap();
+    pairs.sort();
+    let id = |i| RowId::new(i).unwrap();
+    assert_eq!(pairs, vec![(id(0), id(2)), (id(2), id(0)), (id(2), id(1))]);
+    let a = s.copy_from_host(&[5i64, 7]).unwrap();
+    let b = s.copy_from_host(&[7i64, 7, 8]).unwrap();
+    let maps = hash_join(&s, &Keys::single(a.view()), &Keys::single(b.view()), JoinType::Full, DEFAULT).unwrap();
+    assert_eq!(maps.rows(), 4);
+    let rk = s.copy_from_host(&[1u32, 2, 3]).unwrap();
+    let price = s.copy_from_host(&[10.0f64, 20.0, 30.0]).unwrap();
+    let sk = s.copy_from_host(&[3u32, 3, 1]).unwrap();
+    let qty = s.copy_from_host(&[7i32, 8, 9]).unwrap();
+    let out = partitioned_hash_join_with_payloads(&s, &Keys::single(rk.view()), &[price.view().into()], &Keys::single(sk.view()), &[qty.view().into()], JoinType::Inner, DEFAULT, Materialization::Clustered)
+        .unwrap();
+    assert_eq!(out.rows, 3);
+    let Payload::F64(p) = &out.left.as_ref().unwrap().columns[0] else { panic!("an f64 column") };
+    let mut p = p.to_vec().unwrap();
+    p.sort_by(f64::total_cmp);
+    assert_eq!(p, vec![10.0, 30.0, 30.0]);
+}
