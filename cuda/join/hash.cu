@@ -27,24 +27,6 @@ using namespace gj;
 
 constexpr uint32_t FULL = 0xffffffffu;
 
-__device__ __forceinline__ uint32_t fmix32(uint32_t h) {
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h;
-}
-
-__device__ __forceinline__ uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 // Slot of a key in a shared-memory table: all bits of the key count, so keys that share their
 // low (partition) bits still spread.
 __device__ __forceinline__ uint32_t slot_hash(uint32_t k) { return fmix32(k ^ 0x9E3779B9u); }
@@ -747,17 +729,9 @@ extern "C" int gj_h_expand(void *temp, size_t *temp_bytes, const uint64_t *offse
                            const uint32_t *start, const uint32_t *count, const uint32_t *probe_ids,
                            const uint32_t *build_ids, uint32_t *out_probe, uint32_t *out_build, gj_h_stream_t s) {
   (void)count;
-  int64_t tiles = (total + n + ENV - 1) / ENV;
-  size_t need = sizeof(int64_t) * (tiles + 1);
-  if (!temp) {
-    *temp_bytes = need;
-    return 0;
-  }
-  if (*temp_bytes < need) return (int)cudaErrorInvalidValue;
-  if (total == 0) return 0;
-  int64_t *parts = (int64_t *)temp;
-  int rc = lbs_partition(offsets, n, total, ENV, parts, (cudaStream_t)s);
-  if (rc) return rc;
+  int64_t *parts = nullptr, tiles = 0;
+  int rc = lbs_setup(temp, temp_bytes, offsets, n, total, ENV, (cudaStream_t)s, &parts, &tiles);
+  if (rc != 0) return rc < 0 ? 0 : rc;
   expand_kernel<<<(unsigned)tiles, ENT, 0, (cudaStream_t)s>>>(offsets, n, total, parts, start, count, probe_ids,
                                                              build_ids, out_probe, out_build);
   return launch_status();

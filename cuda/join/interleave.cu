@@ -111,20 +111,6 @@ __global__ void __launch_bounds__(NT) expand_n_kernel(const uint64_t *offsets, i
   });
 }
 
-int expand_common(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t num_runs, int64_t total,
-                  cudaStream_t s, int64_t **parts_out, int64_t *tiles_out) {
-  int64_t tiles = (total + num_runs + NV - 1) / NV;
-  size_t need = sizeof(int64_t) * (tiles + 1);
-  if (!temp) {
-    *temp_bytes = need;
-    return -1;
-  }
-  if (*temp_bytes < need) return (int)cudaErrorInvalidValue;
-  if (total == 0) return -1;
-  *parts_out = (int64_t *)temp;
-  *tiles_out = tiles;
-  return lbs_partition(offsets, num_runs, total, NV, *parts_out, s);
-}
 }  // namespace
 
 extern "C" int gj_j_interleave_derive(const uint64_t *image, int64_t n, int tbits, uint64_t table, uint64_t *keys,
@@ -146,7 +132,7 @@ extern "C" int gj_j_interleave_expand(void *temp, size_t *temp_bytes, const uint
                                       const uint32_t *ids, uint32_t n_left, gj_j_kind kind, uint32_t *out_a,
                                       uint32_t *out_b, gj_j_stream_t s) {
   int64_t *parts = nullptr, tiles = 0;
-  int rc = expand_common(temp, temp_bytes, offsets, num_runs, total, (cudaStream_t)s, &parts, &tiles);
+  int rc = lbs_setup(temp, temp_bytes, offsets, num_runs, total, NV, (cudaStream_t)s, &parts, &tiles);
   if (rc != 0) return rc < 0 ? 0 : rc;
   expand_kernel<<<(unsigned)tiles, NT, 0, (cudaStream_t)s>>>(offsets, num_runs, total, parts, runs, len, start, ids,
                                                              n_left, kind, out_a, out_b);
@@ -165,7 +151,7 @@ extern "C" int gj_j_interleave_expand_n(void *temp, size_t *temp_bytes, const ui
                                         int64_t total, const uint32_t *len, const uint32_t *start, const uint32_t *ids,
                                         const uint32_t *table_base, int tables, uint32_t *out, gj_j_stream_t s) {
   int64_t *parts = nullptr, tiles = 0;
-  int rc = expand_common(temp, temp_bytes, offsets, num_runs, total, (cudaStream_t)s, &parts, &tiles);
+  int rc = lbs_setup(temp, temp_bytes, offsets, num_runs, total, NV, (cudaStream_t)s, &parts, &tiles);
   if (rc != 0) return rc < 0 ? 0 : rc;
   expand_n_kernel<<<(unsigned)tiles, NT, 0, (cudaStream_t)s>>>(offsets, num_runs, total, parts, len, start, ids,
                                                                table_base, tables, out);

@@ -35,15 +35,6 @@ __global__ void image_kernel(const T *col, const uint32_t *validity, int64_t n, 
   }
 }
 
-__device__ __forceinline__ uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 __global__ void derive_key_kernel(const uint64_t *img0, const uint64_t *img1, const uint64_t *img2,
                                   const uint64_t *img3, int w0, int w1, int w2, int w3, int ncols,
                                   const uint8_t *flags, int64_t n, bool hash, bool null_equal, bool nan_never,

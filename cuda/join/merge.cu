@@ -42,17 +42,9 @@ extern "C" int gj_j_merge_counts(const uint32_t *lb, const uint32_t *ub, int64_t
 extern "C" int gj_j_merge_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t n, int64_t total,
                                  const uint32_t *lb, const uint32_t *ub, const uint32_t *a_rows,
                                  const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b, gj_j_stream_t s) {
-  int64_t tiles = (total + n + NV - 1) / NV;
-  size_t need = sizeof(int64_t) * (tiles + 1);
-  if (!temp) {
-    *temp_bytes = need;
-    return 0;
-  }
-  if (*temp_bytes < need) return (int)cudaErrorInvalidValue;
-  if (total == 0) return 0;
-  int64_t *parts = (int64_t *)temp;
-  int rc = lbs_partition(offsets, n, total, NV, parts, (cudaStream_t)s);
-  if (rc) return rc;
+  int64_t *parts = nullptr, tiles = 0;
+  int rc = lbs_setup(temp, temp_bytes, offsets, n, total, NV, (cudaStream_t)s, &parts, &tiles);
+  if (rc != 0) return rc < 0 ? 0 : rc;
   merge_expand_kernel<<<(unsigned)tiles, NT, 0, (cudaStream_t)s>>>(offsets, n, total, parts, lb, ub, a_rows, b_rows,
                                                                    out_a, out_b);
   return launch_status();

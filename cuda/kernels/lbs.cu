@@ -20,18 +20,9 @@ __global__ void __launch_bounds__(NT) lbs_kernel(const uint64_t *offsets, int64_
 extern "C" int gj_k_load_balancing_search(void *temp, size_t *temp_bytes, const uint64_t *offsets,
                                           int64_t num_segments, int64_t total, uint32_t *segments,
                                           uint32_t *ranks, gj_k_stream_t s) {
-  int64_t num_tiles = (total + num_segments + NV - 1) / NV;
-  size_t need = sizeof(int64_t) * (num_tiles + 1);
-  if (!temp) {
-    *temp_bytes = need;
-    return 0;
-  }
-  if (*temp_bytes < need) return (int)cudaErrorInvalidValue;
-  if (total == 0) return 0;
-  cudaStream_t stream = static_cast<cudaStream_t>(s);
-  int64_t *parts = static_cast<int64_t *>(temp);
-  int rc = lbs_partition(offsets, num_segments, total, NV, parts, stream);
-  if (rc) return rc;
-  lbs_kernel<<<(unsigned)num_tiles, NT, 0, stream>>>(offsets, num_segments, total, parts, segments, ranks);
+  int64_t *parts = nullptr, num_tiles = 0;
+  int rc = lbs_setup(temp, temp_bytes, offsets, num_segments, total, NV, static_cast<cudaStream_t>(s), &parts, &num_tiles);
+  if (rc != 0) return rc < 0 ? 0 : rc;
+  lbs_kernel<<<(unsigned)num_tiles, NT, 0, static_cast<cudaStream_t>(s)>>>(offsets, num_segments, total, parts, segments, ranks);
   return launch_status();
 }

@@ -12,9 +12,11 @@
 //! Every test holds [`LOCK`]: the tuning knobs (`hash_join_tuning_for_tests`), the hash mask
 //! (`set_hash_mask_for_tests`) and the peak-memory counter are process-wide.
 
+mod common;
+use common::{canonical_pairs, diff, fail, stream, uniform};
+
 use std::sync::{Mutex, MutexGuard};
 
-use gpujoin_device::testing::device_or_skip;
 use gpujoin_device::{DeviceBuffer, Stream};
 use gpujoin_join::reference;
 use gpujoin_join::{
@@ -76,10 +78,6 @@ impl Drop for WeakHash {
 /// chunks) with small probe ranges; a few bits.
 const TUNINGS: [(u32, u32); 3] = [(0, 0), (1, 300), (3, 0)];
 
-fn stream(test: &str) -> Option<Stream> {
-    device_or_skip(test).map(|d| d.new_stream().expect("stream"))
-}
-
 /// Prints how long a test took (on drop).
 struct Timed(&'static str, std::time::Instant);
 
@@ -113,10 +111,6 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
     }
 }
 
-fn fail(msg: impl Into<String>) -> TestCaseError {
-    TestCaseError::fail(msg.into())
-}
-
 const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan };
 
 const ALL_OPTIONS: [JoinOptions; 4] = [
@@ -148,34 +142,6 @@ fn gpu_maps(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, op
         }
         Algo::Nphj => hash_join(s, &dl.keys(), &dr.keys(), jt, opts),
     }
-}
-
-fn canonical_pairs(maps: &GatherMaps, jt: JoinType) -> Result<Vec<(RowId, RowId)>, TestCaseError> {
-    prop_assert_eq!(maps.join_type(), jt);
-    let (l, r) = maps.to_host().map_err(|e| fail(format!("{jt:?}: reading the maps: {e}")))?;
-    let pairs = reference::try_pairs_from_maps(&l, &r, jt)
-        .map_err(|e| fail(format!("{jt:?}: malformed gather maps ({} left, {} right entries): {e}", l.len(), r.len())))?;
-    prop_assert_eq!(maps.rows(), pairs.len() as u64, "{:?}: rows()", jt);
-    Ok(pairs)
-}
-
-fn diff(got: &[(RowId, RowId)], want: &[(RowId, RowId)]) -> String {
-    let (mut i, mut j) = (0, 0);
-    let (mut missing, mut extra) = (Vec::new(), Vec::new());
-    while i < got.len() || j < want.len() {
-        if j == want.len() || (i < got.len() && got[i] < want[j]) {
-            extra.push(got[i]);
-            i += 1;
-        } else if i == got.len() || want[j] < got[i] {
-            missing.push(want[j]);
-            j += 1;
-        } else {
-            i += 1;
-            j += 1;
-        }
-    }
-    let head = |v: &[(RowId, RowId)]| format!("{:?}", &v[..v.len().min(12)]);
-    format!("{} rows, expected {}; {} missing (first {}), {} extra (first {})", got.len(), want.len(), missing.len(), head(&missing), extra.len(), head(&extra))
 }
 
 fn describe(l: &HostKeys, r: &HostKeys) -> String {
@@ -270,10 +236,6 @@ struct ShapeParams {
 
 fn shape_params() -> impl Strategy<Value = ShapeParams> {
     (any::<u64>(), 2usize..64, 200usize..2000, 2000usize..12_000).prop_map(|(seed, small, mid, big)| ShapeParams { seed, small, mid, big })
-}
-
-fn uniform(rng: &mut StdRng, n: usize, domain: u64) -> Vec<u64> {
-    (0..n).map(|_| rng.gen_range(0..domain.max(1))).collect()
 }
 
 fn shape_codes(shape: Shape, p: &ShapeParams) -> (Vec<u64>, Vec<u64>) {

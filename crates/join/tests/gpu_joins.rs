@@ -18,10 +18,12 @@
 //! fused per-tile path. The tests that run the merge join on both paths hold [`PATH_LOCK`] (never
 //! together with [`LOCK`]), so that each path they mean to test is the one taken.
 
+mod common;
+use common::{canonical_pairs, diff, fail, stream, uniform};
+
 use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard};
 
-use gpujoin_device::testing::device_or_skip;
 use gpujoin_device::{DeviceBuffer, Error, Pod, Stream};
 use gpujoin_join::reference::{self, vectors};
 use gpujoin_join::{
@@ -101,10 +103,6 @@ impl Drop for PathGuard {
 
 const MERGE_PATHS: [MergePath; 2] = [MergePath::Default, MergePath::General];
 
-fn stream(test: &str) -> Option<Stream> {
-    device_or_skip(test).map(|d| d.new_stream().expect("stream"))
-}
-
 /// Fills recently freed pool memory with POISON, so internally allocated buffers that a kernel
 /// fails to write show up as garbage rather than as stale correct-looking data.
 fn poison_pool(s: &Stream, bytes: usize) {
@@ -127,10 +125,6 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
     if let Err(e) = r.run(&strat, f) {
         panic!("{e}");
     }
-}
-
-fn fail(msg: impl Into<String>) -> TestCaseError {
-    TestCaseError::fail(msg.into())
 }
 
 const DEFAULT: JoinOptions =
@@ -200,45 +194,6 @@ fn gpu_join(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, op
             }
         }
     }
-}
-
-/// The maps as canonical pairs, after checking their shape (semi/anti joins have one map; the
-/// others two of equal length) and `rows()`.
-fn canonical_pairs(maps: &GatherMaps, jt: JoinType) -> Result<Vec<(RowId, RowId)>, TestCaseError> {
-    prop_assert_eq!(maps.join_type(), jt);
-    let (l, r) = maps.to_host().map_err(|e| fail(format!("{jt:?}: reading the maps: {e}")))?;
-    let pairs = reference::try_pairs_from_maps(&l, &r, jt)
-        .map_err(|e| fail(format!("{jt:?}: malformed gather maps ({} left, {} right entries): {e}", l.len(), r.len())))?;
-    prop_assert_eq!(maps.rows(), pairs.len() as u64, "{:?}: rows()", jt);
-    Ok(pairs)
-}
-
-/// What differs between two canonical pair lists (both sorted).
-fn diff(got: &[(RowId, RowId)], want: &[(RowId, RowId)]) -> String {
-    let (mut i, mut j) = (0, 0);
-    let (mut missing, mut extra) = (Vec::new(), Vec::new());
-    while i < got.len() || j < want.len() {
-        if j == want.len() || (i < got.len() && got[i] < want[j]) {
-            extra.push(got[i]);
-            i += 1;
-        } else if i == got.len() || want[j] < got[i] {
-            missing.push(want[j]);
-            j += 1;
-        } else {
-            i += 1;
-            j += 1;
-        }
-    }
-    let head = |v: &[(RowId, RowId)]| format!("{:?}", &v[..v.len().min(12)]);
-    format!(
-        "{} rows, expected {}; {} missing (first {}), {} extra (first {})",
-        got.len(),
-        want.len(),
-        missing.len(),
-        head(&missing),
-        extra.len(),
-        head(&extra)
-    )
 }
 
 fn describe(l: &HostKeys, r: &HostKeys) -> String {
@@ -376,10 +331,6 @@ struct ShapeParams {
 
 fn shape_params() -> impl Strategy<Value = ShapeParams> {
     (any::<u64>(), 2usize..64, 200usize..2000, 2000usize..20_000).prop_map(|(seed, small, mid, big)| ShapeParams { seed, small, mid, big })
-}
-
-fn uniform(rng: &mut StdRng, n: usize, domain: u64) -> Vec<u64> {
-    (0..n).map(|_| rng.gen_range(0..domain.max(1))).collect()
 }
 
 /// Left and right key codes of `shape`.

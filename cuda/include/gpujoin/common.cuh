@@ -30,6 +30,24 @@ __device__ __forceinline__ bool less(T a, T b) { return ordered(a) < ordered(b);
 template <class T>
 __device__ __forceinline__ bool less_eq(T a, T b) { return ordered(a) <= ordered(b); }
 
+// MurmurHash3's finalizers: bijective mixes of all input bits.
+__device__ __forceinline__ uint32_t fmix32(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+__device__ __forceinline__ uint64_t fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
 inline int blocks_for(int64_t n, int per_block, int cap = 1 << 30) {
   int64_t b = (n + per_block - 1) / per_block;
   if (b < 1) b = 1;

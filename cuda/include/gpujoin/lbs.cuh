@@ -19,6 +19,24 @@ inline int lbs_partition(const uint64_t *offsets, int64_t num_segments, int64_t 
   return launch_status();
 }
 
+// The two-phase set-up every load-balancing-search expansion shares: with temp == NULL it writes
+// the partition bytes needed into *temp_bytes; otherwise it partitions the merge of items and
+// segment offsets into tiles of nv. Returns < 0 when there is nothing to launch (size query or no
+// items), 0 when the caller launches *tiles blocks over *parts, or a cudaError_t.
+inline int lbs_setup(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t num_segments, int64_t total,
+                     int64_t nv, cudaStream_t stream, int64_t **parts, int64_t *tiles) {
+  *tiles = (total + num_segments + nv - 1) / nv;
+  size_t need = sizeof(int64_t) * (*tiles + 1);
+  if (!temp) {
+    *temp_bytes = need;
+    return -1;
+  }
+  if (*temp_bytes < need) return (int)cudaErrorInvalidValue;
+  if (total == 0) return -1;
+  *parts = static_cast<int64_t *>(temp);
+  return lbs_partition(offsets, num_segments, total, nv, *parts, stream);
+}
+
 // One block's share of a load-balancing search. For each item it calls
 // emit(item, segment, rank). `shared` must hold NT*VT + 2 uint64_t.
 template <int NT, int VT, class Emit>
