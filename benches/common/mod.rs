@@ -95,7 +95,8 @@ impl Harness {
     }
 
     /// Benchmarks one case: `f` queues the work on the stream (it must not synchronize unless
-    /// the algorithm itself does). `bytes` is the case's byte floor numerator.
+    /// the algorithm itself does). `bytes` is the case's byte floor numerator; Criterion reports
+    /// elements per second, and the RESULT line adds bytes per second.
     pub fn case(&mut self, group: &str, case: &str, bytes: u64, elements: u64, mut f: impl FnMut(&Stream)) {
         let stream = self.stream.clone();
         for _ in 0..2 {
@@ -124,7 +125,12 @@ impl Harness {
         }
         let ms = median(&mut samples);
         let floor = self.floor_ms(bytes);
-        println!("RESULT {group}/{case}: median {ms:.4} ms, byte floor {floor:.4} ms ({:.0}% of copy bandwidth)", 100.0 * floor / ms);
+        println!(
+            "RESULT {group}/{case}: median {ms:.4} ms, byte floor {floor:.4} ms ({:.0}% of copy bandwidth); {:.1} G elements/s, {:.1} GB/s of floor bytes",
+            100.0 * floor / ms,
+            elements as f64 / (ms * 1e6),
+            bytes as f64 / (ms * 1e6)
+        );
         self.push_row(group, case, ms, floor);
     }
 
