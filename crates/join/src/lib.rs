@@ -29,4 +29,8 @@ pub use interleave::{interleave_join, interleave_join_many};
 pub use keys::{pack_validity, set_hash_mask_for_tests, DeviceColumn, DeviceKeys, KeyColumn, Keys};
 pub use maps::{map_validity, materialize, materialize_unchecked, GatherMaps, Materialized, Payload, Side};
 pub use sort_merge::{force_general_merge_path_for_tests, sort_merge_join, sort_merge_join_size, sorted_merge_join, SortedKey};
+
+/// The exact row count of an equi-join of `left` and `right` (any join type, any keys), without
+/// allocating the output when the keys pack into 64 bits: [`sort_merge_join_size`].
+pub use sort_merge::sort_merge_join_size as join_size;
 pub use types::*;
