@@ -63,9 +63,14 @@ struct FusedShared {
   K keys[FNV];
   uint32_t lb[FNV];     // lower bound of each A item of the tile (global B index)
   uint32_t cnt[FNV];    // equal B items per A item
-  uint32_t scan[FNV];   // exclusive scan of output rows per A item (pass 2)
   uint64_t tail;        // B items equal to the first B key after the tile, from there on
   uint64_t red[FNT / 32];
+};
+
+// The write pass also scans the tile's output rows.
+template <class K>
+struct FusedWriteShared : FusedShared<K> {
+  uint32_t scan[FNV];   // exclusive scan of output rows per A item
 };
 
 template <class K>
@@ -84,25 +89,37 @@ __device__ __forceinline__ void fused_tile(const K *a, int64_t a_len, const K *b
   na = (int)(a1 - a0);
   const int nb = (int)(b1 - b0);
   K *ta = sh.keys, *tb = sh.keys + na;
+  // The probes of the tail search are issued with the tile loads rather than after them.
+  const bool may_continue = tid == 0 && b1 < b_len && na > 0;
+  K last_a = K(), next_b = K(), next_b1 = K();
+  if (may_continue) {
+    last_a = a[a1 - 1];
+    next_b = b[b1];
+    if (b1 + 1 < b_len) next_b1 = b[b1 + 1];
+  }
   for (int i = tid; i < na + nb; i += FNT) sh.keys[i] = i < na ? a[a0 + i] : b[b0 + (i - na)];
   if (tid == 0) {
     // Galloping count of the B run that continues past the tile (only its key can continue).
     uint64_t t = 0;
-    if (b1 < b_len && na > 0 && keq(a[a1 - 1], b[b1])) {
-      K key = b[b1];
-      int64_t lo = b1, step = 1, hi = b1 + 1;  // B[lo] == key
-      while (hi < b_len && keq(b[hi], key)) {
-        lo = hi;
-        step <<= 1;
-        hi = lo + step;
+    if (may_continue && keq(last_a, next_b)) {
+      const K key = next_b;
+      if (!(b1 + 1 < b_len && keq(next_b1, key))) {
+        t = 1;  // the prefetched second probe ends the run: no further load
+      } else {
+        int64_t lo = b1 + 1, step = 2, hi = lo + step;  // B[lo] == key
+        while (hi < b_len && keq(b[hi], key)) {
+          lo = hi;
+          step <<= 1;
+          hi = lo + step;
+        }
+        if (hi > b_len) hi = b_len;
+        while (hi - lo > 1) {  // B[lo] == key, B[hi] != key or hi == b_len
+          int64_t mid = (lo + hi) >> 1;
+          if (keq(b[mid], key)) lo = mid;
+          else hi = mid;
+        }
+        t = (uint64_t)(lo + 1 - b1);
       }
-      if (hi > b_len) hi = b_len;
-      while (hi - lo > 1) {  // B[lo] == key, B[hi] != key or hi == b_len
-        int64_t mid = (lo + hi) >> 1;
-        if (keq(b[mid], key)) lo = mid;
-        else hi = mid;
-      }
-      t = (uint64_t)(lo + 1 - b1);
     }
     sh.tail = t;
   }
@@ -198,7 +215,7 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
                                                           const int64_t *parts, bool keep_unmatched,
                                                           const uint64_t *tile_offsets, const uint32_t *a_rows,
                                                           const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
-  __shared__ FusedShared<K> sh;
+  __shared__ FusedWriteShared<K> sh;
   int64_t a0;
   int na;
   fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, nullptr);
