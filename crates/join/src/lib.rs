@@ -3,12 +3,13 @@
 //! Relational joins on the GPU. Every algorithm returns [`GatherMaps`] (left and right
 //! [`RowId`]s with an explicit [`RowId::NONE`] for the null side of outer rows); payload columns
 //! are gathered through them separately ([`materialize`]). Each algorithm has its own module and
-//! is checked against the CPU reference in [`reference`].
+//! is checked against the CPU reference in [`mod@reference`].
 //!
 //! | algorithm | entry points | seed |
 //! |---|---|---|
 //! | ModernGPU sort-merge join | [`sorted_merge_join`] (sorted keys), [`sort_merge_join`] (any keys), [`sort_merge_join_size`] | 000 |
 //! | interleave join | [`interleave_join`], [`interleave_join_many`] (more than two tables) | 001 |
+//! | partitioned hash join (GFUR/GFTR), non-partitioned hash join | [`partitioned_hash_join`], [`partitioned_hash_join_with_payloads`], [`fn@hash_join`] | 002 |
 mod common;
 pub mod datagen;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]

@@ -23,9 +23,9 @@ use crate::sort::RadixKey;
 /// Which bound [`sorted_search`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bound {
-    /// First position in B whose item is not less than A[i].
+    /// First position in B whose item is not less than `A[i]`.
     Lower,
-    /// First position in B whose item is greater than A[i].
+    /// First position in B whose item is greater than `A[i]`.
     Upper,
 }
 
@@ -46,9 +46,9 @@ impl SearchOutputs {
 pub struct SearchResult {
     /// Bound of each A item in B (`u32`, so B holds fewer than 2^32 items).
     pub a_index: Option<DeviceBuffer<u32>>,
-    /// 1 where A[i] occurs in B.
+    /// 1 where `A[i]` occurs in B.
     pub a_match: Option<DeviceBuffer<u8>>,
-    /// 1 where B[j] occurs in A.
+    /// 1 where `B[j]` occurs in A.
     pub b_match: Option<DeviceBuffer<u8>>,
 }
 
