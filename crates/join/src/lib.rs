@@ -20,8 +20,10 @@ pub mod hash_join;
 pub mod interleave;
 pub mod keys;
 pub mod maps;
+pub mod predicate;
 pub mod reference;
 pub mod sort_merge;
+pub mod theta_reference;
 mod trace;
 pub mod types;
 

@@ -1,0 +1,1195 @@
+//! Host-side columns and join predicates for theta joins (issue 5, seeds 003 and 004).
+//!
+//! * [`ColumnData`] and [`Relation`]: host columns of i32, i64, u32, u64, f32, f64 and UTF-8
+//!   strings (Arrow large-string layout: `i64` offsets plus bytes).
+//! * [`Predicate`]: a tree of comparisons ([`CmpOp`]) between [`Expr`]s (a column of the left or
+//!   right relation, a literal [`Scalar`], or a sum/difference of numeric expressions), combined
+//!   with AND, OR and NOT. Built with [`col_l`], [`col_r`], [`lit`], [`Predicate::cmp`], the
+//!   comparison helpers of [`Expr`], [`Predicate::and`], [`Predicate::or`] and `!`.
+//! * [`Predicate::check`] type-checks a predicate against the two schemas and returns a
+//!   [`CheckedPredicate`], which evaluates pairs of rows on the CPU ([`CheckedPredicate::evaluate`])
+//!   and describes the shapes that faster join paths can use
+//!   ([`CheckedPredicate::equality_parts`], [`CheckedPredicate::band_or_inequality`]).
+//!
+//! # Semantics
+//!
+//! * **No implicit casts.** Both operands of a comparison (and of `+`/`-`) must have exactly the same
+//!   [`DataType`]: comparing an `i32` column with an `i64` column or literal, or a string with a
+//!   number, is a type error reported by [`Predicate::check`]. Cast a column on the host first.
+//! * **Integers** compare by value. `+` and `-` on integers are exact (computed in `i128`, no
+//!   wrap-around), so `r.b - 5 <= l.a` holds exactly when it does over the mathematical integers.
+//! * **Floats** compare with IEEE semantics: `-0.0 == 0.0`; `±inf` order as usual; a comparison
+//!   with a NaN operand is false for `=`, `<`, `<=`, `>`, `>=` and true for `<>`. `+` and `-` are
+//!   computed in the column's own type (f32 arithmetic for f32), rounding as IEEE says.
+//! * **Strings** compare byte-wise lexicographically on their UTF-8 bytes (a proper prefix sorts
+//!   first, `""` is the smallest string, and `"é"` (`c3 a9`) sorts after `"z"` (`7a`)).
+//! * `And(vec![])` is true and `Or(vec![])` is false; `Not` is boolean negation of the result (so
+//!   `!(a < b)` is true when `a` is NaN).
+//!
+//! ```
+//! use gpujoin_join::predicate::{col_l, col_r, lit, ColumnData, DataType, Relation};
+//! let pred = col_l(0).greater(col_r(0)).and(col_l(1).equals(lit("x")));
+//! let checked = pred.check(&[DataType::I32, DataType::Utf8], &[DataType::I32])?;
+//! let l = Relation::new(vec![ColumnData::I32(vec![5]), ColumnData::utf8(["x"])])?;
+//! let r = Relation::new(vec![ColumnData::I32(vec![4])])?;
+//! assert!(checked.evaluate(&l, 0, &r, 0));
+//! # Ok::<(), gpujoin_device::Error>(())
+//! ```
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use gpujoin_device::{Error, Result};
+
+pub use crate::maps::Side;
+use crate::types::RowId;
+
+/// The element type of a theta-join column.
+///
+/// ```
+/// use gpujoin_join::predicate::DataType;
+/// assert!(DataType::F32.is_numeric() && !DataType::Utf8.is_numeric());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DataType {
+    I32,
+    I64,
+    U32,
+    U64,
+    F32,
+    F64,
+    /// Variable-length UTF-8 strings (Arrow large-string layout).
+    Utf8,
+}
+
+impl DataType {
+    /// Integers and floats (everything but [`DataType::Utf8`]).
+    pub fn is_numeric(self) -> bool {
+        self != DataType::Utf8
+    }
+    /// `f32` and `f64`.
+    pub fn is_float(self) -> bool {
+        matches!(self, DataType::F32 | DataType::F64)
+    }
+    /// `i32`, `i64`, `u32` and `u64`.
+    pub fn is_integer(self) -> bool {
+        self.is_numeric() && !self.is_float()
+    }
+    /// Lower-case name used in error messages (`"i32"`, ..., `"utf8"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DataType::I32 => "i32",
+            DataType::I64 => "i64",
+            DataType::U32 => "u32",
+            DataType::U64 => "u64",
+            DataType::F32 => "f32",
+            DataType::F64 => "f64",
+            DataType::Utf8 => "utf8",
+        }
+    }
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One host column of a [`Relation`].
+///
+/// `Utf8` uses Arrow's large-string layout: string `i` is `bytes[offsets[i]..offsets[i + 1]]`,
+/// so there are `offsets.len() - 1` rows; [`ColumnData::validate`] checks the layout.
+///
+/// ```
+/// use gpujoin_join::predicate::ColumnData;
+/// let c = ColumnData::utf8(["ab", "", "é"]);
+/// assert_eq!(c, ColumnData::Utf8 { offsets: vec![0, 2, 2, 4], bytes: b"ab\xc3\xa9".to_vec() });
+/// assert_eq!(c.len(), 3);
+/// assert!(c.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnData {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    Utf8 { offsets: Vec<i64>, bytes: Vec<u8> },
+}
+
+impl ColumnData {
+    /// A `Utf8` column from strings.
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::ColumnData;
+    /// assert_eq!(ColumnData::utf8(Vec::<String>::new()).len(), 0);
+    /// ```
+    pub fn utf8<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> ColumnData {
+        let mut offsets = vec![0i64];
+        let mut bytes = Vec::new();
+        for s in values {
+            bytes.extend_from_slice(s.as_ref().as_bytes());
+            offsets.push(bytes.len() as i64);
+        }
+        ColumnData::Utf8 { offsets, bytes }
+    }
+
+    /// Number of rows (for `Utf8`, `offsets.len() - 1`, or 0 without offsets).
+    pub fn len(&self) -> usize {
+        match self {
+            ColumnData::I32(v) => v.len(),
+            ColumnData::I64(v) => v.len(),
+            ColumnData::U32(v) => v.len(),
+            ColumnData::U64(v) => v.len(),
+            ColumnData::F32(v) => v.len(),
+            ColumnData::F64(v) => v.len(),
+            ColumnData::Utf8 { offsets, .. } => offsets.len().saturating_sub(1),
+        }
+    }
+
+    /// True without rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element type.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            ColumnData::I32(_) => DataType::I32,
+            ColumnData::I64(_) => DataType::I64,
+            ColumnData::U32(_) => DataType::U32,
+            ColumnData::U64(_) => DataType::U64,
+            ColumnData::F32(_) => DataType::F32,
+            ColumnData::F64(_) => DataType::F64,
+            ColumnData::Utf8 { .. } => DataType::Utf8,
+        }
+    }
+
+    /// Checks the `Utf8` layout: at least one offset, `offsets[0] == 0`, offsets non-decreasing,
+    /// the last offset equal to `bytes.len()`, and every string valid UTF-8. Numeric columns are
+    /// always valid. Errors are [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::ColumnData;
+    /// let bad = ColumnData::Utf8 { offsets: vec![0, 1], bytes: vec![0xc3, 0xa9] };
+    /// assert!(bad.validate().is_err()); // splits "é" and leaves a byte over
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        let ColumnData::Utf8 { offsets, bytes } = self else { return Ok(()) };
+        let Some(&first) = offsets.first() else {
+            return Err(Error::invalid("utf8 column has no offsets (an empty column has offsets [0])"));
+        };
+        if first != 0 {
+            return Err(Error::invalid(format!("utf8 column offsets start at {first}, not 0")));
+        }
+        for (i, w) in offsets.windows(2).enumerate() {
+            if w[1] < w[0] {
+                return Err(Error::invalid(format!(
+                    "utf8 column offsets decrease at row {i}: {} then {}",
+                    w[0], w[1]
+                )));
+            }
+        }
+        let last = *offsets.last().unwrap_or(&0);
+        if u64::try_from(last).ok() != Some(bytes.len() as u64) {
+            return Err(Error::invalid(format!(
+                "utf8 column offsets end at {last} but there are {} bytes",
+                bytes.len()
+            )));
+        }
+        for (i, w) in offsets.windows(2).enumerate() {
+            if let Err(e) = std::str::from_utf8(&bytes[w[0] as usize..w[1] as usize]) {
+                return Err(Error::invalid(format!("utf8 column row {i} is not valid UTF-8: {e}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes of string `row` of a valid `Utf8` column; `None` for other columns or rows out of
+    /// range.
+    pub fn str_bytes(&self, row: usize) -> Option<&[u8]> {
+        let ColumnData::Utf8 { offsets, bytes } = self else { return None };
+        let (a, b) = (*offsets.get(row)?, *offsets.get(row + 1)?);
+        bytes.get(usize::try_from(a).ok()?..usize::try_from(b).ok()?)
+    }
+}
+
+/// The columns of one side of a theta join; every column has the same number of rows.
+///
+/// A relation without columns has no rows.
+///
+/// ```
+/// use gpujoin_join::predicate::{ColumnData, DataType, Relation};
+/// let r = Relation::new(vec![ColumnData::I64(vec![1, 2]), ColumnData::utf8(["a", "b"])])?;
+/// assert_eq!(r.rows(), 2);
+/// assert_eq!(r.schema(), vec![DataType::I64, DataType::Utf8]);
+/// assert!(Relation::new(vec![ColumnData::I64(vec![1]), ColumnData::F32(vec![])]).is_err());
+/// # Ok::<(), gpujoin_device::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Relation {
+    pub columns: Vec<ColumnData>,
+}
+
+impl Relation {
+    /// A relation from columns, validated ([`Relation::validate`]).
+    pub fn new(columns: Vec<ColumnData>) -> Result<Relation> {
+        let r = Relation { columns };
+        r.validate()?;
+        Ok(r)
+    }
+
+    /// Number of rows (that of the first column; 0 without columns).
+    pub fn rows(&self) -> usize {
+        self.columns.first().map_or(0, ColumnData::len)
+    }
+
+    /// The column types.
+    pub fn schema(&self) -> Vec<DataType> {
+        self.columns.iter().map(ColumnData::data_type).collect()
+    }
+
+    /// Checks every column ([`ColumnData::validate`]), that all have the same row count, and that
+    /// the rows fit in [`RowId`] ([`Error::TooLarge`] otherwise).
+    pub fn validate(&self) -> Result<()> {
+        let n = self.rows();
+        for (c, col) in self.columns.iter().enumerate() {
+            col.validate().map_err(|e| Error::invalid(format!("column {c}: {e}")))?;
+            gpujoin_device::check_same_len("column 0", n, &format!("column {c}"), col.len())?;
+        }
+        if n as u64 > RowId::MAX_ROWS {
+            return Err(Error::too_large("relation rows", n as u64, RowId::MAX_ROWS));
+        }
+        Ok(())
+    }
+}
+
+/// A literal value in a predicate.
+///
+/// ```
+/// use gpujoin_join::predicate::{DataType, Scalar};
+/// assert_eq!(Scalar::from(3u32).data_type(), DataType::U32);
+/// assert_eq!(Scalar::from("é"), Scalar::Utf8("é".into()));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    I32(i32),
+    I64(i64),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+    Utf8(String),
+}
+
+impl Scalar {
+    /// The literal's type.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            Scalar::I32(_) => DataType::I32,
+            Scalar::I64(_) => DataType::I64,
+            Scalar::U32(_) => DataType::U32,
+            Scalar::U64(_) => DataType::U64,
+            Scalar::F32(_) => DataType::F32,
+            Scalar::F64(_) => DataType::F64,
+            Scalar::Utf8(_) => DataType::Utf8,
+        }
+    }
+
+    fn value(&self) -> Value<'_> {
+        match self {
+            Scalar::I32(v) => Value::Int(*v as i128),
+            Scalar::I64(v) => Value::Int(*v as i128),
+            Scalar::U32(v) => Value::Int(*v as i128),
+            Scalar::U64(v) => Value::Int(*v as i128),
+            Scalar::F32(v) => Value::F32(*v),
+            Scalar::F64(v) => Value::F64(*v),
+            Scalar::Utf8(s) => Value::Str(s.as_bytes()),
+        }
+    }
+}
+
+macro_rules! scalar_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(x: $t) -> Scalar {
+                Scalar::$v(x.into())
+            }
+        }
+    )*};
+}
+scalar_from!(i32 => I32, i64 => I64, u32 => U32, u64 => U64, f32 => F32, f64 => F64, String => Utf8, &str => Utf8);
+
+/// A comparison operator.
+///
+/// ```
+/// use gpujoin_join::predicate::CmpOp;
+/// assert_eq!(CmpOp::Lt.flipped(), CmpOp::Gt); // a < b  <=>  b > a
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    /// Every operator.
+    pub const ALL: [CmpOp; 6] = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
+
+    /// The operator with its operands exchanged (`<` becomes `>`; `=` and `<>` stay).
+    pub fn flipped(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+            op => op,
+        }
+    }
+
+    /// Whether the operator holds for an ordering; `None` (a NaN operand) satisfies only `Ne`.
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::CmpOp;
+    /// use std::cmp::Ordering;
+    /// assert!(CmpOp::Le.holds(Some(Ordering::Equal)));
+    /// assert!(CmpOp::Ne.holds(None) && !CmpOp::Eq.holds(None));
+    /// ```
+    pub fn holds(self, ord: Option<Ordering>) -> bool {
+        match (self, ord) {
+            (CmpOp::Ne, None) => true,
+            (_, None) => false,
+            (CmpOp::Eq, Some(o)) => o == Ordering::Equal,
+            (CmpOp::Ne, Some(o)) => o != Ordering::Equal,
+            (CmpOp::Lt, Some(o)) => o == Ordering::Less,
+            (CmpOp::Le, Some(o)) => o != Ordering::Greater,
+            (CmpOp::Gt, Some(o)) => o == Ordering::Greater,
+            (CmpOp::Ge, Some(o)) => o != Ordering::Less,
+        }
+    }
+
+    /// SQL spelling (`=`, `<>`, `<`, `<=`, `>`, `>=`).
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "=",
+            CmpOp::Ne => "<>",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+}
+
+/// An operand of a comparison.
+///
+/// `Add` and `Sub` are numeric only (both operands of the same type); they let a predicate say
+/// `r.b - c <= l.a` (a band). See the [module docs](self) for their exact semantics.
+///
+/// ```
+/// use gpujoin_join::predicate::{col_l, col_r, lit, Expr, Side};
+/// assert_eq!(col_r(2), Expr::Column { side: Side::Right, index: 2 });
+/// let shifted = col_r(0) - lit(5i64); // r.0 - 5
+/// assert!(matches!(shifted, Expr::Sub(..)));
+/// # let _ = col_l(0);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Column { side: Side, index: usize },
+    Literal(Scalar),
+    Add(Box<Expr>, Box<Expr>),
+    Sub(Box<Expr>, Box<Expr>),
+}
+
+/// Column `index` of the left relation.
+///
+/// ```
+/// use gpujoin_join::predicate::{col_l, Expr, Side};
+/// assert_eq!(col_l(1), Expr::Column { side: Side::Left, index: 1 });
+/// ```
+pub fn col_l(index: usize) -> Expr {
+    Expr::Column { side: Side::Left, index }
+}
+
+/// Column `index` of the right relation.
+///
+/// ```
+/// use gpujoin_join::predicate::{col_r, Expr, Side};
+/// assert_eq!(col_r(0), Expr::Column { side: Side::Right, index: 0 });
+/// ```
+pub fn col_r(index: usize) -> Expr {
+    Expr::Column { side: Side::Right, index }
+}
+
+/// A literal (`lit(3i32)`, `lit(2.5f64)`, `lit("abc")`). The Rust type is the literal's type:
+/// `lit(3)` is an `i32` and does not compare with an `i64` column.
+///
+/// ```
+/// use gpujoin_join::predicate::{lit, Expr, Scalar};
+/// assert_eq!(lit(3u64), Expr::Literal(Scalar::U64(3)));
+/// ```
+pub fn lit(v: impl Into<Scalar>) -> Expr {
+    Expr::Literal(v.into())
+}
+
+impl std::ops::Add for Expr {
+    type Output = Expr;
+    fn add(self, rhs: Expr) -> Expr {
+        Expr::Add(Box::new(self), Box::new(rhs))
+    }
+}
+
+impl std::ops::Sub for Expr {
+    type Output = Expr;
+    fn sub(self, rhs: Expr) -> Expr {
+        Expr::Sub(Box::new(self), Box::new(rhs))
+    }
+}
+
+impl Expr {
+    /// `self = other`.
+    pub fn equals(self, other: Expr) -> Predicate {
+        Predicate::cmp(CmpOp::Eq, self, other)
+    }
+    /// `self <> other`.
+    pub fn not_equals(self, other: Expr) -> Predicate {
+        Predicate::cmp(CmpOp::Ne, self, other)
+    }
+    /// `self < other`.
+    pub fn less(self, other: Expr) -> Predicate {
+        Predicate::cmp(CmpOp::Lt, self, other)
+    }
+    /// `self <= other`.
+    pub fn less_eq(self, other: Expr) -> Predicate {
+        Predicate::cmp(CmpOp::Le, self, other)
+    }
+    /// `self > other`.
+    pub fn greater(self, other: Expr) -> Predicate {
+        Predicate::cmp(CmpOp::Gt, self, other)
+    }
+    /// `self >= other`.
+    pub fn greater_eq(self, other: Expr) -> Predicate {
+        Predicate::cmp(CmpOp::Ge, self, other)
+    }
+
+    fn check(&self, schemas: [&[DataType]; 2], path: &str, depth: usize) -> Result<DataType> {
+        match self {
+            Expr::Column { side, index } => {
+                let (name, schema) = match side {
+                    Side::Left => ("left", schemas[0]),
+                    Side::Right => ("right", schemas[1]),
+                };
+                schema.get(*index).copied().ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{path}: {name} column {index} does not exist (the {name} schema has {} columns)",
+                        schema.len()
+                    ))
+                })
+            }
+            Expr::Literal(s) => Ok(s.data_type()),
+            Expr::Add(a, b) | Expr::Sub(a, b) => {
+                let sym = if matches!(self, Expr::Add(..)) { "+" } else { "-" };
+                if depth >= MAX_ARITHMETIC_DEPTH {
+                    return Err(Error::invalid(format!(
+                        "{path}: arithmetic nested deeper than {MAX_ARITHMETIC_DEPTH} levels"
+                    )));
+                }
+                let ta = a.check(schemas, path, depth + 1)?;
+                let tb = b.check(schemas, path, depth + 1)?;
+                if !ta.is_numeric() || !tb.is_numeric() {
+                    return Err(Error::invalid(format!(
+                        "{path}: `{sym}` needs numbers, got {} {sym} {} ({} {sym} {})",
+                        ta,
+                        tb,
+                        a.describe(),
+                        b.describe()
+                    )));
+                }
+                if ta != tb {
+                    return Err(Error::invalid(format!(
+                        "{path}: `{sym}` on different types {ta} and {tb} ({} {sym} {}); there are no implicit casts",
+                        a.describe(),
+                        b.describe()
+                    )));
+                }
+                Ok(ta)
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Expr::Column { side: Side::Left, index } => format!("left column {index}"),
+            Expr::Column { side: Side::Right, index } => format!("right column {index}"),
+            Expr::Literal(s) => format!("literal {s:?}"),
+            Expr::Add(a, b) => format!("({} + {})", a.describe(), b.describe()),
+            Expr::Sub(a, b) => format!("({} - {})", a.describe(), b.describe()),
+        }
+    }
+
+    fn value<'a>(&'a self, left: &'a Relation, l_row: usize, right: &'a Relation, r_row: usize) -> Value<'a> {
+        match self {
+            Expr::Column { side, index } => {
+                let (rel, row) = match side {
+                    Side::Left => (left, l_row),
+                    Side::Right => (right, r_row),
+                };
+                match rel.columns.get(*index) {
+                    Some(c) => column_value(c, row),
+                    None => Value::Invalid,
+                }
+            }
+            Expr::Literal(s) => s.value(),
+            Expr::Add(a, b) | Expr::Sub(a, b) => {
+                let add = matches!(self, Expr::Add(..));
+                match (a.value(left, l_row, right, r_row), b.value(left, l_row, right, r_row)) {
+                    (Value::Int(x), Value::Int(y)) => {
+                        let v = if add { x.checked_add(y) } else { x.checked_sub(y) };
+                        v.map_or(Value::Invalid, Value::Int)
+                    }
+                    (Value::F32(x), Value::F32(y)) => Value::F32(if add { x + y } else { x - y }),
+                    (Value::F64(x), Value::F64(y)) => Value::F64(if add { x + y } else { x - y }),
+                    _ => Value::Invalid,
+                }
+            }
+        }
+    }
+
+    fn as_column(&self) -> Option<(Side, usize)> {
+        match self {
+            Expr::Column { side, index } => Some((*side, *index)),
+            _ => None,
+        }
+    }
+}
+
+/// Arithmetic nests at most this deep, which keeps exact integer arithmetic within `i128`.
+pub const MAX_ARITHMETIC_DEPTH: usize = 32;
+
+/// A value during evaluation: integers exactly as `i128`, floats in their own type, strings as
+/// UTF-8 bytes. `Invalid` only arises for relations that do not match the checked schemas.
+#[derive(Debug, Clone, Copy)]
+enum Value<'a> {
+    Int(i128),
+    F32(f32),
+    F64(f64),
+    Str(&'a [u8]),
+    Invalid,
+}
+
+fn column_value(c: &ColumnData, row: usize) -> Value<'_> {
+    let v = match c {
+        ColumnData::I32(v) => v.get(row).map(|&x| Value::Int(x as i128)),
+        ColumnData::I64(v) => v.get(row).map(|&x| Value::Int(x as i128)),
+        ColumnData::U32(v) => v.get(row).map(|&x| Value::Int(x as i128)),
+        ColumnData::U64(v) => v.get(row).map(|&x| Value::Int(x as i128)),
+        ColumnData::F32(v) => v.get(row).map(|&x| Value::F32(x)),
+        ColumnData::F64(v) => v.get(row).map(|&x| Value::F64(x)),
+        ColumnData::Utf8 { .. } => c.str_bytes(row).map(Value::Str),
+    };
+    v.unwrap_or(Value::Invalid)
+}
+
+fn compare(a: Value<'_>, b: Value<'_>) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => Some(x.cmp(&y)),
+        (Value::F32(x), Value::F32(y)) => x.partial_cmp(&y),
+        (Value::F64(x), Value::F64(y)) => x.partial_cmp(&y),
+        // Slices of u8 compare byte-wise lexicographically, a proper prefix first.
+        (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+/// A join predicate: a tree of comparisons combined with AND, OR and NOT.
+///
+/// `And(vec![])` is true, `Or(vec![])` is false. Type-check it with [`Predicate::check`] before
+/// use.
+///
+/// ```
+/// use gpujoin_join::predicate::{col_l, col_r, lit, CmpOp, Predicate};
+/// let p = Predicate::cmp(CmpOp::Lt, col_l(0), col_r(0)).or(!col_l(1).equals(lit(0.5f64)));
+/// assert!(matches!(p, Predicate::Or(_)));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate {
+    Cmp { op: CmpOp, left: Expr, right: Expr },
+    And(Vec<Predicate>),
+    Or(Vec<Predicate>),
+    Not(Box<Predicate>),
+    True,
+}
+
+impl std::ops::Not for Predicate {
+    type Output = Predicate;
+    /// `NOT self`.
+    fn not(self) -> Predicate {
+        Predicate::Not(Box::new(self))
+    }
+}
+
+impl Predicate {
+    /// `left op right`.
+    pub fn cmp(op: CmpOp, left: Expr, right: Expr) -> Predicate {
+        Predicate::Cmp { op, left, right }
+    }
+
+    /// `self AND other` (flattening into an existing top-level `And` of `self`).
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, Predicate};
+    /// let p = col_l(0).equals(col_r(0)).and(col_l(1).equals(col_r(1))).and(Predicate::True);
+    /// assert!(matches!(&p, Predicate::And(v) if v.len() == 3));
+    /// ```
+    pub fn and(self, other: Predicate) -> Predicate {
+        match self {
+            Predicate::And(mut v) => {
+                v.push(other);
+                Predicate::And(v)
+            }
+            p => Predicate::And(vec![p, other]),
+        }
+    }
+
+    /// `self OR other` (flattening into an existing top-level `Or` of `self`).
+    pub fn or(self, other: Predicate) -> Predicate {
+        match self {
+            Predicate::Or(mut v) => {
+                v.push(other);
+                Predicate::Or(v)
+            }
+            p => Predicate::Or(vec![p, other]),
+        }
+    }
+
+    /// Type-checks the predicate against the schemas of the left and right relations.
+    ///
+    /// Errors ([`Error::InvalidArgument`], with the path of the offending node such as
+    /// `and[1].or[0]`): a column index outside its schema; a comparison (or `+`/`-`) of two
+    /// different types (no implicit casts: `i32` vs `i64` is an error); a string compared with a
+    /// number; arithmetic on strings. Never panics.
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, lit, DataType};
+    /// let s = [DataType::I32, DataType::Utf8];
+    /// assert!(col_l(0).less(col_r(0)).check(&s, &s).is_ok());
+    /// assert!(col_l(0).less(lit(1i64)).check(&s, &s).is_err()); // i32 vs i64
+    /// assert!(col_l(1).equals(col_r(0)).check(&s, &s).is_err()); // string vs number
+    /// assert!(col_l(7).equals(col_r(0)).check(&s, &s).is_err()); // no column 7
+    /// ```
+    pub fn check(&self, left_schema: &[DataType], right_schema: &[DataType]) -> Result<CheckedPredicate> {
+        self.check_node([left_schema, right_schema], "predicate")?;
+        Ok(CheckedPredicate {
+            pred: self.clone(),
+            left_schema: left_schema.to_vec(),
+            right_schema: right_schema.to_vec(),
+        })
+    }
+
+    fn check_node(&self, schemas: [&[DataType]; 2], path: &str) -> Result<()> {
+        match self {
+            Predicate::True => Ok(()),
+            Predicate::Not(p) => p.check_node(schemas, &format!("{path}.not")),
+            Predicate::And(v) | Predicate::Or(v) => {
+                let name = if matches!(self, Predicate::And(_)) { "and" } else { "or" };
+                for (i, p) in v.iter().enumerate() {
+                    p.check_node(schemas, &format!("{path}.{name}[{i}]"))?;
+                }
+                Ok(())
+            }
+            Predicate::Cmp { op, left, right } => {
+                let tl = left.check(schemas, path, 0)?;
+                let tr = right.check(schemas, path, 0)?;
+                if tl == tr {
+                    return Ok(());
+                }
+                let (dl, dr) = (left.describe(), right.describe());
+                let sym = op.symbol();
+                if (tl == DataType::Utf8) != (tr == DataType::Utf8) {
+                    Err(Error::invalid(format!(
+                        "{path}: cannot compare a string with a number: {dl} ({tl}) {sym} {dr} ({tr})"
+                    )))
+                } else {
+                    Err(Error::invalid(format!(
+                        "{path}: cannot compare different types {tl} and {tr}: {dl} {sym} {dr}; there are no implicit casts"
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// A predicate that passed [`Predicate::check`] for a pair of schemas.
+///
+/// ```
+/// use gpujoin_join::predicate::{col_l, col_r, DataType};
+/// let c = col_l(0).equals(col_r(1)).check(&[DataType::U32], &[DataType::F64, DataType::U32])?;
+/// assert_eq!(c.equality_parts(), vec![(0, 1)]);
+/// # Ok::<(), gpujoin_device::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedPredicate {
+    pred: Predicate,
+    left_schema: Vec<DataType>,
+    right_schema: Vec<DataType>,
+}
+
+/// The shape of a predicate that a sort-based join can take: see
+/// [`CheckedPredicate::band_or_inequality`]. Columns are numeric (integers or floats) and of the
+/// same type on both sides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RangeCondition {
+    /// `l.left_col op r.right_col` with `op` one of `<`, `<=`, `>`, `>=`.
+    Inequality { left_col: usize, op: CmpOp, right_col: usize },
+    /// `r.right_col - width <= l.left_col <= r.right_col + width` (both ends inclusive; `width`
+    /// has the columns' type; a negative or NaN width gives an empty result).
+    Band { left_col: usize, right_col: usize, width: Scalar },
+}
+
+impl CheckedPredicate {
+    /// The predicate as given.
+    pub fn predicate(&self) -> &Predicate {
+        &self.pred
+    }
+    /// The left schema it was checked against.
+    pub fn left_schema(&self) -> &[DataType] {
+        &self.left_schema
+    }
+    /// The right schema it was checked against.
+    pub fn right_schema(&self) -> &[DataType] {
+        &self.right_schema
+    }
+
+    /// Checks that the relations are valid ([`Relation::validate`]) and have exactly the schemas
+    /// the predicate was checked against ([`Error::InvalidArgument`] otherwise).
+    pub fn check_relations(&self, left: &Relation, right: &Relation) -> Result<()> {
+        for (name, rel, schema) in [("left", left, &self.left_schema), ("right", right, &self.right_schema)] {
+            rel.validate().map_err(|e| match e {
+                Error::InvalidArgument(m) => Error::invalid(format!("{name} relation: {m}")),
+                e => e,
+            })?;
+            let actual = rel.schema();
+            if &actual != schema {
+                return Err(Error::invalid(format!(
+                    "{name} relation has schema {actual:?} but the predicate was checked against {schema:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Evaluates the predicate on left row `l_row` and right row `r_row` (see the
+    /// [module docs](self) for the comparison semantics).
+    ///
+    /// The relations must have the checked schemas ([`CheckedPredicate::check_relations`]) and
+    /// the rows must exist; otherwise comparisons that touch a missing or mistyped value are false
+    /// (and `<>` true), never a panic.
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, ColumnData, DataType, Relation};
+    /// let c = col_l(0).not_equals(col_r(0)).check(&[DataType::F64], &[DataType::F64])?;
+    /// let l = Relation::new(vec![ColumnData::F64(vec![f64::NAN, -0.0])])?;
+    /// let r = Relation::new(vec![ColumnData::F64(vec![0.0])])?;
+    /// assert!(c.evaluate(&l, 0, &r, 0)); // NaN <> 0 is true
+    /// assert!(!c.evaluate(&l, 1, &r, 0)); // -0.0 == 0.0
+    /// # Ok::<(), gpujoin_device::Error>(())
+    /// ```
+    pub fn evaluate(&self, left: &Relation, l_row: usize, right: &Relation, r_row: usize) -> bool {
+        eval(&self.pred, left, l_row, right, r_row)
+    }
+
+    /// The `(left column, right column)` pairs of the equalities `l.a = r.b` (either operand
+    /// order) that are top-level conjuncts of the predicate (nested `And`s count; `Or`/`Not` do
+    /// not). Every pair of rows satisfying the predicate satisfies each of them, so a join can
+    /// hash or sort on these columns and apply the predicate as a filter (a mixed join). For
+    /// float columns the equality is IEEE (`-0.0 == 0.0`, NaN equals nothing), i.e. an equi-join
+    /// with [`NanEquality::NanNeverEqual`](crate::types::NanEquality::NanNeverEqual). Pairs keep
+    /// the order of the predicate; duplicates are removed.
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, DataType};
+    /// let s = [DataType::I32, DataType::I32];
+    /// let p = col_r(1).equals(col_l(0)).and(col_l(1).less(col_r(0)));
+    /// assert_eq!(p.check(&s, &s)?.equality_parts(), vec![(0, 1)]);
+    /// let p = col_l(0).equals(col_r(0)).or(col_l(1).equals(col_r(1)));
+    /// assert!(p.check(&s, &s)?.equality_parts().is_empty());
+    /// # Ok::<(), gpujoin_device::Error>(())
+    /// ```
+    pub fn equality_parts(&self) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut conjuncts = Vec::new();
+        flatten_and(&self.pred, &mut conjuncts);
+        for p in conjuncts {
+            if let Some(pair) = equality_pair(p) {
+                if !out.contains(&pair) {
+                    out.push(pair);
+                }
+            }
+        }
+        out
+    }
+
+    /// The predicate without its [equality parts](CheckedPredicate::equality_parts): the filter
+    /// a mixed join applies after matching on them (`True` when nothing is left).
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, DataType, Predicate};
+    /// let s = [DataType::I64, DataType::I64];
+    /// let c = col_l(0).equals(col_r(0)).and(col_l(1).less(col_r(1))).check(&s, &s)?;
+    /// assert_eq!(c.residual().predicate(), &Predicate::And(vec![col_l(1).less(col_r(1))]));
+    /// # Ok::<(), gpujoin_device::Error>(())
+    /// ```
+    pub fn residual(&self) -> CheckedPredicate {
+        let mut conjuncts = Vec::new();
+        flatten_and(&self.pred, &mut conjuncts);
+        let rest: Vec<Predicate> =
+            conjuncts.into_iter().filter(|p| equality_pair(p).is_none()).cloned().collect();
+        let pred = if rest.is_empty() { Predicate::True } else { Predicate::And(rest) };
+        CheckedPredicate { pred, left_schema: self.left_schema.clone(), right_schema: self.right_schema.clone() }
+    }
+
+    /// The [`RangeCondition`] the predicate is, if it has exactly one of these shapes over numeric
+    /// columns of the same type:
+    ///
+    /// * a single comparison `l.a op r.b` or `r.b op l.a` with `op` in `<`, `<=`, `>`, `>=`
+    ///   (returned with the left column first, the operator flipped as needed);
+    /// * a band: an `And` of exactly two comparisons `l.a >= r.b - c` and `l.a <= r.b + c`
+    ///   (either order, either operand order, the same literal `c`).
+    ///
+    /// Floats keep IEEE semantics: a sort-based path must drop rows whose key is NaN.
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, lit, CmpOp, DataType, RangeCondition, Scalar};
+    /// let s = [DataType::I32];
+    /// let c = col_r(0).greater(col_l(0)).check(&s, &s)?;
+    /// assert_eq!(c.band_or_inequality(), Some(RangeCondition::Inequality { left_col: 0, op: CmpOp::Lt, right_col: 0 }));
+    /// let band = (col_r(0) - lit(2)).less_eq(col_l(0)).and(col_l(0).less_eq(col_r(0) + lit(2)));
+    /// assert_eq!(
+    ///     band.check(&s, &s)?.band_or_inequality(),
+    ///     Some(RangeCondition::Band { left_col: 0, right_col: 0, width: Scalar::I32(2) })
+    /// );
+    /// # Ok::<(), gpujoin_device::Error>(())
+    /// ```
+    pub fn band_or_inequality(&self) -> Option<RangeCondition> {
+        let numeric = |l: usize, r: usize| {
+            let (tl, tr) = (self.left_schema.get(l)?, self.right_schema.get(r)?);
+            (tl == tr && tl.is_numeric()).then_some(())
+        };
+        match &self.pred {
+            Predicate::Cmp { op, left, right } => {
+                if !matches!(op, CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge) {
+                    return None;
+                }
+                let (op, l, r) = match (left.as_column()?, right.as_column()?) {
+                    ((Side::Left, l), (Side::Right, r)) => (*op, l, r),
+                    ((Side::Right, r), (Side::Left, l)) => (op.flipped(), l, r),
+                    _ => return None,
+                };
+                numeric(l, r)?;
+                Some(RangeCondition::Inequality { left_col: l, op, right_col: r })
+            }
+            Predicate::And(v) if v.len() == 2 => {
+                let a = band_bound(&v[0])?;
+                let b = band_bound(&v[1])?;
+                let (lo, hi) = match (a.0, b.0) {
+                    (BandEnd::Lower, BandEnd::Upper) => (a, b),
+                    (BandEnd::Upper, BandEnd::Lower) => (b, a),
+                    _ => return None,
+                };
+                if lo.1 != hi.1 || lo.2 != hi.2 || !same_literal(&lo.3, &hi.3) {
+                    return None;
+                }
+                numeric(lo.1, lo.2)?;
+                if lo.3.data_type() != self.left_schema[lo.1] {
+                    return None;
+                }
+                Some(RangeCondition::Band { left_col: lo.1, right_col: lo.2, width: lo.3 })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Literal identity: floats by bits, so a NaN width equals itself.
+fn same_literal(a: &Scalar, b: &Scalar) -> bool {
+    match (a, b) {
+        (Scalar::F32(x), Scalar::F32(y)) => x.to_bits() == y.to_bits(),
+        (Scalar::F64(x), Scalar::F64(y)) => x.to_bits() == y.to_bits(),
+        (a, b) => a == b,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum BandEnd {
+    Lower,
+    Upper,
+}
+
+/// Recognizes `l.a >= r.b - c` (Lower) or `l.a <= r.b + c` (Upper), in either operand order.
+fn band_bound(p: &Predicate) -> Option<(BandEnd, usize, usize, Scalar)> {
+    let Predicate::Cmp { op, left, right } = p else { return None };
+    // Normalize to `l.a op' other`.
+    let (op, other, l) = match (left.as_column(), right.as_column()) {
+        (Some((Side::Left, l)), _) => (*op, right, l),
+        (_, Some((Side::Left, l))) => (op.flipped(), left, l),
+        _ => return None,
+    };
+    let (end, a, b) = match (op, other) {
+        (CmpOp::Ge, Expr::Sub(a, b)) => (BandEnd::Lower, a, b),
+        (CmpOp::Le, Expr::Add(a, b)) => (BandEnd::Upper, a, b),
+        _ => return None,
+    };
+    let (Some((Side::Right, r)), Expr::Literal(c)) = (a.as_column(), b.as_ref()) else { return None };
+    Some((end, l, r, c.clone()))
+}
+
+fn flatten_and<'a>(p: &'a Predicate, out: &mut Vec<&'a Predicate>) {
+    match p {
+        Predicate::And(v) => v.iter().for_each(|q| flatten_and(q, out)),
+        p => out.push(p),
+    }
+}
+
+fn equality_pair(p: &Predicate) -> Option<(usize, usize)> {
+    let Predicate::Cmp { op: CmpOp::Eq, left, right } = p else { return None };
+    match (left.as_column()?, right.as_column()?) {
+        ((Side::Left, l), (Side::Right, r)) | ((Side::Right, r), (Side::Left, l)) => Some((l, r)),
+        _ => None,
+    }
+}
+
+fn eval(p: &Predicate, left: &Relation, l_row: usize, right: &Relation, r_row: usize) -> bool {
+    match p {
+        Predicate::True => true,
+        Predicate::Not(q) => !eval(q, left, l_row, right, r_row),
+        Predicate::And(v) => v.iter().all(|q| eval(q, left, l_row, right, r_row)),
+        Predicate::Or(v) => v.iter().any(|q| eval(q, left, l_row, right, r_row)),
+        Predicate::Cmp { op, left: a, right: b } => {
+            let va = a.value(left, l_row, right, r_row);
+            let vb = b.value(left, l_row, right, r_row);
+            op.holds(compare(va, vb))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use DataType::*;
+
+    fn all_types() -> Vec<DataType> {
+        vec![I32, I64, U32, U64, F32, F64, Utf8]
+    }
+
+    fn err_msg(r: Result<CheckedPredicate>) -> String {
+        match r {
+            Err(Error::InvalidArgument(m)) => m,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn type_errors_are_errors() {
+        let s = all_types();
+        // Every pair of different types is an error, in both operand orders and at depth.
+        for (i, a) in s.iter().enumerate() {
+            for (j, b) in s.iter().enumerate() {
+                let p = col_l(i).less(col_r(j));
+                let r = p.check(&s, &s);
+                assert_eq!(r.is_ok(), a == b, "{a} vs {b}");
+                if a != b {
+                    let m = err_msg(r);
+                    if (*a == Utf8) != (*b == Utf8) {
+                        assert!(m.contains("string with a number"), "{m}");
+                    } else {
+                        assert!(m.contains("no implicit casts"), "{m}");
+                    }
+                    let deep = Predicate::True.and(!Predicate::True.or(p));
+                    let m = err_msg(deep.check(&s, &s));
+                    assert!(m.contains("and[1].not.or[1]"), "{m}");
+                }
+            }
+        }
+        assert!(err_msg(col_l(7).equals(col_r(0)).check(&s, &s)).contains("left column 7 does not exist"));
+        assert!(err_msg(col_l(0).equals(col_r(9)).check(&s, &[])).contains("right column 9"));
+        assert!(col_l(0).equals(lit(1i64)).check(&s, &s).is_err());
+        assert!(col_l(0).equals(lit(1i32)).check(&s, &s).is_ok());
+        assert!(col_l(6).equals(lit(1i32)).check(&s, &s).is_err());
+        assert!(col_l(6).equals(lit("a")).check(&s, &s).is_ok());
+        assert!(lit("a").less(lit(2.0f64)).check(&[], &[]).is_err());
+        // Arithmetic: numeric and same type only.
+        assert!((col_l(6) + lit("x")).equals(col_r(6)).check(&s, &s).is_err());
+        assert!((col_l(0) + lit(1i64)).equals(col_r(0)).check(&s, &s).is_err());
+        assert!((col_l(0) + lit(1i32)).equals(col_r(0)).check(&s, &s).is_ok());
+        assert!((col_l(0) + lit(1i32)).equals(col_r(1)).check(&s, &s).is_err());
+        let mut e = col_l(0);
+        for _ in 0..40 {
+            e = e + lit(1i32);
+        }
+        assert!(e.equals(col_r(0)).check(&s, &s).is_err());
+    }
+
+    #[test]
+    fn utf8_validation() {
+        let ok = |o: Vec<i64>, b: &[u8]| ColumnData::Utf8 { offsets: o, bytes: b.to_vec() }.validate();
+        assert!(ok(vec![0], b"").is_ok());
+        assert!(ok(vec![], b"").is_err());
+        assert!(ok(vec![1, 1], b"a").is_err());
+        assert!(ok(vec![0, 2, 1], b"ab").is_err());
+        assert!(ok(vec![0, 1], b"ab").is_err());
+        assert!(ok(vec![0, 3], b"ab").is_err());
+        assert!(ok(vec![0, -1, 0], b"").is_err());
+        assert!(ok(vec![0, 2], &[0xff, 0xfe]).is_err());
+        assert!(ok(vec![0, 1, 2], "é".as_bytes()).is_err()); // split inside a character
+        assert!(ok(vec![0, 2, 3], "éz".as_bytes()).is_ok());
+        assert!(Relation::new(vec![ColumnData::Utf8 { offsets: vec![0, 5], bytes: vec![] }]).is_err());
+        assert!(Relation::new(vec![ColumnData::utf8(["a"]), ColumnData::I32(vec![1, 2])]).is_err());
+        assert_eq!(Relation::new(vec![]).unwrap().rows(), 0);
+    }
+
+    fn eval1(p: Predicate, l: ColumnData, r: ColumnData) -> Vec<Vec<bool>> {
+        let c = p.check(&[l.data_type()], &[r.data_type()]).unwrap();
+        let (l, r) = (Relation::new(vec![l]).unwrap(), Relation::new(vec![r]).unwrap());
+        (0..l.rows()).map(|i| (0..r.rows()).map(|j| c.evaluate(&l, i, &r, j)).collect()).collect()
+    }
+
+    #[test]
+    fn string_comparisons() {
+        let long_a = "a".repeat(1000);
+        let long_b = format!("{}b", "a".repeat(999));
+        let vals = ["", "a", "ab", "abc", "b", "z", "é", "zz", long_a.as_str(), long_b.as_str(), "aé"];
+        let col = || ColumnData::utf8(vals);
+        for op in CmpOp::ALL {
+            let got = eval1(Predicate::cmp(op, col_l(0), col_r(0)), col(), col());
+            for (i, a) in vals.iter().enumerate() {
+                for (j, b) in vals.iter().enumerate() {
+                    let want = op.holds(Some(a.as_bytes().cmp(b.as_bytes())));
+                    assert_eq!(got[i][j], want, "{a:?} {op:?} {b:?}");
+                }
+            }
+        }
+        let lt = |a: &str, b: &str| eval1(col_l(0).less(col_r(0)), ColumnData::utf8([a]), ColumnData::utf8([b]))[0][0];
+        assert!(lt("", "a"));
+        assert!(!lt("", ""));
+        assert!(lt("ab", "abc"));
+        assert!(lt("z", "é")); // 0x7a < 0xc3
+        assert!(lt("aa", "aé"));
+        assert!(lt(&long_a, &long_b));
+        assert!(!lt(&long_b, &long_a));
+        let eq_lit = eval1(col_l(0).equals(lit("é")), ColumnData::utf8(["é", "e", ""]), ColumnData::utf8(["x"]));
+        assert_eq!(eq_lit, vec![vec![true], vec![false], vec![false]]);
+    }
+
+    #[test]
+    fn nan_and_infinities() {
+        let vals = [f64::NAN, f64::NEG_INFINITY, -1.0, -0.0, 0.0, 1.0, f64::INFINITY, -f64::NAN];
+        for op in CmpOp::ALL {
+            let got = eval1(Predicate::cmp(op, col_l(0), col_r(0)), ColumnData::F64(vals.to_vec()), ColumnData::F64(vals.to_vec()));
+            let got32 = eval1(
+                Predicate::cmp(op, col_l(0), col_r(0)),
+                ColumnData::F32(vals.iter().map(|&v| v as f32).collect()),
+                ColumnData::F32(vals.iter().map(|&v| v as f32).collect()),
+            );
+            for (i, a) in vals.iter().enumerate() {
+                for (j, b) in vals.iter().enumerate() {
+                    let want = match op {
+                        CmpOp::Eq => a == b,
+                        CmpOp::Ne => a != b,
+                        CmpOp::Lt => a < b,
+                        CmpOp::Le => a <= b,
+                        CmpOp::Gt => a > b,
+                        CmpOp::Ge => a >= b,
+                    };
+                    assert_eq!(got[i][j], want, "{a} {op:?} {b}");
+                    assert_eq!(got32[i][j], want, "f32 {a} {op:?} {b}");
+                }
+            }
+        }
+        // -0.0 == 0.0; NaN: only <> holds; NOT(NaN < x) holds.
+        let one = |p: Predicate, a: f64, b: f64| eval1(p, ColumnData::F64(vec![a]), ColumnData::F64(vec![b]))[0][0];
+        assert!(one(col_l(0).equals(col_r(0)), -0.0, 0.0));
+        assert!(!one(col_l(0).equals(col_r(0)), f64::NAN, f64::NAN));
+        assert!(one(col_l(0).not_equals(col_r(0)), f64::NAN, f64::NAN));
+        assert!(one(!col_l(0).less(col_r(0)), f64::NAN, 1.0));
+        assert!(one(col_l(0).less(col_r(0)), f64::NEG_INFINITY, f64::MIN));
+        assert!(one(col_l(0).equals(col_r(0) + lit(f64::INFINITY)), f64::INFINITY, 1.0));
+        assert!(!one(col_l(0).equals(col_r(0) - lit(f64::INFINITY)), f64::NAN, f64::INFINITY));
+    }
+
+    #[test]
+    fn integers_compare_exactly() {
+        let one = |p: Predicate, l: ColumnData, r: ColumnData| eval1(p, l, r)[0][0];
+        assert!(one(col_l(0).greater(col_r(0)), ColumnData::U64(vec![u64::MAX]), ColumnData::U64(vec![0])));
+        assert!(one(col_l(0).less(col_r(0)), ColumnData::I64(vec![i64::MIN]), ColumnData::I64(vec![-1])));
+        // Exact arithmetic: no wrap-around.
+        assert!(!one(col_l(0).greater(col_r(0) + lit(1u64)), ColumnData::U64(vec![0]), ColumnData::U64(vec![u64::MAX])));
+        assert!(one(col_l(0).less(col_r(0) + lit(1i32)), ColumnData::I32(vec![i32::MAX]), ColumnData::I32(vec![i32::MAX])));
+        assert!(one(col_l(0).greater(col_r(0) - lit(1u32)), ColumnData::U32(vec![0]), ColumnData::U32(vec![0])));
+    }
+
+    #[test]
+    fn equality_parts_and_ranges() {
+        let s = [I32, F64, Utf8];
+        let c = col_l(0)
+            .equals(col_r(0))
+            .and(col_r(2).equals(col_l(2)).and(col_l(1).less(col_r(1))))
+            .and(col_l(0).equals(lit(3)))
+            .and(col_l(0).equals(col_l(0)))
+            .and(col_l(0).equals(col_r(0)))
+            .check(&s, &s)
+            .unwrap();
+        assert_eq!(c.equality_parts(), vec![(0, 0), (2, 2)]);
+        assert_eq!(c.residual().equality_parts(), vec![]);
+        assert_eq!(col_l(0).equals(col_r(0)).check(&s, &s).unwrap().residual().predicate(), &Predicate::True);
+        let neg = (!col_l(0).equals(col_r(0))).check(&s, &s).unwrap();
+        assert!(neg.equality_parts().is_empty());
+        assert!(Predicate::True.check(&s, &s).unwrap().equality_parts().is_empty());
+
+        // Inequalities.
+        for op in [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge] {
+            let c = Predicate::cmp(op, col_l(1), col_r(1)).check(&s, &s).unwrap();
+            assert_eq!(c.band_or_inequality(), Some(RangeCondition::Inequality { left_col: 1, op, right_col: 1 }));
+            let c = Predicate::cmp(op, col_r(0), col_l(0)).check(&s, &s).unwrap();
+            assert_eq!(
+                c.band_or_inequality(),
+                Some(RangeCondition::Inequality { left_col: 0, op: op.flipped(), right_col: 0 })
+            );
+        }
+        for p in [
+            col_l(0).equals(col_r(0)),
+            col_l(0).not_equals(col_r(0)),
+            col_l(2).less(col_r(2)),
+            col_l(0).less(lit(3)),
+            col_l(0).less(col_l(0)),
+            !col_l(0).less(col_r(0)),
+            col_l(0).less(col_r(0)).and(Predicate::True),
+        ] {
+            assert_eq!(p.check(&s, &s).unwrap().band_or_inequality(), None, "{p:?}");
+        }
+        // Bands, in several spellings.
+        let want = Some(RangeCondition::Band { left_col: 1, right_col: 1, width: Scalar::F64(0.5) });
+        let lo = (col_r(1) - lit(0.5f64)).less_eq(col_l(1));
+        let lo2 = col_l(1).greater_eq(col_r(1) - lit(0.5f64));
+        let hi = col_l(1).less_eq(col_r(1) + lit(0.5f64));
+        let hi2 = (col_r(1) + lit(0.5f64)).greater_eq(col_l(1));
+        for (a, b) in [(&lo, &hi), (&hi, &lo), (&lo2, &hi2), (&hi2, &lo)] {
+            let c = a.clone().and(b.clone()).check(&s, &s).unwrap();
+            assert_eq!(c.band_or_inequality(), want);
+        }
+        // Not bands: different widths, strict bound, same end twice, different columns.
+        for p in [
+            lo.clone().and(col_l(1).less_eq(col_r(1) + lit(0.25f64))),
+            lo.clone().and(col_l(1).less(col_r(1) + lit(0.5f64))),
+            lo.clone().and(lo.clone()),
+            lo.clone().and(col_l(1).less_eq(col_l(1) + lit(0.5f64))),
+            lo.clone().and(hi.clone()).and(Predicate::True),
+        ] {
+            assert_eq!(p.check(&s, &s).unwrap().band_or_inequality(), None, "{p:?}");
+        }
+    }
+}
