@@ -119,7 +119,7 @@ pub fn archs() -> Vec<String> {
 pub fn compile(lib_name: &str, sources: &[&str], include_dirs: &[&str], link_runtime: bool) {
     for var in [
         "NVCC", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "PATH", "GPUJOIN_CUDA_ARCHS", "GPUJOIN_CACHE",
-        "GPUJOIN_NVCC_FLAGS",
+        "GPUJOIN_NVCC_FLAGS", "GPUJOIN_NVCC_CACHE",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -151,10 +151,21 @@ pub fn compile(lib_name: &str, sources: &[&str], include_dirs: &[&str], link_run
                 let Some((i, src)) = queue.lock().unwrap().pop() else { break };
                 let p = ws.join(src);
                 println!("cargo:rerun-if-changed={}", p.display());
+                let name = format!("{lib_name}_{i}");
+                let key = cache_key(&toolkit, &ws, &p, include_dirs);
+                if key.as_ref().is_some_and(|k| restore_cached(k, &name)) {
+                    return_link_lines(&name);
+                    continue;
+                }
                 let mut build = base_build(&toolkit, &ws, include_dirs);
                 build.file(&p);
-                if let Err(e) = build.try_compile(&format!("{lib_name}_{i}")) {
-                    failures.lock().unwrap().push(format!("{src}: {e}"));
+                match build.try_compile(&name) {
+                    Ok(()) => {
+                        if let Some(k) = &key {
+                            store_cached(k, &name);
+                        }
+                    }
+                    Err(e) => failures.lock().unwrap().push(format!("{src}: {e}")),
                 }
             });
         }
@@ -173,6 +184,99 @@ pub fn compile(lib_name: &str, sources: &[&str], include_dirs: &[&str], link_run
             println!("cargo:rustc-link-lib=dylib={sys}");
         }
     }
+}
+
+/// The folder of the content-addressed object cache: `$GPUJOIN_NVCC_CACHE`, else
+/// `$GPUJOIN_CACHE/nvcc-objects` (default `~/.cache/gpujoin/nvcc-objects`). `GPUJOIN_NVCC_CACHE=0`
+/// turns the cache off. Keys hash the source, every header the build can see, the toolkit, the
+/// targets and the extra flags, so a hit is the library nvcc would have produced; separate
+/// checkouts (git worktrees) share it, and an unchanged `.cu` file is never compiled twice.
+fn cache_dir() -> Option<PathBuf> {
+    match env::var_os("GPUJOIN_NVCC_CACHE") {
+        Some(v) if v == "0" => None,
+        Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
+        _ => provisioned_root()?.ancestors().nth(3).map(|c| c.join("nvcc-objects")),
+    }
+}
+
+/// FNV-1a over the bytes fed to it (stable across Rust versions, unlike `DefaultHasher`).
+struct Fnv(u64, u64);
+impl Fnv {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100000001b3);
+            self.1 = (self.1 ^ b as u64).wrapping_mul(0x100000001b3).rotate_left(5);
+        }
+        self.0 ^= bytes.len() as u64;
+        self.0 = self.0.wrapping_mul(0x100000001b3);
+    }
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files_under(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+fn cache_key(toolkit: &Toolkit, ws: &Path, src: &Path, include_dirs: &[&str]) -> Option<String> {
+    cache_dir()?;
+    let mut h = Fnv(0xcbf29ce484222325, 0x84222325cbf29ce4);
+    h.feed(b"gpujoin-nvcc-cache-v1");
+    h.feed(toolkit.nvcc.display().to_string().as_bytes());
+    h.feed(std::fs::metadata(&toolkit.nvcc).ok()?.len().to_string().as_bytes());
+    h.feed(archs().join(",").as_bytes());
+    h.feed(env::var("GPUJOIN_NVCC_FLAGS").unwrap_or_default().as_bytes());
+    h.feed(&std::fs::read(src).ok()?);
+    let mut headers = Vec::new();
+    files_under(&ws.join("cuda/include"), &mut headers);
+    for dir in include_dirs {
+        files_under(&ws.join(dir), &mut headers);
+    }
+    if let Some(parent) = src.parent() {
+        files_under(parent, &mut headers);
+    }
+    headers.sort();
+    headers.dedup();
+    for f in headers {
+        h.feed(f.strip_prefix(ws).unwrap_or(&f).display().to_string().as_bytes());
+        h.feed(&std::fs::read(&f).ok()?);
+    }
+    Some(format!("{:016x}{:016x}", h.0, h.1))
+}
+
+fn out_dir() -> PathBuf {
+    PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"))
+}
+
+fn restore_cached(key: &str, name: &str) -> bool {
+    let Some(dir) = cache_dir() else { return false };
+    let cached = dir.join(format!("{key}.a"));
+    cached.is_file() && std::fs::copy(&cached, out_dir().join(format!("lib{name}.a"))).is_ok()
+}
+
+fn store_cached(key: &str, name: &str) {
+    let Some(dir) = cache_dir() else { return };
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    let tmp = dir.join(format!("{key}.a.{}", std::process::id()));
+    if std::fs::copy(out_dir().join(format!("lib{name}.a")), &tmp).is_ok() {
+        let _ = std::fs::rename(&tmp, dir.join(format!("{key}.a")));
+    }
+}
+
+/// What `cc` prints for a CUDA library it compiled, printed instead for one taken from the cache.
+fn return_link_lines(name: &str) {
+    println!("cargo:rustc-link-search=native={}", out_dir().display());
+    println!("cargo:rustc-link-lib=static={name}");
+    println!("cargo:rustc-link-lib=cudart_static");
+    println!("cargo:rustc-link-lib=stdc++");
 }
 
 fn base_build(toolkit: &Toolkit, ws: &Path, include_dirs: &[&str]) -> cc::Build {

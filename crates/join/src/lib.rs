@@ -10,22 +10,31 @@
 //! | ModernGPU sort-merge join | [`sorted_merge_join`] (sorted keys), [`sort_merge_join`] (any keys), [`sort_merge_join_size`] | 000 |
 //! | interleave join | [`interleave_join`], [`interleave_join_many`] (more than two tables) | 001 |
 //! | partitioned hash join (GFUR/GFTR), non-partitioned hash join | [`partitioned_hash_join`], [`partitioned_hash_join_with_payloads`], [`fn@hash_join`] | 002 |
+pub mod chunked;
 mod common;
 pub mod datagen;
+pub mod device_relation;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi_hash;
+#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+mod ffi_inlj;
+#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+mod ffi_theta;
 pub mod hash_join;
+pub mod indexed_nested_loop;
 pub mod interleave;
 pub mod keys;
 pub mod maps;
 pub mod predicate;
 pub mod reference;
 pub mod sort_merge;
+pub mod theta;
 pub mod theta_reference;
 mod trace;
 pub mod types;
+pub mod wide;
 
 pub use hash_join::{hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
 pub use interleave::{interleave_join, interleave_join_many};

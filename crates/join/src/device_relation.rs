@@ -1,0 +1,155 @@
+//! Device-resident relations for the theta, nested-loop and indexed nested-loop joins (issue 5):
+//! the device image of a host [`Relation`], column by column, strings in Arrow's large-string
+//! layout (`i64` offsets, `offsets.len() == rows + 1`, plus the bytes).
+//!
+//! ```no_run
+//! use gpujoin_join::device_relation::DeviceRelation;
+//! use gpujoin_join::predicate::{ColumnData, Relation};
+//! # fn f(stream: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
+//! let host = Relation::new(vec![ColumnData::I32(vec![3, 1]), ColumnData::utf8(["a", "bc"])])?;
+//! let dev = DeviceRelation::upload(stream, &host)?;
+//! assert_eq!(dev.rows(), 2);
+//! assert_eq!(dev.to_host()?, host);
+//! # Ok(()) }
+//! ```
+
+use gpujoin_device::{DeviceBuffer, Result, Stream};
+
+use crate::keys::DeviceColumn;
+use crate::predicate::{ColumnData, DataType, Relation};
+
+/// One device column of a [`DeviceRelation`].
+pub enum DeviceColumnData {
+    I32(DeviceBuffer<i32>),
+    I64(DeviceBuffer<i64>),
+    U32(DeviceBuffer<u32>),
+    U64(DeviceBuffer<u64>),
+    F32(DeviceBuffer<f32>),
+    F64(DeviceBuffer<f64>),
+    /// String `i` is `bytes[offsets[i]..offsets[i + 1]]`.
+    Utf8 { offsets: DeviceBuffer<i64>, bytes: DeviceBuffer<u8> },
+}
+
+impl DeviceColumnData {
+    /// Copies a host column to the device (validated first: a malformed string layout is an error).
+    pub fn upload(stream: &Stream, column: &ColumnData) -> Result<Self> {
+        column.validate()?;
+        Ok(match column {
+            ColumnData::I32(v) => Self::I32(stream.copy_from_host(v)?),
+            ColumnData::I64(v) => Self::I64(stream.copy_from_host(v)?),
+            ColumnData::U32(v) => Self::U32(stream.copy_from_host(v)?),
+            ColumnData::U64(v) => Self::U64(stream.copy_from_host(v)?),
+            ColumnData::F32(v) => Self::F32(stream.copy_from_host(v)?),
+            ColumnData::F64(v) => Self::F64(stream.copy_from_host(v)?),
+            ColumnData::Utf8 { offsets, bytes } => {
+                Self::Utf8 { offsets: stream.copy_from_host(offsets)?, bytes: stream.copy_from_host(bytes)? }
+            }
+        })
+    }
+
+    /// Copies the column back to the host.
+    pub fn to_host(&self) -> Result<ColumnData> {
+        Ok(match self {
+            Self::I32(b) => ColumnData::I32(b.to_vec()?),
+            Self::I64(b) => ColumnData::I64(b.to_vec()?),
+            Self::U32(b) => ColumnData::U32(b.to_vec()?),
+            Self::U64(b) => ColumnData::U64(b.to_vec()?),
+            Self::F32(b) => ColumnData::F32(b.to_vec()?),
+            Self::F64(b) => ColumnData::F64(b.to_vec()?),
+            Self::Utf8 { offsets, bytes } => ColumnData::Utf8 { offsets: offsets.to_vec()?, bytes: bytes.to_vec()? },
+        })
+    }
+
+    /// The element type.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            Self::I32(_) => DataType::I32,
+            Self::I64(_) => DataType::I64,
+            Self::U32(_) => DataType::U32,
+            Self::U64(_) => DataType::U64,
+            Self::F32(_) => DataType::F32,
+            Self::F64(_) => DataType::F64,
+            Self::Utf8 { .. } => DataType::Utf8,
+        }
+    }
+
+    /// Rows in the column.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::I32(b) => b.len(),
+            Self::I64(b) => b.len(),
+            Self::U32(b) => b.len(),
+            Self::U64(b) => b.len(),
+            Self::F32(b) => b.len(),
+            Self::F64(b) => b.len(),
+            Self::Utf8 { offsets, .. } => offsets.len().saturating_sub(1),
+        }
+    }
+
+    /// True when the column has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A fixed-width column as an equi-join key column; `None` for strings.
+    pub fn as_key_column(&self) -> Option<DeviceColumn<'_>> {
+        Some(match self {
+            Self::I32(b) => b.view().into(),
+            Self::I64(b) => b.view().into(),
+            Self::U32(b) => b.view().into(),
+            Self::U64(b) => b.view().into(),
+            Self::F32(b) => b.view().into(),
+            Self::F64(b) => b.view().into(),
+            Self::Utf8 { .. } => return None,
+        })
+    }
+}
+
+/// A relation on the device: columns of equal length.
+pub struct DeviceRelation {
+    columns: Vec<DeviceColumnData>,
+    rows: usize,
+}
+
+impl DeviceRelation {
+    /// Copies every column of `relation` to the device.
+    pub fn upload(stream: &Stream, relation: &Relation) -> Result<Self> {
+        relation.validate()?;
+        let columns = relation.columns.iter().map(|c| DeviceColumnData::upload(stream, c)).collect::<Result<Vec<_>>>()?;
+        Ok(DeviceRelation { columns, rows: relation.rows() })
+    }
+
+    /// Builds a relation from device columns, which must all have `rows` rows.
+    pub fn from_columns(columns: Vec<DeviceColumnData>) -> Result<Self> {
+        let rows = columns.first().map_or(0, DeviceColumnData::len);
+        for (i, c) in columns.iter().enumerate() {
+            gpujoin_device::check_same_len("column 0", rows, &format!("column {i}"), c.len())?;
+        }
+        Ok(DeviceRelation { columns, rows })
+    }
+
+    /// Rows of the relation.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The columns.
+    pub fn columns(&self) -> &[DeviceColumnData] {
+        &self.columns
+    }
+
+    /// Column `i` (panics when out of range, like slice indexing).
+    pub fn column(&self, i: usize) -> &DeviceColumnData {
+        &self.columns[i]
+    }
+
+    /// The column types.
+    pub fn schema(&self) -> Vec<DataType> {
+        self.columns.iter().map(DeviceColumnData::data_type).collect()
+    }
+
+    /// Copies the relation back to the host.
+    pub fn to_host(&self) -> Result<Relation> {
+        Relation::new(self.columns.iter().map(DeviceColumnData::to_host).collect::<Result<Vec<_>>>()?)
+    }
+}

@@ -1,0 +1,2 @@
+// gpujoin inlj kernels (under construction).
+#include "gpujoin_inlj.h"

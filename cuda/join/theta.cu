@@ -1,0 +1,2 @@
+// gpujoin theta kernels (under construction).
+#include "gpujoin_theta.h"
