@@ -1,2 +1,2 @@
-// gpujoin inlj kernels (under construction).
+// gpujoin indexed nested-loop join kernels (under construction).
 #include "gpujoin_inlj.h"

@@ -1,2 +1,2 @@
-// gpujoin theta kernels (under construction).
+// gpujoin nested-loop theta kernels (under construction).
 #include "gpujoin_theta.h"

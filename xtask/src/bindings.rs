@@ -8,6 +8,7 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("cuda/include/gpujoin_join.h", "crates/join/src/ffi.rs", "gj_j_.*"),
     ("cuda/include/gpujoin_hash.h", "crates/join/src/ffi_hash.rs", "gj_h_.*"),
     ("cuda/include/gpujoin_theta.h", "crates/join/src/ffi_theta.rs", "gj_t_.*"),
+    ("cuda/include/gpujoin_theta_sort.h", "crates/join/src/ffi_theta_sort.rs", "gj_ts_.*"),
     ("cuda/include/gpujoin_inlj.h", "crates/join/src/ffi_inlj.rs", "gj_i_.*"),
 ];
 

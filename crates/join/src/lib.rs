@@ -22,6 +22,8 @@ mod ffi_hash;
 mod ffi_inlj;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi_theta;
+#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+mod ffi_theta_sort;
 pub mod hash_join;
 pub mod indexed_nested_loop;
 pub mod interleave;

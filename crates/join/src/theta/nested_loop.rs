@@ -1,0 +1,1 @@
+//! Nested-loop theta joins (under construction).

@@ -1,0 +1,1 @@
+//! Sort-based theta joins for a single inequality or a band (under construction).

@@ -1,0 +1,2 @@
+// gpujoin sort-based theta-join kernels (under construction).
+#include "gpujoin_theta_sort.h"
