@@ -15,7 +15,7 @@ mod common;
 use common::Harness;
 use gpujoin::device::{DeviceBuffer, Pod, Stream};
 use gpujoin::join::{
-    datagen, hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys,
+    datagen, hash_join_tuning_for_tests, hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys,
     Materialization,
 };
 
@@ -60,6 +60,24 @@ fn main() {
         // Narrow: the keys and one payload column per side; a second column for the wide case.
         let (mut rn, mut fnn) = (upload(&s, &r, 1), upload(&s, &f, 1));
         let (r2, f2) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+        if std::env::var_os("GPUJOIN_HASH_PROFILE").is_some() {
+            // One narrow PHJ-OM join and nothing else, for a profiler.
+            let (kr, kf) = (Keys::single(rn.keys.view()), Keys::single(fnn.keys.view()));
+            let (pr, pf): (Vec<DeviceColumn>, Vec<DeviceColumn>) = (vec![rn.payloads[0].view().into()], vec![fnn.payloads[0].view().into()]);
+            let out = partitioned_hash_join_with_payloads(&s, &kr, &pr, &kf, &pf, JoinType::Inner, JoinOptions::default(), Materialization::Clustered).unwrap();
+            s.synchronize().unwrap();
+            println!("PROFILE {GROUP}/narrow_4b4b_phj_om: {} rows, {:?}", out.rows, out.stats);
+            return;
+        }
+        if std::env::var_os("GPUJOIN_HASH_SWEEP").is_some() {
+            // Partition bits forced around the automatic choice (16 here); dense keys split evenly.
+            for bits in [14, 15, 16, 17] {
+                hash_join_tuning_for_tests(bits, 0);
+                phj_case(&mut h, &format!("narrow_4b4b_phj_om_bits{bits}"), &rn, &fnn, Materialization::Clustered, io(4, 4, 1), rows);
+            }
+            hash_join_tuning_for_tests(0, 0);
+            return;
+        }
         phj_case(&mut h, "narrow_4b4b_phj_um", &rn, &fnn, Materialization::Unclustered, io(4, 4, 1), rows);
         phj_case(&mut h, "narrow_4b4b_phj_om", &rn, &fnn, Materialization::Clustered, io(4, 4, 1), rows);
 
