@@ -115,19 +115,24 @@ constexpr uint32_t OWNER = 0xFFFFu, CNT_SHIFT = 16, CNT_MASK = 0x7FFFu, HIT = 0x
 
 __device__ __forceinline__ uint32_t cnt_of(uint32_t w) { return (w >> CNT_SHIFT) & CNT_MASK; }
 
-// Shared-memory layout (byte offsets). The count pass needs the first part only.
+// Shared-memory layout (byte offsets). The count pass needs the first part only. Chunks without
+// duplicate keys need neither slot_of (after the build) nor cursor / grouped: the write passes
+// stage the chunk's build payload there (`staged`, CAP values of up to 8 bytes).
 template <class K>
 struct Layout {
-  static constexpr size_t bkey = 0;                                // K[CAP]: the chunk's keys
+  static constexpr size_t misc = 0;                                // u32[64]: flags, warp sums
+  static constexpr size_t bkey = misc + 4 * 64;                    // K[CAP]: the chunk's keys
   static constexpr size_t word = bkey + sizeof(K) * CAP;           // u32[SLOTS]: the table
   static constexpr size_t slot_of = word + 4 * SLOTS;              // u16[CAP]: slot of each row
-  static constexpr size_t misc = slot_of + 2 * CAP;                // u32[64]: flags, warp sums
-  static constexpr size_t count_bytes = misc + 4 * 64;
+  static constexpr size_t count_bytes = slot_of + 2 * CAP;
   static constexpr size_t cursor = count_bytes;                    // u16[SLOTS]: group ends
   static constexpr size_t grouped = cursor + 2 * SLOTS;            // u16[CAP]: rows by slot
   static constexpr size_t tile_off = grouped + 2 * CAP;            // u32[TILE]: row offsets
   static constexpr size_t tile_slot = tile_off + 4 * TILE;         // u16[TILE]: row slots
   static constexpr size_t write_bytes = tile_slot + 2 * TILE;
+  static constexpr size_t staged = slot_of;                        // u32/u64[CAP], aliases the above
+  static_assert(tile_off - staged >= 8 * CAP, "staged build payload fits");
+  static_assert(staged % 8 == 0, "staged build payload aligned");
 };
 
 // Exclusive scan of one value per thread across the block; `ws` holds MNT / 32 words.
@@ -294,6 +299,51 @@ __device__ __forceinline__ void put(const gj_h_side &side, uint64_t k, uint32_t 
   }
 }
 
+// put() for the build side, whose payload may be staged in shared memory (`staged[row]`, row =
+// pos - build_begin): a gather from a 2048-row chunk in global memory wastes most of each sector.
+__device__ __forceinline__ void put_build(const gj_h_side &side, uint64_t k, uint32_t pos, const void *staged,
+                                          uint32_t row) {
+  if (!staged) return put(side, k, pos);
+  if (side.out_ids) side.out_ids[k] = side.ids ? side.ids[pos] : pos;
+  if (side.val_width == 8) ((uint64_t *)side.out_vals)[k] = ((const uint64_t *)staged)[row];
+  else ((uint32_t *)side.out_vals)[k] = ((const uint32_t *)staged)[row];
+}
+
+// The chunk's build payload, loaded into registers (issued early; see store_build_vals).
+struct BuildVals {
+  static constexpr int PER = CAP / MNT;
+  uint64_t v[PER];
+};
+
+__device__ __forceinline__ bool stages(const gj_h_side &side) { return side.out_vals && side.vals; }
+
+__device__ __forceinline__ void load_build_vals(const gj_h_side &side, const gj_h_item &it, BuildVals &b) {
+  if (!stages(side)) return;
+#pragma unroll
+  for (int q = 0; q < BuildVals::PER; ++q) {
+    const uint32_t i = threadIdx.x + q * MNT;
+    if (i < it.build_len)
+      b.v[q] = side.val_width == 8 ? ((const uint64_t *)side.vals)[it.build_begin + i]
+                                   : ((const uint32_t *)side.vals)[it.build_begin + i];
+  }
+}
+
+// Stores the loaded payload at `dst` and returns it (nullptr when the side writes no values).
+// The caller synchronizes the block before the values are read.
+__device__ __forceinline__ const void *store_build_vals(const gj_h_side &side, const gj_h_item &it,
+                                                        const BuildVals &b, unsigned char *dst) {
+  if (!stages(side)) return nullptr;
+#pragma unroll
+  for (int q = 0; q < BuildVals::PER; ++q) {
+    const uint32_t i = threadIdx.x + q * MNT;
+    if (i < it.build_len) {
+      if (side.val_width == 8) ((uint64_t *)dst)[i] = b.v[q];
+      else ((uint32_t *)dst)[i] = (uint32_t)b.v[q];
+    }
+  }
+  return dst;
+}
+
 // Shared-memory pointers of the write passes.
 template <class K>
 struct WriteSmem {
@@ -322,7 +372,8 @@ struct WriteSmem {
 // whether the rows are grouped).
 template <class K>
 __device__ __forceinline__ void write_tiles(const K *probe_keys, const gj_h_item &it, const WriteSmem<K> &sm, bool dup,
-                                            uint64_t base, const gj_h_side &bside, const gj_h_side &pside) {
+                                            uint64_t base, const gj_h_side &bside, const gj_h_side &pside,
+                                            const void *bstaged) {
   // Build row (chunk index) of match j of slot s.
   auto build_row = [&](uint32_t s, uint32_t j) -> uint32_t {
     uint32_t w = sm.word[s];
@@ -371,7 +422,7 @@ __device__ __forceinline__ void write_tiles(const K *probe_keys, const gj_h_item
       for (uint32_t k = threadIdx.x; k < tile_total; k += MNT) {
         const uint32_t w = sm.tile_off[k];
         put(pside, base + k, it.probe_begin + t0 + (w >> 16));
-        put(bside, base + k, it.build_begin + (w & 0xFFFFu));
+        put_build(bside, base + k, it.build_begin + (w & 0xFFFFu), bstaged, w & 0xFFFFu);
       }
       __syncthreads();
     } else {
@@ -393,7 +444,8 @@ __device__ __forceinline__ void write_tiles(const K *probe_keys, const gj_h_item
         }
         const uint32_t j = k - sm.tile_off[lo];
         put(pside, base + k, it.probe_begin + t0 + (uint32_t)lo);
-        put(bside, base + k, it.build_begin + build_row(sm.tile_slot[lo], j));
+        const uint32_t brow = build_row(sm.tile_slot[lo], j);
+        put_build(bside, base + k, it.build_begin + brow, bstaged, brow);
       }
       __syncthreads();
     }
@@ -410,8 +462,16 @@ __global__ void __launch_bounds__(MNT, 4) match_write_kernel(const K *build_keys
   const gj_h_item it = items[blockIdx.x];
   build_table<K>(build_keys, it, sm.bkey, sm.word, sm.slot_of, sm.misc);
   const bool dup = sm.misc[0] != 0;
-  if (dup) group_rows(sm.word, sm.slot_of, sm.cursor, sm.grouped, it.build_len, sm.misc + 1);
-  write_tiles<K>(probe_keys, it, sm, dup, item_offsets[blockIdx.x], bside, pside);
+  const void *staged = nullptr;
+  if (dup) {
+    group_rows(sm.word, sm.slot_of, sm.cursor, sm.grouped, it.build_len, sm.misc + 1);
+  } else {
+    BuildVals b;
+    load_build_vals(bside, it, b);
+    staged = store_build_vals(bside, it, b, smem + Layout<K>::staged);
+    __syncthreads();
+  }
+  write_tiles<K>(probe_keys, it, sm, dup, item_offsets[blockIdx.x], bside, pside, staged);
 }
 
 // One pass instead of count + write, for inner joins whose build chunks have unique keys (at
@@ -421,6 +481,39 @@ __global__ void __launch_bounds__(MNT, 4) match_write_kernel(const K *build_keys
 // 62 = own count), and writes. A chunk with a duplicate key sets *overflow and writes nothing
 // (the caller then runs the two passes); status[num_items - 1] ends as the total.
 constexpr uint64_t ST_PREFIX = 1ull << 63, ST_AGG = 1ull << 62, ST_VALUE = ST_AGG - 1;
+
+// Warp 0's decoupled look-back over `status` for item `item`, whose own count is `total`:
+// 32 predecessors per step, up to the nearest one that has published its inclusive prefix (a
+// virtual prefix of 0 before item 0). Publishes this item's inclusive prefix; returns (on lane 0)
+// the exclusive one. Waiting lanes back off so that the other blocks on the SM keep issuing.
+__device__ __forceinline__ uint64_t look_back(unsigned long long *status, uint32_t item, uint32_t total) {
+  const int lane = threadIdx.x;
+  uint64_t excl = 0;
+  if (item > 0) {
+    if (lane == 0) atomicExch(&status[item], ST_AGG | (unsigned long long)total);
+    int64_t end = (int64_t)item - 1;
+    while (true) {
+      const int64_t j = end - lane;
+      unsigned long long st = j >= 0 ? ((volatile unsigned long long *)status)[j] : ST_PREFIX;
+      unsigned sleep = 32;
+      while (__any_sync(FULL, st == 0)) {
+        __nanosleep(sleep);
+        sleep = sleep < 512 ? sleep * 2 : sleep;
+        if (st == 0) st = ((volatile unsigned long long *)status)[j];
+      }
+      const unsigned pmask = __ballot_sync(FULL, (st & ST_PREFIX) != 0);
+      uint64_t v = st & ST_VALUE;
+      if (pmask && lane > __ffs(pmask) - 1) v = 0;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+      excl += v;
+      if (pmask) break;
+      end -= 32;
+    }
+  }
+  if (lane == 0) atomicExch(&status[item], ST_PREFIX | (unsigned long long)(excl + total));
+  return excl;
+}
 
 template <class K>
 __global__ void __launch_bounds__(MNT, 4) match_spec_kernel(const K *build_keys, const K *probe_keys,
@@ -444,6 +537,56 @@ __global__ void __launch_bounds__(MNT, 4) match_spec_kernel(const K *build_keys,
   const gj_h_item it = items[item];
   build_table<K>(build_keys, it, sm.bkey, sm.word, sm.slot_of, sm.misc);
   const bool dup = sm.misc[0] != 0;
+  BuildVals bv;
+  if (!dup) load_build_vals(bside, it, bv);  // in flight during the count
+
+  if (!dup && it.probe_len <= TILE) {
+    // One tile: look every probe row up once, stage its pair (row in the tile << 16 | build row)
+    // in probe order, learn the offset, write. Unique build keys: at most one match per row.
+    K k[MVT];
+#pragma unroll
+    for (int v = 0; v < MVT; ++v) {
+      const uint32_t r = threadIdx.x * MVT + v;
+      if (r < it.probe_len) k[v] = probe_keys[it.probe_begin + r];
+    }
+    uint32_t pair[MVT];
+    uint32_t sum = 0;
+#pragma unroll
+    for (int v = 0; v < MVT; ++v) {
+      const uint32_t r = threadIdx.x * MVT + v;
+      pair[v] = 0xFFFFFFFFu;
+      if (r < it.probe_len) {
+        const int sl = lookup<K>(k[v], sm.bkey, sm.word);
+        if (sl >= 0) {
+          pair[v] = (r << 16) | ((sm.word[sl] & OWNER) - 1);
+          ++sum;
+        }
+      }
+    }
+    uint32_t total;
+    uint32_t off = block_excl_scan(sum, total, sm.misc + 1);
+#pragma unroll
+    for (int v = 0; v < MVT; ++v)
+      if (pair[v] != 0xFFFFFFFFu) sm.tile_off[off++] = pair[v];
+    if (threadIdx.x < 32) {
+      const uint64_t excl = look_back(status, item, total);
+      if (threadIdx.x == 0) {
+        s_base = excl;
+        if (excl + total > capacity) atomicOr(overflow, 1u);
+      }
+    }
+    const void *staged = store_build_vals(bside, it, bv, smem + Layout<K>::staged);
+    __syncthreads();
+    const uint64_t base = s_base;
+    if (base + total > capacity) return;
+    for (uint32_t q = threadIdx.x; q < total; q += MNT) {
+      const uint32_t w = sm.tile_off[q];
+      put(pside, base + q, it.probe_begin + (w >> 16));
+      put_build(bside, base + q, it.build_begin + (w & 0xFFFFu), staged, w & 0xFFFFu);
+    }
+    return;
+  }
+
   uint32_t rows = 0;
   if (!dup) {
     for (uint32_t r0 = 0; r0 < it.probe_len; r0 += TILE) {
@@ -461,31 +604,8 @@ __global__ void __launch_bounds__(MNT, 4) match_spec_kernel(const K *build_keys,
   uint32_t total;
   block_excl_scan(rows, total, sm.misc + 1);
   if (threadIdx.x < 32) {
-    // Warp-wide decoupled look-back: 32 predecessors per step, up to the nearest one that has
-    // published its inclusive prefix (a virtual prefix of 0 before item 0).
-    const int lane = threadIdx.x;
-    uint64_t excl = 0;
-    if (item > 0) {
-      if (lane == 0) atomicExch(&status[item], ST_AGG | (unsigned long long)total);
-      int64_t end = (int64_t)item - 1;
-      while (true) {
-        const int64_t j = end - lane;
-        unsigned long long st = j >= 0 ? ((volatile unsigned long long *)status)[j] : ST_PREFIX;
-        while (__any_sync(FULL, st == 0)) {
-          if (st == 0) st = ((volatile unsigned long long *)status)[j];
-        }
-        const unsigned pmask = __ballot_sync(FULL, (st & ST_PREFIX) != 0);
-        uint64_t v = st & ST_VALUE;
-        if (pmask && lane > __ffs(pmask) - 1) v = 0;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-        excl += v;
-        if (pmask) break;
-        end -= 32;
-      }
-    }
-    if (lane == 0) {
-      atomicExch(&status[item], ST_PREFIX | (unsigned long long)(excl + total));
+    const uint64_t excl = look_back(status, item, total);
+    if (threadIdx.x == 0) {
       s_base = excl;
       if (dup || excl + total > capacity) atomicOr(overflow, 1u);
     }
@@ -493,7 +613,10 @@ __global__ void __launch_bounds__(MNT, 4) match_spec_kernel(const K *build_keys,
   __syncthreads();
   const uint64_t base = s_base;
   if (dup || base + total > capacity) return;
-  write_tiles<K>(probe_keys, it, sm, false, base, bside, pside);
+  // slot_of is dead once the table is built (no duplicates): the payload goes there.
+  const void *staged = store_build_vals(bside, it, bv, smem + Layout<K>::staged);
+  __syncthreads();
+  write_tiles<K>(probe_keys, it, sm, false, base, bside, pside, staged);
 }
 
 template <class K>
