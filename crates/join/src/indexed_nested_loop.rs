@@ -88,7 +88,7 @@ enum IndexKeys {
 /// let col = DeviceColumnData::upload(s, &ColumnData::F64(vec![2.0, f64::NAN, -0.0, 2.0]))?;
 /// let index = SortedIndex::build(s, &col)?;
 /// assert_eq!(index.entries(), 3);
-/// let rows: Vec<_> = index.sorted_rows().to_vec()?.iter().map(|r| r.get().unwrap()).collect();
+/// let rows: Vec<_> = s.copy_to_host(&index.sorted_rows())?.iter().map(|r| r.get().unwrap()).collect();
 /// assert_eq!(rows, [2, 0, 3]); // -0.0, then the two 2.0 in row order
 /// let probe = DeviceColumnData::upload(s, &ColumnData::F64(vec![0.0, 2.0]))?;
 /// let maps = index.join(s, &probe, Side::Left, JoinType::Inner)?;
