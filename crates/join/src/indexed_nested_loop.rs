@@ -431,7 +431,7 @@ fn sorted_images<U: SortPairsWith<u32>>(stream: &Stream, column: &DeviceColumnDa
     let mut nans = stream.alloc_zeroed::<u64>(1)?;
     let (desc, i, r, c) = (column_desc(column), images.view_mut().as_mut_ptr() as *mut c_void, rows.view_mut().as_mut_ptr(), nans.view_mut().as_mut_ptr());
     // SAFETY: the column holds n values of the width of U; outputs hold n entries.
-    launch(stream, "inlj: key images", || unsafe { ffi::gj_i_build_images(desc, i, r, c as *mut u64 as _, stream.raw()) })?;
+    launch(stream, "inlj: key images", || unsafe { ffi::gj_i_build_images(desc, i, r, c, stream.raw()) })?;
     let (mut keys, mut sorted) = sort_pairs_new(stream, &images.view(), &rows.view(), SortOrder::Ascending)?;
     if column.data_type().is_float() {
         let keep = n - read_scalar(stream, &nans)? as usize;
@@ -447,7 +447,7 @@ fn count_flags(stream: &Stream, flags: &DeviceView<'_, u8>, want: bool) -> Resul
     let c = count.view_mut().as_mut_ptr();
     let (f, n) = (flags.as_ptr(), flags.len() as i64);
     // SAFETY: n flags; one zeroed counter.
-    launch(stream, "inlj: count flags", || unsafe { ffi::gj_i_count_flags(f, n, want as i32, c as _, stream.raw()) })?;
+    launch(stream, "inlj: count flags", || unsafe { ffi::gj_i_count_flags(f, n, want as i32, c, stream.raw()) })?;
     read_scalar(stream, &count)
 }
 
