@@ -35,7 +35,7 @@ use crate::types::{JoinOptions, JoinType, RowId};
 
 /// Key types of the chunked equi-join: `u32, u64, i32, i64`.
 pub trait ChunkKey: SortedKey + SortPairsWith<u32> {
-    #[doc(hidden)]
+    /// The column as a key column of the general joins (e.g. for [`Keys::single`]).
     fn column(v: DeviceView<'_, Self>) -> DeviceColumn<'_>;
 }
 macro_rules! chunk_key {

@@ -172,6 +172,11 @@ pub fn stream_to_host<S: ChunkSource>(
     let compute = stream;
     let mut pipe: Pipeline<S::Output> = Pipeline { copy: stream.device().new_stream()?, items: VecDeque::new() };
     let mut free: Vec<PinnedBuffer<u8>> = Vec::new();
+    // Pinned buffers sized for the largest planned chunk (fixed-width columns; grown if not).
+    let largest_rows = (0..plan.chunks.len()).map(|k| plan.output_range(k)).map(|r| r.end - r.start).max().unwrap_or(0);
+    let largest = usize::try_from(largest_rows.saturating_mul(source.bytes_per_row()))
+        .map_err(|_| Error::too_large("pinned chunk bytes", largest_rows, usize::MAX as u64))?
+        .saturating_add(4 * ALIGN);
     let first_start = compute.record_timed_event()?;
 
     for (k, part) in plan.chunks.iter().enumerate() {
@@ -196,7 +201,7 @@ pub fn stream_to_host<S: ChunkSource>(
         }
         let mut pinned = match free.pop() {
             Some(p) if p.len() >= need => p,
-            _ => PinnedBuffer::<u8>::new(stream.device(), need.max(plan.rows_per_chunk.saturating_mul(source.bytes_per_row()).min(usize::MAX as u64) as usize + 2 * ALIGN))?,
+            _ => PinnedBuffer::<u8>::new(stream.device(), need.max(largest))?,
         };
         // Copy it on the copy stream, after its production.
         pipe.copy.wait_event(&c1)?;

@@ -107,7 +107,9 @@ pub fn plan_targets(total: u64, rows_per_chunk: u64) -> Vec<u64> {
 /// # use gpujoin_join::chunked::{anchors_from_offsets, RowBoundary};
 /// // rows produce 3, 0, 5, 1 output rows; chunks of 4
 /// let a = anchors_from_offsets(&[0, 3, 3, 8, 9], 4);
-/// assert_eq!(a, [RowBoundary { output: 3, row: 2 }, RowBoundary { output: 8, row: 3 }]);
+/// let b = |output, row| RowBoundary { output, row };
+/// // target 4 lies in row 2 (rows 3..8), target 8 in row 3 (rows 8..9)
+/// assert_eq!(a, [b(3, 2), b(8, 3), b(8, 3), b(9, 4)]);
 /// ```
 pub fn anchors_from_offsets(offsets: &[u64], rows_per_chunk: u64) -> Vec<RowBoundary> {
     let total = offsets.last().copied().unwrap_or(0);
