@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use common::{median, Harness};
 use gpujoin::device::{Event, PinnedBuffer};
-use gpujoin::join::chunked::{stream_to_host, ChunkBudget, EquiChunkSource, HostStreamOptions, JoinChunks};
+use gpujoin::join::chunked::{ChunkBudget, EquiChunkSource, HostStreamOptions, HostStreamer, JoinChunks};
 use gpujoin::join::{datagen, JoinType};
 
 fn main() {
@@ -50,7 +50,10 @@ fn main() {
         n as f64 / (median(&mut t) * 1e-3)
     };
     let floor_ms = out_bytes as f64 / d2h_bytes_per_s * 1e3;
-    println!("pinned device-to-host copy: {:.1} GB/s; byte floor of the host case: {floor_ms:.3} ms for {out_bytes} bytes", d2h_bytes_per_s / 1e9);
+    println!(
+        "pinned device-to-host copy: {:.1} GB/s; byte floor of the host case: {floor_ms:.3} ms for {out_bytes} bytes",
+        d2h_bytes_per_s / 1e9
+    );
 
     // Chunks consumed on the device.
     let mut chunks_seen = 0;
@@ -68,10 +71,11 @@ fn main() {
     // Chunks streamed into pinned host memory.
     let mut walls = Vec::new();
     let mut last = None;
+    let mut streamer = HostStreamer::new(s.device(), HostStreamOptions::default()).unwrap();
     for rep in 0..6 {
         let t = Instant::now();
         let mut checksum = 0u64;
-        let stats = stream_to_host(&s, &source, ChunkBudget::Bytes(budget), HostStreamOptions::default(), |c| {
+        let stats = streamer.run(&s, &source, ChunkBudget::Bytes(budget), |c| {
             let (_, r) = c.maps()?;
             checksum = checksum.wrapping_add(r.len() as u64); // touch nothing else: measure delivery
             Ok(())

@@ -11,7 +11,9 @@ mod common;
 use common::{fail, stream};
 
 use gpujoin_device::{DeviceBuffer, Stream};
-use gpujoin_join::chunked::{join_chunks, join_chunks_to_host, stream_to_host, ChunkBudget, ChunkKey, EquiChunkSource, HostStreamOptions, JoinChunks};
+use gpujoin_join::chunked::{
+    join_chunks, join_chunks_to_host, stream_to_host, ChunkBudget, ChunkKey, EquiChunkSource, HostStreamOptions, JoinChunks,
+};
 use gpujoin_join::reference;
 use gpujoin_join::{sort_merge_join, sort_merge_join_size, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, Keys, RowId};
 use proptest::prelude::*;
@@ -25,7 +27,13 @@ fn poison_pool(s: &Stream, bytes: usize) {
 }
 
 fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Result<(), TestCaseError>) {
-    let mut r = TestRunner::new(Config { cases, rng_seed: RngSeed::Fixed(seed), failure_persistence: None, max_shrink_iters: 64, ..Config::default() });
+    let mut r = TestRunner::new(Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        max_shrink_iters: 64,
+        ..Config::default()
+    });
     if let Err(e) = r.run(&strat, f) {
         panic!("{e}");
     }
@@ -83,10 +91,18 @@ fn expected_order<K: Ord + Copy>(left: &[K], right: &[K], jt: JoinType) -> Vec<(
 
 /// Joins in chunks of `budget` bytes and checks order, chunk sizes, contiguity, the total and
 /// the multiset against the CPU reference.
-fn check_chunked<K: ChunkKey + Ord + Copy>(s: &Stream, left: &[K], right: &[K], jt: JoinType, budget: u64, host: fn(Vec<K>) -> HostColumn) -> Result<(), TestCaseError> {
+fn check_chunked<K: ChunkKey + Ord + Copy>(
+    s: &Stream,
+    left: &[K],
+    right: &[K],
+    jt: JoinType,
+    budget: u64,
+    host: fn(Vec<K>) -> HostColumn,
+) -> Result<(), TestCaseError> {
     let (dl, dr) = (s.copy_from_host(left).unwrap(), s.copy_from_host(right).unwrap());
     poison_pool(s, (left.len() + right.len()) * 64 + (1 << 16));
-    let chunks: JoinChunks<EquiChunkSource> = join_chunks(s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(budget)).map_err(|e| fail(format!("{jt:?}: {e}")))?;
+    let chunks: JoinChunks<EquiChunkSource> =
+        join_chunks(s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(budget)).map_err(|e| fail(format!("{jt:?}: {e}")))?;
     let per_chunk = chunks.plan().rows_per_chunk;
     let bpr = if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) { 8 } else { 4 };
     prop_assert_eq!(per_chunk, (budget / bpr).max(1), "{:?}: rows per chunk", jt);
@@ -97,7 +113,14 @@ fn check_chunked<K: ChunkKey + Ord + Copy>(s: &Stream, left: &[K], right: &[K], 
         let c = c.map_err(|e| fail(format!("{jt:?} chunk {k}: {e}")))?;
         prop_assert_eq!(c.index, k);
         prop_assert_eq!(c.output.start, pos, "{:?}: chunk {} not contiguous", jt, k);
-        prop_assert!(c.data.rows() > 0 && c.data.rows() <= per_chunk, "{:?}: chunk {} has {} rows, budget {}", jt, k, c.data.rows(), per_chunk);
+        prop_assert!(
+            c.data.rows() > 0 && c.data.rows() <= per_chunk,
+            "{:?}: chunk {} has {} rows, budget {}",
+            jt,
+            k,
+            c.data.rows(),
+            per_chunk
+        );
         prop_assert_eq!(c.output.end - c.output.start, c.data.rows());
         prop_assert_eq!(c.data.join_type(), jt);
         pos = c.output.end;
@@ -123,16 +146,21 @@ fn check_chunked<K: ChunkKey + Ord + Copy>(s: &Stream, left: &[K], right: &[K], 
     let mut sorted = got;
     reference::sort_pairs(&mut sorted);
     prop_assert!(sorted == reference, "{:?}: differs from the reference as a multiset", jt);
-    let size = sort_merge_join_size(s, &Keys::single(K::column(dl.view())), &Keys::single(K::column(dr.view())), jt, JoinOptions::default()).unwrap();
+    let size =
+        sort_merge_join_size(s, &Keys::single(K::column(dl.view())), &Keys::single(K::column(dr.view())), jt, JoinOptions::default())
+            .unwrap();
     prop_assert_eq!(total, size, "{:?}: total vs join_size", jt);
     Ok(())
 }
 
 #[test]
 fn chunks_concatenate_to_the_one_shot_result() {
-    let Some(s) = stream("chunks_concatenate_to_the_one_shot_result") else { return };
+    let Some(s) = stream("chunks_concatenate_to_the_one_shot_result") else {
+        return;
+    };
     let sizes = prop_oneof![Just(0usize), Just(1), 2usize..40, 40usize..700];
-    let strat = (sizes.clone(), sizes, prop_oneof![Just(1u32), 2u32..8, 8u32..2000], prop_oneof![Just(1u64), 2u64..64, 64u64..4096], 0usize..8);
+    let strat =
+        (sizes.clone(), sizes, prop_oneof![Just(1u32), 2u32..8, 8u32..2000], prop_oneof![Just(1u64), 2u64..64, 64u64..4096], 0usize..8);
     run(48, 0xC4A7, strat, |(nl, nr, domain, budget, t)| {
         let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(nl as u64 * 7919 + nr as u64 * 31 + domain as u64);
         let left: Vec<u32> = (0..nl).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
@@ -143,7 +171,9 @@ fn chunks_concatenate_to_the_one_shot_result() {
 
 #[test]
 fn every_join_type_with_signed_wide_keys() {
-    let Some(s) = stream("every_join_type_with_signed_wide_keys") else { return };
+    let Some(s) = stream("every_join_type_with_signed_wide_keys") else {
+        return;
+    };
     let left: Vec<i64> = (0..501).map(|i| (i % 37) as i64 * -1_000_000_007 + (i % 3) as i64).collect();
     let right: Vec<i64> = (0..333).map(|i| (i % 41) as i64 * -1_000_000_007 + (i % 5) as i64).collect();
     for jt in JoinType::ALL {
@@ -159,7 +189,9 @@ fn every_join_type_with_signed_wide_keys() {
 
 #[test]
 fn budget_smaller_than_one_rows_output() {
-    let Some(s) = stream("budget_smaller_than_one_rows_output") else { return };
+    let Some(s) = stream("budget_smaller_than_one_rows_output") else {
+        return;
+    };
     // One left row matching 1000 right rows: chunks of 7 rows split it.
     let right = vec![5u32; 1000];
     check_chunked(&s, &[5u32], &right, JoinType::Inner, 56, HostColumn::U32).unwrap();
@@ -175,7 +207,9 @@ fn budget_smaller_than_one_rows_output() {
 
 #[test]
 fn empty_inputs() {
-    let Some(s) = stream("empty_inputs") else { return };
+    let Some(s) = stream("empty_inputs") else {
+        return;
+    };
     let some = [3u32, 1, 3];
     for jt in JoinType::ALL {
         check_chunked(&s, &[], &[], jt, 16, HostColumn::U32).unwrap();
@@ -207,7 +241,9 @@ fn host_pairs(s: &Stream, src: &EquiChunkSource, budget: u64, depth: usize) -> V
 
 #[test]
 fn host_streaming_yields_the_same_rows() {
-    let Some(s) = stream("host_streaming_yields_the_same_rows") else { return };
+    let Some(s) = stream("host_streaming_yields_the_same_rows") else {
+        return;
+    };
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(42);
     let left: Vec<u32> = (0..3000).map(|_| rand::Rng::gen_range(&mut rng, 0..500)).collect();
     let right: Vec<u32> = (0..2000).map(|_| rand::Rng::gen_range(&mut rng, 0..700)).collect();
@@ -233,7 +269,9 @@ fn host_streaming_yields_the_same_rows() {
 
 #[test]
 fn larger_join_against_the_one_shot_join() {
-    let Some(s) = stream("larger_join_against_the_one_shot_join") else { return };
+    let Some(s) = stream("larger_join_against_the_one_shot_join") else {
+        return;
+    };
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(7);
     let left: Vec<u32> = (0..200_000).map(|_| rand::Rng::gen_range(&mut rng, 0..60_000)).collect();
     let right: Vec<u32> = (0..150_000).map(|_| rand::Rng::gen_range(&mut rng, 0..80_000)).collect();
@@ -269,7 +307,13 @@ fn expected_order_is_the_reference_multiset() {
         let right: Vec<u32> = (0..nr).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
         let jt = JoinType::ALL[t];
         let mut got = expected_order(&left, &right, jt);
-        let mut want = reference::join(&HostKeys::single(HostColumn::U32(left)), &HostKeys::single(HostColumn::U32(right)), jt, JoinOptions::default()).unwrap();
+        let mut want = reference::join(
+            &HostKeys::single(HostColumn::U32(left)),
+            &HostKeys::single(HostColumn::U32(right)),
+            jt,
+            JoinOptions::default(),
+        )
+        .unwrap();
         reference::sort_pairs(&mut got);
         reference::sort_pairs(&mut want);
         prop_assert_eq!(got, want, "{:?}", jt);

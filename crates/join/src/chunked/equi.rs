@@ -22,7 +22,9 @@ use std::ops::Range;
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
-use gpujoin_primitives::{count_offsets, exclusive_sum, iota_u32, sort_pairs, sorted_search, Bound, SearchOutputs, SortOrder, SortPairsWith};
+use gpujoin_primitives::{
+    count_offsets, exclusive_sum, iota_u32, sort_pairs, sorted_search, Bound, SearchOutputs, SortOrder, SortPairsWith,
+};
 
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
@@ -87,7 +89,13 @@ impl EquiChunkSource {
         let empty = || stream.alloc::<u32>(0);
         if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
             // Semi and anti joins: at most one row per input row; computed whole, served as tail.
-            let maps = sort_merge_join(stream, &Keys::single(K::column(*left)), &Keys::single(K::column(*right)), join_type, JoinOptions::default())?;
+            let maps = sort_merge_join(
+                stream,
+                &Keys::single(K::column(*left)),
+                &Keys::single(K::column(*right)),
+                join_type,
+                JoinOptions::default(),
+            )?;
             let (l, r) = maps.into_raw();
             let tail = if join_type.has_left_map() { l } else { r };
             return Ok(EquiChunkSource {
@@ -105,7 +113,13 @@ impl EquiChunkSource {
         let (rk, right_rows) = sorted_with_rows(stream, right)?;
         // 2. Lower bounds (with the right rows' match flags) and upper bounds.
         let keeps_right = join_type.keeps_unmatched_right();
-        let lower = sorted_search(stream, &lk.view(), &rk.view(), Bound::Lower, SearchOutputs { a_index: true, a_match: false, b_match: keeps_right })?;
+        let lower = sorted_search(
+            stream,
+            &lk.view(),
+            &rk.view(),
+            Bound::Lower,
+            SearchOutputs { a_index: true, a_match: false, b_match: keeps_right },
+        )?;
         let upper = sorted_search(stream, &lk.view(), &rk.view(), Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
         drop((lk, rk));
         // 3. Counts and offsets; the unmatched right rows.
@@ -115,7 +129,9 @@ impl EquiChunkSource {
         let c = counts.view_mut().as_mut_ptr();
         let keep = join_type.keeps_unmatched_left() as i32;
         // SAFETY: n entries each.
-        launch(stream, "chunked merge counts", || unsafe { ffi::gj_j_merge_counts(lb.view().as_ptr(), upper.view().as_ptr(), n as i64, keep, c, stream.raw()) })?;
+        launch(stream, "chunked merge counts", || unsafe {
+            ffi::gj_j_merge_counts(lb.view().as_ptr(), upper.view().as_ptr(), n as i64, keep, c, stream.raw())
+        })?;
         let (offsets, _total) = count_offsets(stream, &counts.view())?;
         drop(counts);
         let tail = match b_match {

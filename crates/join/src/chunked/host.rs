@@ -161,65 +161,119 @@ pub fn stream_to_host<S: ChunkSource>(
     source: &S,
     budget: ChunkBudget,
     options: HostStreamOptions,
-    mut consume: impl FnMut(HostChunk<'_>) -> Result<()>,
+    consume: impl FnMut(HostChunk<'_>) -> Result<()>,
 ) -> Result<StreamStats> {
-    let started = Instant::now();
-    let depth = options.depth.max(2);
-    let budget_bytes = budget.resolve(stream.device())?;
-    let plan = plan(stream, source, budget_bytes)?;
-    let mut stats = StreamStats { budget_bytes, rows_per_chunk: plan.rows_per_chunk, ..StreamStats::default() };
-    stats.plan_ms = started.elapsed().as_secs_f64() * 1e3;
-    let compute = stream;
-    let mut pipe: Pipeline<S::Output> = Pipeline { copy: stream.device().new_stream()?, items: VecDeque::new() };
-    let mut free: Vec<PinnedBuffer<u8>> = Vec::new();
-    // Pinned buffers sized for the largest planned chunk (fixed-width columns; grown if not).
-    let largest_rows = (0..plan.chunks.len()).map(|k| plan.output_range(k)).map(|r| r.end - r.start).max().unwrap_or(0);
-    let largest = usize::try_from(largest_rows.saturating_mul(source.bytes_per_row()))
-        .map_err(|_| Error::too_large("pinned chunk bytes", largest_rows, usize::MAX as u64))?
-        .saturating_add(4 * ALIGN);
-    let first_start = compute.record_timed_event()?;
+    HostStreamer::new(stream.device(), options)?.run(stream, source, budget, consume)
+}
 
-    for (k, part) in plan.chunks.iter().enumerate() {
-        if pipe.items.len() >= depth {
-            let done = pipe.items.pop_front().unwrap();
+/// The copy stream and pinned buffers of [`stream_to_host`], kept for reuse: page-locked
+/// allocations are slow (tens of milliseconds per GiB), so a caller streaming several joins
+/// keeps one streamer.
+pub struct HostStreamer {
+    copy: Stream,
+    buffers: Vec<PinnedBuffer<u8>>,
+    options: HostStreamOptions,
+}
+
+impl HostStreamer {
+    /// A streamer with its own copy stream; pinned buffers are allocated on first use.
+    pub fn new(device: &gpujoin_device::Device, options: HostStreamOptions) -> Result<Self> {
+        Ok(HostStreamer { copy: device.new_stream()?, buffers: Vec::new(), options })
+    }
+
+    /// Pinned bytes held for reuse.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.buffers.iter().map(|b| b.len() as u64).sum()
+    }
+
+    /// [`stream_to_host`] with this streamer's copy stream and pinned buffers.
+    pub fn run<S: ChunkSource>(
+        &mut self,
+        stream: &Stream,
+        source: &S,
+        budget: ChunkBudget,
+        mut consume: impl FnMut(HostChunk<'_>) -> Result<()>,
+    ) -> Result<StreamStats> {
+        let mut free = std::mem::take(&mut self.buffers);
+        let r = self.run_with(stream, source, budget, &mut free, &mut consume);
+        self.buffers = free;
+        r
+    }
+
+    fn run_with<S: ChunkSource>(
+        &mut self,
+        stream: &Stream,
+        source: &S,
+        budget: ChunkBudget,
+        free: &mut Vec<PinnedBuffer<u8>>,
+        mut consume: impl FnMut(HostChunk<'_>) -> Result<()>,
+    ) -> Result<StreamStats> {
+        let options = self.options;
+        let started = Instant::now();
+        let depth = options.depth.max(2);
+        let budget_bytes = budget.resolve(stream.device())?;
+        let plan = plan(stream, source, budget_bytes)?;
+        let mut stats = StreamStats { budget_bytes, rows_per_chunk: plan.rows_per_chunk, ..StreamStats::default() };
+        stats.plan_ms = started.elapsed().as_secs_f64() * 1e3;
+        let compute = stream;
+        let mut pipe: Pipeline<S::Output> = Pipeline { copy: self.copy.clone(), items: VecDeque::new() };
+        // Pinned buffers sized for the largest planned chunk (fixed-width columns; grown if not).
+        let largest_rows = (0..plan.chunks.len()).map(|k| plan.output_range(k)).map(|r| r.end - r.start).max().unwrap_or(0);
+        let largest = usize::try_from(largest_rows.saturating_mul(source.bytes_per_row()))
+            .map_err(|_| Error::too_large("pinned chunk bytes", largest_rows, usize::MAX as u64))?
+            .saturating_add(4 * ALIGN);
+        let first_start = compute.record_timed_event()?;
+
+        for (k, part) in plan.chunks.iter().enumerate() {
+            if pipe.items.len() >= depth {
+                let done = pipe.items.pop_front().unwrap();
+                free.push(finish(compute, done, &mut stats, &mut consume)?);
+            }
+            // Produce chunk k on the compute stream.
+            let c0 = compute.record_timed_event()?;
+            let device = match part {
+                ChunkPart::Rows(c) => source.produce(compute, c)?,
+                ChunkPart::Tail(t) => source.produce_tail(compute, t.clone())?,
+            };
+            let c1 = compute.record_timed_event()?;
+            // Lay its columns out in a pinned buffer (grown when too small).
+            let columns = device.byte_columns();
+            let mut layout = Vec::with_capacity(columns.len());
+            let mut need = 0usize;
+            for c in &columns {
+                layout.push((need, c.len()));
+                need = (need + c.len()).next_multiple_of(ALIGN);
+            }
+            let mut pinned = match free.pop() {
+                Some(p) if p.len() >= need => p,
+                _ => PinnedBuffer::<u8>::new(stream.device(), need.max(largest))?,
+            };
+            // Copy it on the copy stream, after its production.
+            pipe.copy.wait_event(&c1)?;
+            let k0 = pipe.copy.record_timed_event()?;
+            for (c, &(at, _)) in columns.iter().zip(&layout) {
+                pipe.copy.copy_to_pinned_async(c, &mut pinned, at)?;
+            }
+            let k1 = pipe.copy.record_timed_event()?;
+            drop(columns);
+            pipe.items.push_back(InFlight {
+                index: k,
+                output: plan.output_range(k),
+                device,
+                pinned,
+                layout,
+                compute: (c0, c1),
+                copy: (k0, k1),
+            });
+        }
+        let last_end = pipe.copy.record_timed_event()?;
+        while let Some(done) = pipe.items.pop_front() {
             free.push(finish(compute, done, &mut stats, &mut consume)?);
         }
-        // Produce chunk k on the compute stream.
-        let c0 = compute.record_timed_event()?;
-        let device = match part {
-            ChunkPart::Rows(c) => source.produce(compute, c)?,
-            ChunkPart::Tail(t) => source.produce_tail(compute, t.clone())?,
-        };
-        let c1 = compute.record_timed_event()?;
-        // Lay its columns out in a pinned buffer (grown when too small).
-        let columns = device.byte_columns();
-        let mut layout = Vec::with_capacity(columns.len());
-        let mut need = 0usize;
-        for c in &columns {
-            layout.push((need, c.len()));
-            need = (need + c.len()).next_multiple_of(ALIGN);
-        }
-        let mut pinned = match free.pop() {
-            Some(p) if p.len() >= need => p,
-            _ => PinnedBuffer::<u8>::new(stream.device(), need.max(largest))?,
-        };
-        // Copy it on the copy stream, after its production.
-        pipe.copy.wait_event(&c1)?;
-        let k0 = pipe.copy.record_timed_event()?;
-        for (c, &(at, _)) in columns.iter().zip(&layout) {
-            pipe.copy.copy_to_pinned_async(c, &mut pinned, at)?;
-        }
-        let k1 = pipe.copy.record_timed_event()?;
-        drop(columns);
-        pipe.items.push_back(InFlight { index: k, output: plan.output_range(k), device, pinned, layout, compute: (c0, c1), copy: (k0, k1) });
+        stats.device_ms = first_start.elapsed_ms(&last_end)? as f64;
+        stats.wall_ms = started.elapsed().as_secs_f64() * 1e3;
+        Ok(stats)
     }
-    let last_end = pipe.copy.record_timed_event()?;
-    while let Some(done) = pipe.items.pop_front() {
-        free.push(finish(compute, done, &mut stats, &mut consume)?);
-    }
-    stats.device_ms = first_start.elapsed_ms(&last_end)? as f64;
-    stats.wall_ms = started.elapsed().as_secs_f64() * 1e3;
-    Ok(stats)
 }
 
 /// Waits for a chunk's copy, hands it to `consume`, releases its device memory after the copy

@@ -44,8 +44,10 @@ use crate::device_relation::DeviceColumnData;
 use crate::maps::GatherMaps;
 
 pub use equi::{join_chunks, join_chunks_to_host, ChunkKey, EquiChunkSource};
-pub use host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
-pub use plan::{anchors_from_offsets, effective_rows_per_chunk, plan_chunks, plan_tail, plan_targets, ChunkRange, RowBoundary, MAX_PLAN_TARGETS};
+pub use host::{stream_to_host, HostChunk, HostStreamOptions, HostStreamer, StreamStats};
+pub use plan::{
+    anchors_from_offsets, effective_rows_per_chunk, plan_chunks, plan_tail, plan_targets, ChunkRange, RowBoundary, MAX_PLAN_TARGETS,
+};
 
 /// A join whose output can be produced by ranges of output rows.
 ///

@@ -194,7 +194,12 @@ pub fn plan_chunks(left_rows: u64, total: u64, rows_per_chunk: u64, anchors: &[R
             next = m + 1;
         } else {
             // One left row longer than the budget: split its output.
-            chunks.push(ChunkRange { output: pos..limit, rows: row..row + 1, first_row_offset: row_start, last_row_offset: Some(row_start) });
+            chunks.push(ChunkRange {
+                output: pos..limit,
+                rows: row..row + 1,
+                first_row_offset: row_start,
+                last_row_offset: Some(row_start),
+            });
             pos = limit;
         }
     }
@@ -295,7 +300,8 @@ mod tests {
 
     #[test]
     fn random_counts() {
-        let mut runner = TestRunner::new_with_rng(Config { cases: 2000, ..Config::default() }, TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
+        let mut runner =
+            TestRunner::new_with_rng(Config { cases: 2000, ..Config::default() }, TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
         let strat = (prop::collection::vec(prop_oneof![4 => 0u64..4, 1 => 0u64..40, 1 => Just(0u64)], 0..60), 0u64..30);
         runner
             .run(&strat, |(counts, r)| {
