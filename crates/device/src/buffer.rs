@@ -189,6 +189,11 @@ impl<'a, T> DeviceView<'a, T> {
     pub fn split_at(self, mid: usize) -> (DeviceView<'a, T>, DeviceView<'a, T>) {
         (self.into_slice(..mid), self.into_slice(mid..))
     }
+    /// The same range as raw bytes (`byte_len()` of them), e.g. to copy columns of different
+    /// types into one byte buffer.
+    pub fn as_bytes(self) -> DeviceView<'a, u8> {
+        DeviceView { ptr: self.ptr, len: self.byte_len(), _marker: PhantomData }
+    }
     /// Reinterprets the elements as another type of the same size (e.g. `i32` as `u32`).
     pub fn cast<U: Pod>(self) -> DeviceView<'a, U> {
         assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<U>(), "cast between types of different sizes");

@@ -34,6 +34,12 @@ impl Event {
         self.inner.elapsed_ms(&later.inner).map_err(|e| driver("cuEventElapsedTime", e))
     }
 
+    /// True when the recorded work is done, without waiting (an event never recorded is done).
+    /// An error of earlier asynchronous work is returned.
+    pub fn is_complete(&self) -> Result<bool> {
+        self.inner.try_is_complete().map_err(|e| driver("cuEventQuery", e))
+    }
+
     pub(crate) fn inner(&self) -> &CudaEvent {
         &self.inner
     }

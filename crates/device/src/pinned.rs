@@ -64,6 +64,22 @@ impl<T: Pod> PinnedBuffer<T> {
         Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) })
     }
 
+    /// True when no copy into or out of this buffer is still running (does not wait).
+    pub fn is_ready(&self) -> Result<bool> {
+        match &self.pending {
+            Some(e) => e.is_complete(),
+            None => Ok(true),
+        }
+    }
+
+    /// Waits for pending copies, then returns the first `len` elements (`len <= self.len()`).
+    pub fn prefix(&mut self, len: usize) -> Result<&[T]> {
+        if len > self.len {
+            return Err(Error::invalid(format!("prefix of {len} elements of a pinned buffer of {}", self.len)));
+        }
+        Ok(&self.as_slice()?[..len])
+    }
+
     /// Waits for the copies queued into or out of this buffer.
     pub fn wait(&mut self) -> Result<()> {
         if let Some(e) = self.pending.take() {

@@ -210,6 +210,19 @@ impl Stream {
         Ok(e)
     }
 
+    /// Records an event with timing enabled at the current end of the stream (for
+    /// [`Event::elapsed_ms`] between events of one or several streams).
+    pub fn record_timed_event(&self) -> Result<Event> {
+        let e = Event::new(&self.device, true)?;
+        e.record(self)?;
+        Ok(e)
+    }
+
+    /// True when all work queued on this stream so far is done, without waiting.
+    pub fn is_idle(&self) -> Result<bool> {
+        self.record_event()?.is_complete()
+    }
+
     /// Makes later work on this stream wait for `event`.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
         self.inner.wait(event.inner()).map_err(|e| driver("cuStreamWaitEvent", e))

@@ -1,0 +1,322 @@
+//! Chunked retrieval (issue 5): with small budgets, the concatenated chunks of an equi-join equal
+//! the one-shot result, in the documented order (matches by key, then left row, then right row;
+//! unmatched left rows at their key's place; unmatched right rows last in key order; semi/anti
+//! rows in key order), every chunk within the budget, the total equal to `join_size`; a budget
+//! smaller than one row's output splits that row; empty inputs; host streaming delivers the same
+//! rows as the device iterator.
+//!
+//! GPU tests: they print SKIPPED without a device and fail with GPUJOIN_REQUIRE_GPU=1.
+
+mod common;
+use common::{fail, stream};
+
+use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_join::chunked::{
+    join_chunks, join_chunks_to_host, stream_to_host, ChunkBudget, ChunkKey, EquiChunkSource, HostStreamOptions, JoinChunks,
+};
+use gpujoin_join::reference;
+use gpujoin_join::{sort_merge_join, sort_merge_join_size, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, Keys, RowId};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+
+const POISON: u8 = 0xAB;
+
+fn poison_pool(s: &Stream, bytes: usize) {
+    let mut b: DeviceBuffer<u8> = s.alloc(bytes.max(1)).unwrap();
+    s.memset_bytes(&mut b.view_mut(), POISON).unwrap();
+}
+
+fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+    let mut r = TestRunner::new(Config {
+        cases,
+        rng_seed: RngSeed::Fixed(seed),
+        failure_persistence: None,
+        max_shrink_iters: 64,
+        ..Config::default()
+    });
+    if let Err(e) = r.run(&strat, f) {
+        panic!("{e}");
+    }
+}
+
+fn id(i: usize) -> RowId {
+    RowId::new(i as u32).unwrap()
+}
+
+/// The output pairs of maps in output order (an absent map reads as NONE).
+fn ordered_pairs(maps: &GatherMaps) -> Vec<(RowId, RowId)> {
+    let (l, r) = maps.to_host().unwrap();
+    let n = l.len().max(r.len());
+    (0..n).map(|k| (l.get(k).copied().unwrap_or(RowId::NONE), r.get(k).copied().unwrap_or(RowId::NONE))).collect()
+}
+
+/// The documented output order, computed on the host.
+fn expected_order<K: Ord + Copy>(left: &[K], right: &[K], jt: JoinType) -> Vec<(RowId, RowId)> {
+    let mut li: Vec<usize> = (0..left.len()).collect();
+    li.sort_by_key(|&i| (left[i], i));
+    let mut ri: Vec<usize> = (0..right.len()).collect();
+    ri.sort_by_key(|&j| (right[j], j));
+    let matches = |k: K| {
+        let lo = ri.partition_point(|&j| right[j] < k);
+        let hi = ri.partition_point(|&j| right[j] <= k);
+        &ri[lo..hi]
+    };
+    let left_has = |k: K| !matches(k).is_empty();
+    let mut left_keys = left.to_vec();
+    left_keys.sort();
+    let right_has = |k: K| left_keys.binary_search(&k).is_ok();
+    let mut out = Vec::new();
+    match jt {
+        JoinType::LeftSemi | JoinType::LeftAnti => {
+            out.extend(li.iter().filter(|&&i| left_has(left[i]) == (jt == JoinType::LeftSemi)).map(|&i| (id(i), RowId::NONE)));
+        }
+        JoinType::RightSemi | JoinType::RightAnti => {
+            out.extend(ri.iter().filter(|&&j| right_has(right[j]) == (jt == JoinType::RightSemi)).map(|&j| (RowId::NONE, id(j))));
+        }
+        _ => {
+            for &i in &li {
+                let m = matches(left[i]);
+                out.extend(m.iter().map(|&j| (id(i), id(j))));
+                if m.is_empty() && jt.keeps_unmatched_left() {
+                    out.push((id(i), RowId::NONE));
+                }
+            }
+            if jt.keeps_unmatched_right() {
+                out.extend(ri.iter().filter(|&&j| !right_has(right[j])).map(|&j| (RowId::NONE, id(j))));
+            }
+        }
+    }
+    out
+}
+
+/// Joins in chunks of `budget` bytes and checks order, chunk sizes, contiguity, the total and
+/// the multiset against the CPU reference.
+fn check_chunked<K: ChunkKey + Ord + Copy>(
+    s: &Stream,
+    left: &[K],
+    right: &[K],
+    jt: JoinType,
+    budget: u64,
+    host: fn(Vec<K>) -> HostColumn,
+) -> Result<(), TestCaseError> {
+    let (dl, dr) = (s.copy_from_host(left).unwrap(), s.copy_from_host(right).unwrap());
+    poison_pool(s, (left.len() + right.len()) * 64 + (1 << 16));
+    let chunks: JoinChunks<EquiChunkSource> =
+        join_chunks(s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(budget)).map_err(|e| fail(format!("{jt:?}: {e}")))?;
+    let per_chunk = chunks.plan().rows_per_chunk;
+    let bpr = if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) { 8 } else { 4 };
+    prop_assert_eq!(per_chunk, (budget / bpr).max(1), "{:?}: rows per chunk", jt);
+    let total = chunks.total_rows();
+    let mut got = Vec::new();
+    let mut pos = 0u64;
+    for (k, c) in chunks.enumerate() {
+        let c = c.map_err(|e| fail(format!("{jt:?} chunk {k}: {e}")))?;
+        prop_assert_eq!(c.index, k);
+        prop_assert_eq!(c.output.start, pos, "{:?}: chunk {} not contiguous", jt, k);
+        prop_assert!(
+            c.data.rows() > 0 && c.data.rows() <= per_chunk,
+            "{:?}: chunk {} has {} rows, budget {}",
+            jt,
+            k,
+            c.data.rows(),
+            per_chunk
+        );
+        prop_assert_eq!(c.output.end - c.output.start, c.data.rows());
+        prop_assert_eq!(c.data.join_type(), jt);
+        pos = c.output.end;
+        got.extend(ordered_pairs(&c.data));
+    }
+    prop_assert_eq!(pos, total);
+    let want = expected_order(left, right, jt);
+    if got != want {
+        let first = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+        return Err(fail(format!(
+            "{jt:?} |L|={} |R|={} budget {budget}: {} rows, expected {}; first difference at {first}: got {:?}, want {:?}",
+            left.len(),
+            right.len(),
+            got.len(),
+            want.len(),
+            got.get(first),
+            want.get(first)
+        )));
+    }
+    let (hl, hr) = (HostKeys::single(host(left.to_vec())), HostKeys::single(host(right.to_vec())));
+    let mut reference = reference::join(&hl, &hr, jt, JoinOptions::default()).unwrap();
+    reference::sort_pairs(&mut reference);
+    let mut sorted = got;
+    reference::sort_pairs(&mut sorted);
+    prop_assert!(sorted == reference, "{:?}: differs from the reference as a multiset", jt);
+    let size =
+        sort_merge_join_size(s, &Keys::single(K::column(dl.view())), &Keys::single(K::column(dr.view())), jt, JoinOptions::default())
+            .unwrap();
+    prop_assert_eq!(total, size, "{:?}: total vs join_size", jt);
+    Ok(())
+}
+
+#[test]
+fn chunks_concatenate_to_the_one_shot_result() {
+    let Some(s) = stream("chunks_concatenate_to_the_one_shot_result") else {
+        return;
+    };
+    let sizes = prop_oneof![Just(0usize), Just(1), 2usize..40, 40usize..700];
+    let strat =
+        (sizes.clone(), sizes, prop_oneof![Just(1u32), 2u32..8, 8u32..2000], prop_oneof![Just(1u64), 2u64..64, 64u64..4096], 0usize..8);
+    run(48, 0xC4A7, strat, |(nl, nr, domain, budget, t)| {
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(nl as u64 * 7919 + nr as u64 * 31 + domain as u64);
+        let left: Vec<u32> = (0..nl).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
+        let right: Vec<u32> = (0..nr).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
+        check_chunked(&s, &left, &right, JoinType::ALL[t], budget, HostColumn::U32)
+    });
+}
+
+#[test]
+fn every_join_type_with_signed_wide_keys() {
+    let Some(s) = stream("every_join_type_with_signed_wide_keys") else {
+        return;
+    };
+    let left: Vec<i64> = (0..501).map(|i| (i % 37) as i64 * -1_000_000_007 + (i % 3) as i64).collect();
+    let right: Vec<i64> = (0..333).map(|i| (i % 41) as i64 * -1_000_000_007 + (i % 5) as i64).collect();
+    for jt in JoinType::ALL {
+        for budget in [8, 24, 800, 1 << 20] {
+            check_chunked(&s, &left, &right, jt, budget, HostColumn::I64).unwrap();
+        }
+    }
+    let (l32, r32): (Vec<i32>, Vec<i32>) = ((0..300).map(|i| -(i % 17)).collect(), (0..200).map(|i| -(i % 23)).collect());
+    check_chunked(&s, &l32, &r32, JoinType::Full, 40, HostColumn::I32).unwrap();
+    let (l64, r64): (Vec<u64>, Vec<u64>) = ((0..300).map(|i| u64::MAX - i % 9).collect(), (0..200).map(|i| u64::MAX - i % 4).collect());
+    check_chunked(&s, &l64, &r64, JoinType::Left, 56, HostColumn::U64).unwrap();
+}
+
+#[test]
+fn budget_smaller_than_one_rows_output() {
+    let Some(s) = stream("budget_smaller_than_one_rows_output") else {
+        return;
+    };
+    // One left row matching 1000 right rows: chunks of 7 rows split it.
+    let right = vec![5u32; 1000];
+    check_chunked(&s, &[5u32], &right, JoinType::Inner, 56, HostColumn::U32).unwrap();
+    // All keys equal: every left row longer than the budget; unmatched rows around them.
+    let left = vec![1u32, 0, 1, 1, 2, 1];
+    let right: Vec<u32> = (0..50).map(|i| if i % 10 == 9 { 3 } else { 1 }).collect();
+    for jt in [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full] {
+        for budget in [0, 1, 8, 16, 8 * 13, 8 * 45, 8 * 46] {
+            check_chunked(&s, &left, &right, jt, budget, HostColumn::U32).unwrap();
+        }
+    }
+}
+
+#[test]
+fn empty_inputs() {
+    let Some(s) = stream("empty_inputs") else {
+        return;
+    };
+    let some = [3u32, 1, 3];
+    for jt in JoinType::ALL {
+        check_chunked(&s, &[], &[], jt, 16, HostColumn::U32).unwrap();
+        check_chunked(&s, &some, &[], jt, 16, HostColumn::U32).unwrap();
+        check_chunked(&s, &[], &some, jt, 16, HostColumn::U32).unwrap();
+        check_chunked(&s, &[7u32, 8], &some, jt, 8, HostColumn::U32).unwrap(); // no matches
+    }
+}
+
+/// Streams to the host and returns the ordered pairs, checking the stats.
+fn host_pairs(s: &Stream, src: &EquiChunkSource, budget: u64, depth: usize) -> Vec<(RowId, RowId)> {
+    let mut got = Vec::new();
+    let mut next = 0usize;
+    let stats = stream_to_host(s, src, ChunkBudget::Bytes(budget), HostStreamOptions { depth }, |c| {
+        assert_eq!(c.index, next, "chunks delivered in order");
+        next += 1;
+        let (l, r) = c.maps()?;
+        let n = l.len().max(r.len());
+        assert_eq!(n as u64, c.rows());
+        got.extend((0..n).map(|k| (l.get(k).copied().unwrap_or(RowId::NONE), r.get(k).copied().unwrap_or(RowId::NONE))));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(stats.rows, got.len() as u64);
+    assert_eq!(stats.chunks, next);
+    assert!(stats.compute_ms >= 0.0 && stats.copy_ms >= 0.0 && (0.0..=1.0).contains(&stats.overlap()));
+    got
+}
+
+#[test]
+fn host_streaming_yields_the_same_rows() {
+    let Some(s) = stream("host_streaming_yields_the_same_rows") else {
+        return;
+    };
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(42);
+    let left: Vec<u32> = (0..3000).map(|_| rand::Rng::gen_range(&mut rng, 0..500)).collect();
+    let right: Vec<u32> = (0..2000).map(|_| rand::Rng::gen_range(&mut rng, 0..700)).collect();
+    let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
+    for jt in JoinType::ALL {
+        let src = EquiChunkSource::new(&s, &dl.view(), &dr.view(), jt).unwrap();
+        let want = expected_order(&left, &right, jt);
+        for (budget, depth) in [(8 * 1000, 2), (8 * 333, 3), (40, 2), (1 << 30, 2)] {
+            poison_pool(&s, 1 << 22);
+            let got = host_pairs(&s, &src, budget, depth);
+            assert!(got == want, "{jt:?} budget {budget} depth {depth}: {} rows streamed, {} expected", got.len(), want.len());
+        }
+        // The convenience call agrees.
+        let mut rows = 0u64;
+        join_chunks_to_host(&s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(4096), HostStreamOptions::default(), |c| {
+            rows += c.rows();
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(rows, want.len() as u64, "{jt:?}");
+    }
+}
+
+#[test]
+fn larger_join_against_the_one_shot_join() {
+    let Some(s) = stream("larger_join_against_the_one_shot_join") else {
+        return;
+    };
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(7);
+    let left: Vec<u32> = (0..200_000).map(|_| rand::Rng::gen_range(&mut rng, 0..60_000)).collect();
+    let right: Vec<u32> = (0..150_000).map(|_| rand::Rng::gen_range(&mut rng, 0..80_000)).collect();
+    let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
+    for jt in [JoinType::Inner, JoinType::Full] {
+        let one_shot = sort_merge_join(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();
+        let mut want = ordered_pairs(&one_shot);
+        let chunks = join_chunks(&s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(1 << 20)).unwrap();
+        assert!(chunks.plan().chunks.len() > 2, "{jt:?}: the budget cuts the output");
+        let mut got = Vec::new();
+        for c in chunks {
+            got.extend(ordered_pairs(&c.unwrap().data));
+        }
+        // Same multiset as the one-shot join; the host-streamed rows in the same order.
+        let src = EquiChunkSource::new(&s, &dl.view(), &dr.view(), jt).unwrap();
+        let streamed = host_pairs(&s, &src, 1 << 20, 2);
+        assert!(streamed == got, "{jt:?}: streamed vs device chunks");
+        reference::sort_pairs(&mut got);
+        reference::sort_pairs(&mut want);
+        assert!(got == want, "{jt:?}: {} chunked rows vs {} one-shot rows", got.len(), want.len());
+    }
+    // The default budget (from free memory) takes this output in one chunk.
+    let chunks = join_chunks(&s, &dl.view(), &dr.view(), JoinType::Inner, ChunkBudget::default()).unwrap();
+    assert_eq!(chunks.plan().chunks.len(), 1);
+}
+
+/// The host oracle of the documented order is the reference join's multiset (runs on the CPU).
+#[test]
+fn expected_order_is_the_reference_multiset() {
+    run(200, 0x0DE7, (0usize..60, 0usize..60, 1u32..12, 0usize..8), |(nl, nr, domain, t)| {
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64((nl * 1000 + nr) as u64 + domain as u64);
+        let left: Vec<u32> = (0..nl).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
+        let right: Vec<u32> = (0..nr).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
+        let jt = JoinType::ALL[t];
+        let mut got = expected_order(&left, &right, jt);
+        let mut want = reference::join(
+            &HostKeys::single(HostColumn::U32(left)),
+            &HostKeys::single(HostColumn::U32(right)),
+            jt,
+            JoinOptions::default(),
+        )
+        .unwrap();
+        reference::sort_pairs(&mut got);
+        reference::sort_pairs(&mut want);
+        prop_assert_eq!(got, want, "{:?}", jt);
+        Ok(())
+    });
+}
