@@ -212,16 +212,15 @@ fn core<K: SmjKey>(
 
     if !om {
         // Positions to input rows.
-        let map_l = match &rows_l {
-            Some(r) if jt.has_left_map() => to_rows(stream, &pos_l.view(), &r.view())?,
-            _ => pos_l,
+        // Each side's positions and sorted row ids are dropped as soon as they are converted.
+        let convert = |pos: DeviceBuffer<u32>, rows: Option<DeviceBuffer<u32>>, has_map: bool| -> Result<DeviceBuffer<u32>> {
+            match rows {
+                Some(r) if has_map => to_rows(stream, &pos.view(), &r.view()),
+                _ => Ok(pos),
+            }
         };
-        drop(rows_l);
-        let map_r = match &rows_r {
-            Some(r) if jt.has_right_map() => to_rows(stream, &pos_r.view(), &r.view())?,
-            _ => pos_r,
-        };
-        drop(rows_r);
+        let map_l = convert(pos_l, rows_l, jt.has_left_map())?;
+        let map_r = convert(pos_r, rows_r, jt.has_right_map())?;
         clock.mark(stream)?;
         // 3. Unclustered gathers from the inputs.
         let (left_m, right_m) = if maps_only {
