@@ -48,9 +48,11 @@ pub const TINY_ROWS: u64 = 1 << 12;
 ///
 /// ```
 /// use gpujoin_join::wide::SampledSkew;
-/// let s = SampledSkew::from_sample(&[5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]);
-/// assert_eq!((s.sample_rows, s.distinct, s.top_count), (20, 11, 10));
-/// assert!(s.is_skewed()); // one key holds half the sample
+/// let mut keys = vec![5u64; 20]; // one hot key ...
+/// keys.extend(100..130); // ... and 30 keys seen once
+/// let s = SampledSkew::from_sample(&keys);
+/// assert_eq!((s.sample_rows, s.distinct, s.top_count), (50, 31, 20));
+/// assert!(s.is_skewed()); // 40% of the sample, 12 times the average count
 /// assert!(!SampledSkew::from_sample(&[1, 2, 3, 4, 1, 2, 3, 4]).is_skewed());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
