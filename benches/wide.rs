@@ -1,6 +1,187 @@
-//! (Under construction.)
+//! Wide-join benchmarks (issue 4): the PK-FK workloads of the PVLDB paper (seed 002) through
+//! `gpujoin::join::wide::join`, every output row materialized on the device. Group `paper_pkfk`.
+//!
+//! Workloads: `R` = the dense keys `0..|R|` shuffled, `S` = foreign keys into them, uniform (each
+//! key `|S|/|R|` times, shuffled) or Zipf; payload columns equal to the keys (separate copies).
+//! At |R| = 2^26, |S| = 2^27, timed with `Algorithm::Auto` (its sampling included):
+//! - `narrow_4b4b` (one 4-byte payload per side; target on the H100 4.8 ms),
+//! - `wide_4b4b` (two payloads per side; 8.0 ms),
+//! - `zipf1_narrow_4b4b` / `zipf1_wide_4b4b` (Zipf 1.0 foreign keys; 4.8 / 7.6 ms),
+//! - `narrow_8b8b` / `wide_8b8b` (8-byte keys and payloads; 7.3 / 13.2 ms);
+//!
+//! plus one row per explicit algorithm: `narrow_4b4b_*` and `wide_4b4b_*` for all five
+//! (`_smj_um`, `_smj_om`, `_phj_um`, `_phj_om`, `_nphj`), `_phj_om` for the others.
+//! Reduced scale: sequences of 2, 4 and 8 joins (`seq_2`, `seq_4`, `seq_8` with Auto, and
+//! `seq_k_phj_um` / `seq_k_phj_om`; fact table 2^25 rows with uniform random foreign keys and one
+//! payload, dimensions 2^22 rows with one payload each); match ratios
+//! (`ratio_1_4_wide_4b4b`, `ratio_1_16_wide_4b4b`, |R| = 2^24, |S| = 2^25) and |S|/|R|
+//! (`s_over_r_1_wide_4b4b`, `s_over_r_8_wide_4b4b`, |R| = 2^22).
+//!
+//! Byte floor: the inputs (keys and payloads) read once plus the output columns written once.
+//! After each case one more run prints a `STATS` line (algorithm, reason, per-phase times, peak
+//! memory); the explicit-algorithm cases end with a `CHECK` line comparing OM and UM peaks.
+
 mod common;
 
+use common::Harness;
+use gpujoin::device::{DeviceBuffer, DeviceView, Pod, Stream};
+use gpujoin::join::wide::{self, join_sequence, Algorithm, WideJoinOptions, WideRelation};
+use gpujoin::join::{datagen, DeviceColumn, JoinOptions, JoinType, Keys};
+
+const GROUP: &str = "paper_pkfk";
+
+/// One relation on the device: keys and `cols` copies of them as payloads.
+struct Rel<T: Pod> {
+    keys: DeviceBuffer<T>,
+    payloads: Vec<DeviceBuffer<T>>,
+}
+
+impl<T: Pod> Rel<T>
+where
+    for<'a> DeviceColumn<'a>: From<DeviceView<'a, T>>,
+{
+    fn upload(s: &Stream, keys: &[T], cols: usize) -> Rel<T> {
+        Rel { keys: s.copy_from_host(keys).unwrap(), payloads: (0..cols).map(|_| s.copy_from_host(keys).unwrap()).collect() }
+    }
+    fn wide(&self, cols: usize) -> WideRelation<'_> {
+        WideRelation::new(Keys::single(self.keys.view()), self.payloads[..cols].iter().map(|b| b.view().into()).collect()).unwrap()
+    }
+}
+
+fn mb(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+/// Times one join case and prints its STATS line; returns the peak memory of the stats run.
+fn case(h: &mut Harness, name: &str, r: &WideRelation<'_>, f: &WideRelation<'_>, algo: Algorithm, bytes: u64, rows: u64) -> u64 {
+    let elements = (r.rows() + f.rows()) as u64;
+    let opts = WideJoinOptions::default();
+    h.case(GROUP, name, bytes, elements, |s| {
+        let out = wide::join(s, r, f, JoinType::Inner, algo, opts).unwrap();
+        assert_eq!(out.rows, rows);
+    });
+    let s = h.stream.clone();
+    s.synchronize().unwrap();
+    let out = wide::join(&s, r, f, JoinType::Inner, algo, opts).unwrap();
+    let st = out.stats;
+    println!(
+        "STATS {GROUP}/{name}: algorithm {} | transform {:.3} ms, match {:.3} ms, materialize {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",
+        out.algorithm.name(),
+        st.transform_ms,
+        st.match_ms,
+        st.materialize_ms,
+        st.total_ms,
+        mb(st.peak_memory_bytes),
+        out.reason
+    );
+    st.peak_memory_bytes
+}
+
+/// Auto plus the listed explicit algorithms on one workload; a CHECK line for OM against UM.
+#[allow(clippy::too_many_arguments)]
+fn cases(h: &mut Harness, base: &str, r: &WideRelation<'_>, f: &WideRelation<'_>, algos: &[Algorithm], bytes: u64, rows: u64) {
+    case(h, base, r, f, Algorithm::Auto, bytes, rows);
+    let mut peaks = Vec::new();
+    for &a in algos {
+        let p = case(h, &format!("{base}_{}", a.suffix()), r, f, a, bytes, rows);
+        peaks.push((a, p));
+    }
+    let peak = |a: Algorithm| peaks.iter().find(|(x, _)| *x == a).map(|&(_, p)| p);
+    for (om, um) in [(Algorithm::SmjOm, Algorithm::SmjUm), (Algorithm::PhjOm, Algorithm::PhjUm)] {
+        if let (Some(o), Some(u)) = (peak(om), peak(um)) {
+            println!("CHECK {GROUP}/{base}: OM peak <= UM peak: {} peak {:.0} MiB, {} peak {:.0} MiB: {}", om.name(), mb(o), um.name(), mb(u), o <= u);
+        }
+    }
+}
+
+/// Inputs read once plus output written once, for `cols` payloads per side and `out` rows.
+fn floor_bytes(nr: usize, ns: usize, key: usize, pay: usize, cols: usize, out: usize) -> u64 {
+    ((nr + ns) * (key + cols * pay) + out * 2 * cols * pay) as u64
+}
+
+fn sequences(h: &mut Harness) {
+    let s = h.stream.clone();
+    let (n_fact, n_dim) = (1usize << 25, 1usize << 22);
+    let max_k = 8;
+    let fks: Vec<DeviceBuffer<u32>> = (0..max_k).map(|i| s.copy_from_host(&datagen::zipf_keys_fast(n_fact, n_dim, 0.0, 100 + i as u64).unwrap()).unwrap()).collect();
+    let fact_pay = s.copy_from_host(&datagen::shuffled_dense_keys(n_fact, 99).unwrap()).unwrap();
+    let dims: Vec<(DeviceBuffer<u32>, DeviceBuffer<u32>)> = (0..max_k)
+        .map(|i| {
+            let k = datagen::shuffled_dense_keys(n_dim, 200 + i as u64).unwrap();
+            (s.copy_from_host(&k).unwrap(), s.copy_from_host(&k).unwrap())
+        })
+        .collect();
+    for k in [2usize, 4, 8] {
+        let rels: Vec<WideRelation> = dims[..k].iter().map(|(key, p)| WideRelation::new(Keys::single(key.view()), vec![p.view().into()]).unwrap()).collect();
+        let fk_cols: Vec<DeviceColumn> = fks[..k].iter().map(|b| b.view().into()).collect();
+        let fp: Vec<DeviceColumn> = vec![fact_pay.view().into()];
+        // Inputs: k foreign keys and the fact payload, k dimensions of key + payload; output:
+        // the fact payload and k dimension payloads per row (every foreign key matches).
+        let bytes = (n_fact * 4 * (k + 1) + k * n_dim * 8 + n_fact * 4 * (k + 1)) as u64;
+        for algo in [Algorithm::Auto, Algorithm::PhjUm, Algorithm::PhjOm] {
+            let name = if algo == Algorithm::Auto { format!("seq_{k}") } else { format!("seq_{k}_{}", algo.suffix()) };
+            h.case(GROUP, &name, bytes, (n_fact + k * n_dim) as u64, |s| {
+                let out = join_sequence(s, &fk_cols, &fp, &rels, algo, JoinOptions::default()).unwrap();
+                assert_eq!(out.rows, n_fact as u64);
+            });
+            let out = join_sequence(&s, &fk_cols, &fp, &rels, algo, JoinOptions::default()).unwrap();
+            let steps: Vec<String> = out.steps.iter().map(|st| format!("{} {:.2} ms peak {:.0} MiB", st.algorithm.name(), st.stats.total_ms, mb(st.stats.peak_memory_bytes))).collect();
+            println!("STATS {GROUP}/{name}: joins [{}] | first reason: {}", steps.join("; "), out.steps[0].reason);
+        }
+    }
+}
+
+fn variations(h: &mut Harness) {
+    let s = h.stream.clone();
+    // Match ratios at |R| = 2^24, |S| = 2^25, two 4-byte payloads per side.
+    let (nr, ns) = (1usize << 24, 1usize << 25);
+    for (label, ratio) in [("1_4", 0.25), ("1_16", 1.0 / 16.0)] {
+        let (r, f) = datagen::PkFkWorkload { match_ratio: ratio, ..datagen::PkFkWorkload::uniform(nr, ns, 31) }.generate().unwrap();
+        let hits = f.iter().filter(|&&k| (k as usize) < nr).count();
+        let (rr, ff) = (Rel::upload(&s, &r, 2), Rel::upload(&s, &f, 2));
+        let (wr, wf) = (rr.wide(2), ff.wide(2));
+        let bytes = floor_bytes(nr, ns, 4, 4, 2, hits);
+        cases(h, &format!("ratio_{label}_wide_4b4b"), &wr, &wf, &[Algorithm::PhjUm, Algorithm::PhjOm], bytes, hits as u64);
+    }
+    // |S| / |R| at |R| = 2^22.
+    let nr = 1usize << 22;
+    for m in [1usize, 8] {
+        let ns = nr * m;
+        let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 41).generate().unwrap();
+        let (rr, ff) = (Rel::upload(&s, &r, 2), Rel::upload(&s, &f, 2));
+        let (wr, wf) = (rr.wide(2), ff.wide(2));
+        cases(h, &format!("s_over_r_{m}_wide_4b4b"), &wr, &wf, &[Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, 2, ns), ns as u64);
+    }
+}
+
 fn main() {
-    let Some(_h) = common::Harness::new("wide") else { return };
+    let Some(mut h) = Harness::new("wide joins") else { return };
+    let s = h.stream.clone();
+    let (nr, ns) = (1usize << 26, 1usize << 27);
+    let t = std::time::Instant::now();
+    let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 11).generate().unwrap();
+    let fz = datagen::zipf_keys_fast(ns, nr, 1.0, 13).unwrap();
+    println!("host data: {:.1} s", t.elapsed().as_secs_f64());
+    let rows = ns as u64;
+    let all = Algorithm::EXPLICIT;
+    {
+        // 4-byte keys and payloads.
+        let (rr, ff, fzz) = (Rel::upload(&s, &r, 2), Rel::upload(&s, &f, 2), Rel::upload(&s, &fz, 2));
+        cases(&mut h, "narrow_4b4b", &rr.wide(1), &ff.wide(1), &all, floor_bytes(nr, ns, 4, 4, 1, ns), rows);
+        cases(&mut h, "wide_4b4b", &rr.wide(2), &ff.wide(2), &all, floor_bytes(nr, ns, 4, 4, 2, ns), rows);
+        cases(&mut h, "zipf1_narrow_4b4b", &rr.wide(1), &fzz.wide(1), &[Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, 1, ns), rows);
+        cases(&mut h, "zipf1_wide_4b4b", &rr.wide(2), &fzz.wide(2), &[Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, 2, ns), rows);
+    }
+    drop(fz);
+    {
+        // 8-byte keys and payloads.
+        let (r8, f8) = (datagen::widen(&r), datagen::widen(&f));
+        let (rr, ff) = (Rel::upload(&s, &r8, 2), Rel::upload(&s, &f8, 2));
+        drop((r8, f8));
+        cases(&mut h, "narrow_8b8b", &rr.wide(1), &ff.wide(1), &[Algorithm::PhjOm], floor_bytes(nr, ns, 8, 8, 1, ns), rows);
+        cases(&mut h, "wide_8b8b", &rr.wide(2), &ff.wide(2), &[Algorithm::PhjOm], floor_bytes(nr, ns, 8, 8, 2, ns), rows);
+    }
+    drop((r, f));
+    sequences(&mut h);
+    variations(&mut h);
 }

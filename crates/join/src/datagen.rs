@@ -248,6 +248,213 @@ pub fn composite_keys(keys: &[u32], columns: usize) -> Result<HostKeys> {
     Ok(HostKeys::new(all.into_iter().take(columns).collect()))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Large PK-FK workloads (wide joins, issue 4)
+// ---------------------------------------------------------------------------------------------
+
+/// Rows generated per independently seeded chunk by the parallel generators: the output depends
+/// on the seed only, never on the number of threads.
+const CHUNK_ROWS: usize = 1 << 20;
+
+/// The seed of chunk `c` of a parallel generator.
+fn chunk_seed(seed: u64, c: usize) -> u64 {
+    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (c as u64).wrapping_add(1).wrapping_mul(0xD6E8_FEB8_6659_FD93)
+}
+
+/// Fills `out` chunk by chunk on all cores; `f(chunk_seed, chunk)` fills one chunk.
+fn par_chunks<T: Send>(out: &mut [T], seed: u64, f: impl Fn(u64, &mut [T]) + Sync) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
+    let chunks: Vec<(usize, &mut [T])> = out.chunks_mut(CHUNK_ROWS).enumerate().collect();
+    let per = chunks.len().div_ceil(threads).max(1);
+    let mut groups: Vec<Vec<(usize, &mut [T])>> = Vec::new();
+    let mut it = chunks.into_iter();
+    loop {
+        let g: Vec<_> = it.by_ref().take(per).collect();
+        if g.is_empty() {
+            break;
+        }
+        groups.push(g);
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        for g in groups {
+            s.spawn(move || {
+                for (c, chunk) in g {
+                    f(chunk_seed(seed, c), chunk);
+                }
+            });
+        }
+    });
+}
+
+/// Zipf sampling by rejection-inversion (Hörmann and Derflinger, 1996; the algorithm of Apache
+/// Commons' `RejectionInversionZipfSampler`): O(1) expected time per sample and no table, so
+/// 2^27 samples over a 2^26-key domain take seconds, not minutes.
+struct ZipfSampler {
+    n: f64,
+    exponent: f64,
+    h_integral_x1: f64,
+    h_integral_n: f64,
+    s: f64,
+}
+
+impl ZipfSampler {
+    fn new(domain: usize, exponent: f64) -> ZipfSampler {
+        let mut z = ZipfSampler { n: domain as f64, exponent, h_integral_x1: 0.0, h_integral_n: 0.0, s: 0.0 };
+        z.h_integral_x1 = z.h_integral(1.5) - 1.0;
+        z.h_integral_n = z.h_integral(z.n + 0.5);
+        z.s = 2.0 - z.h_integral_inverse(z.h_integral(2.5) - z.h(2.0));
+        z
+    }
+    fn h(&self, x: f64) -> f64 {
+        (-self.exponent * x.ln()).exp()
+    }
+    fn h_integral(&self, x: f64) -> f64 {
+        let lx = x.ln();
+        helper2((1.0 - self.exponent) * lx) * lx
+    }
+    fn h_integral_inverse(&self, x: f64) -> f64 {
+        let t = (x * (1.0 - self.exponent)).max(-1.0);
+        (helper1(t) * x).exp()
+    }
+    /// A rank in `1..=n`.
+    fn sample(&self, rng: &mut StdRng) -> u64 {
+        loop {
+            let u = self.h_integral_n + rng.gen::<f64>() * (self.h_integral_x1 - self.h_integral_n);
+            let x = self.h_integral_inverse(u);
+            let k = (x + 0.5).floor().clamp(1.0, self.n);
+            if k - x <= self.s || u >= self.h_integral(k + 0.5) - self.h(k) {
+                return k as u64;
+            }
+        }
+    }
+}
+
+/// `ln(1 + x) / x`, accurate near 0.
+fn helper1(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.ln_1p() / x
+    } else {
+        1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x))
+    }
+}
+
+/// `(e^x - 1) / x`, accurate near 0.
+fn helper2(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.exp_m1() / x
+    } else {
+        1.0 + x * 0.5 * (1.0 + x * (1.0 / 3.0) * (1.0 + 0.25 * x))
+    }
+}
+
+/// `n` Zipf-distributed foreign keys over `0..domain` (key `k` has weight `1 / (k + 1)^exponent`;
+/// `exponent = 0` is uniform), like [`zipf_keys`] but in O(1) per key and on all cores, for the
+/// paper's 2^27-row skewed workloads. Deterministic for a seed (whatever the core count); a
+/// different stream of samples than [`zipf_keys`] with the same distribution.
+///
+/// Errors: as [`zipf_keys`].
+///
+/// ```
+/// use gpujoin_join::datagen::zipf_keys_fast;
+/// let keys = zipf_keys_fast(10_000, 100, 1.0, 9)?;
+/// let zeros = keys.iter().filter(|&&k| k == 0).count();
+/// let ones = keys.iter().filter(|&&k| k == 1).count();
+/// assert!(keys.iter().all(|&k| k < 100) && zeros > ones);
+/// # Ok::<(), gpujoin_device::Error>(())
+/// ```
+pub fn zipf_keys_fast(n: usize, domain: usize, exponent: f64, seed: u64) -> Result<Vec<u32>> {
+    if domain == 0 {
+        return Err(Error::invalid("Zipf domain is empty"));
+    }
+    check_u32_domain("domain", domain)?;
+    if !exponent.is_finite() || exponent < 0.0 {
+        return Err(Error::invalid(format!("Zipf exponent {exponent} must be finite and >= 0")));
+    }
+    let z = ZipfSampler::new(domain, exponent);
+    let mut keys = vec![0u32; n];
+    par_chunks(&mut keys, seed, |s, chunk| {
+        let mut r = rng(s);
+        for k in chunk.iter_mut() {
+            *k = (z.sample(&mut r) - 1) as u32;
+        }
+    });
+    Ok(keys)
+}
+
+/// The shape of a PK-FK workload of the paper: `R` has the dense keys `0..r_rows` shuffled; `S`
+/// has `s_rows` foreign keys, of which a fraction `match_ratio` reference `R` (uniformly: each
+/// key equally often, or Zipf-skewed with factor `zipf`) and the rest miss (keys outside `R`'s
+/// domain); shuffled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PkFkWorkload {
+    pub r_rows: usize,
+    pub s_rows: usize,
+    pub match_ratio: f64,
+    /// `None`: uniform foreign keys; `Some(z)`: Zipf factor `z` over `R`'s keys.
+    pub zipf: Option<f64>,
+    pub seed: u64,
+}
+
+impl PkFkWorkload {
+    /// `|R| = r_rows`, `|S| = s_rows`, every foreign key matching, uniform.
+    pub fn uniform(r_rows: usize, s_rows: usize, seed: u64) -> Self {
+        PkFkWorkload { r_rows, s_rows, match_ratio: 1.0, zipf: None, seed }
+    }
+
+    /// The primary keys of `R` and the foreign keys of `S`.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a match ratio outside `[0, 1]`, a Zipf factor that
+    /// is negative or not finite, or domains that do not fit `u32` (see
+    /// [`foreign_keys_match_ratio`]).
+    ///
+    /// ```
+    /// use gpujoin_join::datagen::PkFkWorkload;
+    /// let w = PkFkWorkload { match_ratio: 0.5, zipf: Some(1.0), ..PkFkWorkload::uniform(1000, 4000, 7) };
+    /// let (r, s) = w.generate()?;
+    /// assert_eq!((r.len(), s.len()), (1000, 4000));
+    /// assert_eq!(s.iter().filter(|&&k| k < 1000).count(), 2000);
+    /// # Ok::<(), gpujoin_device::Error>(())
+    /// ```
+    pub fn generate(&self) -> Result<(Vec<u32>, Vec<u32>)> {
+        let r = shuffled_dense_keys(self.r_rows, self.seed)?;
+        let s = match self.zipf {
+            None => foreign_keys_match_ratio(self.r_rows, self.s_rows, self.match_ratio, self.seed ^ 0x5EED)?,
+            Some(z) => {
+                // The matching keys Zipf-distributed over R, the misses outside R's domain.
+                let mut s = foreign_keys_match_ratio(self.r_rows, self.s_rows, self.match_ratio, self.seed ^ 0x5EED)?;
+                let hits = s.iter().filter(|&&k| (k as usize) < self.r_rows).count();
+                if hits > 0 {
+                    let skewed = zipf_keys_fast(hits, self.r_rows, z, self.seed ^ 0x21FF)?;
+                    let mut it = skewed.into_iter();
+                    for k in s.iter_mut().filter(|k| (**k as usize) < self.r_rows) {
+                        *k = it.next().expect("one skewed key per hit");
+                    }
+                }
+                s
+            }
+        };
+        Ok((r, s))
+    }
+}
+
+/// Widens 4-byte keys to 8-byte ones (the paper's 8-byte workloads), on all cores.
+///
+/// ```
+/// assert_eq!(gpujoin_join::datagen::widen(&[1, 2]), vec![1u64, 2]);
+/// ```
+pub fn widen(keys: &[u32]) -> Vec<u64> {
+    let mut out = vec![0u64; keys.len()];
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).max(1);
+    let per = keys.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (o, k) in out.chunks_mut(per).zip(keys.chunks(per)) {
+            s.spawn(move || o.iter_mut().zip(k).for_each(|(o, &k)| *o = u64::from(k)));
+        }
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +609,60 @@ mod tests {
         }
         assert!(matches!(composite_keys(&r, 0), Err(Error::InvalidArgument(_))));
         assert!(matches!(composite_keys(&r, MAX_KEY_COLUMNS + 1), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn fast_zipf_follows_the_distribution() {
+        // Uniform at 0.
+        let keys = zipf_keys_fast(200_000, 20, 0.0, 11).unwrap();
+        for (k, &c) in counts(&keys, 20).iter().enumerate() {
+            assert!((9_000..11_000).contains(&c), "key {k}: {c} of expected 10000");
+        }
+        // 1 / rank at 1.
+        let c = counts(&zipf_keys_fast(200_000, 1000, 1.0, 12).unwrap(), 1000);
+        let expected0 = 200_000.0 / 7.4855;
+        assert!((c[0] as f64 - expected0).abs() < 0.05 * expected0, "{}", c[0]);
+        let ratio = c[0] as f64 / c[1] as f64;
+        assert!((1.85..2.15).contains(&ratio), "{ratio}");
+        let ratio = c[0] as f64 / c[3] as f64;
+        assert!((3.6..4.4).contains(&ratio), "{ratio}");
+        // 2: P(0) = 1 / zeta_1000(2) ~ 0.6084.
+        let c2 = counts(&zipf_keys_fast(200_000, 1000, 2.0, 13).unwrap(), 1000);
+        assert!((c2[0] as f64 / 200_000.0 - 0.6084).abs() < 0.01, "{}", c2[0]);
+        // Large domains, several chunks: deterministic, in range.
+        let big = zipf_keys_fast(3 * CHUNK_ROWS + 17, 1 << 26, 1.0, 4).unwrap();
+        assert!(big.iter().all(|&k| k < 1 << 26));
+        assert_eq!(big, zipf_keys_fast(3 * CHUNK_ROWS + 17, 1 << 26, 1.0, 4).unwrap());
+        assert_ne!(big[..1000], zipf_keys_fast(1000, 1 << 26, 1.0, 5).unwrap()[..]);
+        assert!(zipf_keys_fast(100, 1, 2.0, 1).unwrap().iter().all(|&k| k == 0));
+        assert!(zipf_keys_fast(0, 5, 1.0, 1).unwrap().is_empty());
+        for (domain, exponent) in [(0, 1.0), (5, -1.0), (5, f64::NAN), ((1 << 32) + 1, 1.0)] {
+            assert!(matches!(zipf_keys_fast(10, domain, exponent, 1), Err(Error::InvalidArgument(_))));
+        }
+    }
+
+    #[test]
+    fn pk_fk_workloads() {
+        let w = PkFkWorkload::uniform(1000, 3000, 1);
+        let (r, s) = w.generate().unwrap();
+        assert!(counts(&r, 1000).iter().all(|&c| c == 1));
+        assert!(counts(&s, 1000).iter().all(|&c| c == 3));
+        assert_eq!((r.clone(), s.clone()), w.generate().unwrap());
+        for ratio in [1.0, 0.5, 1.0 / 16.0] {
+            for zipf in [None, Some(0.0), Some(1.0), Some(2.0)] {
+                let w = PkFkWorkload { match_ratio: ratio, zipf, ..PkFkWorkload::uniform(1000, 16_000, 2) };
+                let (_, s) = w.generate().unwrap();
+                let hits = s.iter().filter(|&&k| k < 1000).count();
+                assert_eq!(hits, (16_000.0 * ratio) as usize, "{ratio} {zipf:?}");
+                if zipf == Some(2.0) {
+                    let c = counts(&s.iter().copied().filter(|&k| k < 1000).collect::<Vec<_>>(), 1000);
+                    assert!(c[0] > hits / 2, "Zipf 2 concentrates on key 0: {}", c[0]);
+                }
+            }
+        }
+        assert!(PkFkWorkload { match_ratio: 2.0, ..w }.generate().is_err());
+        assert!(PkFkWorkload { zipf: Some(-1.0), ..w }.generate().is_err());
+        assert_eq!(widen(&[0, u32::MAX]), vec![0, u32::MAX as u64]);
+        assert!(widen(&[]).is_empty());
     }
 }

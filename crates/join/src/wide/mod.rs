@@ -1,5 +1,336 @@
-//! Wide relational joins (issue 4, seed 002): relations of key and payload columns joined by
-//! SMJ-UM/OM, PHJ-UM/OM or the non-partitioned hash join, chosen by `Algorithm::Auto`; join
-//! sequences over a fact table and several dimension tables.
+//! Wide relational joins (issue 4, seed 002: the PVLDB paper "Efficiently Processing Large
+//! Relational Joins on GPUs"): relations of key columns and any number of 4- or 8-byte payload
+//! columns, joined into a materialized output relation by one of five algorithms, chosen by the
+//! caller or by the paper's decision tree ([`Algorithm::Auto`]); and sequences of joins of a fact
+//! table with several dimension tables ([`join_sequence`]).
 //!
-//! (Under construction.)
+//! | algorithm | transform | match | materialize |
+//! |---|---|---|---|
+//! | [`Algorithm::SmjUm`] | sort keys with row ids | merge path | unclustered gathers from the inputs (GFUR) |
+//! | [`Algorithm::SmjOm`] | sort keys with the first payload; the others one at a time later | merge path | clustered gathers from the sorted columns (GFTR) |
+//! | [`Algorithm::PhjUm`] | radix-partition keys with row ids | shared-memory hash tables per co-partition | unclustered gathers (GFUR) |
+//! | [`Algorithm::PhjOm`] | radix-partition keys with the first payload; the others one at a time later | as PHJ-UM, writing the first payload | clustered gathers (GFTR) |
+//! | [`Algorithm::Nphj`] | sort the build side into one global hash table | probe every row | unclustered gathers |
+//!
+//! The OM variants follow Algorithm 1 of the paper: only the first payload column of each side
+//! is transformed with the keys; every other column is transformed right before its gather and
+//! dropped right after it, so at most one transformed column per side is alive at a time.
+//!
+//! Every join reports per-phase device times and the peak device memory ([`JoinStats`]), the
+//! algorithm it ran and why ([`WideJoinOutput::algorithm`], [`WideJoinOutput::reason`]).
+//!
+//! Output order: each algorithm's own, deterministic (the same inputs give the same output
+//! order on every run): PHJ-* and NPHJ as in [`crate::hash_join`]; SMJ-* by key, then left row
+//! order within the sorted left side, then right; unmatched right rows last, in key order.
+//!
+//! ```no_run
+//! # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_device::*;
+//! # fn f(s: &Stream) -> Result<()> {
+//! let rk = s.copy_from_host(&[1u32, 2, 3])?; // R: primary keys and a price
+//! let price = s.copy_from_host(&[10.0f64, 20.0, 30.0])?;
+//! let sk = s.copy_from_host(&[3u32, 3, 1])?; // S: foreign keys and a quantity
+//! let qty = s.copy_from_host(&[7i32, 8, 9])?;
+//! let r = WideRelation::new(Keys::single(rk.view()), vec![price.view().into()])?;
+//! let f = WideRelation::new(Keys::single(sk.view()), vec![qty.view().into()])?;
+//! let out = join(s, &r, &f, JoinType::Inner, Algorithm::Auto, WideJoinOptions::default())?;
+//! assert_eq!(out.rows, 3); // (10, 9) (30, 7) (30, 8) in some order
+//! println!("{:?} because {}; {:?}", out.algorithm, out.reason, out.stats);
+//! # Ok(()) }
+//! ```
+
+mod auto;
+mod sequence;
+mod smj;
+
+pub use auto::{choose, choose_sort_merge, Features, SampledSkew, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, SAMPLE_ROWS, TINY_ROWS};
+pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
+
+use gpujoin_device::{Device, DeviceBuffer, DeviceView, Error, Event, Pod, Result, Stream};
+use gpujoin_primitives::gather_into_unchecked;
+
+use crate::hash_join::{hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
+use crate::keys::{DeviceColumn, Keys};
+use crate::maps::{map_validity, GatherMaps, Materialized, Payload, Side};
+use crate::types::{JoinOptions, JoinType};
+
+/// A relation of the wide joins: 1 to 4 key columns ([`Keys`]) and any number of payload
+/// columns of 4- or 8-byte types, all of the same length.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let k = s.copy_from_host(&[1u64, 2])?;
+/// let a = s.copy_from_host(&[0.5f32, 1.5])?;
+/// let b = s.copy_from_host(&[7i64, 8])?;
+/// let r = WideRelation::new(Keys::single(k.view()), vec![a.view().into(), b.view().into()])?;
+/// assert_eq!((r.rows(), r.payloads().len()), (2, 2));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct WideRelation<'a> {
+    keys: Keys<'a>,
+    payloads: Vec<DeviceColumn<'a>>,
+}
+
+impl<'a> WideRelation<'a> {
+    /// A relation from its keys and payload columns; a payload column whose length differs from
+    /// the keys' is an [`Error::InvalidArgument`].
+    pub fn new(keys: Keys<'a>, payloads: Vec<DeviceColumn<'a>>) -> Result<Self> {
+        for (i, c) in payloads.iter().enumerate() {
+            gpujoin_device::check_same_len("keys", keys.rows(), &format!("payload column {i}"), c.len())?;
+        }
+        Ok(WideRelation { keys, payloads })
+    }
+    /// The key columns.
+    pub fn keys(&self) -> &Keys<'a> {
+        &self.keys
+    }
+    /// The payload columns, in order.
+    pub fn payloads(&self) -> &[DeviceColumn<'a>] {
+        &self.payloads
+    }
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.keys.rows()
+    }
+}
+
+/// The join algorithm of a wide join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Algorithm {
+    /// Chosen by the paper's decision tree from the sizes, the payload columns and their widths,
+    /// and, where the choice depends on them, a sampled match ratio and skew ([`choose`]).
+    #[default]
+    Auto,
+    /// Sort-merge join, unoptimized materialization (GFUR).
+    SmjUm,
+    /// Sort-merge join, optimized materialization (GFTR).
+    SmjOm,
+    /// Partitioned hash join, unoptimized materialization (GFUR).
+    PhjUm,
+    /// Partitioned hash join, optimized materialization (GFTR).
+    PhjOm,
+    /// Non-partitioned hash join (one global hash table), unclustered gathers.
+    Nphj,
+}
+
+impl Algorithm {
+    /// Every explicit algorithm (all but `Auto`).
+    pub const EXPLICIT: [Algorithm; 5] = [Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj];
+
+    /// The paper's short name ("PHJ-OM", ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Auto => "auto",
+            Algorithm::SmjUm => "SMJ-UM",
+            Algorithm::SmjOm => "SMJ-OM",
+            Algorithm::PhjUm => "PHJ-UM",
+            Algorithm::PhjOm => "PHJ-OM",
+            Algorithm::Nphj => "NPHJ",
+        }
+    }
+
+    /// A suffix for benchmark case names (`smj_um`, ...).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Algorithm::Auto => "auto",
+            Algorithm::SmjUm => "smj_um",
+            Algorithm::SmjOm => "smj_om",
+            Algorithm::PhjUm => "phj_um",
+            Algorithm::PhjOm => "phj_om",
+            Algorithm::Nphj => "nphj",
+        }
+    }
+}
+
+/// What a wide join returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Output {
+    /// The materialized output relation (and the gather maps when the algorithm has them).
+    #[default]
+    Relation,
+    /// Only the gather maps into the input rows; no payload is materialized.
+    MapsOnly,
+}
+
+/// Options of a wide join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct WideJoinOptions {
+    /// Null and NaN equality of the keys.
+    pub keys: JoinOptions,
+    /// The materialized relation, or only the maps.
+    pub output: Output,
+}
+
+impl WideJoinOptions {
+    /// Only the gather maps.
+    pub fn maps_only() -> Self {
+        WideJoinOptions { output: Output::MapsOnly, ..Self::default() }
+    }
+}
+
+/// The output relation of a wide join.
+///
+/// `left` / `right` hold the payload columns of that side in input order (`None` where the join
+/// type has no such side, or for [`Output::MapsOnly`]); outer-join rows without a partner on a
+/// side read zero there and are null in that side's [`Materialized::validity`]. `maps` are
+/// gather maps into the input rows: always with [`Output::MapsOnly`], otherwise when the
+/// algorithm has them (the UM variants and NPHJ; the OM variants work with positions in the
+/// transformed relations instead).
+pub struct WideJoinOutput {
+    pub join_type: JoinType,
+    pub rows: u64,
+    pub left: Option<Materialized>,
+    pub right: Option<Materialized>,
+    pub maps: Option<GatherMaps>,
+    /// Per-phase device times and peak device memory of the join (the sampling of
+    /// [`Algorithm::Auto`] is not included).
+    pub stats: JoinStats,
+    /// The algorithm that ran (never `Auto`).
+    pub algorithm: Algorithm,
+    /// Why it ran: the decision tree's branch for `Auto`, a note when an algorithm had to fall
+    /// back to another, or "requested".
+    pub reason: String,
+}
+
+/// Joins two wide relations with `algorithm` and materializes the output relation.
+///
+/// Any key columns and join type. Keys of the two sides must have the same column types.
+/// See the [module docs](self) for the algorithms and the output order.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_device::*;
+/// # fn f(s: &Stream, r: &WideRelation, f: &WideRelation) -> Result<()> {
+/// let out = join(s, r, f, JoinType::Left, Algorithm::PhjOm, WideJoinOptions::default())?;
+/// let right = out.right.as_ref().unwrap();
+/// assert!(right.validity.is_some()); // left rows without a partner: null on the right
+/// # Ok(()) }
+/// ```
+pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
+    left.keys.check_comparable(&right.keys)?;
+    let (algorithm, reason) = match algorithm {
+        Algorithm::Auto => auto::decide(stream, left, right, join_type, opts)?,
+        a => (a, "requested".to_string()),
+    };
+    let maps_only = opts.output == Output::MapsOnly;
+    match algorithm {
+        Algorithm::Auto => Err(Error::invalid("internal: Auto chose Auto")),
+        Algorithm::SmjUm | Algorithm::SmjOm => smj::join(stream, left, right, join_type, algorithm == Algorithm::SmjOm, opts, reason),
+        Algorithm::PhjUm | Algorithm::PhjOm if maps_only => {
+            let out = partitioned_hash_join(stream, &left.keys, &right.keys, join_type, opts.keys, Materialization::Unclustered)?;
+            Ok(WideJoinOutput { join_type, rows: out.maps.rows(), left: None, right: None, maps: Some(out.maps), stats: out.stats, algorithm, reason })
+        }
+        Algorithm::PhjUm | Algorithm::PhjOm => {
+            let mode = if algorithm == Algorithm::PhjOm { Materialization::Clustered } else { Materialization::Unclustered };
+            let out = partitioned_hash_join_with_payloads(stream, &left.keys, &left.payloads, &right.keys, &right.payloads, join_type, opts.keys, mode)?;
+            Ok(WideJoinOutput { join_type, rows: out.rows, left: out.left, right: out.right, maps: out.maps, stats: out.stats, algorithm, reason })
+        }
+        Algorithm::Nphj => {
+            let out = hash_join_with_stats(stream, &left.keys, &right.keys, join_type, opts.keys)?;
+            let (maps, mut stats) = (out.maps, out.stats);
+            if maps_only {
+                return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: None, right: None, maps: Some(maps), stats, algorithm, reason });
+            }
+            let start = Event::new(stream.device(), true)?;
+            start.record(stream)?;
+            let (l, r) = gather_sides(stream, &maps, &left.payloads, &right.payloads)?;
+            let end = Event::new(stream.device(), true)?;
+            end.record(stream)?;
+            end.synchronize()?;
+            stats.materialize_ms = start.elapsed_ms(&end)?;
+            stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
+            stats.peak_memory_bytes = stream.device().peak_memory()?;
+            Ok(WideJoinOutput { join_type, rows: maps.rows(), left: l, right: r, maps: Some(maps), stats, algorithm, reason })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+/// `out[k] = column[idx[k]]`, zero where `idx[k]` is NONE (no bounds report, no wait).
+pub(crate) fn gather_column(stream: &Stream, column: &DeviceColumn<'_>, idx: &DeviceView<'_, u32>) -> Result<Payload> {
+    fn g<T: Pod>(s: &Stream, v: &DeviceView<'_, T>, idx: &DeviceView<'_, u32>) -> Result<DeviceBuffer<T>> {
+        let mut out = s.alloc::<T>(idx.len())?;
+        if !idx.is_empty() {
+            gather_into_unchecked(s, v, idx, &mut out.view_mut(), T::zeroed())?;
+        }
+        Ok(out)
+    }
+    Ok(match column {
+        DeviceColumn::I32(v) => Payload::I32(g(stream, v, idx)?),
+        DeviceColumn::I64(v) => Payload::I64(g(stream, v, idx)?),
+        DeviceColumn::U32(v) => Payload::U32(g(stream, v, idx)?),
+        DeviceColumn::U64(v) => Payload::U64(g(stream, v, idx)?),
+        DeviceColumn::F32(v) => Payload::F32(g(stream, v, idx)?),
+        DeviceColumn::F64(v) => Payload::F64(g(stream, v, idx)?),
+    })
+}
+
+/// A borrowed column of a materialized payload (to feed it to a later join).
+pub fn payload_column(p: &Payload) -> DeviceColumn<'_> {
+    match p {
+        Payload::I32(b) => b.view().into(),
+        Payload::I64(b) => b.view().into(),
+        Payload::U32(b) => b.view().into(),
+        Payload::U64(b) => b.view().into(),
+        Payload::F32(b) => b.view().into(),
+        Payload::F64(b) => b.view().into(),
+    }
+}
+
+/// Gathers the columns of one side through `map` (unclustered when the map is into the inputs).
+pub(crate) fn gather_side(stream: &Stream, map: &DeviceView<'_, u32>, cols: &[DeviceColumn<'_>], nullable: bool) -> Result<Materialized> {
+    let columns = cols.iter().map(|c| gather_column(stream, c, map)).collect::<Result<Vec<_>>>()?;
+    let validity = if nullable { Some(map_validity(stream, map)?) } else { None };
+    Ok(Materialized { columns, validity })
+}
+
+/// Both sides' payloads through maps into the input rows.
+pub(crate) fn gather_sides(stream: &Stream, maps: &GatherMaps, lp: &[DeviceColumn<'_>], rp: &[DeviceColumn<'_>]) -> Result<(Option<Materialized>, Option<Materialized>)> {
+    let side = |s: Side, cols: &[DeviceColumn<'_>]| -> Result<Option<Materialized>> {
+        maps.side(s).map(|m| gather_side(stream, &m.cast::<u32>(), cols, maps.nullable(s))).transpose()
+    };
+    Ok((side(Side::Left, lp)?, side(Side::Right, rp)?))
+}
+
+/// Phase clock of the joins implemented here (events at the phase boundaries, peak memory
+/// from the device pool's high-water mark since the start).
+pub(crate) struct Clock {
+    device: Device,
+    events: Vec<Event>,
+}
+
+impl Clock {
+    pub(crate) fn start(stream: &Stream) -> Result<Clock> {
+        let device = stream.device().clone();
+        device.reset_peak_memory()?;
+        let mut c = Clock { device, events: Vec::with_capacity(4) };
+        c.mark(stream)?;
+        Ok(c)
+    }
+    /// Ends a phase (transform, match, materialize in that order).
+    pub(crate) fn mark(&mut self, stream: &Stream) -> Result<()> {
+        let e = Event::new(&self.device, true)?;
+        e.record(stream)?;
+        self.events.push(e);
+        Ok(())
+    }
+    pub(crate) fn finish(self, stats: &mut JoinStats) -> Result<()> {
+        let last = self.events.last().expect("a started clock has a mark");
+        last.synchronize()?;
+        let ms = |i: usize| -> Result<f32> {
+            match (self.events.get(i - 1), self.events.get(i)) {
+                (Some(a), Some(b)) => a.elapsed_ms(b),
+                _ => Ok(0.0),
+            }
+        };
+        stats.transform_ms = ms(1)?;
+        stats.match_ms = ms(2)?;
+        stats.materialize_ms = ms(3)?;
+        stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
+        stats.peak_memory_bytes = self.device.peak_memory()?;
+        Ok(())
+    }
+}

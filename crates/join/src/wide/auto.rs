@@ -1,0 +1,370 @@
+//! `Algorithm::Auto`: the decision tree of the paper (seed 002, Figure 17 and section 5.4) on
+//! what can be measured cheaply.
+//!
+//! Features: the row counts (the smaller side builds, the larger probes), the materialized
+//! payload columns per side and their widths, the key widths, and, only where the choice
+//! depends on them, a sampled match ratio and skew: [`SAMPLE_ROWS`] rows of the probe side at
+//! evenly spaced positions are semi-joined with the whole build side (one non-partitioned hash
+//! join of the sample, a pass over the build keys) and their first key column's frequencies are
+//! counted on the host ([`SampledSkew`]).
+//!
+//! The tree ([`choose`]), as read from the paper and adapted to this implementation:
+//! 1. No payload to materialize (maps only): PHJ-UM (both PHJ variants carry row ids then).
+//! 2. Tiny inputs (at most [`TINY_ROWS`] rows together): NPHJ, the simple baseline, with the
+//!    fewest passes.
+//! 3. A low sampled match ratio (below [`LOW_MATCH_RATIO`]): materialization is no longer the
+//!    bottleneck (5.2.3). A build side whose global table stays cache-sized (at most
+//!    [`NPHJ_MAX_BUILD_ROWS`] rows): NPHJ (no partitioning pass, few gathers). Otherwise, wide
+//!    joins: PHJ-UM (unclustered gathers of the few matches beat transforming every column),
+//!    or PHJ-OM when the foreign keys are skewed ("PHJ-OM performs even better for skewed
+//!    data"); narrow joins: PHJ-OM.
+//! 4. Narrow joins (at most one payload per side): PHJ-OM ("PHJ-* beat SMJ-* for narrow
+//!    joins"; here PHJ-OM's match writes the only payload column itself, so nothing is gathered).
+//! 5. Wide joins with a high (or unsampled) match ratio: PHJ-OM, "the best performance" for
+//!    uniform and skewed keys (5.2.2, 5.2.4) and for every mix of 4- and 8-byte data (5.2.5).
+//!
+//! The paper's tree never prefers a sort-merge join; its Figure 17(b), the choice between the
+//! two sort-merge joins, is [`choose_sort_merge`].
+
+use gpujoin_device::{Result, Stream};
+
+use super::{gather_column, payload_column, Algorithm, Output, WideJoinOptions, WideRelation};
+use crate::hash_join::hash_join;
+use crate::keys::{DeviceColumn, Keys};
+use crate::maps::Payload;
+use crate::types::{JoinOptions, JoinType};
+
+/// Probe rows sampled for the match ratio and the skew.
+pub const SAMPLE_ROWS: usize = 4096;
+/// Match ratios below this are "low" (section 5.2.3: *-OM lose below a quarter or so).
+pub const LOW_MATCH_RATIO: f64 = 0.25;
+/// Build sides up to this many rows keep NPHJ's global table (about 16 bytes a slot, two slots
+/// per key) within the L2 cache of an H100.
+pub const NPHJ_MAX_BUILD_ROWS: u64 = 1 << 20;
+/// Inputs of at most this many rows together are joined by NPHJ.
+pub const TINY_ROWS: u64 = 1 << 12;
+
+/// Key frequencies in a sample of the probe side's first key column.
+///
+/// ```
+/// use gpujoin_join::wide::SampledSkew;
+/// let mut keys = vec![5u64; 20]; // one hot key ...
+/// keys.extend(100..130); // ... and 30 keys seen once
+/// let s = SampledSkew::from_sample(&keys);
+/// assert_eq!((s.sample_rows, s.distinct, s.top_count), (50, 31, 20));
+/// assert!(s.is_skewed()); // 40% of the sample, 12 times the average count
+/// assert!(!SampledSkew::from_sample(&[1, 2, 3, 4, 1, 2, 3, 4]).is_skewed());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SampledSkew {
+    pub sample_rows: u64,
+    /// Distinct keys in the sample.
+    pub distinct: u64,
+    /// Rows of the most frequent key.
+    pub top_count: u64,
+}
+
+impl SampledSkew {
+    /// Counts the keys of a sample (any order).
+    pub fn from_sample(keys: &[u64]) -> SampledSkew {
+        let mut k = keys.to_vec();
+        k.sort_unstable();
+        let (mut distinct, mut top, mut run) = (0u64, 0u64, 0u64);
+        for i in 0..k.len() {
+            if i == 0 || k[i] != k[i - 1] {
+                distinct += 1;
+                run = 0;
+            }
+            run += 1;
+            top = top.max(run);
+        }
+        SampledSkew { sample_rows: k.len() as u64, distinct, top_count: top }
+    }
+
+    /// The most frequent key's share of the sample.
+    pub fn top_share(&self) -> f64 {
+        if self.sample_rows == 0 {
+            0.0
+        } else {
+            self.top_count as f64 / self.sample_rows as f64
+        }
+    }
+
+    /// Skewed: the most frequent key holds at least 1% of the sample and 8 times the average
+    /// count of the sampled keys (Zipf factors of about 1 and above on large domains; uniform
+    /// keys of any domain size are not skewed).
+    pub fn is_skewed(&self) -> bool {
+        self.sample_rows > 0 && self.top_share() >= 0.01 && self.top_count * self.distinct >= 8 * self.sample_rows
+    }
+}
+
+/// What [`choose`] decides on.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Features {
+    /// Rows of the smaller side (the hash joins' build side).
+    pub build_rows: u64,
+    /// Rows of the larger side.
+    pub probe_rows: u64,
+    /// Bytes of a key (all key columns).
+    pub key_bytes: u32,
+    /// Payload columns to materialize, both sides (the join type decides which sides).
+    pub payload_columns: u32,
+    /// The larger of the two sides' materialized payload column counts.
+    pub max_side_payloads: u32,
+    /// Of the materialized payload columns, those of 8 bytes.
+    pub eight_byte_payloads: u32,
+    /// A single non-null integer key column (raw partitioning and sorting; otherwise derived or
+    /// hashed keys, and PHJ-OM of hashed composites materializes through maps).
+    pub simple_keys: bool,
+    /// Only the maps are asked for.
+    pub maps_only: bool,
+    /// Sampled fraction of probe rows with a partner (`None`: not sampled).
+    pub match_ratio: Option<f64>,
+    /// Sampled skew of the probe side's keys (`None`: not sampled).
+    pub skew: Option<SampledSkew>,
+}
+
+impl Features {
+    /// The features of a join that need no device work.
+    pub(crate) fn of(left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, opts: WideJoinOptions) -> Features {
+        let maps_only = opts.output == Output::MapsOnly;
+        let lp: &[DeviceColumn<'_>] = if jt.has_left_map() && !maps_only { left.payloads() } else { &[] };
+        let rp: &[DeviceColumn<'_>] = if jt.has_right_map() && !maps_only { right.payloads() } else { &[] };
+        let cols = left.keys().columns();
+        let simple = cols.len() == 1
+            && cols[0].validity.is_none()
+            && right.keys().columns()[0].validity.is_none()
+            && matches!(cols[0].values, DeviceColumn::I32(_) | DeviceColumn::I64(_) | DeviceColumn::U32(_) | DeviceColumn::U64(_));
+        let (l, r) = (left.rows() as u64, right.rows() as u64);
+        Features {
+            build_rows: l.min(r),
+            probe_rows: l.max(r),
+            key_bytes: cols.iter().map(|c| c.values.key_type().width() as u32).sum(),
+            payload_columns: (lp.len() + rp.len()) as u32,
+            max_side_payloads: lp.len().max(rp.len()) as u32,
+            eight_byte_payloads: lp.iter().chain(rp).filter(|c| c.key_type().width() == 8).count() as u32,
+            simple_keys: simple,
+            maps_only,
+            match_ratio: None,
+            skew: None,
+        }
+    }
+
+    /// At least two payload columns on some side.
+    pub fn wide(&self) -> bool {
+        self.max_side_payloads >= 2
+    }
+
+    fn tiny(&self) -> bool {
+        self.build_rows + self.probe_rows <= TINY_ROWS
+    }
+
+    fn skewed(&self) -> bool {
+        self.skew.is_some_and(|s| s.is_skewed())
+    }
+
+    /// Whether [`choose`] would look at the sampled match ratio and skew.
+    pub fn needs_sample(&self) -> bool {
+        !self.maps_only && self.payload_columns > 0 && !self.tiny() && self.probe_rows > 0 && (self.wide() || self.build_rows <= NPHJ_MAX_BUILD_ROWS)
+    }
+}
+
+/// The paper's decision tree (see the [module docs](self)): the algorithm and why.
+///
+/// ```
+/// use gpujoin_join::wide::{choose, Algorithm, Features};
+/// let narrow = Features { build_rows: 1 << 26, probe_rows: 1 << 27, key_bytes: 4, payload_columns: 2, max_side_payloads: 1, simple_keys: true, ..Features::default() };
+/// assert_eq!(choose(&narrow).0, Algorithm::PhjOm);
+/// let low = Features { payload_columns: 4, max_side_payloads: 2, match_ratio: Some(0.1), ..narrow };
+/// assert_eq!(choose(&low).0, Algorithm::PhjUm);
+/// ```
+pub fn choose(f: &Features) -> (Algorithm, String) {
+    let ratio = f.match_ratio.map_or("unsampled".to_string(), |r| format!("{r:.3}"));
+    let skew = f.skew.map_or(String::new(), |s| format!(", top sampled key {:.2}% of the sample{}", 100.0 * s.top_share(), if s.is_skewed() { " (skewed)" } else { "" }));
+    let keys = if f.simple_keys { "" } else { "; derived or hashed keys" };
+    let facts = format!("[build {} rows, probe {} rows, {} payload columns ({} of 8 bytes), {}-byte keys, match ratio {ratio}{skew}{keys}]", f.build_rows, f.probe_rows, f.payload_columns, f.eight_byte_payloads, f.key_bytes);
+    let (a, why) = if f.maps_only || f.payload_columns == 0 {
+        if f.tiny() {
+            (Algorithm::Nphj, "tiny inputs without payloads: one hash table, no partitioning passes")
+        } else {
+            (Algorithm::PhjUm, "no payload to materialize: the partitioned hash join's maps (UM and OM coincide without payloads)")
+        }
+    } else if f.tiny() {
+        (Algorithm::Nphj, "tiny inputs: one hash table, no partitioning passes")
+    } else if f.match_ratio.is_some_and(|r| r < LOW_MATCH_RATIO) {
+        if f.build_rows <= NPHJ_MAX_BUILD_ROWS {
+            (Algorithm::Nphj, "low match ratio and a cache-sized build side: one global table, no partitioning, few gathers")
+        } else if !f.wide() {
+            (Algorithm::PhjOm, "low match ratio, narrow: PHJ-OM's match writes the only payload column")
+        } else if f.skewed() {
+            (Algorithm::PhjOm, "low match ratio but skewed foreign keys: PHJ-OM (Figure 17a: PHJ-OM performs even better for skewed data)")
+        } else {
+            (Algorithm::PhjUm, "low match ratio: little to materialize, so unclustered gathers of the matches beat transforming every payload column (section 5.2.3)")
+        }
+    } else if !f.wide() {
+        (Algorithm::PhjOm, "narrow join: PHJ-* beat SMJ-* (section 5.2.2) and PHJ-OM's match writes the only payload column itself")
+    } else {
+        (Algorithm::PhjOm, "wide join with a high match ratio: materialization dominates, gathers from the partitioned relations (GFTR) win for uniform and skewed keys and every data width (sections 5.2.2-5.2.5)")
+    };
+    (a, format!("{why} {facts}"))
+}
+
+/// Figure 17(b) of the paper, SMJ-OM against SMJ-UM: SMJ-OM for wide joins with 4-byte keys,
+/// mostly 4-byte payloads, a high match ratio and no strong skew; SMJ-UM otherwise.
+///
+/// ```
+/// use gpujoin_join::wide::{choose_sort_merge, Algorithm, Features};
+/// let f = Features { build_rows: 1 << 20, probe_rows: 1 << 21, key_bytes: 4, payload_columns: 4, max_side_payloads: 2, simple_keys: true, ..Features::default() };
+/// assert_eq!(choose_sort_merge(&f).0, Algorithm::SmjOm);
+/// assert_eq!(choose_sort_merge(&Features { key_bytes: 8, ..f }).0, Algorithm::SmjUm);
+/// ```
+pub fn choose_sort_merge(f: &Features) -> (Algorithm, String) {
+    if !f.wide() || f.maps_only {
+        (Algorithm::SmjUm, "narrow: SMJ-OM is SMJ-UM".into())
+    } else if f.key_bytes > 4 || 2 * f.eight_byte_payloads > f.payload_columns {
+        (Algorithm::SmjUm, "8-byte keys or mostly 8-byte payloads: sorting them costs more than the clustered gathers save (section 5.2.5)".into())
+    } else if f.match_ratio.is_some_and(|r| r < LOW_MATCH_RATIO) {
+        (Algorithm::SmjUm, "low match ratio: little to materialize (section 5.2.3)".into())
+    } else if f.skewed() {
+        (Algorithm::SmjUm, "skewed foreign keys: SMJ-UM's sort is steady and little is materialized (section 5.2.4)".into())
+    } else {
+        (Algorithm::SmjOm, "wide join of 4-byte data with a high match ratio: clustered gathers from sorted columns (section 4.2)".into())
+    }
+}
+
+/// Samples the match ratio and skew of the larger side against the smaller.
+fn sample(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions) -> Result<(f64, SampledSkew)> {
+    let n = probe.rows();
+    let m = SAMPLE_ROWS.min(n);
+    let positions: Vec<u32> = (0..m as u64).map(|i| (i * n as u64 / m as u64) as u32).collect();
+    let pos = stream.copy_from_host(&positions)?;
+    // Nulls are not sampled: the sample's keys are the values (an estimate).
+    let cols: Vec<Payload> = probe.columns().iter().map(|c| gather_column(stream, &c.values, &pos.view())).collect::<Result<_>>()?;
+    let keys = Keys::new(cols.iter().map(payload_column).collect())?;
+    let matched = hash_join(stream, &keys, build, JoinType::LeftSemi, opts)?.rows();
+    let first: Vec<u64> = match &cols[0] {
+        Payload::I32(b) => b.to_vec()?.into_iter().map(|x| x as u32 as u64).collect(),
+        Payload::U32(b) => b.to_vec()?.into_iter().map(u64::from).collect(),
+        Payload::F32(b) => b.to_vec()?.into_iter().map(|x| x.to_bits() as u64).collect(),
+        Payload::I64(b) => b.to_vec()?.into_iter().map(|x| x as u64).collect(),
+        Payload::U64(b) => b.to_vec()?,
+        Payload::F64(b) => b.to_vec()?.into_iter().map(f64::to_bits).collect(),
+    };
+    Ok((matched as f64 / m as f64, SampledSkew::from_sample(&first)))
+}
+
+/// Measures the features (sampling only where the tree needs it) and applies the tree.
+pub(crate) fn decide(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, opts: WideJoinOptions) -> Result<(Algorithm, String)> {
+    let mut f = Features::of(left, right, jt, opts);
+    if f.needs_sample() {
+        let (build, probe) = if left.rows() < right.rows() { (left.keys(), right.keys()) } else { (right.keys(), left.keys()) };
+        let (ratio, skew) = sample(stream, build, probe, opts.keys)?;
+        f.match_ratio = Some(ratio);
+        f.skew = Some(skew);
+    }
+    Ok(choose(&f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkfk(cols_per_side: u32) -> Features {
+        Features {
+            build_rows: 1 << 26,
+            probe_rows: 1 << 27,
+            key_bytes: 4,
+            payload_columns: 2 * cols_per_side,
+            max_side_payloads: cols_per_side,
+            simple_keys: true,
+            ..Features::default()
+        }
+    }
+
+    fn zipf_like(top: u64, distinct: u64) -> SampledSkew {
+        SampledSkew { sample_rows: SAMPLE_ROWS as u64, distinct, top_count: top }
+    }
+
+    #[test]
+    fn paper_pk_fk_cases_take_phj_om() {
+        for cols in [1, 2, 6] {
+            let f = pkfk(cols);
+            assert_eq!(choose(&f).0, Algorithm::PhjOm, "{cols} payloads");
+            // High sampled match ratio, uniform or skewed: still PHJ-OM.
+            for skew in [zipf_like(2, 4090), zipf_like(220, 2000)] {
+                let g = Features { match_ratio: Some(1.0), skew: Some(skew), ..f };
+                let (a, why) = choose(&g);
+                assert_eq!(a, Algorithm::PhjOm, "{why}");
+                assert!(why.contains("match ratio 1.000"), "{why}");
+            }
+        }
+        // 8-byte keys and payloads do not change it (section 5.2.5).
+        let f = Features { key_bytes: 8, eight_byte_payloads: 4, ..pkfk(2) };
+        assert_eq!(choose(&f).0, Algorithm::PhjOm);
+    }
+
+    #[test]
+    fn low_match_ratios_take_um_or_nphj() {
+        let f = Features { match_ratio: Some(1.0 / 16.0), skew: Some(zipf_like(2, 4090)), ..pkfk(2) };
+        assert_eq!(choose(&f).0, Algorithm::PhjUm);
+        let skewed = Features { skew: Some(zipf_like(300, 1500)), ..f };
+        assert_eq!(choose(&skewed).0, Algorithm::PhjOm);
+        let narrow = Features { match_ratio: Some(0.1), ..pkfk(1) };
+        assert_eq!(choose(&narrow).0, Algorithm::PhjOm);
+        let small = Features { build_rows: 1 << 18, ..f };
+        let (a, why) = choose(&small);
+        assert_eq!(a, Algorithm::Nphj, "{why}");
+        // At the threshold the ratio is not low.
+        let edge = Features { match_ratio: Some(LOW_MATCH_RATIO), ..f };
+        assert_eq!(choose(&edge).0, Algorithm::PhjOm);
+    }
+
+    #[test]
+    fn tiny_and_maps_only() {
+        let tiny = Features { build_rows: 100, probe_rows: 1000, ..pkfk(2) };
+        assert_eq!(choose(&tiny).0, Algorithm::Nphj);
+        assert!(!tiny.needs_sample());
+        let maps = Features { maps_only: true, payload_columns: 0, max_side_payloads: 0, ..pkfk(2) };
+        assert_eq!(choose(&maps).0, Algorithm::PhjUm);
+        assert!(!maps.needs_sample());
+        let none = Features { payload_columns: 0, max_side_payloads: 0, ..pkfk(2) };
+        assert_eq!(choose(&none).0, Algorithm::PhjUm);
+    }
+
+    #[test]
+    fn sampling_only_where_the_choice_depends_on_it() {
+        assert!(!pkfk(1).needs_sample(), "large narrow: PHJ-OM whatever the ratio");
+        assert!(pkfk(2).needs_sample(), "wide: the ratio decides OM or UM");
+        assert!(Features { build_rows: 1 << 16, probe_rows: 1 << 17, ..pkfk(1) }.needs_sample(), "small build: NPHJ possible");
+        assert!(!Features { probe_rows: 0, build_rows: 0, ..pkfk(2) }.needs_sample());
+    }
+
+    #[test]
+    fn sort_merge_tree() {
+        let f = Features { match_ratio: Some(1.0), skew: Some(zipf_like(2, 4090)), ..pkfk(2) };
+        assert_eq!(choose_sort_merge(&f).0, Algorithm::SmjOm);
+        assert_eq!(choose_sort_merge(&pkfk(1)).0, Algorithm::SmjUm);
+        assert_eq!(choose_sort_merge(&Features { eight_byte_payloads: 3, ..f }).0, Algorithm::SmjUm);
+        assert_eq!(choose_sort_merge(&Features { eight_byte_payloads: 2, ..f }).0, Algorithm::SmjOm);
+        assert_eq!(choose_sort_merge(&Features { match_ratio: Some(0.1), ..f }).0, Algorithm::SmjUm);
+        assert_eq!(choose_sort_merge(&Features { skew: Some(zipf_like(300, 1500)), ..f }).0, Algorithm::SmjUm);
+    }
+
+    #[test]
+    fn sampled_skew_separates_zipf_from_uniform() {
+        use crate::datagen::{foreign_keys_uniform, zipf_keys};
+        let n = 1 << 20;
+        let sample = |keys: &[u32]| -> SampledSkew {
+            let m = SAMPLE_ROWS;
+            let s: Vec<u64> = (0..m).map(|i| keys[i * keys.len() / m] as u64).collect();
+            SampledSkew::from_sample(&s)
+        };
+        assert!(!sample(&foreign_keys_uniform(n, 2 * n, 1).unwrap()).is_skewed());
+        assert!(!sample(&foreign_keys_uniform(100, 2 * n, 1).unwrap()).is_skewed(), "small domains are not skew");
+        assert!(!sample(&zipf_keys(2 * n, n, 0.5, 2).unwrap()).is_skewed());
+        assert!(sample(&zipf_keys(2 * n, n, 1.0, 2).unwrap()).is_skewed());
+        assert!(sample(&zipf_keys(2 * n, n, 2.0, 2).unwrap()).is_skewed());
+        assert_eq!(SampledSkew::from_sample(&[]), SampledSkew::default());
+        assert!(!SampledSkew::default().is_skewed());
+    }
+}

@@ -1,0 +1,271 @@
+//! SMJ-UM and SMJ-OM (seed 002, sections 3.1 and 4.2).
+//!
+//! Both sort each side by one scalar key: the key column itself when it is a single non-null
+//! integer column, otherwise the exact derived key of the join's key images (packed composite,
+//! float or nullable keys; narrowed to 32 bits when it fits).
+//!
+//! - **SMJ-UM** (GFUR): 1. sort each side's keys with row ids `0..n`; 2. merge-path join of the
+//!   sorted keys (positions in the sorted sides), turned into input rows through the sorted row
+//!   ids; 3. gather every payload column from the inputs (unclustered).
+//! - **SMJ-OM** (GFTR, Algorithm 1): 1. sort each side's keys with its first payload column
+//!   (the keys alone when it has none); 2. the same merge, whose positions in the sorted sides
+//!   are the virtual row ids; 3. gather the first columns from their sorted copies, then sort
+//!   each further column with its keys (the same stable sort, hence the same permutation),
+//!   gather it and drop it before the next one. The right side's columns come first and each
+//!   side's map is dropped once its columns are done, to keep the peak low.
+//!
+//! Keys the scalar path cannot take (composites wider than 64 bits, which are hashed, and null
+//! or NaN keys that match nothing under the options) run [`crate::sort_merge_join`] (which
+//! handles them) with unclustered gathers: SMJ-UM, whatever was asked; the reason says so.
+//!
+//! Output order: rows by key; among equal keys by left row, then right row, in the sorted
+//! sides' order (stable sorts: input order); unmatched left rows at their key's place, unmatched
+//! right rows last in key order; semi and anti joins in key order.
+
+use gpujoin_device::{DeviceBuffer, DeviceView, Result, Stream};
+use gpujoin_primitives::{gather_into_unchecked, sort_keys, sort_pairs, SortOrder, SortPairsWith, NO_ROW};
+
+use super::{gather_column, gather_side, Algorithm, Clock, Output, WideJoinOptions, WideJoinOutput, WideRelation};
+use crate::common::{any_never_match, iota, narrow};
+use crate::hash_join::JoinStats;
+use crate::keys::{images, DeviceColumn, KeyPlan, Keys};
+use crate::maps::{GatherMaps, Materialized, Payload};
+use crate::sort_merge::{sort_merge_join, sorted_merge_join, SortedKey};
+use crate::types::JoinType;
+
+/// Key types of the scalar path.
+trait SmjKey: SortedKey + SortPairsWith<u32> + SortPairsWith<u64> {}
+impl<K: SortedKey + SortPairsWith<u32> + SortPairsWith<u64>> SmjKey for K {}
+
+enum Src<'a, K: gpujoin_device::Pod> {
+    View(DeviceView<'a, K>),
+    Owned(DeviceBuffer<K>),
+}
+
+impl<K: gpujoin_device::Pod> Src<'_, K> {
+    fn view(&self) -> DeviceView<'_, K> {
+        match self {
+            Src::View(v) => *v,
+            Src::Owned(b) => b.view(),
+        }
+    }
+}
+
+/// Both sides' scalar sort keys.
+enum Scalar<'a> {
+    U32(Src<'a, u32>, Src<'a, u32>),
+    U64(Src<'a, u64>, Src<'a, u64>),
+    I32(Src<'a, i32>, Src<'a, i32>),
+    I64(Src<'a, i64>, Src<'a, i64>),
+}
+
+/// The scalar keys of both sides, or `None` when the keys need the general path.
+fn scalar_keys<'a>(stream: &Stream, l: &Keys<'a>, r: &Keys<'a>, opts: crate::types::JoinOptions) -> Result<Option<Scalar<'a>>> {
+    let (lc, rc) = (l.columns(), r.columns());
+    if lc.len() == 1 && lc[0].validity.is_none() && rc[0].validity.is_none() {
+        match (lc[0].values, rc[0].values) {
+            (DeviceColumn::U32(a), DeviceColumn::U32(b)) => return Ok(Some(Scalar::U32(Src::View(a), Src::View(b)))),
+            (DeviceColumn::U64(a), DeviceColumn::U64(b)) => return Ok(Some(Scalar::U64(Src::View(a), Src::View(b)))),
+            (DeviceColumn::I32(a), DeviceColumn::I32(b)) => return Ok(Some(Scalar::I32(Src::View(a), Src::View(b)))),
+            (DeviceColumn::I64(a), DeviceColumn::I64(b)) => return Ok(Some(Scalar::I64(Src::View(a), Src::View(b)))),
+            _ => {}
+        }
+    }
+    let plan = KeyPlan::new(l, r, opts, 64);
+    if !plan.exact {
+        return Ok(None);
+    }
+    let (il, ir) = (images(stream, l, plan)?, images(stream, r, plan)?);
+    if any_never_match(stream, &il)? || any_never_match(stream, &ir)? {
+        return Ok(None);
+    }
+    Ok(Some(if plan.bits <= 32 {
+        Scalar::U32(Src::Owned(narrow(stream, &il.derived.view())?), Src::Owned(narrow(stream, &ir.derived.view())?))
+    } else {
+        Scalar::U64(Src::Owned(il.derived), Src::Owned(ir.derived))
+    }))
+}
+
+pub(crate) fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, om: bool, opts: WideJoinOptions, reason: String) -> Result<WideJoinOutput> {
+    let clock = Clock::start(stream)?;
+    let maps_only = opts.output == Output::MapsOnly;
+    let requested = if om { Algorithm::SmjOm } else { Algorithm::SmjUm };
+    let scalar = scalar_keys(stream, &left.keys, &right.keys, opts.keys)?;
+    let Some(scalar) = scalar else {
+        let why = format!("{reason}; the keys are hashed or some match nothing (null/NaN), which only the general sort-merge join handles: SMJ-UM");
+        return general(stream, left, right, jt, opts, clock, why);
+    };
+    // Maps only: no payload, both variants are SMJ-UM.
+    let (om, algorithm) = if maps_only { (false, Algorithm::SmjUm) } else { (om, requested) };
+    let reason = if maps_only && requested == Algorithm::SmjOm { format!("{reason}; maps only: SMJ-UM") } else { reason };
+    let mut out = match scalar {
+        Scalar::U32(a, b) => core::<u32>(stream, &a.view(), &b.view(), left, right, jt, om, maps_only, clock)?,
+        Scalar::U64(a, b) => core::<u64>(stream, &a.view(), &b.view(), left, right, jt, om, maps_only, clock)?,
+        Scalar::I32(a, b) => core::<i32>(stream, &a.view(), &b.view(), left, right, jt, om, maps_only, clock)?,
+        Scalar::I64(a, b) => core::<i64>(stream, &a.view(), &b.view(), left, right, jt, om, maps_only, clock)?,
+    };
+    out.algorithm = algorithm;
+    out.reason = reason;
+    Ok(out)
+}
+
+/// Keys the scalar path cannot take: [`sort_merge_join`] and unclustered gathers. Transform and
+/// match are one call, reported as the match phase.
+fn general(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, opts: WideJoinOptions, mut clock: Clock, reason: String) -> Result<WideJoinOutput> {
+    let maps_only = opts.output == Output::MapsOnly;
+    clock.mark(stream)?; // no separate transform phase
+    let maps = sort_merge_join(stream, &left.keys, &right.keys, jt, opts.keys)?;
+    clock.mark(stream)?;
+    let (l, r) = if maps_only { (None, None) } else { super::gather_sides(stream, &maps, &left.payloads, &right.payloads)? };
+    clock.mark(stream)?;
+    let mut stats = JoinStats::default();
+    clock.finish(&mut stats)?;
+    Ok(WideJoinOutput { join_type: jt, rows: maps.rows(), left: l, right: r, maps: Some(maps), stats, algorithm: Algorithm::SmjUm, reason })
+}
+
+/// Sorts `keys` with `values` (any 4- or 8-byte column as raw bits) into new buffers.
+fn sort_with<K: SmjKey>(stream: &Stream, keys: &DeviceView<'_, K>, col: &DeviceColumn<'_>) -> Result<(DeviceBuffer<K>, Payload)> {
+    let n = keys.len();
+    let mut sk = stream.alloc::<K>(n)?;
+    fn bits<K: SmjKey + SortPairsWith<V>, V: gpujoin_device::Pod>(stream: &Stream, keys: &DeviceView<'_, K>, sk: &mut DeviceBuffer<K>, v: DeviceView<'_, V>) -> Result<DeviceBuffer<V>> {
+        let mut out = stream.alloc::<V>(v.len())?;
+        sort_pairs(stream, keys, &v, &mut sk.view_mut(), &mut out.view_mut(), SortOrder::Ascending, None)?;
+        Ok(out)
+    }
+    let p = match *col {
+        DeviceColumn::I32(v) => Payload::I32(bits::<K, u32>(stream, keys, &mut sk, v.cast())?.cast()),
+        DeviceColumn::U32(v) => Payload::U32(bits::<K, u32>(stream, keys, &mut sk, v)?),
+        DeviceColumn::F32(v) => Payload::F32(bits::<K, u32>(stream, keys, &mut sk, v.cast())?.cast()),
+        DeviceColumn::I64(v) => Payload::I64(bits::<K, u64>(stream, keys, &mut sk, v.cast())?.cast()),
+        DeviceColumn::U64(v) => Payload::U64(bits::<K, u64>(stream, keys, &mut sk, v)?),
+        DeviceColumn::F64(v) => Payload::F64(bits::<K, u64>(stream, keys, &mut sk, v.cast())?.cast()),
+    };
+    Ok((sk, p))
+}
+
+fn column_of(p: &Payload) -> DeviceColumn<'_> {
+    super::payload_column(p)
+}
+
+/// `rows[map[k]]` (NONE kept): positions in a sorted side to its input rows.
+fn to_rows(stream: &Stream, map: &DeviceView<'_, u32>, rows: &DeviceView<'_, u32>) -> Result<DeviceBuffer<u32>> {
+    let mut out = stream.alloc::<u32>(map.len())?;
+    if !map.is_empty() {
+        gather_into_unchecked(stream, rows, map, &mut out.view_mut(), NO_ROW)?;
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn core<K: SmjKey>(
+    stream: &Stream,
+    kl: &DeviceView<'_, K>,
+    kr: &DeviceView<'_, K>,
+    left: &WideRelation<'_>,
+    right: &WideRelation<'_>,
+    jt: JoinType,
+    om: bool,
+    maps_only: bool,
+    mut clock: Clock,
+) -> Result<WideJoinOutput> {
+    let lp: &[DeviceColumn<'_>] = if jt.has_left_map() && !maps_only { &left.payloads } else { &[] };
+    let rp: &[DeviceColumn<'_>] = if jt.has_right_map() && !maps_only { &right.payloads } else { &[] };
+    let mut stats = JoinStats::default();
+
+    // 1. Transform.
+    struct Sorted<K: gpujoin_device::Pod> {
+        keys: DeviceBuffer<K>,
+        /// UM: the input row of every sorted position.
+        rows: Option<DeviceBuffer<u32>>,
+        /// OM: the first payload column, sorted.
+        col0: Option<Payload>,
+    }
+    let transform = |keys: &DeviceView<'_, K>, cols: &[DeviceColumn<'_>]| -> Result<Sorted<K>> {
+        let n = keys.len();
+        if !om {
+            let ids = iota(stream, n)?;
+            let mut sk = stream.alloc::<K>(n)?;
+            let mut rows = stream.alloc::<u32>(n)?;
+            sort_pairs(stream, keys, &ids.view(), &mut sk.view_mut(), &mut rows.view_mut(), SortOrder::Ascending, None)?;
+            Ok(Sorted { keys: sk, rows: Some(rows), col0: None })
+        } else if let Some(c) = cols.first() {
+            let (sk, col0) = sort_with(stream, keys, c)?;
+            Ok(Sorted { keys: sk, rows: None, col0: Some(col0) })
+        } else {
+            let mut sk = stream.alloc::<K>(n)?;
+            sort_keys(stream, keys, &mut sk.view_mut(), SortOrder::Ascending, None)?;
+            Ok(Sorted { keys: sk, rows: None, col0: None })
+        }
+    };
+    let sl = transform(kl, lp)?;
+    let sr = transform(kr, rp)?;
+    clock.mark(stream)?;
+
+    // 2. Match: merge path on the sorted keys; positions in the sorted sides.
+    let maps = sorted_merge_join(stream, &sl.keys.view(), &sr.keys.view(), jt)?;
+    let Sorted { keys: skl, rows: rows_l, col0: col0_l } = sl;
+    let Sorted { keys: skr, rows: rows_r, col0: col0_r } = sr;
+    drop((skl, skr));
+    let rows = maps.rows();
+    let (pos_l, pos_r) = maps.into_raw();
+    let (nullable_l, nullable_r) = (jt.keeps_unmatched_right(), jt.keeps_unmatched_left());
+
+    if !om {
+        // Positions to input rows.
+        // Each side's positions and sorted row ids are dropped as soon as they are converted.
+        let convert = |pos: DeviceBuffer<u32>, rows: Option<DeviceBuffer<u32>>, has_map: bool| -> Result<DeviceBuffer<u32>> {
+            match rows {
+                Some(r) if has_map => to_rows(stream, &pos.view(), &r.view()),
+                _ => Ok(pos),
+            }
+        };
+        let map_l = convert(pos_l, rows_l, jt.has_left_map())?;
+        let map_r = convert(pos_r, rows_r, jt.has_right_map())?;
+        clock.mark(stream)?;
+        // 3. Unclustered gathers from the inputs.
+        let (left_m, right_m) = if maps_only {
+            (None, None)
+        } else {
+            (
+                jt.has_left_map().then(|| gather_side(stream, &map_l.view(), lp, nullable_l)).transpose()?,
+                jt.has_right_map().then(|| gather_side(stream, &map_r.view(), rp, nullable_r)).transpose()?,
+            )
+        };
+        clock.mark(stream)?;
+        clock.finish(&mut stats)?;
+        let maps = GatherMaps::new(jt, map_l, map_r);
+        return Ok(WideJoinOutput { join_type: jt, rows, left: left_m, right: right_m, maps: Some(maps), stats, algorithm: Algorithm::SmjUm, reason: String::new() });
+    }
+    clock.mark(stream)?;
+
+    // 3. Materialize from the sorted relations, one column at a time (Algorithm 1, lines 4-9).
+    let mut out_l: Vec<Payload> = Vec::with_capacity(lp.len());
+    let mut out_r: Vec<Payload> = Vec::with_capacity(rp.len());
+    // The first columns, already sorted: gathered and dropped first.
+    if let Some(c) = col0_r {
+        out_r.push(gather_column(stream, &column_of(&c), &pos_r.view())?);
+    }
+    if let Some(c) = col0_l {
+        out_l.push(gather_column(stream, &column_of(&c), &pos_l.view())?);
+    }
+    let validity_r = (jt.has_right_map() && nullable_r).then(|| crate::maps::map_validity(stream, &pos_r.view())).transpose()?;
+    let validity_l = (jt.has_left_map() && nullable_l).then(|| crate::maps::map_validity(stream, &pos_l.view())).transpose()?;
+    // The other columns: sorted with their keys right before the gather.
+    let rest = |keys: &DeviceView<'_, K>, cols: &[DeviceColumn<'_>], pos: &DeviceBuffer<u32>, out: &mut Vec<Payload>| -> Result<()> {
+        for c in cols.iter().skip(1) {
+            let (sk, sorted) = sort_with(stream, keys, c)?;
+            drop(sk);
+            out.push(gather_column(stream, &column_of(&sorted), &pos.view())?);
+        }
+        Ok(())
+    };
+    rest(kr, rp, &pos_r, &mut out_r)?;
+    drop(pos_r);
+    rest(kl, lp, &pos_l, &mut out_l)?;
+    drop(pos_l);
+    clock.mark(stream)?;
+    clock.finish(&mut stats)?;
+    let left_m = jt.has_left_map().then(|| Materialized { columns: out_l, validity: validity_l });
+    let right_m = jt.has_right_map().then(|| Materialized { columns: out_r, validity: validity_r });
+    Ok(WideJoinOutput { join_type: jt, rows, left: left_m, right: right_m, maps: None, stats, algorithm: Algorithm::SmjOm, reason: String::new() })
+}

@@ -1,0 +1,622 @@
+//! Property tests of the wide joins (`gpujoin_join::wide`, issue 4): every algorithm (SMJ-UM,
+//! SMJ-OM, PHJ-UM, PHJ-OM, NPHJ, Auto) and join type against the CPU reference, on PK-FK and
+//! FK-FK workloads with match ratios 1 to 1/16, Zipf 0 to 2, 4- and 8-byte keys and payloads,
+//! 1 to 6 payload columns, empty and one-row relations; maps-only output; determinism; peak
+//! memory of OM against UM; join sequences against a host chain of joins.
+//!
+//! They run on the GPU when one is present, print `SKIPPED` when none is, and fail loudly with
+//! GPUJOIN_REQUIRE_GPU=1. Seeds are fixed; the device pool is poisoned before each join.
+//!
+//! Materialized payloads compare with host gathers of the reference pairs as sorted multisets of
+//! output rows (payload values of both sides, `None` on a null side); returned maps compare with
+//! the reference pairs as sorted multisets.
+
+mod common;
+use common::{canonical_pairs, diff, fail, stream, uniform};
+
+use std::sync::{Mutex, MutexGuard};
+
+use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_join::wide::{self, join_sequence, Algorithm, WideJoinOptions, WideRelation};
+use gpujoin_join::{datagen, reference, DeviceColumn, DeviceKeys, HostColumn, HostKeys, JoinOptions, JoinType, Keys, Materialized, NanEquality, NullEquality, Payload, RowId};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const POISON: u8 = 0xAB;
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn poison_for(s: &Stream, rows: usize) {
+    let mut b: DeviceBuffer<u8> = s.alloc((rows * 96 + (1 << 16)).max(1)).unwrap();
+    s.memset_bytes(&mut b.view_mut(), POISON).unwrap();
+}
+
+fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+    let mut r = TestRunner::new(Config { cases, rng_seed: RngSeed::Fixed(seed), failure_persistence: None, max_shrink_iters: 16, ..Config::default() });
+    if let Err(e) = r.run(&strat, f) {
+        panic!("{e}");
+    }
+}
+
+const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan };
+
+const ALGOS: [Algorithm; 6] = [Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj, Algorithm::Auto];
+
+// ---------------------------------------------------------------------------------------------
+// Payloads
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PType {
+    I32,
+    U32,
+    F32,
+    I64,
+    U64,
+    F64,
+}
+
+const PTYPES: [PType; 6] = [PType::I32, PType::U32, PType::F32, PType::I64, PType::U64, PType::F64];
+
+struct HostPayload {
+    ty: PType,
+    bits: Vec<u64>,
+}
+
+fn payload(ty: PType, n: usize, salt: u64) -> HostPayload {
+    let wide = matches!(ty, PType::I64 | PType::U64 | PType::F64);
+    let bits = (0..n as u64)
+        .map(|i| {
+            let v = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            if wide { v } else { v & 0xFFFF_FFFF }
+        })
+        .collect();
+    HostPayload { ty, bits }
+}
+
+enum DevPayload {
+    I32(DeviceBuffer<i32>),
+    U32(DeviceBuffer<u32>),
+    F32(DeviceBuffer<f32>),
+    I64(DeviceBuffer<i64>),
+    U64(DeviceBuffer<u64>),
+    F64(DeviceBuffer<f64>),
+}
+
+fn upload(s: &Stream, p: &HostPayload) -> DevPayload {
+    let b = &p.bits;
+    match p.ty {
+        PType::I32 => DevPayload::I32(s.copy_from_host(&b.iter().map(|&x| x as u32 as i32).collect::<Vec<_>>()).unwrap()),
+        PType::U32 => DevPayload::U32(s.copy_from_host(&b.iter().map(|&x| x as u32).collect::<Vec<_>>()).unwrap()),
+        PType::F32 => DevPayload::F32(s.copy_from_host(&b.iter().map(|&x| f32::from_bits(x as u32)).collect::<Vec<_>>()).unwrap()),
+        PType::I64 => DevPayload::I64(s.copy_from_host(&b.iter().map(|&x| x as i64).collect::<Vec<_>>()).unwrap()),
+        PType::U64 => DevPayload::U64(s.copy_from_host(b).unwrap()),
+        PType::F64 => DevPayload::F64(s.copy_from_host(&b.iter().map(|&x| f64::from_bits(x)).collect::<Vec<_>>()).unwrap()),
+    }
+}
+
+fn dev_column(p: &DevPayload) -> DeviceColumn<'_> {
+    match p {
+        DevPayload::I32(b) => b.view().into(),
+        DevPayload::U32(b) => b.view().into(),
+        DevPayload::F32(b) => b.view().into(),
+        DevPayload::I64(b) => b.view().into(),
+        DevPayload::U64(b) => b.view().into(),
+        DevPayload::F64(b) => b.view().into(),
+    }
+}
+
+fn payload_bits(p: &Payload) -> (PType, Vec<u64>) {
+    match p {
+        Payload::I32(b) => (PType::I32, b.to_vec().unwrap().into_iter().map(|x| x as u32 as u64).collect()),
+        Payload::U32(b) => (PType::U32, b.to_vec().unwrap().into_iter().map(|x| x as u64).collect()),
+        Payload::F32(b) => (PType::F32, b.to_vec().unwrap().into_iter().map(|x| x.to_bits() as u64).collect()),
+        Payload::I64(b) => (PType::I64, b.to_vec().unwrap().into_iter().map(|x| x as u64).collect()),
+        Payload::U64(b) => (PType::U64, b.to_vec().unwrap()),
+        Payload::F64(b) => (PType::F64, b.to_vec().unwrap().into_iter().map(|x| x.to_bits()).collect()),
+    }
+}
+
+type Row = Vec<Option<u64>>;
+
+/// The output rows of one side as payload tuples (`None` for a null row), checking types,
+/// lengths, the validity and that null rows hold zero.
+fn side_rows(m: &Materialized, cols: &[HostPayload], rows: usize, nullable: bool, what: &str) -> Result<Vec<Row>, TestCaseError> {
+    prop_assert_eq!(m.columns.len(), cols.len(), "{}: payload columns", what);
+    let got: Vec<(PType, Vec<u64>)> = m.columns.iter().map(payload_bits).collect();
+    for (c, (ty, v)) in got.iter().enumerate() {
+        prop_assert_eq!(*ty, cols[c].ty, "{}: column {} type", what, c);
+        prop_assert_eq!(v.len(), rows, "{}: column {} rows", what, c);
+    }
+    prop_assert_eq!(m.validity.is_some(), nullable, "{}: validity present", what);
+    let valid: Vec<bool> = match &m.validity {
+        Some(w) => {
+            let w = w.to_vec().unwrap();
+            prop_assert_eq!(w.len(), rows.div_ceil(32), "{}: validity words", what);
+            (0..rows).map(|k| w[k / 32] >> (k % 32) & 1 == 1).collect()
+        }
+        None => vec![true; rows],
+    };
+    let mut out = Vec::with_capacity(rows);
+    for (k, &ok) in valid.iter().enumerate() {
+        if ok {
+            out.push(got.iter().map(|(_, v)| Some(v[k])).collect());
+        } else {
+            for (c, (_, v)) in got.iter().enumerate() {
+                prop_assert_eq!(v[k], 0, "{}: null row {} holds a value in column {}", what, k, c);
+            }
+            out.push(vec![None; cols.len()]);
+        }
+    }
+    Ok(out)
+}
+
+fn expected_rows(pairs: &[(RowId, RowId)], lcols: &[HostPayload], rcols: &[HostPayload], jt: JoinType) -> Vec<Row> {
+    let side = |id: RowId, cols: &[HostPayload]| -> Row { cols.iter().map(|c| id.get().map(|i| c.bits[i as usize])).collect() };
+    let mut rows: Vec<Row> = pairs
+        .iter()
+        .map(|&(l, r)| {
+            let mut row = Vec::new();
+            if jt.has_left_map() {
+                row.extend(side(l, lcols));
+            }
+            if jt.has_right_map() {
+                row.extend(side(r, rcols));
+            }
+            row
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn describe(l: &HostKeys, r: &HostKeys) -> String {
+    if l.rows() + r.rows() <= 40 {
+        format!("\nleft {l:?}\nright {r:?}")
+    } else {
+        format!(" ({} x {} rows)", l.rows(), r.rows())
+    }
+}
+
+/// A test input: keys and payloads of both sides.
+struct Case {
+    l: HostKeys,
+    lp: Vec<HostPayload>,
+    r: HostKeys,
+    rp: Vec<HostPayload>,
+    opts: JoinOptions,
+}
+
+/// What one run returned, in output order (for determinism checks).
+#[derive(PartialEq, Debug)]
+struct Snapshot {
+    algorithm: Algorithm,
+    maps: Option<Vec<(RowId, RowId)>>,
+    left: Vec<Vec<u64>>,
+    right: Vec<Vec<u64>>,
+}
+
+fn columns_of(m: &Option<Materialized>) -> Vec<Vec<u64>> {
+    m.as_ref().map_or(vec![], |m| m.columns.iter().map(|c| payload_bits(c).1).collect())
+}
+
+/// Runs `algo` and compares the output relation (and the maps, where returned) with the
+/// reference. `simple`: the keys take every algorithm's own path (no fallback expected).
+fn check(s: &Stream, c: &Case, jt: JoinType, algo: Algorithm, simple: bool, what: &str) -> Result<Snapshot, TestCaseError> {
+    let what = format!("{algo:?} {jt:?} {what}");
+    let want_pairs = reference::join(&c.l, &c.r, jt, c.opts).unwrap();
+    let (dl, dr) = (DeviceKeys::upload(s, &c.l).unwrap(), DeviceKeys::upload(s, &c.r).unwrap());
+    let (bl, br): (Vec<DevPayload>, Vec<DevPayload>) = (c.lp.iter().map(|p| upload(s, p)).collect(), c.rp.iter().map(|p| upload(s, p)).collect());
+    let left = WideRelation::new(dl.keys(), bl.iter().map(dev_column).collect()).unwrap();
+    let right = WideRelation::new(dr.keys(), br.iter().map(dev_column).collect()).unwrap();
+    poison_for(s, c.l.rows() + c.r.rows());
+    let opts = WideJoinOptions { keys: c.opts, ..WideJoinOptions::default() };
+    let out = wide::join(s, &left, &right, jt, algo, opts).map_err(|e| fail(format!("{what}: error {e}{}", describe(&c.l, &c.r))))?;
+    prop_assert_eq!(out.join_type, jt);
+    prop_assert!(out.algorithm != Algorithm::Auto, "{}: ran Auto", what);
+    prop_assert!(!out.reason.is_empty(), "{}: no reason", what);
+    if simple && algo != Algorithm::Auto {
+        prop_assert_eq!(out.algorithm, algo, "{}: ran another algorithm: {}", what, out.reason);
+    }
+    prop_assert_eq!(out.rows, want_pairs.len() as u64, "{}: rows{}", what, describe(&c.l, &c.r));
+    let st = out.stats;
+    prop_assert!(st.transform_ms >= 0.0 && st.match_ms >= 0.0 && st.materialize_ms >= 0.0, "{}: {:?}", what, st);
+    prop_assert!((st.total_ms - (st.transform_ms + st.match_ms + st.materialize_ms)).abs() < 1e-3, "{}: {:?}", what, st);
+    prop_assert!(st.peak_memory_bytes > 0, "{}: {:?}", what, st);
+    let rows = out.rows as usize;
+    let maps = match &out.maps {
+        Some(m) => {
+            let got = canonical_pairs(m, jt)?;
+            if got != want_pairs {
+                return Err(fail(format!("{what}: maps: {}{}", diff(&got, &want_pairs), describe(&c.l, &c.r))));
+            }
+            Some(m.pairs().unwrap())
+        }
+        None => {
+            prop_assert!(matches!(out.algorithm, Algorithm::SmjOm | Algorithm::PhjOm), "{}: {:?} returns its maps", what, out.algorithm);
+            None
+        }
+    };
+    prop_assert_eq!(out.left.is_some(), jt.has_left_map(), "{}: left side present", what);
+    prop_assert_eq!(out.right.is_some(), jt.has_right_map(), "{}: right side present", what);
+    let lrows = match &out.left {
+        Some(m) => side_rows(m, &c.lp, rows, jt.keeps_unmatched_right(), &format!("{what} left"))?,
+        None => vec![vec![]; rows],
+    };
+    let rrows = match &out.right {
+        Some(m) => side_rows(m, &c.rp, rows, jt.keeps_unmatched_left(), &format!("{what} right"))?,
+        None => vec![vec![]; rows],
+    };
+    let mut got: Vec<Row> = lrows
+        .into_iter()
+        .zip(rrows)
+        .map(|(mut a, b)| {
+            a.extend(b);
+            a
+        })
+        .collect();
+    got.sort();
+    let want = expected_rows(&want_pairs, &c.lp, &c.rp, jt);
+    if got != want {
+        let k = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+        return Err(fail(format!("{what}: materialized rows differ at sorted row {k}: {:?} vs {:?}{}", got.get(k), want.get(k), describe(&c.l, &c.r))));
+    }
+    Ok(Snapshot { algorithm: out.algorithm, maps, left: columns_of(&out.left), right: columns_of(&out.right) })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads
+// ---------------------------------------------------------------------------------------------
+
+fn key_column(codes: &[u32], eight: bool) -> HostColumn {
+    if eight {
+        // Spread over the high bits too (the sort and the partitioning see all 64 bits).
+        HostColumn::U64(codes.iter().map(|&k| (k as u64) << 24 | 0x5).collect())
+    } else {
+        HostColumn::U32(codes.to_vec())
+    }
+}
+
+fn payloads(rng: &mut StdRng, n: usize, count: usize, width: Option<usize>, salt: u64) -> Vec<HostPayload> {
+    (0..count)
+        .map(|c| {
+            let ty = match width {
+                Some(4) => [PType::I32, PType::U32, PType::F32][rng.gen_range(0..3)],
+                Some(_) => [PType::I64, PType::U64, PType::F64][rng.gen_range(0..3)],
+                None => PTYPES[rng.gen_range(0..6)],
+            };
+            payload(ty, n, salt + c as u64)
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Params {
+    seed: u64,
+    fk_fk: bool,
+    ratio: f64,
+    zipf: Option<f64>,
+    eight_keys: bool,
+    width: Option<usize>,
+    left_cols: usize,
+    right_cols: usize,
+    r_rows: usize,
+    s_per_r: usize,
+}
+
+fn params() -> impl Strategy<Value = Params> {
+    (
+        any::<u64>(),
+        any::<bool>(),
+        prop::sample::select(vec![1.0, 0.5, 0.25, 1.0 / 16.0]),
+        prop::sample::select(vec![None, Some(0.0), Some(0.5), Some(1.0), Some(1.5), Some(2.0)]),
+        any::<bool>(),
+        prop::sample::select(vec![Some(4), Some(8), None]),
+        1usize..=6,
+        0usize..=6,
+        (50usize..3000, 1usize..4),
+    )
+        .prop_map(|(seed, fk_fk, ratio, zipf, eight_keys, width, left_cols, right_cols, (r_rows, s_per_r))| Params {
+            seed,
+            fk_fk,
+            ratio,
+            zipf,
+            eight_keys,
+            width,
+            left_cols,
+            right_cols,
+            r_rows,
+            s_per_r,
+        })
+}
+
+fn workload(p: &Params) -> Case {
+    let mut rng = StdRng::seed_from_u64(p.seed);
+    let s_rows = p.r_rows * p.s_per_r;
+    let w = datagen::PkFkWorkload { r_rows: p.r_rows, s_rows, match_ratio: p.ratio, zipf: p.zipf, seed: p.seed };
+    let (mut r, s) = w.generate().unwrap();
+    if p.fk_fk {
+        // Foreign keys on both sides: R's keys drawn with repetition from a smaller domain.
+        let d = (p.r_rows / 3).max(1) as u64;
+        r = uniform(&mut rng, p.r_rows, d).into_iter().map(|k| k as u32).collect();
+    }
+    let (l, rr) = (HostKeys::single(key_column(&r, p.eight_keys)), HostKeys::single(key_column(&s, p.eight_keys)));
+    let lp = payloads(&mut rng, l.rows(), p.left_cols, p.width, 100);
+    let rp = payloads(&mut rng, rr.rows(), p.right_cols, p.width, 200);
+    Case { l, lp, r: rr, rp, opts: DEFAULT }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn every_algorithm_and_join_type_matches_reference_on_pk_fk_and_fk_fk() {
+    let Some(s) = stream("every_algorithm_and_join_type_matches_reference_on_pk_fk_and_fk_fk") else { return };
+    let _l = lock();
+    run(10, 0xB4_0001, params(), |p| {
+        let c = workload(&p);
+        let what = format!("{p:?}");
+        for algo in ALGOS {
+            for jt in JoinType::ALL {
+                check(&s, &c, jt, algo, true, &what)?;
+            }
+        }
+        // The sides exchanged: the larger relation on the left.
+        let swapped = Case { l: c.r, lp: c.rp, r: c.l, rp: c.lp, opts: c.opts };
+        for algo in ALGOS {
+            for jt in [JoinType::Inner, JoinType::Left, JoinType::Full, JoinType::RightAnti] {
+                check(&s, &swapped, jt, algo, true, &format!("swapped {what}"))?;
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn edge_shapes_match_reference() {
+    let Some(s) = stream("edge_shapes_match_reference") else { return };
+    let _l = lock();
+    let mut rng = StdRng::seed_from_u64(3);
+    let shapes: Vec<(&str, Vec<u32>, Vec<u32>)> = vec![
+        ("empty left", vec![], (0..50).collect()),
+        ("empty right", (0..50).collect(), vec![]),
+        ("empty both", vec![], vec![]),
+        ("one row left, match", vec![7], vec![7, 1, 7, 2]),
+        ("one row left, no match", vec![9], vec![7, 1, 7, 2]),
+        ("one row right", vec![4, 4, 5], vec![4]),
+        ("one row both", vec![3], vec![3]),
+        ("all one key", vec![7; 40], vec![7; 90]),
+        ("no matches", (0..300).map(|k| 2 * k).collect(), (0..500).map(|k| 2 * k + 1).collect()),
+        ("duplicate heavy", uniform(&mut rng, 200, 5).into_iter().map(|k| k as u32).collect(), uniform(&mut rng, 300, 5).into_iter().map(|k| k as u32).collect()),
+    ];
+    for (name, a, b) in shapes {
+        for eight in [false, true] {
+            let (l, r) = (HostKeys::single(key_column(&a, eight)), HostKeys::single(key_column(&b, eight)));
+            let lp = payloads(&mut rng, l.rows(), 2, None, 1);
+            let rp = payloads(&mut rng, r.rows(), 3, None, 2);
+            let c = Case { l, lp, r, rp, opts: DEFAULT };
+            for algo in ALGOS {
+                for jt in JoinType::ALL {
+                    check(&s, &c, jt, algo, true, &format!("{name}, 8-byte keys {eight}")).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn other_key_kinds_match_reference() {
+    let Some(s) = stream("other_key_kinds_match_reference") else { return };
+    let _l = lock();
+    let mut rng = StdRng::seed_from_u64(5);
+    let a: Vec<u32> = uniform(&mut rng, 700, 300).into_iter().map(|k| k as u32).collect();
+    let b: Vec<u32> = uniform(&mut rng, 1500, 300).into_iter().map(|k| k as u32).collect();
+    let nullable_opts = [DEFAULT, JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan }];
+    let mut cases: Vec<(String, HostKeys, HostKeys, JoinOptions)> = vec![
+        // Signed and float keys (derived keys of the sort-merge joins).
+        ("i32".into(), HostKeys::single(HostColumn::I32(a.iter().map(|&k| k as i32 - 150).collect())), HostKeys::single(HostColumn::I32(b.iter().map(|&k| k as i32 - 150).collect())), DEFAULT),
+        ("i64".into(), HostKeys::single(HostColumn::I64(a.iter().map(|&k| (k as i64 - 150) << 33).collect())), HostKeys::single(HostColumn::I64(b.iter().map(|&k| (k as i64 - 150) << 33).collect())), DEFAULT),
+        ("f64".into(), HostKeys::single(HostColumn::F64(a.iter().map(|&k| k as f64 * 0.5 - 7.0).collect())), HostKeys::single(HostColumn::F64(b.iter().map(|&k| k as f64 * 0.5 - 7.0).collect())), DEFAULT),
+        // Composite keys: two columns pack exactly; three are hashed (SMJ-OM falls back to SMJ-UM).
+        ("composite 2".into(), datagen::composite_keys(&a, 2).unwrap(), datagen::composite_keys(&b, 2).unwrap(), DEFAULT),
+        ("composite 3".into(), datagen::composite_keys(&a, 3).unwrap(), datagen::composite_keys(&b, 3).unwrap(), DEFAULT),
+    ];
+    // Nullable keys under both null equalities.
+    for o in nullable_opts {
+        let mut l = HostKeys::single(HostColumn::U32(a.clone()));
+        let mut r = HostKeys::single(HostColumn::U32(b.clone()));
+        l.validity[0] = Some((0..a.len()).map(|_| rng.gen_bool(0.9)).collect());
+        r.validity[0] = Some((0..b.len()).map(|_| rng.gen_bool(0.8)).collect());
+        cases.push((format!("nullable {o:?}"), l, r, o));
+    }
+    for (name, l, r, opts) in &cases {
+        let lp = payloads(&mut rng, l.rows(), 2, None, 10);
+        let rp = payloads(&mut rng, r.rows(), 2, None, 20);
+        let c = Case { l: l.clone(), lp, r: r.clone(), rp, opts: *opts };
+        for algo in ALGOS {
+            for jt in JoinType::ALL {
+                check(&s, &c, jt, algo, false, name).unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    }
+    // Hashed keys: SMJ-OM says it ran SMJ-UM.
+    let (l, r) = (&cases[4].1, &cases[4].2);
+    let (dl, dr) = (DeviceKeys::upload(&s, l).unwrap(), DeviceKeys::upload(&s, r).unwrap());
+    let p = s.copy_from_host(&vec![1u32; l.rows()]).unwrap();
+    let wl = WideRelation::new(dl.keys(), vec![p.view().into()]).unwrap();
+    let wr = WideRelation::new(dr.keys(), vec![]).unwrap();
+    let out = wide::join(&s, &wl, &wr, JoinType::Inner, Algorithm::SmjOm, WideJoinOptions::default()).unwrap();
+    assert_eq!(out.algorithm, Algorithm::SmjUm, "{}", out.reason);
+    assert!(out.reason.contains("SMJ-UM"), "{}", out.reason);
+}
+
+#[test]
+fn maps_only_output_matches_reference() {
+    let Some(s) = stream("maps_only_output_matches_reference") else { return };
+    let _l = lock();
+    let p = Params { seed: 9, fk_fk: true, ratio: 0.5, zipf: Some(1.0), eight_keys: false, width: None, left_cols: 2, right_cols: 2, r_rows: 2000, s_per_r: 2 };
+    let c = workload(&p);
+    let (dl, dr) = (DeviceKeys::upload(&s, &c.l).unwrap(), DeviceKeys::upload(&s, &c.r).unwrap());
+    let (bl, br): (Vec<DevPayload>, Vec<DevPayload>) = (c.lp.iter().map(|x| upload(&s, x)).collect(), c.rp.iter().map(|x| upload(&s, x)).collect());
+    let left = WideRelation::new(dl.keys(), bl.iter().map(dev_column).collect()).unwrap();
+    let right = WideRelation::new(dr.keys(), br.iter().map(dev_column).collect()).unwrap();
+    for algo in ALGOS {
+        for jt in JoinType::ALL {
+            poison_for(&s, 10_000);
+            let out = wide::join(&s, &left, &right, jt, algo, WideJoinOptions::maps_only()).unwrap();
+            assert!(out.left.is_none() && out.right.is_none(), "{algo:?} {jt:?}");
+            let maps = out.maps.as_ref().unwrap_or_else(|| panic!("{algo:?} {jt:?}: maps only without maps"));
+            let want = reference::join(&c.l, &c.r, jt, DEFAULT).unwrap();
+            let got = canonical_pairs(maps, jt).unwrap();
+            assert!(got == want, "{algo:?} {jt:?}: {}", diff(&got, &want));
+            assert_eq!(out.rows, want.len() as u64);
+        }
+    }
+}
+
+#[test]
+fn outputs_are_identical_across_runs() {
+    let Some(s) = stream("outputs_are_identical_across_runs") else { return };
+    let _l = lock();
+    for (fk_fk, zipf) in [(false, Some(1.2)), (true, None)] {
+        let p = Params { seed: 21, fk_fk, ratio: 0.75, zipf, eight_keys: false, width: None, left_cols: 3, right_cols: 2, r_rows: 2500, s_per_r: 3 };
+        let c = workload(&p);
+        for algo in ALGOS {
+            for jt in JoinType::ALL {
+                let a = check(&s, &c, jt, algo, true, "determinism").unwrap_or_else(|e| panic!("{e}"));
+                let b = check(&s, &c, jt, algo, true, "determinism").unwrap_or_else(|e| panic!("{e}"));
+                assert!(a == b, "{algo:?} {jt:?} FK-FK {fk_fk}: two runs differ in order or content");
+            }
+        }
+    }
+}
+
+#[test]
+fn om_peak_memory_is_at_most_um() {
+    let Some(s) = stream("om_peak_memory_is_at_most_um") else { return };
+    let _l = lock();
+    // The paper's Table 5 shape: a 4-byte key and one 4-byte payload per side, |S| = 2|R|.
+    let (nr, ns) = (1usize << 20, 1usize << 21);
+    let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 3).generate().unwrap();
+    let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+    let (pr, pf) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+    let left = WideRelation::new(Keys::single(dr.view()), vec![pr.view().into()]).unwrap();
+    let right = WideRelation::new(Keys::single(df.view()), vec![pf.view().into()]).unwrap();
+    let mut peak = std::collections::HashMap::new();
+    for algo in [Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm] {
+        s.synchronize().unwrap();
+        let out = wide::join(&s, &left, &right, JoinType::Inner, algo, WideJoinOptions::default()).unwrap();
+        assert_eq!(out.rows, ns as u64);
+        // Payloads equal keys: every output row pairs equal values.
+        let l = payload_bits(&out.left.as_ref().unwrap().columns[0]).1;
+        let rr = payload_bits(&out.right.as_ref().unwrap().columns[0]).1;
+        assert!(l == rr, "{algo:?}: rows pair unequal keys");
+        println!("{algo:?}: {:?}", out.stats);
+        assert!(out.stats.transform_ms > 0.0 && out.stats.match_ms > 0.0 && out.stats.materialize_ms >= 0.0, "{algo:?}: {:?}", out.stats);
+        peak.insert(algo, out.stats.peak_memory_bytes);
+    }
+    assert!(peak[&Algorithm::SmjOm] <= peak[&Algorithm::SmjUm], "SMJ-OM peak {} > SMJ-UM peak {}", peak[&Algorithm::SmjOm], peak[&Algorithm::SmjUm]);
+    assert!(peak[&Algorithm::PhjOm] <= peak[&Algorithm::PhjUm], "PHJ-OM peak {} > PHJ-UM peak {}", peak[&Algorithm::PhjOm], peak[&Algorithm::PhjUm]);
+}
+
+#[test]
+fn auto_follows_the_decision_tree_on_sampled_workloads() {
+    let Some(s) = stream("auto_follows_the_decision_tree_on_sampled_workloads") else { return };
+    let _l = lock();
+    let (nr, ns) = (1usize << 21, 1usize << 22);
+    let run_auto = |ratio: f64, zipf: Option<f64>, cols: usize| -> (Algorithm, String) {
+        let (r, f) = datagen::PkFkWorkload { match_ratio: ratio, zipf, ..datagen::PkFkWorkload::uniform(nr, ns, 4) }.generate().unwrap();
+        let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+        let left = WideRelation::new(Keys::single(dr.view()), vec![dr.view().into(); cols]).unwrap();
+        let right = WideRelation::new(Keys::single(df.view()), vec![df.view().into(); cols]).unwrap();
+        let out = wide::join(&s, &left, &right, JoinType::Inner, Algorithm::Auto, WideJoinOptions::default()).unwrap();
+        (out.algorithm, out.reason)
+    };
+    let (a, why) = run_auto(1.0, None, 1);
+    assert_eq!(a, Algorithm::PhjOm, "{why}");
+    let (a, why) = run_auto(1.0, None, 2);
+    assert_eq!(a, Algorithm::PhjOm, "{why}");
+    assert!(why.contains("match ratio 1.000"), "{why}");
+    let (a, why) = run_auto(1.0 / 16.0, None, 2);
+    assert_eq!(a, Algorithm::PhjUm, "{why}");
+    let (a, why) = run_auto(1.0 / 16.0, Some(1.5), 2);
+    assert_eq!(a, Algorithm::PhjOm, "{why}");
+    assert!(why.contains("skewed"), "{why}");
+}
+
+#[test]
+fn join_sequences_match_a_host_chain() {
+    let Some(s) = stream("join_sequences_match_a_host_chain") else { return };
+    let _l = lock();
+    let mut rng = StdRng::seed_from_u64(77);
+    for k in [1usize, 2, 4] {
+        let n_fact = 6000;
+        // Dimension i: keys 0..d_i shuffled (some fact keys miss: d_i < the foreign key domain).
+        let dims_keys: Vec<Vec<u32>> = (0..k).map(|i| datagen::shuffled_dense_keys(400 + 100 * i, i as u64).unwrap()).collect();
+        let fks: Vec<Vec<u32>> = (0..k).map(|i| (0..n_fact).map(|_| rng.gen_range(0..(450 + 100 * i) as u32)).collect()).collect();
+        let fact_pay: Vec<u64> = (0..n_fact as u64).map(|i| i * 7 + 3).collect();
+        let dim_pay: Vec<Vec<i32>> = dims_keys.iter().enumerate().map(|(i, d)| (0..d.len() as i32).map(|j| j * 10 + i as i32).collect()).collect();
+        // Host chain: every fact row whose foreign keys all match, with each dimension's row.
+        let mut want: Vec<(u32, u64, Vec<i32>)> = Vec::new();
+        for f in 0..n_fact {
+            let mut row = Vec::new();
+            for i in 0..k {
+                match dims_keys[i].iter().position(|&x| x == fks[i][f]) {
+                    Some(j) => row.push(dim_pay[i][j]),
+                    None => break,
+                }
+            }
+            if row.len() == k {
+                want.push((f as u32, fact_pay[f], row));
+            }
+        }
+        want.sort();
+        let dfk: Vec<DeviceBuffer<u32>> = fks.iter().map(|f| s.copy_from_host(f).unwrap()).collect();
+        let dfp = s.copy_from_host(&fact_pay).unwrap();
+        let ddk: Vec<DeviceBuffer<u32>> = dims_keys.iter().map(|d| s.copy_from_host(d).unwrap()).collect();
+        let ddp: Vec<DeviceBuffer<i32>> = dim_pay.iter().map(|d| s.copy_from_host(d).unwrap()).collect();
+        let dims: Vec<WideRelation> = ddk.iter().zip(&ddp).map(|(kk, p)| WideRelation::new(Keys::single(kk.view()), vec![p.view().into()]).unwrap()).collect();
+        let fk_cols: Vec<DeviceColumn> = dfk.iter().map(|b| b.view().into()).collect();
+        for algo in ALGOS {
+            poison_for(&s, 20_000);
+            let out = join_sequence(&s, &fk_cols, &[dfp.view().into()], &dims, algo, DEFAULT).unwrap();
+            assert_eq!(out.steps.len(), k);
+            assert_eq!(out.rows, want.len() as u64, "{algo:?} k = {k}");
+            let ids = out.fact_rows.to_vec().unwrap();
+            let fp = payload_bits(&out.fact_payloads[0]).1;
+            let dp: Vec<Vec<u64>> = out.dim_payloads.iter().map(|d| {
+                assert_eq!(d.len(), 1);
+                payload_bits(&d[0]).1
+            }).collect();
+            let mut got: Vec<(u32, u64, Vec<i32>)> = (0..ids.len()).map(|r| (ids[r], fp[r], dp.iter().map(|c| c[r] as u32 as i32).collect())).collect();
+            got.sort();
+            assert!(got == want, "{algo:?} k = {k}: the sequence's rows differ from the host chain");
+            for st in &out.steps {
+                assert!(st.algorithm != Algorithm::Auto && !st.reason.is_empty());
+            }
+        }
+    }
+    // Mismatched arguments are errors.
+    let fk = s.copy_from_host(&[1u32, 2]).unwrap();
+    assert!(join_sequence(&s, &[fk.view().into()], &[], &[], Algorithm::Auto, DEFAULT).is_err());
+}
+
+#[test]
+fn mismatched_payload_lengths_are_errors() {
+    let Some(s) = stream("mismatched_payload_lengths_are_errors") else { return };
+    let k = s.copy_from_host(&[1u32, 2, 3]).unwrap();
+    let p = s.copy_from_host(&[1u32, 2]).unwrap();
+    assert!(WideRelation::new(Keys::single(k.view()), vec![p.view().into()]).is_err());
+    let k64 = s.copy_from_host(&[1u64, 2]).unwrap();
+    let a = WideRelation::new(Keys::single(k.view()), vec![]).unwrap();
+    let b = WideRelation::new(Keys::single(k64.view()), vec![]).unwrap();
+    for algo in ALGOS {
+        assert!(wide::join(&s, &a, &b, JoinType::Inner, algo, WideJoinOptions::default()).is_err(), "{algo:?}: different key types");
+    }
+}
