@@ -1,2 +1,756 @@
-// gpujoin sort-based theta-join kernels (under construction).
+// Sort-based theta joins for a single inequality `l.a op r.b` or a band `r.b - w <= l.a <= r.b + w`
+// (seed 004 and the sort-based path of issue 5).
+//
+// The right side is sorted by its key with row ids (keys normalized first: -0.0 -> +0.0 so equal
+// values are adjacent, every NaN -> the canonical +NaN so NaN rows sort last, outside the searched
+// range [0, n_valid)). Every left row then finds its matching sorted positions [lo, hi) by binary
+// search with the predicate itself (so float bands round exactly as the predicate does, and integer
+// bands are exact in 128 bits). From the ranges:
+//   * counts, their scan (offsets) and an expansion of each left row's contiguous run of sorted
+//     right rows into gather maps or directly into output columns (tiles of output rows per block,
+//     each output row finding its left row by binary search on the offsets of the tile's rows);
+//   * aggregates without pairs: prefix sums (128-bit integers; floats as a finite sum plus NaN/inf
+//     counts), running MIN/MAX (inequality ranges are prefixes or suffixes) or a sparse table
+//     (bands), all over the right column in sorted order;
+//   * the right rows covered by no range (difference array + scan) for right/full joins.
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include <type_traits>
+
+#include "gpujoin/common.cuh"
 #include "gpujoin_theta_sort.h"
+
+namespace {
+using namespace gj;
+
+typedef __int128 i128;
+constexpr int THREADS = 256;
+constexpr int SCAN_ITEMS = 8;
+constexpr int SCAN_TILE = THREADS * SCAN_ITEMS;
+constexpr int AGG_PARTIALS = 1024;
+constexpr int EXPAND_TILE = THREADS * 8;
+constexpr uint64_t SIGN64 = 0x8000000000000000ull;
+
+inline int grid_for(int64_t n, int per_block = THREADS * 4) { return blocks_for(n, per_block, 132 * 32); }
+
+__device__ __forceinline__ bool is_float_type(int t) { return t == GJ_TS_F32 || t == GJ_TS_F64; }
+__device__ __forceinline__ bool is_signed_int(int t) { return t == GJ_TS_I32 || t == GJ_TS_I64; }
+
+__device__ __forceinline__ i128 read_int(int type, const void *col, uint64_t row) {
+  switch (type) {
+    case GJ_TS_I32: return (i128)((const int32_t *)col)[row];
+    case GJ_TS_I64: return (i128)((const int64_t *)col)[row];
+    case GJ_TS_U32: return (i128)((const uint32_t *)col)[row];
+    default: return (i128)((const uint64_t *)col)[row];
+  }
+}
+__device__ __forceinline__ double read_f(int type, const void *col, uint64_t row) {
+  return type == GJ_TS_F32 ? (double)((const float *)col)[row] : ((const double *)col)[row];
+}
+// Order-preserving 64-bit image of an integer column value (signed: sign bit flipped).
+__device__ __forceinline__ uint64_t int_image(int type, const void *col, uint64_t row) {
+  switch (type) {
+    case GJ_TS_I32: return (uint64_t)(int64_t)((const int32_t *)col)[row] ^ SIGN64;
+    case GJ_TS_I64: return (uint64_t)((const int64_t *)col)[row] ^ SIGN64;
+    case GJ_TS_U32: return (uint64_t)((const uint32_t *)col)[row];
+    default: return ((const uint64_t *)col)[row];
+  }
+}
+__device__ __forceinline__ i128 int_from_image(int type, uint64_t img) {
+  return is_signed_int(type) ? (i128)(int64_t)(img ^ SIGN64) : (i128)img;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key preparation
+// ---------------------------------------------------------------------------------------------
+template <class K>
+__device__ __forceinline__ K normalize(K x) { return x; }
+template <>
+__device__ __forceinline__ float normalize(float x) { return isnan(x) ? __int_as_float(0x7fc00000) : (x == 0.0f ? 0.0f : x); }
+template <>
+__device__ __forceinline__ double normalize(double x) {
+  return isnan(x) ? __longlong_as_double(0x7ff8000000000000ll) : (x == 0.0 ? 0.0 : x);
+}
+
+template <class K>
+__global__ void prepare_keys_kernel(const K *keys, int64_t n, K *out, uint32_t *ids) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = normalize(keys[i]);
+    ids[i] = (uint32_t)i;
+  }
+}
+
+// First j in [0, n) with !pred(s[j]), for a predicate that is true on a prefix.
+template <class K, class P>
+__device__ __forceinline__ int64_t partition_point(const K *s, int64_t n, P pred) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = lo + ((hi - lo) >> 1);
+    if (pred(s[mid])) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+template <class K>
+__device__ __forceinline__ bool key_is_nan(K x) { return false; }
+template <>
+__device__ __forceinline__ bool key_is_nan(float x) { return isnan(x); }
+template <>
+__device__ __forceinline__ bool key_is_nan(double x) { return isnan(x); }
+
+template <class K>
+__global__ void valid_count_kernel(const K *sorted, int64_t n, uint64_t *out) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *out = (uint64_t)partition_point(sorted, n, [](K x) { return !key_is_nan(x); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranges
+// ---------------------------------------------------------------------------------------------
+template <class K, bool FLOAT>
+struct Band;
+template <class K>
+struct Band<K, false> {
+  // lo: first b with b + w >= a; hi: first b with b - w > a (exact in 128 bits).
+  static __device__ void range(const K *s, int64_t m, K a, i128 w, double, int64_t &lo, int64_t &hi) {
+    const i128 ai = (i128)a;
+    lo = partition_point(s, m, [=](K b) { return (i128)b + w < ai; });
+    hi = partition_point(s, m, [=](K b) { return (i128)b - w <= ai; });
+  }
+};
+template <class K>
+struct Band<K, true> {
+  // In the column's own type, rounding as the predicate does: fl(b - w) <= a and a <= fl(b + w)
+  // are monotone in b (a prefix and a suffix of the sorted keys) for w not NaN and not -inf.
+  static __device__ void range(const K *s, int64_t m, K a, i128, double wd, int64_t &lo, int64_t &hi) {
+    const K w = (K)wd;
+    if (isnan(w) || (w < (K)0 && isinf(w))) {
+      lo = hi = 0;
+      return;
+    }
+    lo = partition_point(s, m, [=](K b) { return !(a <= (K)(b + w)); });
+    hi = partition_point(s, m, [=](K b) { return (K)(b - w) <= a; });
+  }
+};
+
+template <class K, bool FLOAT>
+__global__ void ranges_kernel(const K *left, int64_t n_left, const K *s, int64_t n_right, const uint64_t *n_valid,
+                              int cond, i128 wi, double wf, uint32_t *lo_out, uint32_t *hi_out, uint64_t *counts,
+                              int count_mode) {
+  const int64_t m = n_valid ? (int64_t)*n_valid : n_right;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i <= n_left; i += stride) {
+    if (i == n_left) {
+      if (counts) counts[n_left] = 0;
+      continue;
+    }
+    const K a = left[i];
+    int64_t lo = 0, hi = 0;
+    if (!key_is_nan(a)) {
+      switch (cond) {
+        case GJ_TS_LT: lo = partition_point(s, m, [=](K b) { return b <= a; }); hi = m; break;
+        case GJ_TS_LE: lo = partition_point(s, m, [=](K b) { return b < a; }); hi = m; break;
+        case GJ_TS_GT: lo = 0; hi = partition_point(s, m, [=](K b) { return b < a; }); break;
+        case GJ_TS_GE: lo = 0; hi = partition_point(s, m, [=](K b) { return b <= a; }); break;
+        default: Band<K, FLOAT>::range(s, m, a, wi, wf, lo, hi); break;
+      }
+      if (hi < lo) hi = lo;
+    }
+    lo_out[i] = (uint32_t)lo;
+    hi_out[i] = (uint32_t)hi;
+    if (counts) {
+      const uint64_t c = (uint64_t)(hi - lo);
+      uint64_t v;
+      switch (count_mode) {
+        case GJ_TS_COUNT_INNER: v = c; break;
+        case GJ_TS_COUNT_LEFT_OUTER: v = c ? c : 1; break;
+        case GJ_TS_COUNT_SEMI: v = c != 0; break;
+        default: v = c == 0; break;
+      }
+      counts[i] = v;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expansion of each left row's run of sorted right rows
+// ---------------------------------------------------------------------------------------------
+// The last row i in [a, b] with offsets[i] <= g (offsets[a] <= g).
+__device__ __forceinline__ int64_t row_of(const uint64_t *offsets, int64_t a, int64_t b, uint64_t g) {
+  while (a < b) {
+    int64_t mid = a + ((b - a + 1) >> 1);
+    if (offsets[mid] <= g) a = mid;
+    else b = mid - 1;
+  }
+  return a;
+}
+
+// Tiles of EXPAND_TILE output rows; thread 0 finds the first and last left row of the tile, every
+// output row then searches between them (monotone per thread). Writes are coalesced.
+template <class Emit>
+__global__ void expand_kernel(const uint64_t *offsets, int64_t row_begin, int64_t row_end, uint64_t out_begin,
+                              uint64_t out_count, Emit emit) {
+  __shared__ int64_t tile_rows[2];
+  const uint64_t tiles = (out_count + EXPAND_TILE - 1) / EXPAND_TILE;
+  for (uint64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const uint64_t k0 = tile * EXPAND_TILE;
+    const uint64_t k1 = min(k0 + (uint64_t)EXPAND_TILE, out_count);
+    if (threadIdx.x == 0) {
+      tile_rows[0] = row_of(offsets, row_begin, row_end - 1, out_begin + k0);
+      tile_rows[1] = row_of(offsets, tile_rows[0], row_end - 1, out_begin + k1 - 1);
+    }
+    __syncthreads();
+    int64_t a = tile_rows[0];
+    const int64_t b = tile_rows[1];
+    for (uint64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+      const uint64_t g = out_begin + k;
+      a = row_of(offsets, a, b, g);
+      emit(k, a, g - offsets[a]);
+    }
+    __syncthreads();
+  }
+}
+
+struct MapEmit {
+  const uint32_t *lo, *hi, *perm;
+  uint32_t *left_out, *right_out;
+  __device__ void operator()(uint64_t k, int64_t i, uint64_t t) const {
+    left_out[k] = (uint32_t)i;
+    if (right_out) right_out[k] = hi[i] > lo[i] ? perm[lo[i] + t] : kNone;
+  }
+};
+
+struct OutCols {
+  gj_ts_out_col c[GJ_TS_MAX_OUT_COLS];
+  int n;
+};
+
+struct ColumnEmit {
+  const uint32_t *lo;
+  OutCols cols;
+  __device__ void operator()(uint64_t k, int64_t i, uint64_t t) const {
+    const uint64_t j = (uint64_t)lo[i] + t;
+#pragma unroll
+    for (int c = 0; c < GJ_TS_MAX_OUT_COLS; ++c) {
+      if (c >= cols.n) break;
+      const gj_ts_out_col &col = cols.c[c];
+      const uint64_t src = col.from_right ? j : (uint64_t)i;
+      if (col.elem_bytes == 4) ((uint32_t *)col.dst)[k] = ((const uint32_t *)col.src)[src];
+      else ((uint64_t *)col.dst)[k] = ((const uint64_t *)col.src)[src];
+    }
+  }
+};
+
+__global__ void gather_kernel(const void *src, const uint32_t *perm, int64_t n, int bytes, void *dst) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) {
+    if (bytes == 4) ((uint32_t *)dst)[j] = ((const uint32_t *)src)[perm[j]];
+    else ((uint64_t *)dst)[j] = ((const uint64_t *)src)[perm[j]];
+  }
+}
+
+__global__ void cover_diff_kernel(const uint32_t *lo, const uint32_t *hi, int64_t n_left, unsigned long long *diff) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_left; i += stride) {
+    if (hi[i] > lo[i]) {
+      atomicAdd(diff + lo[i], 1ull);
+      atomicAdd(diff + hi[i], ~0ull);  // -1 mod 2^64
+    }
+  }
+}
+
+__global__ void cover_flags_kernel(const uint64_t *cover, int64_t n, uint8_t *flags) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) flags[j] = cover[j] != 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A device-wide scan for any value type: out[0] = identity, out[p + 1] = op(in[0..=p]), through
+// a store functor (which may place position p anywhere). Tiles reduce, one block scans the tile
+// sums, tiles rescan with their carry.
+// ---------------------------------------------------------------------------------------------
+template <class T, class Op>
+__device__ T block_inclusive_scan(T v, T *sh, Op op) {
+  const int tid = threadIdx.x;
+  sh[tid] = v;
+  __syncthreads();
+  for (int d = 1; d < (int)blockDim.x; d <<= 1) {
+    const bool has = tid >= d;
+    T other = op.identity();
+    if (has) other = sh[tid - d];
+    __syncthreads();
+    if (has) {
+      v = op(other, v);
+      sh[tid] = v;
+    }
+    __syncthreads();
+  }
+  return v;
+}
+
+template <class T, class Op, class Src>
+__global__ void scan_reduce_kernel(Src src, int64_t n, Op op, T *tile_sums) {
+  __shared__ T sh[THREADS];
+  const int64_t tiles = (n + SCAN_TILE - 1) / SCAN_TILE;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    T acc = op.identity();
+    const int64_t j0 = tile * SCAN_TILE + (int64_t)threadIdx.x * SCAN_ITEMS;
+    for (int k = 0; k < SCAN_ITEMS; ++k)
+      if (j0 + k < n) acc = op(acc, src(j0 + k));
+    T total = block_inclusive_scan(acc, sh, op);
+    if (threadIdx.x == blockDim.x - 1) tile_sums[tile] = total;
+    __syncthreads();
+  }
+}
+
+// In place: tile_sums becomes the exclusive scan of itself.
+template <class T, class Op>
+__global__ void scan_tiles_kernel(T *tile_sums, int64_t tiles, Op op) {
+  __shared__ T sh[THREADS];
+  T carry = op.identity();
+  for (int64_t base = 0; base < tiles; base += blockDim.x) {
+    const int64_t j = base + threadIdx.x;
+    T v = j < tiles ? tile_sums[j] : op.identity();
+    T inc = block_inclusive_scan(v, sh, op);
+    T last = sh[blockDim.x - 1];
+    if (j < tiles) {
+      T exc = threadIdx.x ? sh[threadIdx.x - 1] : op.identity();
+      tile_sums[j] = op(carry, exc);
+    }
+    (void)inc;
+    carry = op(carry, last);
+    __syncthreads();
+  }
+}
+
+template <class T, class Op, class Src, class Store>
+__global__ void scan_down_kernel(Src src, int64_t n, Op op, const T *tile_prefix, Store store) {
+  __shared__ T sh[THREADS];
+  const int64_t tiles = (n + SCAN_TILE - 1) / SCAN_TILE;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t j0 = tile * SCAN_TILE + (int64_t)threadIdx.x * SCAN_ITEMS;
+    T vals[SCAN_ITEMS];
+    T acc = op.identity();
+    for (int k = 0; k < SCAN_ITEMS; ++k) {
+      vals[k] = j0 + k < n ? src(j0 + k) : op.identity();
+      acc = op(acc, vals[k]);
+    }
+    block_inclusive_scan(acc, sh, op);
+    T run = op(tile_prefix[tile], threadIdx.x ? sh[threadIdx.x - 1] : op.identity());
+    if (j0 == 0) store(0, op.identity());
+    for (int k = 0; k < SCAN_ITEMS; ++k) {
+      if (j0 + k < n) {
+        run = op(run, vals[k]);
+        store(j0 + k + 1, run);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <class T, class Op, class Src, class Store>
+int device_scan(Src src, int64_t n, Op op, Store store, void *temp, cudaStream_t s) {
+  T *tile_sums = (T *)temp;
+  const int64_t tiles = (n + SCAN_TILE - 1) / SCAN_TILE;
+  if (n == 0) return 0;  // the single entry (position 0) is never read: every range is empty
+  const int g = blocks_for(tiles, 1, 132 * 16);
+  scan_reduce_kernel<T, Op, Src><<<g, THREADS, 0, s>>>(src, n, op, tile_sums);
+  scan_tiles_kernel<T, Op><<<1, THREADS, 0, s>>>(tile_sums, tiles, op);
+  scan_down_kernel<T, Op, Src, Store><<<g, THREADS, 0, s>>>(src, n, op, tile_sums, store);
+  return launch_status();
+}
+
+// Sum of 128-bit integers.
+struct SumI128 {
+  __device__ i128 identity() const { return 0; }
+  __device__ i128 operator()(i128 a, i128 b) const { return a + b; }
+};
+struct IntSrc {
+  int type;
+  const void *col;
+  const uint32_t *perm;
+  __device__ i128 operator()(int64_t j) const { return read_int(type, col, perm[j]); }
+};
+template <class T>
+struct PrefixStore {
+  T *out;
+  __device__ void operator()(int64_t p, T v) const { out[p] = v; }
+};
+
+// Float sums: the finite values summed in double, NaN and infinities counted.
+struct FSum {
+  double s;
+  uint64_t nan, pinf, ninf;
+};
+struct SumF {
+  __device__ FSum identity() const { return FSum{0.0, 0, 0, 0}; }
+  __device__ FSum operator()(const FSum &a, const FSum &b) const {
+    return FSum{a.s + b.s, a.nan + b.nan, a.pinf + b.pinf, a.ninf + b.ninf};
+  }
+};
+struct FloatSrc {
+  int type;
+  const void *col;
+  const uint32_t *perm;
+  __device__ FSum operator()(int64_t j) const {
+    const double x = read_f(type, col, perm[j]);
+    if (isnan(x)) return FSum{0.0, 1, 0, 0};
+    if (isinf(x)) return x > 0 ? FSum{0.0, 0, 1, 0} : FSum{0.0, 0, 0, 1};
+    return FSum{x, 0, 0, 0};
+  }
+};
+
+// MIN/MAX over 8-byte images: integers as order-preserving uint64, floats as double bits with
+// NaN ignored unless every value is NaN.
+struct MinMax {
+  int is_float, is_max;
+  __device__ uint64_t identity() const {
+    if (is_float) return 0x7ff8000000000000ull;
+    return is_max ? 0ull : ~0ull;
+  }
+  __device__ uint64_t operator()(uint64_t a, uint64_t b) const {
+    if (is_float) {
+      const double x = __longlong_as_double((long long)a), y = __longlong_as_double((long long)b);
+      return (uint64_t)__double_as_longlong(is_max ? fmax(x, y) : fmin(x, y));
+    }
+    return is_max ? (a > b ? a : b) : (a < b ? a : b);
+  }
+};
+__device__ __forceinline__ uint64_t image_of(int type, const void *col, uint64_t row) {
+  return is_float_type(type) ? (uint64_t)__double_as_longlong(read_f(type, col, row)) : int_image(type, col, row);
+}
+struct MinMaxSrc {
+  int type;
+  const void *col;
+  const uint32_t *perm;
+  const uint64_t *n_valid;  // non-NULL: reversed over [0, n_valid)
+  MinMax op;
+  __device__ uint64_t operator()(int64_t t) const {
+    if (!n_valid) return image_of(type, col, perm[t]);
+    const int64_t m = (int64_t)*n_valid;
+    return t < m ? image_of(type, col, perm[m - 1 - t]) : op.identity();
+  }
+};
+struct SuffixStore {
+  uint64_t *out;
+  const uint64_t *n_valid;
+  __device__ void operator()(int64_t p, uint64_t v) const {
+    const int64_t m = (int64_t)*n_valid;
+    if (p <= m) out[m - p] = v;
+  }
+};
+
+__global__ void sparse_level0_kernel(int type, const void *col, const uint32_t *perm, int64_t n, uint64_t *t) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < n; j += stride) t[j] = image_of(type, col, perm[j]);
+}
+__global__ void sparse_level_kernel(uint64_t *table, int64_t n, int level, MinMax op) {
+  const int64_t half = 1ll << (level - 1);
+  const int64_t len = n - 2 * half + 1;
+  const uint64_t *prev = table + (level - 1) * n;
+  uint64_t *cur = table + level * n;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < len; j += stride) cur[j] = op(prev[j], prev[j + half]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aggregates
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ i128 cell_int(const gj_ts_cell &c) {
+  return (i128)(((unsigned __int128)(uint64_t)c.hi << 64) | (unsigned __int128)c.lo);
+}
+__device__ __forceinline__ void set_int(gj_ts_cell &c, i128 v) {
+  c.lo = (uint64_t)v;
+  c.hi = (int64_t)(v >> 64);
+}
+
+struct CellOp {
+  int agg, is_float;
+  __device__ gj_ts_cell identity() const {
+    gj_ts_cell c;
+    c.lo = 0;
+    c.hi = 0;
+    c.f = 0.0;
+    c.present = 0;
+    c.pad = 0;
+    return c;
+  }
+  __device__ gj_ts_cell operator()(const gj_ts_cell &a, const gj_ts_cell &b) const {
+    if (agg == GJ_TS_AGG_COUNT || agg == GJ_TS_AGG_SUM) {
+      gj_ts_cell r = identity();
+      r.present = a.present | b.present;
+      if (is_float) r.f = a.f + b.f;
+      else set_int(r, cell_int(a) + cell_int(b));
+      return r;
+    }
+    if (!a.present) return b;
+    if (!b.present) return a;
+    gj_ts_cell r = a;
+    const bool mx = agg == GJ_TS_AGG_MAX;
+    if (is_float) r.f = mx ? fmax(a.f, b.f) : fmin(a.f, b.f);
+    else {
+      const i128 x = cell_int(a), y = cell_int(b);
+      set_int(r, mx ? (x > y ? x : y) : (x < y ? x : y));
+    }
+    return r;
+  }
+};
+
+struct AggArgs {
+  int agg, col_type, col_side, structure_kind, levels, is_float;
+  const void *left_col;
+  const void *structure;
+  int64_t n_right;
+};
+
+__device__ gj_ts_cell row_cell(const AggArgs &a, int64_t i, uint32_t lo, uint32_t hi) {
+  gj_ts_cell c;
+  c.lo = 0;
+  c.hi = 0;
+  c.f = 0.0;
+  c.pad = 0;
+  const uint64_t n = hi - lo;
+  c.present = n > 0;
+  if (a.agg == GJ_TS_AGG_COUNT) {
+    set_int(c, (i128)n);
+    return c;
+  }
+  if (n == 0) return c;
+  if (a.col_side == 1) {  // a left column: the row's value, n times
+    if (a.agg == GJ_TS_AGG_SUM) {
+      if (a.is_float) c.f = read_f(a.col_type, a.left_col, i) * (double)n;
+      else set_int(c, read_int(a.col_type, a.left_col, i) * (i128)n);
+    } else {
+      if (a.is_float) c.f = read_f(a.col_type, a.left_col, i);
+      else set_int(c, read_int(a.col_type, a.left_col, i));
+    }
+    return c;
+  }
+  if (a.agg == GJ_TS_AGG_SUM) {
+    if (a.is_float) {
+      const FSum *p = (const FSum *)a.structure;
+      const FSum x = p[hi], y = p[lo];
+      const uint64_t nan = x.nan - y.nan, pinf = x.pinf - y.pinf, ninf = x.ninf - y.ninf;
+      if (nan || (pinf && ninf)) c.f = __longlong_as_double(0x7ff8000000000000ll);
+      else if (pinf) c.f = __longlong_as_double(0x7ff0000000000000ll);
+      else if (ninf) c.f = -__longlong_as_double(0x7ff0000000000000ll);
+      else c.f = x.s - y.s;
+    } else {
+      const i128 *p = (const i128 *)a.structure;
+      set_int(c, p[hi] - p[lo]);
+    }
+    return c;
+  }
+  const uint64_t *s = (const uint64_t *)a.structure;
+  uint64_t img;
+  if (a.structure_kind == GJ_TS_STRUCT_PREFIX) img = s[hi];
+  else if (a.structure_kind == GJ_TS_STRUCT_SUFFIX) img = s[lo];
+  else {
+    const int k = 63 - __clzll((long long)n);
+    MinMax op{a.is_float, a.agg == GJ_TS_AGG_MAX};
+    img = op(s[(int64_t)k * a.n_right + lo], s[(int64_t)k * a.n_right + hi - (1ull << k)]);
+  }
+  if (a.is_float) c.f = __longlong_as_double((long long)img);
+  else set_int(c, int_from_image(a.col_type, img));
+  return c;
+}
+
+__global__ void agg_rows_kernel(AggArgs args, const uint32_t *lo, const uint32_t *hi, int64_t n_left,
+                                gj_ts_cell *rows_out, gj_ts_cell *partials) {
+  __shared__ gj_ts_cell sh[THREADS];
+  CellOp op{args.agg, args.is_float};
+  gj_ts_cell acc = op.identity();
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_left; i += stride) {
+    const gj_ts_cell c = row_cell(args, i, lo[i], hi[i]);
+    if (rows_out) rows_out[i] = c;
+    acc = op(acc, c);
+  }
+  if (partials) {
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int d = blockDim.x / 2; d > 0; d >>= 1) {
+      if ((int)threadIdx.x < d) sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + d]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) partials[blockIdx.x] = sh[0];
+  }
+}
+
+__global__ void agg_final_kernel(CellOp op, const gj_ts_cell *partials, int n, gj_ts_cell *total) {
+  __shared__ gj_ts_cell sh[THREADS];
+  gj_ts_cell acc = op.identity();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) acc = op(acc, partials[i]);
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int d = blockDim.x / 2; d > 0; d >>= 1) {
+    if ((int)threadIdx.x < d) sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + d]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *total = sh[0];
+}
+
+template <class K, bool F>
+int launch_ranges(const void *left, int64_t n_left, const void *sorted, int64_t n_right, const uint64_t *n_valid,
+                  int cond, gj_ts_width w, uint32_t *lo, uint32_t *hi, uint64_t *counts, int mode, cudaStream_t s) {
+  const i128 wi = std::is_signed<K>::value ? (i128)w.i : (i128)w.u;
+  ranges_kernel<K, F><<<grid_for(n_left + 1), THREADS, 0, s>>>((const K *)left, n_left, (const K *)sorted, n_right,
+                                                                n_valid, cond, wi, w.f, lo, hi, counts, mode);
+  return launch_status();
+}
+
+}  // namespace
+
+extern "C" {
+
+int64_t gj_ts_prefix_sum_elem_bytes(int type) {
+  return (type == GJ_TS_F32 || type == GJ_TS_F64) ? (int64_t)sizeof(FSum) : 16;
+}
+
+int gj_ts_prepare_keys(int type, const void *keys, int64_t n, void *keys_out, uint32_t *ids_out, gj_ts_stream_t stream) {
+  if (n <= 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  const int g = grid_for(n);
+  switch (type) {
+    case GJ_TS_I32: prepare_keys_kernel<<<g, THREADS, 0, s>>>((const int32_t *)keys, n, (int32_t *)keys_out, ids_out); break;
+    case GJ_TS_I64: prepare_keys_kernel<<<g, THREADS, 0, s>>>((const int64_t *)keys, n, (int64_t *)keys_out, ids_out); break;
+    case GJ_TS_U32: prepare_keys_kernel<<<g, THREADS, 0, s>>>((const uint32_t *)keys, n, (uint32_t *)keys_out, ids_out); break;
+    case GJ_TS_U64: prepare_keys_kernel<<<g, THREADS, 0, s>>>((const uint64_t *)keys, n, (uint64_t *)keys_out, ids_out); break;
+    case GJ_TS_F32: prepare_keys_kernel<<<g, THREADS, 0, s>>>((const float *)keys, n, (float *)keys_out, ids_out); break;
+    case GJ_TS_F64: prepare_keys_kernel<<<g, THREADS, 0, s>>>((const double *)keys, n, (double *)keys_out, ids_out); break;
+    default: return (int)cudaErrorInvalidValue;
+  }
+  return launch_status();
+}
+
+int gj_ts_valid_count(int type, const void *sorted, int64_t n, uint64_t *n_valid, gj_ts_stream_t stream) {
+  cudaStream_t s = (cudaStream_t)stream;
+  switch (type) {
+    case GJ_TS_F32: valid_count_kernel<<<1, 1, 0, s>>>((const float *)sorted, n, n_valid); break;
+    case GJ_TS_F64: valid_count_kernel<<<1, 1, 0, s>>>((const double *)sorted, n, n_valid); break;
+    case GJ_TS_I32: valid_count_kernel<<<1, 1, 0, s>>>((const int32_t *)sorted, n, n_valid); break;
+    case GJ_TS_I64: valid_count_kernel<<<1, 1, 0, s>>>((const int64_t *)sorted, n, n_valid); break;
+    case GJ_TS_U32: valid_count_kernel<<<1, 1, 0, s>>>((const uint32_t *)sorted, n, n_valid); break;
+    case GJ_TS_U64: valid_count_kernel<<<1, 1, 0, s>>>((const uint64_t *)sorted, n, n_valid); break;
+    default: return (int)cudaErrorInvalidValue;
+  }
+  return launch_status();
+}
+
+int gj_ts_ranges(int type, const void *left, int64_t n_left, const void *sorted_right, int64_t n_right,
+                 const uint64_t *n_valid, int cond, gj_ts_width width, uint32_t *lo, uint32_t *hi, uint64_t *counts,
+                 int count_mode, gj_ts_stream_t stream) {
+  if (n_left < 0 || n_right < 0) return (int)cudaErrorInvalidValue;
+  cudaStream_t s = (cudaStream_t)stream;
+  switch (type) {
+    case GJ_TS_I32: return launch_ranges<int32_t, false>(left, n_left, sorted_right, n_right, n_valid, cond, width, lo, hi, counts, count_mode, s);
+    case GJ_TS_I64: return launch_ranges<int64_t, false>(left, n_left, sorted_right, n_right, n_valid, cond, width, lo, hi, counts, count_mode, s);
+    case GJ_TS_U32: return launch_ranges<uint32_t, false>(left, n_left, sorted_right, n_right, n_valid, cond, width, lo, hi, counts, count_mode, s);
+    case GJ_TS_U64: return launch_ranges<uint64_t, false>(left, n_left, sorted_right, n_right, n_valid, cond, width, lo, hi, counts, count_mode, s);
+    case GJ_TS_F32: return launch_ranges<float, true>(left, n_left, sorted_right, n_right, n_valid, cond, width, lo, hi, counts, count_mode, s);
+    case GJ_TS_F64: return launch_ranges<double, true>(left, n_left, sorted_right, n_right, n_valid, cond, width, lo, hi, counts, count_mode, s);
+    default: return (int)cudaErrorInvalidValue;
+  }
+}
+
+int gj_ts_expand(const uint64_t *offsets, const uint32_t *lo, const uint32_t *hi, const uint32_t *perm, int64_t row_begin,
+                 int64_t row_end, uint64_t out_begin, uint64_t out_count, uint32_t *left_out, uint32_t *right_out,
+                 gj_ts_stream_t stream) {
+  if (out_count == 0 || row_end <= row_begin) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  const int64_t tiles = (int64_t)((out_count + EXPAND_TILE - 1) / EXPAND_TILE);
+  MapEmit emit{lo, hi, perm, left_out, right_out};
+  expand_kernel<<<blocks_for(tiles, 1, 132 * 16), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
+  return launch_status();
+}
+
+int gj_ts_materialize(const uint64_t *offsets, const uint32_t *lo, int64_t row_begin, int64_t row_end, uint64_t out_begin,
+                      uint64_t out_count, const gj_ts_out_col *cols, int ncols, gj_ts_stream_t stream) {
+  if (ncols < 0 || ncols > GJ_TS_MAX_OUT_COLS) return (int)cudaErrorInvalidValue;
+  for (int c = 0; c < ncols; ++c)
+    if (cols[c].elem_bytes != 4 && cols[c].elem_bytes != 8) return (int)cudaErrorInvalidValue;
+  if (out_count == 0 || row_end <= row_begin || ncols == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  ColumnEmit emit;
+  emit.lo = lo;
+  emit.cols.n = ncols;
+  for (int c = 0; c < GJ_TS_MAX_OUT_COLS; ++c) emit.cols.c[c] = c < ncols ? cols[c] : gj_ts_out_col{nullptr, nullptr, 4, 0};
+  const int64_t tiles = (int64_t)((out_count + EXPAND_TILE - 1) / EXPAND_TILE);
+  expand_kernel<<<blocks_for(tiles, 1, 132 * 16), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
+  return launch_status();
+}
+
+int gj_ts_gather(const void *src, const uint32_t *perm, int64_t n, int elem_bytes, void *dst, gj_ts_stream_t stream) {
+  if (elem_bytes != 4 && elem_bytes != 8) return (int)cudaErrorInvalidValue;
+  if (n <= 0) return 0;
+  gather_kernel<<<grid_for(n), THREADS, 0, (cudaStream_t)stream>>>(src, perm, n, elem_bytes, dst);
+  return launch_status();
+}
+
+int gj_ts_cover_diff(const uint32_t *lo, const uint32_t *hi, int64_t n_left, uint64_t *diff, gj_ts_stream_t stream) {
+  if (n_left <= 0) return 0;
+  cover_diff_kernel<<<grid_for(n_left), THREADS, 0, (cudaStream_t)stream>>>(lo, hi, n_left, (unsigned long long *)diff);
+  return launch_status();
+}
+
+int gj_ts_cover_flags(const uint64_t *cover, int64_t n_right, uint8_t *flags, gj_ts_stream_t stream) {
+  if (n_right <= 0) return 0;
+  cover_flags_kernel<<<grid_for(n_right), THREADS, 0, (cudaStream_t)stream>>>(cover, n_right, flags);
+  return launch_status();
+}
+
+int64_t gj_ts_scan_temp_bytes(int64_t n) { return ((n + SCAN_TILE - 1) / SCAN_TILE + 1) * 32; }
+
+int gj_ts_prefix_sum(int type, const void *col, const uint32_t *perm, int64_t n, void *out, void *temp,
+                     gj_ts_stream_t stream) {
+  if (n < 0) return (int)cudaErrorInvalidValue;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (type == GJ_TS_F32 || type == GJ_TS_F64)
+    return device_scan<FSum>(FloatSrc{type, col, perm}, n, SumF{}, PrefixStore<FSum>{(FSum *)out}, temp, s);
+  return device_scan<i128>(IntSrc{type, col, perm}, n, SumI128{}, PrefixStore<i128>{(i128 *)out}, temp, s);
+}
+
+int gj_ts_running_minmax(int type, const void *col, const uint32_t *perm, int64_t n, const uint64_t *n_valid, int is_max,
+                         int suffix, uint64_t *out, void *temp, gj_ts_stream_t stream) {
+  if (n < 0) return (int)cudaErrorInvalidValue;
+  cudaStream_t s = (cudaStream_t)stream;
+  MinMax op{type == GJ_TS_F32 || type == GJ_TS_F64, is_max != 0};
+  if (suffix)
+    return device_scan<uint64_t>(MinMaxSrc{type, col, perm, n_valid, op}, n, op, SuffixStore{out, n_valid}, temp, s);
+  return device_scan<uint64_t>(MinMaxSrc{type, col, perm, nullptr, op}, n, op, PrefixStore<uint64_t>{out}, temp, s);
+}
+
+int gj_ts_sparse_table(int type, const void *col, const uint32_t *perm, int64_t n, int levels, int is_max,
+                       uint64_t *table, gj_ts_stream_t stream) {
+  if (n <= 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  MinMax op{type == GJ_TS_F32 || type == GJ_TS_F64, is_max != 0};
+  sparse_level0_kernel<<<grid_for(n), THREADS, 0, s>>>(type, col, perm, n, table);
+  for (int k = 1; k < levels; ++k) {
+    const int64_t len = n - (1ll << k) + 1;
+    if (len <= 0) break;
+    sparse_level_kernel<<<grid_for(len), THREADS, 0, s>>>(table, n, k, op);
+  }
+  return launch_status();
+}
+
+int gj_ts_agg_partials(void) { return AGG_PARTIALS; }
+
+int gj_ts_agg_rows(int agg, int col_type, int col_side, const void *left_col, const void *structure, int structure_kind,
+                   int levels, int64_t n_right, const uint32_t *lo, const uint32_t *hi, int64_t n_left,
+                   gj_ts_cell *rows_out, gj_ts_cell *partials, gj_ts_cell *total_out, gj_ts_stream_t stream) {
+  cudaStream_t s = (cudaStream_t)stream;
+  const int is_float = col_side != 0 && (col_type == GJ_TS_F32 || col_type == GJ_TS_F64);
+  AggArgs args{agg, col_type, col_side, structure_kind, levels, is_float, left_col, structure, n_right};
+  CellOp op{agg, is_float};
+  const int g = blocks_for(n_left, THREADS * 4, AGG_PARTIALS);
+  if (n_left > 0 || total_out) {
+    agg_rows_kernel<<<g, THREADS, 0, s>>>(args, lo, hi, n_left, rows_out, total_out ? partials : nullptr);
+    if (total_out) agg_final_kernel<<<1, THREADS, 0, s>>>(op, partials, g, total_out);
+  }
+  return launch_status();
+}
+
+}  // extern "C"

@@ -1,1 +1,829 @@
-//! Sort-based theta joins for a single inequality or a band (under construction).
+//! Sort-based theta joins for a single inequality `l.a op r.b` (`op` in `<`, `<=`, `>`, `>=`) or
+//! a band `r.b - w <= l.a <= r.b + w`, over numeric columns of the same type
+//! ([`RangeCondition`], from [`CheckedPredicate::band_or_inequality`]).
+//!
+//! The algorithm, as steps:
+//! 1. sort the right key column with row ids (`-0.0` made `0.0` so equal values are adjacent;
+//!    NaN keys made one NaN that sorts last, outside the searched range: they match nothing);
+//! 2. for each left row, find the matching positions `[lo, hi)` of the sorted right side by
+//!    binary search with the predicate itself (a NaN left key matches nothing; integer bands are
+//!    exact in 128 bits, float bands round in the column's type exactly as the predicate does);
+//! 3. counts `hi - lo` per left row, their exclusive scan (output offsets) and the total;
+//! 4. either expand each left row's contiguous run of sorted right rows (gather maps, or output
+//!    columns written directly with coalesced stores), or aggregate without pairs: prefix sums of
+//!    a right column in sorted order (128-bit integer sums; floats in `f64` with NaN/inf counts),
+//!    running MIN/MAX (an inequality's ranges are prefixes or suffixes) or a sparse table (bands);
+//!    a left column's value times the count;
+//! 5. right and full joins add the right rows covered by no range (difference array + scan).
+//!
+//! **Output order.** `Inner`/`Left`/`LeftSemi`/`LeftAnti`: by left row ascending; within a left
+//! row, right rows in ascending order of the right key (ties by right row id); a left-join row
+//! without matches has one row `(l, NONE)`. `Right`/`Full`: those rows first (the left-outer
+//! ones for `Full`), then the unmatched right rows in ascending key order (NaN keys last).
+//! `RightSemi`/`RightAnti`: right rows in ascending key order (ties by row id, NaN keys last).
+//!
+//! ```no_run
+//! use gpujoin_join::device_relation::DeviceRelation;
+//! use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation, Side};
+//! use gpujoin_join::theta::sorted::{sorted_theta_aggregate, sorted_theta_join};
+//! use gpujoin_join::theta::{Agg, AggValue};
+//! use gpujoin_join::JoinType;
+//! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
+//! // SUM(S.x) WHERE R.a > S.a
+//! let r = Relation::new(vec![ColumnData::I32(vec![5, 1])])?;
+//! let t = Relation::new(vec![ColumnData::I32(vec![3, 4, 9]), ColumnData::I64(vec![10, 20, 30])])?;
+//! let p = col_l(0).greater(col_r(0)).check(&r.schema(), &t.schema())?;
+//! let (dr, dt) = (DeviceRelation::upload(s, &r)?, DeviceRelation::upload(s, &t)?);
+//! assert_eq!(sorted_theta_aggregate(s, &dr, &dt, &p, Agg::Sum, Some((Side::Right, 1)))?, AggValue::Int(30));
+//! let pairs = sorted_theta_join(s, &dr, &dt, &p, JoinType::Inner)?.pairs()?; // (0,0) (0,1)
+//! assert_eq!(pairs.len(), 2);
+//! # Ok(()) }
+//! ```
+
+use std::ffi::c_void;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
+use gpujoin_primitives::cuda::launch;
+use gpujoin_primitives::{exclusive_sum_in_place, inclusive_sum, select_by_flag, sort_pairs, SortOrder};
+
+use crate::device_relation::{DeviceColumnData, DeviceRelation};
+use crate::ffi_theta_sort as ffi;
+use crate::maps::{GatherMaps, Side};
+use crate::predicate::{CheckedPredicate, CmpOp, DataType, RangeCondition, Scalar};
+use crate::theta_reference::{Agg, AggValue};
+use crate::types::{JoinType, RowId};
+
+static POISON: AtomicBool = AtomicBool::new(false);
+
+/// Test support: fill every output buffer with 0xFF bytes before the kernels write it, so that
+/// unwritten elements show. Affects the whole process; use in tests only.
+#[doc(hidden)]
+pub fn poison_outputs_for_tests(on: bool) {
+    POISON.store(on, Ordering::SeqCst);
+}
+
+fn alloc_out<T: Pod>(stream: &Stream, n: usize) -> Result<DeviceBuffer<T>> {
+    let mut b = stream.alloc::<T>(n)?;
+    if POISON.load(Ordering::SeqCst) {
+        stream.memset_bytes(&mut b.view_mut(), 0xFF)?;
+    }
+    Ok(b)
+}
+
+// ------------------------------------------------------------------------------------------------
+// Plain host-side helpers (CPU-tested)
+// ------------------------------------------------------------------------------------------------
+
+/// The kernel type code of a numeric type; `None` for strings.
+fn type_code(t: DataType) -> Option<i32> {
+    Some(match t {
+        DataType::I32 => ffi::GJ_TS_I32,
+        DataType::I64 => ffi::GJ_TS_I64,
+        DataType::U32 => ffi::GJ_TS_U32,
+        DataType::U64 => ffi::GJ_TS_U64,
+        DataType::F32 => ffi::GJ_TS_F32,
+        DataType::F64 => ffi::GJ_TS_F64,
+        DataType::Utf8 => return None,
+    } as i32)
+}
+
+/// The kernel condition code and band width of a condition (`width` of the columns' type).
+fn condition_code(cond: &RangeCondition) -> Result<(i32, ffi::gj_ts_width)> {
+    let zero = ffi::gj_ts_width { i: 0, u: 0, f: 0.0 };
+    Ok(match cond {
+        RangeCondition::Inequality { op, .. } => {
+            let c = match op {
+                CmpOp::Lt => ffi::GJ_TS_LT,
+                CmpOp::Le => ffi::GJ_TS_LE,
+                CmpOp::Gt => ffi::GJ_TS_GT,
+                CmpOp::Ge => ffi::GJ_TS_GE,
+                op => return Err(Error::invalid(format!("sorted theta join: operator {} is not an inequality", op.symbol()))),
+            };
+            (c as i32, zero)
+        }
+        RangeCondition::Band { width, .. } => {
+            let w = match *width {
+                Scalar::I32(v) => ffi::gj_ts_width { i: v as i64, ..zero },
+                Scalar::I64(v) => ffi::gj_ts_width { i: v, ..zero },
+                Scalar::U32(v) => ffi::gj_ts_width { u: v as u64, ..zero },
+                Scalar::U64(v) => ffi::gj_ts_width { u: v, ..zero },
+                Scalar::F32(v) => ffi::gj_ts_width { f: v as f64, ..zero },
+                Scalar::F64(v) => ffi::gj_ts_width { f: v, ..zero },
+                Scalar::Utf8(_) => return Err(Error::invalid("sorted theta join: a band width must be a number")),
+            };
+            (ffi::GJ_TS_BAND as i32, w)
+        }
+    })
+}
+
+/// The (left column, right column, type) of a condition, checked against the two schemas: both
+/// columns exist, are numeric and of the same type (and the band width has that type).
+fn check_condition(cond: &RangeCondition, left: &[DataType], right: &[DataType]) -> Result<(usize, usize, DataType)> {
+    let (l, r) = match cond {
+        RangeCondition::Inequality { left_col, right_col, .. } | RangeCondition::Band { left_col, right_col, .. } => (*left_col, *right_col),
+    };
+    let lt = *left.get(l).ok_or_else(|| Error::invalid(format!("sorted theta join: left column {l} does not exist")))?;
+    let rt = *right.get(r).ok_or_else(|| Error::invalid(format!("sorted theta join: right column {r} does not exist")))?;
+    if lt != rt || !lt.is_numeric() {
+        return Err(Error::invalid(format!("sorted theta join: columns of types {lt} and {rt}; need one numeric type")));
+    }
+    if let RangeCondition::Band { width, .. } = cond {
+        if width.data_type() != lt {
+            return Err(Error::invalid(format!("sorted theta join: band width {width:?} is not of the columns' type {lt}")));
+        }
+    }
+    Ok((l, r, lt))
+}
+
+/// Levels of a sparse table over `n` values: `floor(log2 n) + 1` (0 for none).
+fn sparse_levels(n: usize) -> i32 {
+    if n == 0 {
+        0
+    } else {
+        (usize::BITS - n.leading_zeros()) as i32
+    }
+}
+
+/// How MIN/MAX of a right column is answered per range: inequality ranges are prefixes
+/// (`>`, `>=`: `[0, hi)`) or suffixes (`<`, `<=`: `[lo, n_valid)`); band ranges need a sparse table.
+fn minmax_structure(cond: &RangeCondition) -> i32 {
+    (match cond {
+        RangeCondition::Inequality { op: CmpOp::Gt | CmpOp::Ge, .. } => ffi::GJ_TS_STRUCT_PREFIX,
+        RangeCondition::Inequality { .. } => ffi::GJ_TS_STRUCT_SUFFIX,
+        RangeCondition::Band { .. } => ffi::GJ_TS_STRUCT_SPARSE,
+    }) as i32
+}
+
+/// A result cell (`gj_ts_cell` as four words) as an [`AggValue`].
+fn cell_value(cell: [u64; 4], agg: Agg, float: bool) -> AggValue {
+    let int = ((cell[1] as i64 as i128) << 64) | cell[0] as i128;
+    let present = (cell[3] & 0xFFFF_FFFF) != 0;
+    match agg {
+        Agg::Count => AggValue::Int(int),
+        _ if !present => AggValue::None,
+        _ if float => AggValue::Float(f64::from_bits(cell[2])),
+        _ => AggValue::Int(int),
+    }
+}
+
+fn agg_code(agg: Agg) -> i32 {
+    (match agg {
+        Agg::Count => ffi::GJ_TS_AGG_COUNT,
+        Agg::Sum => ffi::GJ_TS_AGG_SUM,
+        Agg::Min => ffi::GJ_TS_AGG_MIN,
+        Agg::Max => ffi::GJ_TS_AGG_MAX,
+    }) as i32
+}
+
+fn count_mode(join_type: JoinType) -> i32 {
+    (match join_type {
+        JoinType::Left | JoinType::Full => ffi::GJ_TS_COUNT_LEFT_OUTER,
+        JoinType::LeftSemi => ffi::GJ_TS_COUNT_SEMI,
+        JoinType::LeftAnti => ffi::GJ_TS_COUNT_ANTI,
+        _ => ffi::GJ_TS_COUNT_INNER,
+    }) as i32
+}
+
+fn check_rows(side: &str, n: usize) -> Result<()> {
+    if n as u64 > RowId::MAX_ROWS {
+        return Err(Error::too_large(format!("{side} rows"), n as u64, RowId::MAX_ROWS));
+    }
+    Ok(())
+}
+
+fn check_range(rows: &Range<u64>, n: usize) -> Result<()> {
+    if rows.start > rows.end || rows.end > n as u64 {
+        return Err(Error::invalid(format!("left row range {}..{} outside 0..{n}", rows.start, rows.end)));
+    }
+    Ok(())
+}
+
+fn output_len(n: u64) -> Result<usize> {
+    usize::try_from(n).ok().filter(|&n| n <= isize::MAX as usize / 8).ok_or_else(|| Error::too_large("theta join output rows", n, (isize::MAX / 8) as u64))
+}
+
+// ------------------------------------------------------------------------------------------------
+// Device columns
+// ------------------------------------------------------------------------------------------------
+
+/// (type code, pointer, element bytes) of a numeric device column.
+fn raw(c: &DeviceColumnData) -> Result<(i32, *const c_void, i32)> {
+    Ok(match c {
+        DeviceColumnData::I32(b) => (ffi::GJ_TS_I32 as i32, b.view().as_ptr() as *const c_void, 4),
+        DeviceColumnData::I64(b) => (ffi::GJ_TS_I64 as i32, b.view().as_ptr() as *const c_void, 8),
+        DeviceColumnData::U32(b) => (ffi::GJ_TS_U32 as i32, b.view().as_ptr() as *const c_void, 4),
+        DeviceColumnData::U64(b) => (ffi::GJ_TS_U64 as i32, b.view().as_ptr() as *const c_void, 8),
+        DeviceColumnData::F32(b) => (ffi::GJ_TS_F32 as i32, b.view().as_ptr() as *const c_void, 4),
+        DeviceColumnData::F64(b) => (ffi::GJ_TS_F64 as i32, b.view().as_ptr() as *const c_void, 8),
+        DeviceColumnData::Utf8 { .. } => return Err(Error::invalid("sorted theta join: string columns are not supported here")),
+    })
+}
+
+fn raw_mut(c: &mut DeviceColumnData) -> *mut c_void {
+    match c {
+        DeviceColumnData::I32(b) => b.view_mut().as_mut_ptr() as *mut c_void,
+        DeviceColumnData::I64(b) => b.view_mut().as_mut_ptr() as *mut c_void,
+        DeviceColumnData::U32(b) => b.view_mut().as_mut_ptr() as *mut c_void,
+        DeviceColumnData::U64(b) => b.view_mut().as_mut_ptr() as *mut c_void,
+        DeviceColumnData::F32(b) => b.view_mut().as_mut_ptr() as *mut c_void,
+        DeviceColumnData::F64(b) => b.view_mut().as_mut_ptr() as *mut c_void,
+        DeviceColumnData::Utf8 { bytes, .. } => bytes.view_mut().as_mut_ptr() as *mut c_void,
+    }
+}
+
+/// A new (poisoned in tests) numeric column of `n` rows.
+fn alloc_column(stream: &Stream, t: DataType, n: usize) -> Result<DeviceColumnData> {
+    Ok(match t {
+        DataType::I32 => DeviceColumnData::I32(alloc_out(stream, n)?),
+        DataType::I64 => DeviceColumnData::I64(alloc_out(stream, n)?),
+        DataType::U32 => DeviceColumnData::U32(alloc_out(stream, n)?),
+        DataType::U64 => DeviceColumnData::U64(alloc_out(stream, n)?),
+        DataType::F32 => DeviceColumnData::F32(alloc_out(stream, n)?),
+        DataType::F64 => DeviceColumnData::F64(alloc_out(stream, n)?),
+        DataType::Utf8 => return Err(Error::invalid("sorted theta join: string columns are not supported here")),
+    })
+}
+
+/// Step 1: the right key column normalized and sorted with row ids: (sorted keys, perm).
+fn sort_right(stream: &Stream, col: &DeviceColumnData) -> Result<(DeviceColumnData, DeviceBuffer<u32>)> {
+    macro_rules! go {
+        ($b:expr, $v:ident, $t:ty) => {{
+            let n = $b.len();
+            let code = type_code(col.data_type()).unwrap();
+            let mut norm = stream.alloc::<$t>(n)?;
+            let mut ids = stream.alloc::<u32>(n)?;
+            let src = $b.view().as_ptr() as *const c_void;
+            let (dst, idp) = (norm.view_mut().as_mut_ptr() as *mut c_void, ids.view_mut().as_mut_ptr());
+            // SAFETY: src, dst and ids hold n elements of the named type.
+            launch(stream, "gj_ts_prepare_keys", || unsafe { ffi::gj_ts_prepare_keys(code, src, n as i64, dst, idp, stream.raw()) })?;
+            let mut sorted = stream.alloc::<$t>(n)?;
+            let mut perm = stream.alloc::<u32>(n)?;
+            sort_pairs(stream, &norm.view(), &ids.view(), &mut sorted.view_mut(), &mut perm.view_mut(), SortOrder::Ascending, None)?;
+            (DeviceColumnData::$v(sorted), perm)
+        }};
+    }
+    Ok(match col {
+        DeviceColumnData::I32(b) => go!(b, I32, i32),
+        DeviceColumnData::I64(b) => go!(b, I64, i64),
+        DeviceColumnData::U32(b) => go!(b, U32, u32),
+        DeviceColumnData::U64(b) => go!(b, U64, u64),
+        DeviceColumnData::F32(b) => go!(b, F32, f32),
+        DeviceColumnData::F64(b) => go!(b, F64, f64),
+        DeviceColumnData::Utf8 { .. } => return Err(Error::invalid("sorted theta join: string keys are not supported")),
+    })
+}
+
+/// Steps 1-3: the sorted right side and each left row's matching range.
+struct Ranges {
+    perm: DeviceBuffer<u32>,
+    sorted: DeviceColumnData,
+    key_type: i32,
+    /// Non-NaN sorted keys (device scalar); `None` for integer keys (all of them).
+    n_valid: Option<DeviceBuffer<u64>>,
+    lo: DeviceBuffer<u32>,
+    hi: DeviceBuffer<u32>,
+    /// Per-left-row counts (by the count mode), `left_rows + 1` entries, the last 0.
+    counts: Option<DeviceBuffer<u64>>,
+    right_rows: usize,
+}
+
+impl Ranges {
+    fn compute(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, mode: Option<i32>) -> Result<Ranges> {
+        let (lc, rc, t) = check_condition(cond, &left.schema(), &right.schema())?;
+        check_rows("left", left.rows())?;
+        check_rows("right", right.rows())?;
+        let (code, width) = condition_code(cond)?;
+        let (key_type, left_ptr, _) = raw(left.column(lc))?;
+        let (sorted, perm) = sort_right(stream, right.column(rc))?;
+        let (n_left, n_right) = (left.rows(), right.rows());
+        let mut n_valid = None;
+        if t.is_float() {
+            let mut nv = stream.alloc::<u64>(1)?;
+            let p = nv.view_mut().as_mut_ptr();
+            let (_, s, _) = raw(&sorted)?;
+            // SAFETY: s holds n_right keys; p one u64.
+            launch(stream, "gj_ts_valid_count", || unsafe { ffi::gj_ts_valid_count(key_type, s, n_right as i64, p, stream.raw()) })?;
+            n_valid = Some(nv);
+        }
+        let mut lo = stream.alloc::<u32>(n_left)?;
+        let mut hi = stream.alloc::<u32>(n_left)?;
+        let mut counts = match mode {
+            Some(_) => Some(stream.alloc::<u64>(n_left + 1)?),
+            None => None,
+        };
+        let (_, s, _) = raw(&sorted)?;
+        let nv = n_valid.as_ref().map_or(std::ptr::null(), |b| b.view().as_ptr());
+        let (lop, hip) = (lo.view_mut().as_mut_ptr(), hi.view_mut().as_mut_ptr());
+        let cp = counts.as_mut().map_or(std::ptr::null_mut(), |c| c.view_mut().as_mut_ptr());
+        // SAFETY: left has n_left keys, s n_right sorted keys of the same type; lo/hi n_left
+        // entries; counts (if any) n_left + 1.
+        launch(stream, "gj_ts_ranges", || unsafe {
+            ffi::gj_ts_ranges(key_type, left_ptr, n_left as i64, s, n_right as i64, nv, code, width, lop, hip, cp, mode.unwrap_or(0), stream.raw())
+        })?;
+        Ok(Ranges { perm, sorted, key_type, n_valid, lo, hi, counts, right_rows: n_right })
+    }
+
+    /// The device count of non-NaN keys, computed now for integer keys.
+    fn n_valid(&mut self, stream: &Stream) -> Result<DeviceView<'_, u64>> {
+        if self.n_valid.is_none() {
+            let mut nv = stream.alloc::<u64>(1)?;
+            let p = nv.view_mut().as_mut_ptr();
+            let (_, s, _) = raw(&self.sorted)?;
+            let (t, n) = (self.key_type, self.right_rows);
+            // SAFETY: s holds n keys; p one u64.
+            launch(stream, "gj_ts_valid_count", || unsafe { ffi::gj_ts_valid_count(t, s, n as i64, p, stream.raw()) })?;
+            self.n_valid = Some(nv);
+        }
+        Ok(self.n_valid.as_ref().unwrap().view())
+    }
+
+    /// Turns the counts into their exclusive scan (output offsets) and returns the total.
+    fn scan_counts(&mut self, stream: &Stream) -> Result<(DeviceBuffer<u64>, u64)> {
+        let mut c = self.counts.take().ok_or_else(|| Error::invalid("no counts"))?;
+        exclusive_sum_in_place(stream, &mut c.view_mut())?;
+        let n = c.len();
+        let total = stream.copy_to_host(&c.slice(n - 1..))?[0];
+        Ok((c, total))
+    }
+
+    /// Flags (sorted right positions) of the right rows some range covers.
+    fn cover_flags(&self, stream: &Stream, n_left: usize) -> Result<DeviceBuffer<u8>> {
+        let n = self.right_rows;
+        let mut diff = stream.alloc_zeroed::<u64>(n + 1)?;
+        let d = diff.view_mut().as_mut_ptr();
+        let (lo, hi) = (self.lo.view().as_ptr(), self.hi.view().as_ptr());
+        // SAFETY: lo/hi have n_left entries <= n; diff n + 1.
+        launch(stream, "gj_ts_cover_diff", || unsafe { ffi::gj_ts_cover_diff(lo, hi, n_left as i64, d, stream.raw()) })?;
+        let mut cover = stream.alloc::<u64>(n + 1)?;
+        inclusive_sum(stream, &diff.view(), &mut cover.view_mut())?;
+        let mut flags = stream.alloc::<u8>(n)?;
+        let (c, f) = (cover.view().as_ptr(), flags.view_mut().as_mut_ptr());
+        // SAFETY: cover n + 1 entries, flags n.
+        launch(stream, "gj_ts_cover_flags", || unsafe { ffi::gj_ts_cover_flags(c, n as i64, f, stream.raw()) })?;
+        Ok(flags)
+    }
+}
+
+/// Writes the gather maps of output rows `[out_begin, out_begin + n)`, produced by left rows `rows`.
+#[allow(clippy::too_many_arguments)]
+fn expand_into(
+    stream: &Stream,
+    offsets: &DeviceView<'_, u64>,
+    r: &Ranges,
+    rows: Range<u64>,
+    out_begin: u64,
+    n: u64,
+    left_out: *mut u32,
+    right_out: *mut u32,
+) -> Result<()> {
+    let (o, lo, hi, perm) = (offsets.as_ptr(), r.lo.view().as_ptr(), r.hi.view().as_ptr(), r.perm.view().as_ptr());
+    // SAFETY: offsets covers rows.end; the outputs hold n entries (right_out may be null).
+    launch(stream, "gj_ts_expand", || unsafe {
+        ffi::gj_ts_expand(o, lo, hi, perm, rows.start as i64, rows.end as i64, out_begin, n, left_out, right_out, stream.raw())
+    })
+}
+
+fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate) -> Result<RangeCondition> {
+    if left.schema() != pred.left_schema() || right.schema() != pred.right_schema() {
+        return Err(Error::invalid("sorted theta join: the relations' schemas differ from the ones the predicate was checked against"));
+    }
+    pred.band_or_inequality().ok_or_else(|| Error::invalid("sorted theta join: the predicate is neither a single inequality nor a band"))
+}
+
+// ------------------------------------------------------------------------------------------------
+// The prepared join (chunked output)
+// ------------------------------------------------------------------------------------------------
+
+/// A sort-based theta join with its ranges and output offsets computed, producing its output for
+/// any range of left rows (for a chunking driver). Join types `Inner`, `Left`, `LeftSemi` and
+/// `LeftAnti` (the ones whose output is a concatenation over left rows).
+///
+/// ```no_run
+/// use gpujoin_join::device_relation::DeviceRelation;
+/// use gpujoin_join::predicate::{CmpOp, ColumnData, RangeCondition, Relation};
+/// use gpujoin_join::theta::sorted::SortedThetaJoin;
+/// use gpujoin_join::JoinType;
+/// # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
+/// let l = DeviceRelation::upload(s, &Relation::new(vec![ColumnData::I32(vec![1, 5, 9])])?)?;
+/// let r = DeviceRelation::upload(s, &Relation::new(vec![ColumnData::I32(vec![4, 8])])?)?;
+/// let cond = RangeCondition::Inequality { left_col: 0, op: CmpOp::Gt, right_col: 0 };
+/// let join = SortedThetaJoin::prepare(s, &l, &r, &cond, JoinType::Inner)?;
+/// assert_eq!(join.offsets().len(), 4); // counts 0, 1, 2 -> offsets 0, 0, 1, 3
+/// let first = join.produce(s, 0..2)?; // (1, 0)
+/// let rest = join.produce(s, 2..3)?; // (2, 0) (2, 1)
+/// assert_eq!(first.rows() + rest.rows(), 3);
+/// # Ok(()) }
+/// ```
+pub struct SortedThetaJoin<'a> {
+    left: &'a DeviceRelation,
+    right: &'a DeviceRelation,
+    join_type: JoinType,
+    ranges: Ranges,
+    offsets: DeviceBuffer<u64>,
+    total: u64,
+}
+
+impl<'a> SortedThetaJoin<'a> {
+    /// Sorts the right side, finds every left row's range and scans the output counts.
+    /// Errors: `InvalidArgument` for another join type, missing or mistyped columns.
+    pub fn prepare(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<Self> {
+        if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
+            return Err(Error::invalid(format!("SortedThetaJoin::prepare: join type {join_type:?} is not produced per left row; use sorted_theta_join")));
+        }
+        let mut ranges = Ranges::compute(stream, left, right, cond, Some(count_mode(join_type)))?;
+        let (offsets, total) = ranges.scan_counts(stream)?;
+        Ok(SortedThetaJoin { left, right, join_type, ranges, offsets, total })
+    }
+
+    /// Left rows of the join.
+    pub fn left_rows(&self) -> usize {
+        self.left.rows()
+    }
+
+    /// The join type.
+    pub fn join_type(&self) -> JoinType {
+        self.join_type
+    }
+
+    /// Output rows of the whole join.
+    pub fn total_rows(&self) -> u64 {
+        self.total
+    }
+
+    /// Exclusive scan of the per-left-row output counts: `left_rows() + 1` entries; the output of
+    /// left rows `a..b` is rows `offsets[a]..offsets[b]`.
+    pub fn offsets(&self) -> DeviceView<'_, u64> {
+        self.offsets.view()
+    }
+
+    fn output_span(&self, stream: &Stream, rows: &Range<u64>) -> Result<(u64, u64)> {
+        check_range(rows, self.left_rows())?;
+        if rows.start == rows.end {
+            return Ok((0, 0));
+        }
+        let a = stream.copy_to_host(&self.offsets.slice(rows.start as usize..rows.start as usize + 1))?[0];
+        let b = stream.copy_to_host(&self.offsets.slice(rows.end as usize..rows.end as usize + 1))?[0];
+        Ok((a, b - a))
+    }
+
+    /// The gather maps of left rows `rows` (in the order of the [module docs](self)); the
+    /// concatenation over consecutive ranges equals the whole join.
+    pub fn produce(&self, stream: &Stream, rows: Range<u64>) -> Result<GatherMaps> {
+        let (begin, n) = self.output_span(stream, &rows)?;
+        let len = output_len(n)?;
+        let mut left_map = alloc_out::<u32>(stream, len)?;
+        let with_right = matches!(self.join_type, JoinType::Inner | JoinType::Left);
+        let mut right_map = alloc_out::<u32>(stream, if with_right { len } else { 0 })?;
+        if n > 0 {
+            let lp = left_map.view_mut().as_mut_ptr();
+            let rp = if with_right { right_map.view_mut().as_mut_ptr() } else { std::ptr::null_mut() };
+            expand_into(stream, &self.offsets.view(), &self.ranges, rows, begin, n, lp, rp)?;
+        }
+        Ok(GatherMaps::new(self.join_type, left_map, right_map))
+    }
+
+    /// Output columns of left rows `rows` of an `Inner` join, written directly (no gather maps):
+    /// `left_cols` of the left relation, then `right_cols` of the right one, in the row order of
+    /// [`SortedThetaJoin::produce`]. Numeric columns only.
+    pub fn materialize(&self, stream: &Stream, rows: Range<u64>, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<DeviceColumnData>> {
+        if self.join_type != JoinType::Inner {
+            return Err(Error::invalid("SortedThetaJoin::materialize: inner joins only"));
+        }
+        for (side, cols, rel) in [("left", left_cols, self.left), ("right", right_cols, self.right)] {
+            for &c in cols {
+                if c >= rel.columns().len() {
+                    return Err(Error::invalid(format!("materialize: {side} column {c} does not exist")));
+                }
+                raw(rel.column(c))?;
+            }
+        }
+        let (begin, n) = self.output_span(stream, &rows)?;
+        let len = output_len(n)?;
+        // Right columns in sorted order, so each left row's run reads consecutive values.
+        let n_right = self.right.rows();
+        let mut sorted_cols = Vec::with_capacity(right_cols.len());
+        for &c in right_cols {
+            let col = self.right.column(c);
+            let mut out = alloc_column(stream, col.data_type(), n_right)?;
+            let (_, src, bytes) = raw(col)?;
+            let (dst, perm) = (raw_mut(&mut out), self.ranges.perm.view().as_ptr());
+            // SAFETY: src and dst hold n_right elements of `bytes` bytes; perm n_right rows.
+            launch(stream, "gj_ts_gather", || unsafe { ffi::gj_ts_gather(src, perm, n_right as i64, bytes, dst, stream.raw()) })?;
+            sorted_cols.push(out);
+        }
+        let mut outputs = Vec::with_capacity(left_cols.len() + right_cols.len());
+        let mut descs = Vec::new();
+        for &c in left_cols {
+            let col = self.left.column(c);
+            let mut out = alloc_column(stream, col.data_type(), len)?;
+            let (_, src, bytes) = raw(col)?;
+            descs.push(ffi::gj_ts_out_col { src, dst: raw_mut(&mut out), elem_bytes: bytes, from_right: 0 });
+            outputs.push(out);
+        }
+        for col in &sorted_cols {
+            let mut out = alloc_column(stream, col.data_type(), len)?;
+            let (_, src, bytes) = raw(col)?;
+            descs.push(ffi::gj_ts_out_col { src, dst: raw_mut(&mut out), elem_bytes: bytes, from_right: 1 });
+            outputs.push(out);
+        }
+        if n > 0 {
+            let (o, lo) = (self.offsets.view().as_ptr(), self.ranges.lo.view().as_ptr());
+            for chunk in descs.chunks(ffi::GJ_TS_MAX_OUT_COLS as usize) {
+                // SAFETY: every destination holds n rows; sources cover the rows and ranges.
+                launch(stream, "gj_ts_materialize", || unsafe {
+                    ffi::gj_ts_materialize(o, lo, rows.start as i64, rows.end as i64, begin, n, chunk.as_ptr(), chunk.len() as i32, stream.raw())
+                })?;
+            }
+        }
+        // The sorted right columns must outlive the kernels: stream-ordered frees keep that.
+        drop(sorted_cols);
+        Ok(outputs)
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Entry points
+// ------------------------------------------------------------------------------------------------
+
+/// The sort-based theta join of `left` and `right` on `pred` (a single inequality or a band,
+/// [`CheckedPredicate::band_or_inequality`]), any join type; row order in the [module docs](self).
+///
+/// Errors: `InvalidArgument` when the predicate has neither shape or the relations' schemas are
+/// not the checked ones; `TooLarge` for more than `RowId::MAX_ROWS` rows on a side.
+pub fn sorted_theta_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
+    let cond = check_schemas(left, right, pred)?;
+    join_on_condition(stream, left, right, &cond, join_type)
+}
+
+/// [`sorted_theta_join`] on a [`RangeCondition`] directly.
+pub fn join_on_condition(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<GatherMaps> {
+    if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
+        let join = SortedThetaJoin::prepare(stream, left, right, cond, join_type)?;
+        return join.produce(stream, 0..left.rows() as u64);
+    }
+    let n_left = left.rows();
+    let mut r = Ranges::compute(stream, left, right, cond, Some(count_mode(join_type)))?;
+    let flags = r.cover_flags(stream, n_left)?;
+    let empty = || stream.alloc::<u32>(0);
+    match join_type {
+        JoinType::RightSemi | JoinType::RightAnti => {
+            let rows = select_by_flag(stream, Some(&r.perm.view()), &flags.view(), join_type == JoinType::RightSemi)?;
+            Ok(GatherMaps::new(join_type, empty()?, rows))
+        }
+        _ => {
+            let unmatched = select_by_flag(stream, Some(&r.perm.view()), &flags.view(), false)?;
+            let (offsets, first) = r.scan_counts(stream)?;
+            let total = first + unmatched.len() as u64;
+            let len = output_len(total)?;
+            let mut lmap = alloc_out::<u32>(stream, len)?;
+            let mut rmap = alloc_out::<u32>(stream, len)?;
+            if first > 0 {
+                let (lp, rp) = (lmap.view_mut().as_mut_ptr(), rmap.view_mut().as_mut_ptr());
+                expand_into(stream, &offsets.view(), &r, 0..n_left as u64, 0, first, lp, rp)?;
+            }
+            let f = first as usize;
+            stream.copy_device_to_device(&unmatched.view(), &mut rmap.slice_mut(f..))?;
+            stream.fill_u32_bits(&mut lmap.slice_mut(f..), u32::MAX)?;
+            Ok(GatherMaps::new(join_type, lmap, rmap))
+        }
+    }
+}
+
+/// The number of rows [`sorted_theta_join`] returns, without materializing them.
+pub fn sorted_theta_join_size(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
+    let cond = check_schemas(left, right, pred)?;
+    let n_left = left.rows();
+    let mut r = Ranges::compute(stream, left, right, &cond, Some(count_mode(join_type)))?;
+    let unmatched_right = |r: &Ranges, want: bool| -> Result<u64> {
+        let flags = r.cover_flags(stream, n_left)?;
+        Ok(select_by_flag(stream, None, &flags.view(), want)?.len() as u64)
+    };
+    Ok(match join_type {
+        JoinType::RightSemi => unmatched_right(&r, true)?,
+        JoinType::RightAnti => unmatched_right(&r, false)?,
+        JoinType::Right | JoinType::Full => {
+            let extra = unmatched_right(&r, false)?;
+            r.scan_counts(stream)?.1 + extra
+        }
+        _ => r.scan_counts(stream)?.1,
+    })
+}
+
+/// `agg` of `column` over the pairs of the inner sort-based theta join, without materializing
+/// them (semantics of [`crate::theta_reference::theta_aggregate`]; float sums may round
+/// differently: prefix sums in `f64`).
+pub fn sorted_theta_aggregate(
+    stream: &Stream,
+    left: &DeviceRelation,
+    right: &DeviceRelation,
+    pred: &CheckedPredicate,
+    agg: Agg,
+    column: Option<(Side, usize)>,
+) -> Result<AggValue> {
+    let cond = check_schemas(left, right, pred)?;
+    Ok(aggregate_on_condition(stream, left, right, &cond, agg, column, false)?.0)
+}
+
+/// For each left row, `agg` of `column` over its matching right rows (semantics of
+/// [`crate::theta_reference::theta_aggregate_per_left_row`]).
+pub fn sorted_theta_aggregate_per_left_row(
+    stream: &Stream,
+    left: &DeviceRelation,
+    right: &DeviceRelation,
+    pred: &CheckedPredicate,
+    agg: Agg,
+    column: Option<(Side, usize)>,
+) -> Result<Vec<AggValue>> {
+    let cond = check_schemas(left, right, pred)?;
+    Ok(aggregate_on_condition(stream, left, right, &cond, agg, column, true)?.1)
+}
+
+/// The aggregate (total, or per left row when `per_row`) on a [`RangeCondition`].
+pub fn aggregate_on_condition(
+    stream: &Stream,
+    left: &DeviceRelation,
+    right: &DeviceRelation,
+    cond: &RangeCondition,
+    agg: Agg,
+    column: Option<(Side, usize)>,
+    per_row: bool,
+) -> Result<(AggValue, Vec<AggValue>)> {
+    // The column: checked like the reference does.
+    let col = match column {
+        None if agg == Agg::Count => None,
+        None => return Err(Error::invalid(format!("theta join {agg:?} needs a column"))),
+        Some((side, index)) => {
+            let rel = if side == Side::Left { left } else { right };
+            if index >= rel.columns().len() {
+                return Err(Error::invalid(format!("theta join {agg:?}: {side:?} column {index} does not exist")));
+            }
+            if agg == Agg::Count {
+                None
+            } else {
+                raw(rel.column(index))?;
+                Some((side, rel.column(index)))
+            }
+        }
+    };
+    let mut r = Ranges::compute(stream, left, right, cond, None)?;
+    let n_left = left.rows();
+    let n_right = right.rows();
+    let (col_type, col_side, col_ptr, float) = match col {
+        None => (0, 0, std::ptr::null(), false),
+        Some((side, c)) => {
+            let (t, p, _) = raw(c)?;
+            (t, if side == Side::Left { 1 } else { 2 }, p, c.data_type().is_float())
+        }
+    };
+    // Step 4: the structure over the right column in sorted order.
+    let mut structure: Option<DeviceBuffer<u8>> = None;
+    let mut kind = 0;
+    let mut levels = 0;
+    if col_side == 2 && n_right > 0 {
+        let perm = r.perm.view().as_ptr();
+        let scan_temp = || -> Result<DeviceBuffer<u8>> {
+            // SAFETY: a pure size computation.
+            stream.alloc::<u8>(unsafe { ffi::gj_ts_scan_temp_bytes(n_right as i64) } as usize)
+        };
+        if agg == Agg::Sum {
+            // SAFETY: a pure size computation.
+            let elem = unsafe { ffi::gj_ts_prefix_sum_elem_bytes(col_type) } as usize;
+            let mut s = stream.alloc::<u8>(elem * (n_right + 1))?;
+            let mut temp = scan_temp()?;
+            let (sp, tp) = (s.view_mut().as_mut_ptr() as *mut c_void, temp.view_mut().as_mut_ptr() as *mut c_void);
+            // SAFETY: col and perm n_right entries; s n_right + 1 elements; temp as sized.
+            launch(stream, "gj_ts_prefix_sum", || unsafe { ffi::gj_ts_prefix_sum(col_type, col_ptr, perm, n_right as i64, sp, tp, stream.raw()) })?;
+            structure = Some(s);
+        } else {
+            kind = minmax_structure(cond);
+            let is_max = (agg == Agg::Max) as i32;
+            if kind == ffi::GJ_TS_STRUCT_SPARSE as i32 {
+                levels = sparse_levels(n_right);
+                let mut s = stream.alloc::<u8>(8 * n_right * levels as usize)?;
+                let sp = s.view_mut().as_mut_ptr() as *mut u64;
+                // SAFETY: levels * n_right 8-byte elements.
+                launch(stream, "gj_ts_sparse_table", || unsafe { ffi::gj_ts_sparse_table(col_type, col_ptr, perm, n_right as i64, levels, is_max, sp, stream.raw()) })?;
+                structure = Some(s);
+            } else {
+                let suffix = (kind == ffi::GJ_TS_STRUCT_SUFFIX as i32) as i32;
+                let nv = r.n_valid(stream)?.as_ptr();
+                let mut s = stream.alloc::<u8>(8 * (n_right + 1))?;
+                let mut temp = scan_temp()?;
+                let (sp, tp) = (s.view_mut().as_mut_ptr() as *mut u64, temp.view_mut().as_mut_ptr() as *mut c_void);
+                // SAFETY: n_right + 1 8-byte elements; temp as sized.
+                launch(stream, "gj_ts_running_minmax", || unsafe {
+                    ffi::gj_ts_running_minmax(col_type, col_ptr, perm, n_right as i64, nv, is_max, suffix, sp, tp, stream.raw())
+                })?;
+                structure = Some(s);
+            }
+        }
+    }
+    let sp = structure.as_ref().map_or(std::ptr::null(), |s| s.view().as_ptr() as *const c_void);
+    let (lo, hi) = (r.lo.view().as_ptr(), r.hi.view().as_ptr());
+    let code = agg_code(agg);
+    let left_ptr = if col_side == 1 { col_ptr } else { std::ptr::null() };
+    if per_row {
+        let mut rows = alloc_out::<[u64; 4]>(stream, n_left)?;
+        if n_left > 0 {
+            let rp = rows.view_mut().as_mut_ptr() as *mut ffi::gj_ts_cell;
+            // SAFETY: lo/hi n_left ranges within the structure; rows n_left cells.
+            launch(stream, "gj_ts_agg_rows", || unsafe {
+                ffi::gj_ts_agg_rows(code, col_type, col_side, left_ptr, sp, kind, levels, n_right as i64, lo, hi, n_left as i64, rp, std::ptr::null_mut(), std::ptr::null_mut(), stream.raw())
+            })?;
+        }
+        let cells = rows.to_vec()?;
+        return Ok((AggValue::None, cells.into_iter().map(|c| cell_value(c, agg, float)).collect()));
+    }
+    // SAFETY: a constant.
+    let parts = unsafe { ffi::gj_ts_agg_partials() } as usize;
+    let mut partials = stream.alloc::<[u64; 4]>(parts)?;
+    let mut total = alloc_out::<[u64; 4]>(stream, 1)?;
+    let (pp, tp) = (partials.view_mut().as_mut_ptr() as *mut ffi::gj_ts_cell, total.view_mut().as_mut_ptr() as *mut ffi::gj_ts_cell);
+    // SAFETY: as above; partials hold gj_ts_agg_partials() cells, total one.
+    launch(stream, "gj_ts_agg_rows", || unsafe {
+        ffi::gj_ts_agg_rows(code, col_type, col_side, left_ptr, sp, kind, levels, n_right as i64, lo, hi, n_left as i64, std::ptr::null_mut(), pp, tp, stream.raw())
+    })?;
+    let cell = stream.copy_to_host(&total.view())?[0];
+    Ok((cell_value(cell, agg, float), Vec::new()))
+}
+
+/// The inner sort-based theta join's output columns written directly on the device (no gather
+/// maps): `left_cols` of `left`, then `right_cols` of `right`, rows in the order of the
+/// [module docs](self). Numeric columns only.
+pub fn sorted_theta_materialize(
+    stream: &Stream,
+    left: &DeviceRelation,
+    right: &DeviceRelation,
+    pred: &CheckedPredicate,
+    left_cols: &[usize],
+    right_cols: &[usize],
+) -> Result<Vec<DeviceColumnData>> {
+    let cond = check_schemas(left, right, pred)?;
+    let join = SortedThetaJoin::prepare(stream, left, right, &cond, JoinType::Inner)?;
+    join.materialize(stream, 0..left.rows() as u64, left_cols, right_cols)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_levels_cover_the_longest_range() {
+        assert_eq!(sparse_levels(0), 0);
+        assert_eq!(sparse_levels(1), 1);
+        assert_eq!(sparse_levels(2), 2);
+        assert_eq!(sparse_levels(3), 2);
+        assert_eq!(sparse_levels(4), 3);
+        assert_eq!(sparse_levels(1 << 20), 21);
+        for n in 1..200usize {
+            // The largest power of two <= n must be a level.
+            let k = (usize::BITS - 1 - n.leading_zeros()) as i32;
+            assert!(k < sparse_levels(n));
+        }
+    }
+
+    #[test]
+    fn cells_become_values() {
+        let cell = |v: i128, f: f64, present: u32| [v as u64, ((v >> 64) as i64) as u64, f.to_bits(), present as u64];
+        assert_eq!(cell_value(cell(-5, 0.0, 1), Agg::Sum, false), AggValue::Int(-5));
+        assert_eq!(cell_value(cell(i128::MAX - 3, 0.0, 1), Agg::Sum, false), AggValue::Int(i128::MAX - 3));
+        assert_eq!(cell_value(cell(0, 0.0, 0), Agg::Count, false), AggValue::Int(0));
+        assert_eq!(cell_value(cell(0, 0.0, 0), Agg::Min, true), AggValue::None);
+        assert_eq!(cell_value(cell(0, 2.5, 1), Agg::Max, true), AggValue::Float(2.5));
+        // The padding word is ignored.
+        assert_eq!(cell_value([7, 0, 0, 1 | (0xFFFF_FFFF << 32)], Agg::Sum, false), AggValue::Int(7));
+        assert_eq!(cell_value([7, 0, 0, 0xFFFF_FFFF << 32], Agg::Sum, false), AggValue::None);
+    }
+
+    #[test]
+    fn conditions_are_checked() {
+        use DataType::*;
+        let ineq = RangeCondition::Inequality { left_col: 0, op: CmpOp::Lt, right_col: 1 };
+        assert_eq!(check_condition(&ineq, &[I64], &[Utf8, I64]).unwrap(), (0, 1, I64));
+        assert!(check_condition(&ineq, &[I64], &[I64]).is_err());
+        assert!(check_condition(&ineq, &[I32], &[I32, I64]).is_err());
+        assert!(check_condition(&ineq, &[Utf8], &[Utf8, Utf8]).is_err());
+        let band = RangeCondition::Band { left_col: 0, right_col: 0, width: Scalar::F32(1.0) };
+        assert!(check_condition(&band, &[F32], &[F32]).is_ok());
+        assert!(check_condition(&band, &[F64], &[F64]).is_err());
+        let ne = RangeCondition::Inequality { left_col: 0, op: CmpOp::Ne, right_col: 0 };
+        assert!(condition_code(&ne).is_err());
+        let (c, w) = condition_code(&RangeCondition::Band { left_col: 0, right_col: 0, width: Scalar::U64(u64::MAX) }).unwrap();
+        assert_eq!((c, w.u), (ffi::GJ_TS_BAND as i32, u64::MAX));
+        let (c, w) = condition_code(&RangeCondition::Band { left_col: 0, right_col: 0, width: Scalar::I32(-3) }).unwrap();
+        assert_eq!((c, w.i), (ffi::GJ_TS_BAND as i32, -3));
+    }
+
+    #[test]
+    fn structures_follow_the_range_shape() {
+        let ineq = |op| RangeCondition::Inequality { left_col: 0, op, right_col: 0 };
+        assert_eq!(minmax_structure(&ineq(CmpOp::Gt)), ffi::GJ_TS_STRUCT_PREFIX as i32);
+        assert_eq!(minmax_structure(&ineq(CmpOp::Ge)), ffi::GJ_TS_STRUCT_PREFIX as i32);
+        assert_eq!(minmax_structure(&ineq(CmpOp::Lt)), ffi::GJ_TS_STRUCT_SUFFIX as i32);
+        assert_eq!(minmax_structure(&ineq(CmpOp::Le)), ffi::GJ_TS_STRUCT_SUFFIX as i32);
+        let band = RangeCondition::Band { left_col: 0, right_col: 0, width: Scalar::I32(1) };
+        assert_eq!(minmax_structure(&band), ffi::GJ_TS_STRUCT_SPARSE as i32);
+    }
+}
