@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `tests/<target>-<kind>-<package>` | every test executable of the workspace (xtask excluded), stripped |
 //! | `benches/<target>-<kind>-<package>` | every bench executable (criterion, `harness = false`), stripped |
-//! | `…/<name>.gz` | instead, when the executables pass 24 MiB (`GPUJOIN_BUNDLE_GZIP=1`/`0` forces): `run.sh` unpacks them |
+//! | `executables.tar.xz` | instead, when the executables pass 24 MiB (`GPUJOIN_BUNDLE_GZIP=1`/`0` forces): all of them in one archive whose dictionary spans files (per-file `…/<name>.gz` where `xz` is missing); `run.sh` unpacks them |
 //! | `MANIFEST` | one line per executable: `tests\|benches <TAB> file <TAB> package dir relative to the repo root` |
 //! | `COMMIT` | `git rev-parse --short HEAD`, plus `-dirty` when the tree has changes |
 //! | `run.sh` | the runner: `bash bundle/run.sh [tests\|benches\|all] [filter]` |
@@ -81,7 +81,7 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
         }
     }
     write(&bundle.join("MANIFEST"), &manifest)?;
-    let compressed = compress_if_large(&bundle, &manifest)?;
+    let packing = compress_if_large(&bundle, &manifest)?;
     let commit = commit(&root);
     write(&bundle.join("COMMIT"), &format!("{commit}\n"))?;
     let run_sh = bundle.join("run.sh");
@@ -98,12 +98,20 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
         tests.len(),
         benches.len(),
         size as f64 / (1 << 20) as f64,
-        if compressed { " (executables gzipped; run.sh unpacks them)" } else { "" }
+        match packing {
+            Packing::Plain => "",
+            Packing::Gzip => " (executables gzipped; run.sh unpacks them)",
+            Packing::TarXz => " (executables in executables.tar.xz; run.sh unpacks them)",
+        }
     );
     for line in manifest.lines() {
         let mut f = line.split('\t');
         let (d, n) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
-        let n = if compressed { format!("{n}.gz") } else { n.to_string() };
+        if packing == Packing::TarXz {
+            println!("  {d}/{n} (in executables.tar.xz)");
+            continue;
+        }
+        let n = if packing == Packing::Gzip { format!("{n}.gz") } else { n.to_string() };
         let bytes = std::fs::metadata(bundle.join(d).join(&n)).map(|m| m.len()).unwrap_or(0);
         println!("  {d}/{n} ({:.1} MiB)", bytes as f64 / (1 << 20) as f64);
     }
@@ -308,10 +316,21 @@ mod json {
     }
 }
 
-/// Gzips every executable (`name` becomes `name.gz`) when the stripped ones together exceed
-/// [`GZIP_BYTES`], or always / never when `GPUJOIN_BUNDLE_GZIP` is `1` / `0`. Returns whether it
-/// did. `run.sh` unpacks `.gz` executables before running them (or on `run.sh unpack`).
-fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<bool> {
+/// How the executables travel.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Packing {
+    Plain,
+    /// Each executable gzipped (`name.gz`).
+    Gzip,
+    /// All of them in `executables.tar.xz`, whose 64 MiB dictionary spans files: the CUDA fat
+    /// binaries, repeated in every executable, are stored about once (~20x smaller than plain).
+    TarXz,
+}
+
+/// Packs the executables when the stripped ones together exceed [`GZIP_BYTES`], or always /
+/// never when `GPUJOIN_BUNDLE_GZIP` is `1` / `0`: one `tar.xz` where `xz` exists, else per-file
+/// gzip. `run.sh` unpacks them before running them (or on `run.sh unpack`).
+fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<Packing> {
     let size = dir_size(bundle);
     let want = match std::env::var("GPUJOIN_BUNDLE_GZIP").as_deref() {
         Ok("1") => true,
@@ -319,11 +338,29 @@ fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<bool> {
         _ => size > GZIP_BYTES,
     };
     if !want {
-        return Ok(false);
+        return Ok(Packing::Plain);
     }
-    if !Command::new("gzip").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        eprintln!("xtask bundle: `gzip` not found; leaving the executables uncompressed");
-        return Ok(false);
+    let has = |tool: &str| Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if has("xz") && has("tar") {
+        let archive = bundle.join("executables.tar.xz");
+        let script = format!(
+            "tar -C '{}' -cf - tests benches | xz -T2 --lzma2=preset=3,dict=64MiB > '{}'",
+            bundle.display(),
+            archive.display()
+        );
+        let mut c = Command::new("sh");
+        c.args(["-c", &script]);
+        crate::run(c)?;
+        for line in manifest.lines() {
+            let mut f = line.split('\t');
+            let (d, n) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
+            std::fs::remove_file(bundle.join(d).join(n)).map_err(|e| format!("removing {d}/{n}: {e}"))?;
+        }
+        return Ok(Packing::TarXz);
+    }
+    if !has("gzip") {
+        eprintln!("xtask bundle: neither `xz` nor `gzip` found; leaving the executables uncompressed");
+        return Ok(Packing::Plain);
     }
     for line in manifest.lines() {
         let mut f = line.split('\t');
@@ -332,7 +369,7 @@ fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<bool> {
         c.args(["-6", "-n", "-f"]).arg(bundle.join(d).join(n));
         crate::run(c)?;
     }
-    Ok(true)
+    Ok(Packing::Gzip)
 }
 
 pub(crate) fn commit(root: &Path) -> String {
@@ -408,11 +445,23 @@ esac
 # a temporary folder, removed at exit; `run.sh unpack` unpacks them into bundle/ itself.
 exe_dir="$BUNDLE"
 tmp="$(mktemp)"
-if [[ "$what" != unpack ]] && ls "$BUNDLE"/tests/*.gz "$BUNDLE"/benches/*.gz >/dev/null 2>&1; then
+archive="$BUNDLE/executables.tar.xz"
+if [[ "$what" != unpack ]] && { [[ -f "$archive" ]] || ls "$BUNDLE"/tests/*.gz "$BUNDLE"/benches/*.gz >/dev/null 2>&1; }; then
   exe_dir="$(mktemp -d)"
   trap 'rm -rf "$tmp" "$exe_dir"' EXIT
 else
   trap 'rm -f "$tmp"' EXIT
+fi
+if [[ -f "$archive" ]]; then
+  first="$(head -n1 "$BUNDLE/MANIFEST" | cut -f1,2 | tr '\t' '/')"
+  if [[ "$exe_dir" != "$BUNDLE" || ! -x "$BUNDLE/$first" ]]; then
+    if command -v xz >/dev/null && command -v tar >/dev/null; then
+      xz -dc "$archive" | tar -x -C "$exe_dir" || { echo "run.sh: could not unpack $archive" >&2; exit 2; }
+    else
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$archive" "$exe_dir" \
+        || { echo "run.sh: could not unpack $archive (no xz, and python3 failed)" >&2; exit 2; }
+    fi
+  fi
 fi
 while IFS=$'\t' read -r k file dir <&3; do
   if [[ -f "$BUNDLE/$k/$file.gz" && ! -x "$BUNDLE/$k/$file" ]]; then
