@@ -516,6 +516,8 @@ __global__ void __launch_bounds__(BS) nlj_kernel(const gj_t_nlj P, const PassArg
   Acc acc;
   acc_init(acc);
   const bool agg_inner = PASS == PASS_AGG && P.agg != GJ_T_AGG_COUNT && P.agg_side == 1;
+  const bool sum_small_int =
+      agg_inner && P.agg == GJ_T_AGG_SUM && (P.agg_dtype == GJ_T_I32 || P.agg_dtype == GJ_T_U32);
   uint64_t agg_outer = 0;
   if (PASS == PASS_AGG && P.agg != GJ_T_AGG_COUNT && P.agg_side == 0 && live)
     agg_outer = agg_word(P.agg_dtype, P.agg_col, l);
@@ -572,6 +574,19 @@ __global__ void __launch_bounds__(BS) nlj_kernel(const gj_t_nlj P, const PassArg
         } else if (agg_inner) {
           const uint64_t *vals = (const uint64_t *)(smem + P.agg_smem_offset) + w;
           acc.count += __popc(M);
+          if (sum_small_int) {
+            // 32-bit integers: at most 32 of them sum exactly in 64 bits, then once into i128.
+            if (M) {
+              int64_t part = 0;
+              while (M) {
+                const int j = __ffs(M) - 1;
+                M &= M - 1;
+                part += (int64_t)vals[j];
+              }
+              acc.i = acc.has ? acc.i + (__int128)part : (__int128)part;
+              acc.has = true;
+            }
+          }
           while (M) {
             const int j = __ffs(M) - 1;
             M &= M - 1;

@@ -189,7 +189,7 @@ pub(crate) struct Layout {
 /// Tiles of at most [`MAX_TILE_ROWS`] rows that fit `bytes_per_row` in the tile budget; enough
 /// right chunks that `target_blocks` blocks run (the left side alone may give few).
 pub(crate) fn layout(n_left: usize, n_right: usize, bytes_per_row: usize, target_blocks: usize) -> Layout {
-    let tile_rows = if bytes_per_row == 0 { MAX_TILE_ROWS } else { (TILE_SMEM_BYTES / bytes_per_row / 32 * 32).clamp(32, MAX_TILE_ROWS) };
+    let tile_rows = TILE_SMEM_BYTES.checked_div(bytes_per_row).map_or(MAX_TILE_ROWS, |rows| (rows / 32 * 32).clamp(32, MAX_TILE_ROWS));
     let outer_blocks = n_left.div_ceil(BLOCK).max(1);
     let max_chunks = n_right.div_ceil(tile_rows).max(1).min((MAX_COUNT_ENTRIES / n_left.max(1)).max(1));
     let want = target_blocks.div_ceil(outer_blocks).clamp(1, max_chunks);
@@ -792,7 +792,7 @@ mod tests {
         // The bench shape: 50k x 25k, two i32 leaves and an 8-byte aggregate column.
         let l = layout(50_000, 25_000, 16, 132 * 16);
         assert_eq!(l.tile_rows, 1024);
-        assert!(l.chunks >= 2 && l.chunk_rows % l.tile_rows == 0);
+        assert!(l.chunks >= 2 && l.chunk_rows.is_multiple_of(l.tile_rows));
         assert!(l.chunks * l.chunk_rows >= 25_000 && (l.chunks - 1) * l.chunk_rows < 25_000);
         // Many left rows: one chunk.
         let l = layout(1 << 20, 1 << 20, 4, 132 * 16);
@@ -802,11 +802,11 @@ mod tests {
         for (a, b) in [(0, 0), (0, 100), (100, 0)] {
             let l = layout(a, b, 4, 2000);
             assert_eq!(l.chunks, 1);
-            assert!(l.chunk_rows >= l.tile_rows && l.tile_rows % 32 == 0);
+            assert!(l.chunk_rows >= l.tile_rows && l.tile_rows.is_multiple_of(32));
         }
         // Wide rows: smaller tiles, still a multiple of 32.
         let l = layout(10, 10_000, 8 * 16 + 8, 2000);
-        assert!(l.tile_rows * 136 <= TILE_SMEM_BYTES && l.tile_rows % 32 == 0);
+        assert!(l.tile_rows * 136 <= TILE_SMEM_BYTES && l.tile_rows.is_multiple_of(32));
         // The count matrix stays bounded.
         let l = layout(1 << 26, 1 << 20, 4, 1 << 30);
         assert!(l.chunks * (1 << 26) <= MAX_COUNT_ENTRIES.max(1 << 26));
