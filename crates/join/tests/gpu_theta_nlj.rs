@@ -42,7 +42,9 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
 // ---- value domains: every type, with NaN, infinities, zeros of both signs, extreme integers,
 // ---- empty, long, shared-prefix and non-ASCII strings ----
 
-const F: [f64; 10] = [f64::NAN, f64::NEG_INFINITY, -1.5, -0.0, 0.0, 2.5, f64::INFINITY, 1e300, -7.0, 3.0];
+// Finite values are multiples of 0.5 below 2^40: float sums of them are exact in any order, so a
+// SUM in another order than the reference still agrees (infinities and NaN are order-free).
+const F: [f64; 10] = [f64::NAN, f64::NEG_INFINITY, -1.5, -0.0, 0.0, 2.5, f64::INFINITY, 1e12, -7.0, 3.0];
 
 fn long(c: char, n: usize, tail: &str) -> String {
     format!("{}{tail}", c.to_string().repeat(n))
