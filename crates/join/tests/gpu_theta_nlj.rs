@@ -1,0 +1,366 @@
+//! GPU tests of the nested-loop theta join (`gpujoin_join::theta::nested_loop`) against the CPU
+//! reference (`theta_reference`).
+//!
+//! They run on the GPU when one is present, print `SKIPPED` when none is, and fail loudly with
+//! GPUJOIN_REQUIRE_GPU=1. Seeds are fixed; the device pool is poisoned (0xAB bytes) before each
+//! call so that an output or internal buffer a kernel forgets to write shows up as garbage.
+//! Pairs compare as canonical (sorted) lists; the documented nested-loop order (by left row,
+//! right rows ascending, unmatched right rows last) is checked in order as well.
+
+mod common;
+use common::{canonical_pairs, diff, fail, stream};
+
+use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_join::device_relation::DeviceRelation;
+use gpujoin_join::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, ColumnData, DataType, Expr, Predicate, Relation, Scalar, Side};
+use gpujoin_join::theta::nested_loop::{
+    nested_loop_aggregate, nested_loop_aggregate_per_left_row, nested_loop_join, nested_loop_join_size, nested_loop_join_size_with,
+    nested_loop_join_with, NestedLoopJoin, Strategy as Path,
+};
+use gpujoin_join::theta::{Agg, AggValue};
+use gpujoin_join::theta_reference::{theta_aggregate, theta_aggregate_per_left_row, theta_join};
+use gpujoin_join::{GatherMaps, JoinType, RowId};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const POISON: u8 = 0xAB;
+
+fn poison(s: &Stream, bytes: usize) {
+    let mut b: DeviceBuffer<u8> = s.alloc(bytes.max(1 << 16)).unwrap();
+    s.memset_bytes(&mut b.view_mut(), POISON).unwrap();
+}
+
+fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Result<(), TestCaseError>) {
+    let mut r = TestRunner::new(Config { cases, rng_seed: RngSeed::Fixed(seed), failure_persistence: None, max_shrink_iters: 32, ..Config::default() });
+    if let Err(e) = r.run(&strat, f) {
+        panic!("{e}");
+    }
+}
+
+// ---- value domains: every type, with NaN, infinities, zeros of both signs, extreme integers,
+// ---- empty, long, shared-prefix and non-ASCII strings ----
+
+// Finite values are multiples of 0.5 below 2^40: float sums of them are exact in any order, so a
+// SUM in another order than the reference still agrees (infinities and NaN are order-free).
+const F: [f64; 10] = [f64::NAN, f64::NEG_INFINITY, -1.5, -0.0, 0.0, 2.5, f64::INFINITY, 1e12, -7.0, 3.0];
+
+fn long(c: char, n: usize, tail: &str) -> String {
+    format!("{}{tail}", c.to_string().repeat(n))
+}
+
+fn strings() -> Vec<String> {
+    vec![
+        String::new(),
+        "a".into(),
+        "ab".into(),
+        "abc".into(),
+        "é".into(),
+        "z".into(),
+        "aé".into(),
+        long('a', 300, ""),
+        long('a', 300, "b"),
+        "日本".into(),
+    ]
+}
+
+const DOMAIN: usize = 10;
+const TYPES: [DataType; 7] = [DataType::I32, DataType::I64, DataType::U32, DataType::U64, DataType::F32, DataType::F64, DataType::Utf8];
+
+fn scalar(t: usize, k: usize) -> Scalar {
+    match t {
+        0 => Scalar::I32([i32::MIN, -3, -1, 0, 1, 2, 3, i32::MAX, 7, -7][k]),
+        1 => Scalar::I64([i64::MIN, -3, -1, 0, 1, 2, 3, i64::MAX, 7, -7][k]),
+        2 => Scalar::U32([0, 1, 2, 3, 4, 5, 6, u32::MAX, 7, u32::MAX - 1][k]),
+        3 => Scalar::U64([0, 1, 2, 3, 4, 5, 6, u64::MAX, 7, u64::MAX - 1][k]),
+        4 => Scalar::F32(F[k] as f32),
+        5 => Scalar::F64(F[k]),
+        _ => Scalar::Utf8(strings()[k].clone()),
+    }
+}
+
+/// A relation with one column of every type; `rows[i][t]` indexes type t's domain.
+fn relation(rows: &[Vec<usize>]) -> Relation {
+    let cols = (0..7)
+        .map(|t| {
+            let v: Vec<Scalar> = rows.iter().map(|r| scalar(t, r[t])).collect();
+            macro_rules! pick {
+                ($v:ident) => {
+                    ColumnData::$v(v.iter().map(|s| if let Scalar::$v(x) = s { *x } else { unreachable!() }).collect())
+                };
+            }
+            match t {
+                0 => pick!(I32),
+                1 => pick!(I64),
+                2 => pick!(U32),
+                3 => pick!(U64),
+                4 => pick!(F32),
+                5 => pick!(F64),
+                _ => ColumnData::utf8(v.iter().map(|s| if let Scalar::Utf8(x) = s { x.clone() } else { unreachable!() })),
+            }
+        })
+        .collect();
+    Relation::new(cols).unwrap()
+}
+
+fn arb_expr(t: usize) -> BoxedStrategy<Expr> {
+    let leaf = (0..5usize, 0..DOMAIN).prop_map(move |(kind, k)| match kind {
+        0 | 1 => col_l(t),
+        2 | 3 => col_r(t),
+        _ => Expr::Literal(scalar(t, k)),
+    });
+    if t == 6 {
+        return leaf.boxed();
+    }
+    leaf.prop_recursive(2, 6, 2, |inner| (inner.clone(), inner, any::<bool>()).prop_map(|(a, b, add)| if add { a + b } else { a - b })).boxed()
+}
+
+fn arb_cmp() -> impl Strategy<Value = Predicate> {
+    (0..7usize, 0..6usize).prop_flat_map(|(t, op)| (arb_expr(t), arb_expr(t)).prop_map(move |(a, b)| Predicate::cmp(CmpOp::ALL[op], a, b)))
+}
+
+fn arb_pred() -> impl Strategy<Value = Predicate> {
+    let leaf = prop_oneof![1 => Just(Predicate::True), 12 => arb_cmp()];
+    leaf.prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Predicate::And),
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Predicate::Or),
+            inner.prop_map(|p| !p),
+        ]
+    })
+}
+
+fn arb_rows(max: usize) -> impl Strategy<Value = Vec<Vec<usize>>> {
+    prop::collection::vec(prop::collection::vec(0..DOMAIN, 7), 0..max)
+}
+
+fn upload(s: &Stream, r: &Relation) -> DeviceRelation {
+    DeviceRelation::upload(s, r).unwrap()
+}
+
+/// Checks one join against the reference: canonical pairs, size, and the documented order.
+fn check_join(s: &Stream, l: &Relation, r: &Relation, c: &CheckedPredicate, jt: JoinType, path: Path, what: &str) -> Result<(), TestCaseError> {
+    let (dl, dr) = (upload(s, l), upload(s, r));
+    poison(s, (l.rows() * r.rows() * 8).min(1 << 26));
+    let maps = nested_loop_join_with(s, &dl, &dr, c, jt, path).map_err(|e| fail(format!("{what} {jt:?}: {e}")))?;
+    let got = canonical_pairs(&maps, jt)?;
+    let want = theta_join(l, r, c, jt).unwrap();
+    prop_assert!(got == want, "{} {:?} {:?}: {}", what, jt, path, diff(&got, &want));
+    poison(s, 1 << 20);
+    let size = nested_loop_join_size_with(s, &dl, &dr, c, jt, path).map_err(|e| fail(format!("{e}")))?;
+    prop_assert_eq!(size, want.len() as u64, "{} {:?} size", what, jt);
+    if path == Path::NestedLoop {
+        check_order(&maps, jt)?;
+    }
+    Ok(())
+}
+
+/// The nested-loop order: pairs sorted by (left, right) with unmatched-left rows in place, then
+/// unmatched right rows ascending; semi/anti rows ascending.
+fn check_order(maps: &GatherMaps, jt: JoinType) -> Result<(), TestCaseError> {
+    let pairs = maps.pairs().unwrap();
+    let (head, tail): (Vec<_>, Vec<_>) = pairs.iter().partition(|p| !p.0.is_none());
+    let sorted = |v: &[(RowId, RowId)]| v.windows(2).all(|w| w[0] < w[1]);
+    prop_assert!(sorted(&head), "{:?}: left part out of order", jt);
+    prop_assert!(sorted(&tail), "{:?}: right part out of order", jt);
+    if let Some(first_tail) = pairs.iter().position(|p| p.0.is_none()) {
+        prop_assert!(pairs[first_tail..].iter().all(|p| p.0.is_none()), "{:?}: unmatched right rows not last", jt);
+    }
+    Ok(())
+}
+
+#[test]
+fn random_predicates_every_type_and_join_type() {
+    let Some(s) = stream("random_predicates_every_type_and_join_type") else { return };
+    run(160, 0x7E7A_0001, (arb_rows(40), arb_rows(70), arb_pred(), 0..8usize), |(l, r, p, jt)| {
+        let (l, r) = (relation(&l), relation(&r));
+        let c = p.check(&TYPES, &TYPES).unwrap();
+        check_join(&s, &l, &r, &c, JoinType::ALL[jt], Path::NestedLoop, &format!("{p:?}"))
+    });
+}
+
+#[test]
+fn mixed_equality_and_residual() {
+    let Some(s) = stream("mixed_equality_and_residual") else { return };
+    // Equality conjuncts on every fixed-width type (NaN never equal, -0.0 == 0.0) plus a residual.
+    let strat = (arb_rows(60), arb_rows(60), prop::collection::vec(0..6usize, 1..3), arb_pred(), 0..8usize);
+    run(120, 0x7E7A_0002, strat, |(l, r, eqs, p, jt)| {
+        let (l, r) = (relation(&l), relation(&r));
+        let mut conj: Vec<Predicate> = eqs.iter().map(|&t| col_l(t).equals(col_r(t))).collect();
+        conj.push(p);
+        let c = Predicate::And(conj).check(&TYPES, &TYPES).unwrap();
+        let jt = JoinType::ALL[jt];
+        check_join(&s, &l, &r, &c, jt, Path::Auto, "mixed")?;
+        check_join(&s, &l, &r, &c, jt, Path::NestedLoop, "mixed as nested loop")
+    });
+}
+
+fn same_agg(got: AggValue, want: AggValue) -> bool {
+    match (got, want) {
+        (AggValue::Float(a), AggValue::Float(b)) => {
+            (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+        }
+        (a, b) => a == b,
+    }
+}
+
+#[test]
+fn aggregates_total_and_per_left_row() {
+    let Some(s) = stream("aggregates_total_and_per_left_row") else { return };
+    let strat = (arb_rows(50), arb_rows(80), arb_pred(), 0..4usize, 0..2usize, 0..6usize);
+    run(160, 0x7E7A_0003, strat, |(l, r, p, agg, side, t)| {
+        let (l, r) = (relation(&l), relation(&r));
+        let c = p.check(&TYPES, &TYPES).unwrap();
+        let agg = [Agg::Count, Agg::Sum, Agg::Min, Agg::Max][agg];
+        let col = if agg == Agg::Count && t == 5 { None } else { Some((if side == 0 { Side::Left } else { Side::Right }, t)) };
+        let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+        poison(&s, 1 << 20);
+        let got = nested_loop_aggregate(&s, &dl, &dr, &c, agg, col).map_err(|e| fail(format!("{e}")))?;
+        let want = theta_aggregate(&l, &r, &c, agg, col).unwrap();
+        prop_assert!(same_agg(got, want), "{:?} {:?} {:?}: {:?} vs {:?}", p, agg, col, got, want);
+        poison(&s, 1 << 20);
+        let per = nested_loop_aggregate_per_left_row(&s, &dl, &dr, &c, agg, col).map_err(|e| fail(format!("{e}")))?;
+        let want = theta_aggregate_per_left_row(&l, &r, &c, agg, col).unwrap();
+        prop_assert_eq!(per.len(), want.len());
+        for (i, (g, w)) in per.iter().zip(&want).enumerate() {
+            prop_assert!(same_agg(*g, *w), "row {}: {:?} vs {:?} ({:?} {:?})", i, g, w, p, agg);
+        }
+        Ok(())
+    });
+}
+
+// ---- bigger relations: integers and floats drawn at random, a few thousand rows per side ----
+
+fn numeric(rng: &mut StdRng, n: usize, domain: i64) -> Relation {
+    let a: Vec<i32> = (0..n).map(|_| rng.gen_range(0..domain) as i32).collect();
+    let x: Vec<i64> = (0..n).map(|_| rng.gen_range(-domain..domain)).collect();
+    let f: Vec<f64> = (0..n).map(|i| if i % 97 == 5 { f64::NAN } else { rng.gen_range(-1.0..1.0) * domain as f64 }).collect();
+    let u: Vec<u32> = (0..n).map(|_| rng.gen_range(0..domain as u32)).collect();
+    let st = ColumnData::utf8((0..n).map(|_| format!("k{:03}", rng.gen_range(0..domain.min(500)))));
+    Relation::new(vec![ColumnData::I32(a), ColumnData::I64(x), ColumnData::F64(f), ColumnData::U32(u), st]).unwrap()
+}
+
+fn big_predicates() -> Vec<(&'static str, Predicate)> {
+    vec![
+        ("lt", col_l(0).less(col_r(0))),
+        ("ge", col_l(0).greater_eq(col_r(0))),
+        ("ne", col_l(3).not_equals(col_r(3))),
+        ("eq i32", col_l(0).equals(col_r(0))),
+        ("or", col_l(0).greater(col_r(0)).or(col_l(1).equals(col_r(1)))),
+        ("band", (col_r(1) - lit(3i64)).less_eq(col_l(1)).and(col_l(1).less_eq(col_r(1) + lit(3i64)))),
+        ("not float", !col_l(2).less(col_r(2))),
+        ("strings", col_l(4).less(col_r(4)).and(col_l(0).less(lit(30)))),
+        ("mixed expr", (col_l(0) + col_r(0)).equals(lit(40)).or(col_r(3).less(lit(2u32)))),
+        ("eq + residual", col_l(3).equals(col_r(3)).and(col_l(2).less(col_r(2)))),
+        ("nothing", col_l(0).less(lit(i32::MIN))),
+        ("everything", Predicate::True),
+    ]
+}
+
+#[test]
+fn bigger_relations_and_chunked_inner_side() {
+    let Some(s) = stream("bigger_relations_and_chunked_inner_side") else { return };
+    let mut rng = StdRng::seed_from_u64(0x7E7A_0004);
+    // (left rows, right rows, domain): few left rows split the right side into several chunks.
+    for (nl, nr, domain) in [(7usize, 3000usize, 50i64), (1, 2500, 10), (600, 500, 60), (257, 800, 1000)] {
+        let (l, r) = (numeric(&mut rng, nl, domain), numeric(&mut rng, nr, domain));
+        for (name, p) in big_predicates() {
+            let c = p.check(&l.schema(), &r.schema()).unwrap();
+            for jt in [JoinType::Inner, JoinType::Left, JoinType::Full, JoinType::RightAnti, JoinType::LeftSemi] {
+                if name == "everything" && jt != JoinType::Inner {
+                    continue;
+                }
+                check_join(&s, &l, &r, &c, jt, Path::NestedLoop, name).unwrap_or_else(|e| panic!("{nl}x{nr} {name}: {e}"));
+            }
+            check_join(&s, &l, &r, &c, JoinType::Inner, Path::Auto, name).unwrap_or_else(|e| panic!("{nl}x{nr} {name} auto: {e}"));
+            let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+            for col in [Some((Side::Right, 1)), Some((Side::Left, 2)), Some((Side::Right, 2))] {
+                for agg in [Agg::Sum, Agg::Max] {
+                    let got = nested_loop_aggregate(&s, &dl, &dr, &c, agg, col).unwrap();
+                    let want = theta_aggregate(&l, &r, &c, agg, col).unwrap();
+                    assert!(same_agg(got, want), "{nl}x{nr} {name} {agg:?} {col:?}: {got:?} vs {want:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn prepared_produce_ranges_concatenate_to_the_join() {
+    let Some(s) = stream("prepared_produce_ranges_concatenate_to_the_join") else { return };
+    let mut rng = StdRng::seed_from_u64(0x7E7A_0005);
+    for (nl, nr) in [(0usize, 10usize), (600, 0), (5, 2000), (1000, 700)] {
+        let (l, r) = (numeric(&mut rng, nl, 40), numeric(&mut rng, nr, 40));
+        let p = col_l(0).greater(col_r(0)).or(col_l(1).equals(col_r(1)));
+        let c = p.check(&l.schema(), &r.schema()).unwrap();
+        let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+        for jt in [JoinType::Inner, JoinType::Left] {
+            poison(&s, 1 << 24);
+            let whole = nested_loop_join_with(&s, &dl, &dr, &c, jt, Path::NestedLoop).unwrap().pairs().unwrap();
+            let prepared = NestedLoopJoin::prepare(&s, &dl, &dr, &c, jt).unwrap();
+            assert_eq!(prepared.left_rows(), nl as u64);
+            let off = s.copy_to_host(&prepared.offsets()).unwrap();
+            assert_eq!(off.len(), nl + 1);
+            assert_eq!(*off.last().unwrap(), whole.len() as u64);
+            assert!(off.windows(2).all(|w| w[0] <= w[1]));
+            // Random cuts.
+            let mut cuts: Vec<u64> = (0..rng.gen_range(0..6)).map(|_| rng.gen_range(0..=nl as u64)).collect();
+            cuts.extend([0, nl as u64]);
+            cuts.sort();
+            let mut cat = Vec::new();
+            for w in cuts.windows(2) {
+                poison(&s, 1 << 22);
+                let part = prepared.produce(&s, w[0]..w[1]).unwrap();
+                assert_eq!(part.rows(), off[w[1] as usize] - off[w[0] as usize]);
+                cat.extend(part.pairs().unwrap());
+            }
+            assert_eq!(cat, whole, "{nl}x{nr} {jt:?}");
+            let want = theta_join(&l, &r, &c, jt).unwrap();
+            assert_eq!(whole, want, "{nl}x{nr} {jt:?}: the nested-loop order is the canonical order here");
+            assert!(prepared.produce(&s, 0..nl as u64 + 1).is_err());
+        }
+    }
+}
+
+#[test]
+fn selectivity_zero_and_one_and_empty_relations() {
+    let Some(s) = stream("selectivity_zero_and_one_and_empty_relations") else { return };
+    let mut rng = StdRng::seed_from_u64(0x7E7A_0006);
+    for (nl, nr) in [(0usize, 0usize), (0, 33), (33, 0), (1, 1), (31, 33), (2000, 1999)] {
+        let (l, r) = (numeric(&mut rng, nl, 100), numeric(&mut rng, nr, 100));
+        for p in [Predicate::True, Predicate::Or(vec![]), col_l(0).less(lit(-1)), col_l(0).greater_eq(lit(0))] {
+            let c = p.check(&l.schema(), &r.schema()).unwrap();
+            for jt in JoinType::ALL {
+                let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+                let want = theta_join(&l, &r, &c, jt).unwrap();
+                poison(&s, 1 << 24);
+                let size = nested_loop_join_size(&s, &dl, &dr, &c, jt).unwrap();
+                assert_eq!(size, want.len() as u64, "{nl}x{nr} {p:?} {jt:?}");
+                if want.len() > 1 << 21 {
+                    continue;
+                }
+                let got = canonical_pairs(&nested_loop_join(&s, &dl, &dr, &c, jt).unwrap(), jt).unwrap();
+                assert!(got == want, "{nl}x{nr} {p:?} {jt:?}: {}", diff(&got, &want));
+            }
+        }
+    }
+}
+
+#[test]
+fn schema_mismatches_and_bad_aggregates_are_errors() {
+    let Some(s) = stream("schema_mismatches_and_bad_aggregates_are_errors") else { return };
+    let l = Relation::new(vec![ColumnData::I32(vec![1, 2]), ColumnData::utf8(["a", "b"])]).unwrap();
+    let r = Relation::new(vec![ColumnData::I64(vec![1])]).unwrap();
+    let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+    let c = col_l(0).less(col_r(0)).check(&[DataType::I32], &[DataType::I32]).unwrap();
+    assert!(nested_loop_join(&s, &dl, &dr, &c, JoinType::Inner).is_err());
+    assert!(NestedLoopJoin::prepare(&s, &dl, &dr, &c, JoinType::Inner).is_err());
+    let c = col_l(0).less(lit(5)).check(&l.schema(), &r.schema()).unwrap();
+    assert!(nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Sum, None).is_err());
+    assert!(nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Sum, Some((Side::Left, 1))).is_err());
+    assert!(nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Max, Some((Side::Right, 3))).is_err());
+    assert_eq!(nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Count, None).unwrap(), AggValue::Int(2));
+    let p = NestedLoopJoin::prepare(&s, &dl, &dr, &c, JoinType::LeftSemi).unwrap();
+    assert!(p.produce(&s, 0..1).is_err());
+}
