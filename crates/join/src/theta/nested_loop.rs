@@ -422,7 +422,7 @@ impl<'a> NestedLoopJoin<'a> {
         launch(stream, "nested loop: unmatched rows", || unsafe { ffi::gj_t_nlj_fixup(cp, n_left as i64, chunks as i32, keep, lm, stream.raw()) })?;
         let mut scan = stream.alloc::<u64>(entries + 1)?;
         let total = if entries == 0 {
-            stream.fill_u32_bits(&mut scan.view_mut(), 0)?;
+            stream.memset_bytes(&mut scan.view_mut(), 0)?;
             0
         } else {
             exclusive_sum(stream, &counts.slice(..entries), &mut scan.slice_mut(..entries))?;
