@@ -13,7 +13,8 @@
 //! # Ok(()) }
 //! ```
 
-use gpujoin_device::{DeviceBuffer, Result, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
+use gpujoin_primitives::gather_into_unchecked;
 
 use crate::keys::DeviceColumn;
 use crate::predicate::{ColumnData, DataType, Relation};
@@ -89,6 +90,56 @@ impl DeviceColumnData {
     /// True when the column has no rows.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// `out[i] = self[idx[i]]` for a fixed-width column (zero where `idx[i]` is
+    /// [`RowId::NONE`](crate::RowId::NONE)); strings are an [`Error::InvalidArgument`].
+    /// Indices are trusted to be in range (they come from a join's gather maps).
+    pub fn gather(&self, stream: &Stream, idx: &DeviceView<'_, u32>) -> Result<DeviceColumnData> {
+        fn g<T: Pod + Default>(stream: &Stream, src: &DeviceBuffer<T>, idx: &DeviceView<'_, u32>) -> Result<DeviceBuffer<T>> {
+            let mut out = stream.alloc::<T>(idx.len())?;
+            gather_into_unchecked(stream, &src.view(), idx, &mut out.view_mut(), T::default())?;
+            Ok(out)
+        }
+        Ok(match self {
+            Self::I32(b) => Self::I32(g(stream, b, idx)?),
+            Self::I64(b) => Self::I64(g(stream, b, idx)?),
+            Self::U32(b) => Self::U32(g(stream, b, idx)?),
+            Self::U64(b) => Self::U64(g(stream, b, idx)?),
+            Self::F32(b) => Self::F32(g(stream, b, idx)?),
+            Self::F64(b) => Self::F64(g(stream, b, idx)?),
+            Self::Utf8 { .. } => return Err(Error::invalid("gathering a string column is not supported; gather its row ids instead")),
+        })
+    }
+
+    /// A copy of rows `range` of a fixed-width column; strings are an [`Error::InvalidArgument`].
+    pub fn slice_rows(&self, stream: &Stream, range: std::ops::Range<usize>) -> Result<DeviceColumnData> {
+        if range.start > range.end || range.end > self.len() {
+            return Err(Error::invalid(format!("row range {range:?} outside a column of {} rows", self.len())));
+        }
+        fn c<T: Pod>(stream: &Stream, src: &DeviceBuffer<T>, r: std::ops::Range<usize>) -> Result<DeviceBuffer<T>> {
+            let mut out = stream.alloc::<T>(r.len())?;
+            stream.copy_device_to_device(&src.slice(r), &mut out.view_mut())?;
+            Ok(out)
+        }
+        Ok(match self {
+            Self::I32(b) => Self::I32(c(stream, b, range)?),
+            Self::I64(b) => Self::I64(c(stream, b, range)?),
+            Self::U32(b) => Self::U32(c(stream, b, range)?),
+            Self::U64(b) => Self::U64(c(stream, b, range)?),
+            Self::F32(b) => Self::F32(c(stream, b, range)?),
+            Self::F64(b) => Self::F64(c(stream, b, range)?),
+            Self::Utf8 { .. } => return Err(Error::invalid("slicing a string column is not supported")),
+        })
+    }
+
+    /// Bytes per row of a fixed-width column (`None` for strings).
+    pub fn width(&self) -> Option<usize> {
+        match self.data_type() {
+            DataType::I32 | DataType::U32 | DataType::F32 => Some(4),
+            DataType::I64 | DataType::U64 | DataType::F64 => Some(8),
+            DataType::Utf8 => None,
+        }
     }
 
     /// A fixed-width column as an equi-join key column; `None` for strings.

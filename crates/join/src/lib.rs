@@ -10,6 +10,10 @@
 //! | ModernGPU sort-merge join | [`sorted_merge_join`] (sorted keys), [`sort_merge_join`] (any keys), [`sort_merge_join_size`] | 000 |
 //! | interleave join | [`interleave_join`], [`interleave_join_many`] (more than two tables) | 001 |
 //! | partitioned hash join (GFUR/GFTR), non-partitioned hash join | [`partitioned_hash_join`], [`partitioned_hash_join_with_payloads`], [`fn@hash_join`] | 002 |
+//! | wide joins: SMJ-UM/OM, PHJ-UM/OM, NPHJ, `Algorithm::Auto`, join sequences | [`wide::join`], [`wide::join_sequence`] | 002 |
+//! | indexed nested-loop join (numeric and string keys) | [`indexed_nested_loop::SortedIndex`], [`indexed_nested_loop::indexed_nested_loop_join`] | 003 |
+//! | theta joins: sorted (inequality, band), nested loop, mixed; aggregates | [`theta::theta_join`], [`theta::theta_aggregate`], [`theta::theta_materialize`] | 003, 004 |
+//! | results larger than device memory: chunks, host streaming | [`chunked::join_chunks`], [`theta::theta_join_chunks`], [`chunked::stream_to_host`] | 003, 004 |
 pub mod chunked;
 mod common;
 pub mod datagen;

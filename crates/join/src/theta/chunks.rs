@@ -1,0 +1,270 @@
+//! Theta joins in chunks that fit a memory budget ([`crate::chunked`]): the prepared sorted or
+//! nested-loop join counts every left row's output, the chunk planner cuts the output rows, and
+//! each chunk is written on demand.
+
+use std::ops::Range;
+
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
+
+use super::nested_loop::NestedLoopJoin;
+use super::sorted::SortedThetaJoin;
+use super::{check_columns, choose_path, gather_columns, ThetaPath};
+use crate::chunked::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
+use crate::device_relation::{DeviceColumnData, DeviceRelation};
+use crate::maps::GatherMaps;
+use crate::predicate::CheckedPredicate;
+use crate::types::JoinType;
+
+enum Prepared<'a> {
+    Sorted(Box<SortedThetaJoin<'a>>),
+    /// `unmatched`: the right rows without a match (`Right`/`Full`), the tail of the output.
+    NestedLoop { join: NestedLoopJoin<'a>, unmatched: Option<DeviceBuffer<u32>> },
+    /// Semi and anti joins the prepared joins do not produce per left row: computed whole
+    /// (their output is at most one side's rows) and handed out as tail chunks.
+    Whole { maps: GatherMaps, no_offsets: DeviceBuffer<u64> },
+}
+
+/// A theta join whose gather maps come in chunks ([`ChunkSource`]).
+///
+/// Paths: the sorted join ([`ThetaPath::Sorted`]) for `Inner`, `Left`, `LeftSemi` and
+/// `LeftAnti`; the nested loop for every other predicate and for `Right`/`Full` (pairs per left
+/// row, then the unmatched right rows as the tail); `RightSemi`/`RightAnti` (and the nested
+/// loop's left semi/anti joins) are computed whole — they hold at most one side's rows — and
+/// handed out as tail chunks. Predicates with equality conjuncts run as a nested loop here
+/// (the mixed hash path does not count per left row). Row order: the path's, as documented in
+/// [`super::sorted`] and [`super::nested_loop`].
+pub struct ThetaChunkSource<'a> {
+    join_type: JoinType,
+    prepared: Prepared<'a>,
+}
+
+impl<'a> ThetaChunkSource<'a> {
+    /// Counts the output of every left row (the first step of seed 004 §3.3).
+    pub fn new(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
+        super::check_schemas(left, right, pred)?;
+        let path = choose_path(pred);
+        let prepared = match (path, join_type) {
+            (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) => {
+                Prepared::Sorted(Box::new(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?))
+            }
+            (_, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) => {
+                let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
+                let unmatched = if join_type.keeps_unmatched_right() { Some(join.unmatched_right(stream)?) } else { None };
+                Prepared::NestedLoop { join, unmatched }
+            }
+            _ => Prepared::Whole { maps: super::theta_join(stream, left, right, pred, join_type)?, no_offsets: stream.alloc_zeroed::<u64>(1)? },
+        };
+        Ok(ThetaChunkSource { join_type, prepared })
+    }
+
+    /// The join type.
+    pub fn join_type(&self) -> JoinType {
+        self.join_type
+    }
+
+    /// Which prepared join produces the chunks: `"sorted"`, `"nested loop"` or `"whole"`.
+    pub fn path(&self) -> &'static str {
+        match self.prepared {
+            Prepared::Sorted(_) => "sorted",
+            Prepared::NestedLoop { .. } => "nested loop",
+            Prepared::Whole { .. } => "whole",
+        }
+    }
+
+    /// The output rows of whole left rows `rows`.
+    fn produce_rows(&self, stream: &Stream, rows: Range<u64>) -> Result<GatherMaps> {
+        match &self.prepared {
+            Prepared::Sorted(j) => j.produce(stream, rows),
+            Prepared::NestedLoop { join, .. } => join.produce(stream, rows),
+            Prepared::Whole { .. } => Err(Error::invalid("internal: a whole theta join has no left-row chunks")),
+        }
+    }
+}
+
+/// Rows `skip..skip + len` of `maps` as maps of type `jt` (an absent side stays absent).
+fn slice_maps(stream: &Stream, maps: GatherMaps, jt: JoinType, skip: u64, len: u64) -> Result<GatherMaps> {
+    let (l, r) = maps.into_raw();
+    let cut = |b: DeviceBuffer<u32>| -> Result<DeviceBuffer<u32>> {
+        if b.is_empty() || (skip == 0 && len == b.len() as u64) {
+            return Ok(b);
+        }
+        let (a, e) = (skip as usize, (skip + len) as usize);
+        if e > b.len() {
+            return Err(Error::invalid(format!("internal: chunk rows {a}..{e} outside {} rows", b.len())));
+        }
+        let mut out = stream.alloc::<u32>(e - a)?;
+        stream.copy_device_to_device(&b.slice(a..e), &mut out.view_mut())?;
+        Ok(out)
+    };
+    Ok(GatherMaps::new(jt, cut(l)?, cut(r)?))
+}
+
+impl ChunkSource for ThetaChunkSource<'_> {
+    type Output = GatherMaps;
+
+    fn left_rows(&self) -> u64 {
+        match &self.prepared {
+            Prepared::Sorted(j) => j.left_rows() as u64,
+            Prepared::NestedLoop { join, .. } => join.left_rows(),
+            Prepared::Whole { .. } => 0,
+        }
+    }
+
+    fn offsets(&self) -> DeviceView<'_, u64> {
+        match &self.prepared {
+            Prepared::Sorted(j) => j.offsets(),
+            Prepared::NestedLoop { join, .. } => join.offsets(),
+            Prepared::Whole { no_offsets, .. } => no_offsets.view(),
+        }
+    }
+
+    fn bytes_per_row(&self) -> u64 {
+        8
+    }
+
+    fn produce(&self, stream: &Stream, range: &ChunkRange) -> Result<GatherMaps> {
+        // A chunk that starts or ends inside a left row (only when that row alone is larger
+        // than the budget) is cut from the row's whole output.
+        let maps = self.produce_rows(stream, range.rows.clone())?;
+        slice_maps(stream, maps, self.join_type, range.skip_in_first_row(), range.len())
+    }
+
+    fn tail_rows(&self) -> u64 {
+        match &self.prepared {
+            Prepared::NestedLoop { unmatched: Some(u), .. } => u.len() as u64,
+            Prepared::Whole { maps, .. } => maps.rows(),
+            _ => 0,
+        }
+    }
+
+    fn produce_tail(&self, stream: &Stream, range: Range<u64>) -> Result<GatherMaps> {
+        let (a, e) = (range.start as usize, range.end as usize);
+        match &self.prepared {
+            Prepared::NestedLoop { unmatched: Some(u), .. } => {
+                let mut l = stream.alloc::<u32>(e - a)?;
+                stream.fill_u32_bits(&mut l.view_mut(), u32::MAX)?;
+                let mut r = stream.alloc::<u32>(e - a)?;
+                stream.copy_device_to_device(&u.slice(a..e), &mut r.view_mut())?;
+                Ok(GatherMaps::new(self.join_type, l, r))
+            }
+            Prepared::Whole { maps, .. } => {
+                let part = |m: Option<DeviceView<'_, crate::RowId>>| -> Result<DeviceBuffer<u32>> {
+                    match m {
+                        None => stream.alloc::<u32>(0),
+                        Some(v) => {
+                            let mut out = stream.alloc::<u32>(e - a)?;
+                            stream.copy_device_to_device(&v.cast::<u32>().slice(a..e), &mut out.view_mut())?;
+                            Ok(out)
+                        }
+                    }
+                };
+                Ok(GatherMaps::new(self.join_type, part(maps.left())?, part(maps.right())?))
+            }
+            _ => Err(Error::invalid(format!("this theta join has no tail rows (asked for {range:?})"))),
+        }
+    }
+}
+
+/// An inner theta join whose output relation (chosen fixed-width columns of each side) comes in
+/// chunks: the sorted path writes each chunk's columns directly, the nested loop gathers them
+/// through the chunk's maps. Columns: `left_cols` of the left relation, then `right_cols`.
+pub struct ThetaColumnsSource<'a> {
+    maps: ThetaChunkSource<'a>,
+    left: &'a DeviceRelation,
+    right: &'a DeviceRelation,
+    left_cols: Vec<usize>,
+    right_cols: Vec<usize>,
+    bytes_per_row: u64,
+}
+
+impl<'a> ThetaColumnsSource<'a> {
+    /// Counts the output of every left row; errors for string or missing columns.
+    pub fn new(
+        stream: &Stream,
+        left: &'a DeviceRelation,
+        right: &'a DeviceRelation,
+        pred: &CheckedPredicate,
+        left_cols: &[usize],
+        right_cols: &[usize],
+    ) -> Result<Self> {
+        check_columns(left, left_cols, "left")?;
+        check_columns(right, right_cols, "right")?;
+        let width = |rel: &DeviceRelation, cols: &[usize]| cols.iter().map(|&c| rel.column(c).width().unwrap_or(0) as u64).sum::<u64>();
+        let bytes_per_row = (width(left, left_cols) + width(right, right_cols)).max(1);
+        let maps = ThetaChunkSource::new(stream, left, right, pred, JoinType::Inner)?;
+        Ok(ThetaColumnsSource { maps, left, right, left_cols: left_cols.to_vec(), right_cols: right_cols.to_vec(), bytes_per_row })
+    }
+
+    /// See [`ThetaChunkSource::path`].
+    pub fn path(&self) -> &'static str {
+        self.maps.path()
+    }
+}
+
+impl ChunkSource for ThetaColumnsSource<'_> {
+    type Output = Vec<DeviceColumnData>;
+
+    fn left_rows(&self) -> u64 {
+        self.maps.left_rows()
+    }
+
+    fn offsets(&self) -> DeviceView<'_, u64> {
+        self.maps.offsets()
+    }
+
+    fn bytes_per_row(&self) -> u64 {
+        self.bytes_per_row
+    }
+
+    fn produce(&self, stream: &Stream, range: &ChunkRange) -> Result<Vec<DeviceColumnData>> {
+        let columns = match &self.maps.prepared {
+            Prepared::Sorted(j) => j.materialize(stream, range.rows.clone(), &self.left_cols, &self.right_cols)?,
+            _ => {
+                let maps = self.maps.produce_rows(stream, range.rows.clone())?;
+                gather_columns(stream, &maps, self.left, self.right, &self.left_cols, &self.right_cols)?
+            }
+        };
+        if range.is_row_aligned() {
+            return Ok(columns);
+        }
+        let (a, e) = (range.skip_in_first_row() as usize, (range.skip_in_first_row() + range.len()) as usize);
+        columns.iter().map(|c| c.slice_rows(stream, a..e)).collect()
+    }
+}
+
+/// The gather maps of a theta join in chunks of at most `budget` ([`ThetaChunkSource`]);
+/// concatenated, the chunks are the whole join in the path's order.
+///
+/// ```no_run
+/// # use gpujoin_join::{chunked::ChunkBudget, device_relation::DeviceRelation, predicate::CheckedPredicate, theta::theta_join_chunks, JoinType};
+/// # fn f(s: &gpujoin_device::Stream, l: &DeviceRelation, r: &DeviceRelation, p: &CheckedPredicate) -> gpujoin_device::Result<()> {
+/// let mut rows = 0;
+/// for chunk in theta_join_chunks(s, l, r, p, JoinType::Inner, ChunkBudget::Bytes(64 << 20))? {
+///     rows += chunk?.data.rows(); // at most 2^23 pairs per chunk
+/// }
+/// # Ok(()) }
+/// ```
+pub fn theta_join_chunks<'a>(
+    stream: &Stream,
+    left: &'a DeviceRelation,
+    right: &'a DeviceRelation,
+    pred: &CheckedPredicate,
+    join_type: JoinType,
+    budget: ChunkBudget,
+) -> Result<JoinChunks<ThetaChunkSource<'a>>> {
+    JoinChunks::new(stream, ThetaChunkSource::new(stream, left, right, pred, join_type)?, budget)
+}
+
+/// The inner theta join's output columns in chunks of at most `budget` ([`ThetaColumnsSource`]).
+/// Stream them to host memory with [`crate::chunked::stream_to_host`] on the source.
+pub fn theta_materialize_chunks<'a>(
+    stream: &Stream,
+    left: &'a DeviceRelation,
+    right: &'a DeviceRelation,
+    pred: &CheckedPredicate,
+    left_cols: &[usize],
+    right_cols: &[usize],
+    budget: ChunkBudget,
+) -> Result<JoinChunks<ThetaColumnsSource<'a>>> {
+    JoinChunks::new(stream, ThetaColumnsSource::new(stream, left, right, pred, left_cols, right_cols)?, budget)
+}
