@@ -16,9 +16,9 @@ use crate::predicate::CheckedPredicate;
 use crate::types::JoinType;
 
 enum Prepared<'a> {
-    Sorted(Box<SortedThetaJoin<'a>>),
+    Sorted(SortedThetaJoin<'a>),
     /// `unmatched`: the right rows without a match (`Right`/`Full`), the tail of the output.
-    NestedLoop { join: NestedLoopJoin<'a>, unmatched: Option<DeviceBuffer<u32>> },
+    NestedLoop { join: Box<NestedLoopJoin<'a>>, unmatched: Option<DeviceBuffer<u32>> },
     /// Semi and anti joins the prepared joins do not produce per left row: computed whole
     /// (their output is at most one side's rows) and handed out as tail chunks.
     Whole { maps: GatherMaps, no_offsets: DeviceBuffer<u64> },
@@ -45,12 +45,12 @@ impl<'a> ThetaChunkSource<'a> {
         let path = choose_path(pred);
         let prepared = match (path, join_type) {
             (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) => {
-                Prepared::Sorted(Box::new(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?))
+                Prepared::Sorted(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?)
             }
             (_, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) => {
                 let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
                 let unmatched = if join_type.keeps_unmatched_right() { Some(join.unmatched_right(stream)?) } else { None };
-                Prepared::NestedLoop { join, unmatched }
+                Prepared::NestedLoop { join: Box::new(join), unmatched }
             }
             _ => Prepared::Whole { maps: super::theta_join(stream, left, right, pred, join_type)?, no_offsets: stream.alloc_zeroed::<u64>(1)? },
         };
