@@ -16,7 +16,7 @@ use crate::predicate::CheckedPredicate;
 use crate::types::JoinType;
 
 enum Prepared<'a> {
-    Sorted(SortedThetaJoin<'a>),
+    Sorted(Box<SortedThetaJoin<'a>>),
     /// `unmatched`: the right rows without a match (`Right`/`Full`), the tail of the output.
     NestedLoop { join: Box<NestedLoopJoin<'a>>, unmatched: Option<DeviceBuffer<u32>> },
     /// Semi and anti joins the prepared joins do not produce per left row: computed whole
@@ -45,7 +45,7 @@ impl<'a> ThetaChunkSource<'a> {
         let path = choose_path(pred);
         let prepared = match (path, join_type) {
             (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) => {
-                Prepared::Sorted(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?)
+                Prepared::Sorted(Box::new(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?))
             }
             (_, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) => {
                 let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
