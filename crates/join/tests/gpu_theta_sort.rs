@@ -461,8 +461,8 @@ fn theta_sort_rejects_other_predicates() {
     assert!(sorted_theta_join(&s, &other, &d, &lt, JoinType::Inner).is_err());
 }
 
-/// Keys over the whole range of the type (all bits vary; floats from random bit patterns, NaN
-/// and ±inf included), for the small path's sort on the bits that differ.
+/// Keys over the whole range of the type (all bits vary; f32 from random bit patterns, NaN and
+/// ±inf included), for the small path's sort on the bits that differ.
 fn wide_column(rng: &mut StdRng, t: DataType, n: usize) -> ColumnData {
     match t {
         DataType::I32 => ColumnData::I32((0..n).map(|_| rng.gen()).collect()),
@@ -470,7 +470,18 @@ fn wide_column(rng: &mut StdRng, t: DataType, n: usize) -> ColumnData {
         DataType::U32 => ColumnData::U32((0..n).map(|_| rng.gen()).collect()),
         DataType::U64 => ColumnData::U64((0..n).map(|_| rng.gen()).collect()),
         DataType::F32 => ColumnData::F32((0..n).map(|_| f32::from_bits(rng.gen())).collect()),
-        DataType::F64 => ColumnData::F64((0..n).map(|_| f64::from_bits(rng.gen())).collect()),
+        // Magnitudes below 2^60 (and a few specials), so that sums of them cannot overflow.
+        DataType::F64 => ColumnData::F64(
+            (0..n)
+                .map(|_| match rng.gen_range(0..100) {
+                    0 => f64::NAN,
+                    1 => f64::INFINITY,
+                    2 => f64::NEG_INFINITY,
+                    3 => -0.0,
+                    _ => (rng.gen::<f64>() - 0.5) * 2f64.powi(rng.gen_range(-60..60)),
+                })
+                .collect(),
+        ),
         DataType::Utf8 => unreachable!(),
     }
 }

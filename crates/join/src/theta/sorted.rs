@@ -16,6 +16,14 @@
 //!    a left column's value times the count;
 //! 5. right and full joins add the right rows covered by no range (difference array + scan).
 //!
+//! Aggregates fuse steps 2 and 4 into one kernel (each left row searches its range and adds its
+//! cell; the last block to finish reduces the block partials). For right sides of at most
+//! [`SMALL_RIGHT_MAX`] rows (all aggregates but MIN/MAX of a right column), step 1 and the prefix
+//! sums take two kernels and one workspace allocation: one block per run of 4096 rows sorts it
+//! (`cub::BlockRadixSort` on the key bits that differ within the run) with its prefix sums, then
+//! every element finds its place in the whole order by binary search in the other runs. An
+//! aggregate is then three launches, one allocation and one read-back.
+//!
 //! **Output order.** `Inner`/`Left`/`LeftSemi`/`LeftAnti`: by left row ascending; within a left
 //! row, right rows in ascending order of the right key (ties by right row id); a left-join row
 //! without matches has one row `(l, NONE)`. `Right`/`Full`: those rows first (the left-outer
