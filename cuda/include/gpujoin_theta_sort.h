@@ -110,15 +110,32 @@ int gj_ts_running_minmax(int type, const void *col, const uint32_t *perm, int64_
 int gj_ts_sparse_table(int type, const void *col, const uint32_t *perm, int64_t n, int levels, int is_max,
                        uint64_t *table, gj_ts_stream_t stream);
 
-/* Per left row aggregate over its range [lo, hi). col_side: 0 = none (COUNT), 1 = left column
- * `left_col`, 2 = right column through `structure` (of `structure_kind`; for SUM the prefix sums).
- * rows_out (optional): one cell per left row. total_out (optional): the aggregate over all rows
- * (partials: gj_ts_agg_partials() cells of scratch). */
+/* Steps 2 and 4 of an aggregate fused: each left row finds its range [lo, hi) among the sorted
+ * right keys (`type`, `cond`, `width` as gj_ts_ranges; NaN keys, sorted last, match nothing) and
+ * aggregates over it. col_side: 0 = none (COUNT), 1 = left column `left_col`, 2 = right column
+ * through `structure` (of `structure_kind`; for SUM the prefix sums). rows_out (optional): one cell
+ * per left row. total_out (optional): the aggregate over all rows, with partials
+ * (gj_ts_agg_partials() cells of scratch) and `done`, a counter that must be zero on entry (it is
+ * left zero). One launch; nothing when n_left is 0. */
 int gj_ts_agg_partials(void);
-int gj_ts_agg_rows(int agg, int col_type, int col_side, const void *left_col, const void *structure,
-                   int structure_kind, int levels, int64_t n_right, const uint32_t *lo, const uint32_t *hi,
-                   int64_t n_left, gj_ts_cell *rows_out, gj_ts_cell *partials, gj_ts_cell *total_out,
-                   gj_ts_stream_t stream);
+int gj_ts_range_agg(int type, const void *left, int64_t n_left, const void *sorted_right, int64_t n_right, int cond,
+                    gj_ts_width width, int agg, int col_type, int col_side, const void *left_col, const void *structure,
+                    int structure_kind, int levels, gj_ts_cell *rows_out, gj_ts_cell *partials, uint32_t *done,
+                    gj_ts_cell *total_out, gj_ts_stream_t stream);
+
+/* Small right sides (at most GJ_TS_SMALL_MAX rows): the sort and the prefix sums in two kernels.
+ * Runs of GJ_TS_SMALL_TILE rows are sorted each by one block; every element then finds its place
+ * in the whole order by binary search in the other runs. Writes sorted_keys (n normalized keys of
+ * key_type, ascending, NaN last, as gj_ts_prepare_keys + a stable sort) and, when sum_type >= 0
+ * (a column type), prefix (n + 1 elements of gj_ts_prefix_sum_elem_bytes(sum_type) bytes: the
+ * prefix sums of `sum_col` in sorted order, as gj_ts_prefix_sum). Scratch: run_img (n elements
+ * of the key's width), run_row (n), run_incl (n prefix elements; unused without a sum). Sets
+ * *done to 0 (for a following gj_ts_range_agg) when done is not NULL. */
+#define GJ_TS_SMALL_TILE 4096
+#define GJ_TS_SMALL_MAX 65536
+int gj_ts_small_sort(int key_type, const void *keys, int64_t n, int sum_type, const void *sum_col, void *run_img,
+                     uint32_t *run_row, void *run_incl, void *sorted_keys, void *prefix, uint32_t *done,
+                     gj_ts_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,8 @@
 
 #include <type_traits>
 
+#include <cub/block/block_radix_sort.cuh>
+
 #include "gpujoin/common.cuh"
 #include "gpujoin_theta_sort.h"
 
@@ -135,6 +137,24 @@ struct Band<K, true> {
   }
 };
 
+// The matching sorted positions [lo, hi) of left key `a` among the first m sorted keys (a NaN
+// left key matches nothing).
+template <class K, bool FLOAT>
+__device__ __forceinline__ void find_range(const K *s, int64_t m, K a, int cond, i128 wi, double wf, int64_t &lo,
+                                           int64_t &hi) {
+  lo = 0;
+  hi = 0;
+  if (key_is_nan(a)) return;
+  switch (cond) {
+    case GJ_TS_LT: lo = partition_point(s, m, [=](K b) { return b <= a; }); hi = m; break;
+    case GJ_TS_LE: lo = partition_point(s, m, [=](K b) { return b < a; }); hi = m; break;
+    case GJ_TS_GT: lo = 0; hi = partition_point(s, m, [=](K b) { return b < a; }); break;
+    case GJ_TS_GE: lo = 0; hi = partition_point(s, m, [=](K b) { return b <= a; }); break;
+    default: Band<K, FLOAT>::range(s, m, a, wi, wf, lo, hi); break;
+  }
+  if (hi < lo) hi = lo;
+}
+
 template <class K, bool FLOAT>
 __global__ void ranges_kernel(const K *left, int64_t n_left, const K *s, int64_t n_right, const uint64_t *n_valid,
                               int cond, i128 wi, double wf, uint32_t *lo_out, uint32_t *hi_out, uint64_t *counts,
@@ -146,18 +166,8 @@ __global__ void ranges_kernel(const K *left, int64_t n_left, const K *s, int64_t
       if (counts) counts[n_left] = 0;
       continue;
     }
-    const K a = left[i];
-    int64_t lo = 0, hi = 0;
-    if (!key_is_nan(a)) {
-      switch (cond) {
-        case GJ_TS_LT: lo = partition_point(s, m, [=](K b) { return b <= a; }); hi = m; break;
-        case GJ_TS_LE: lo = partition_point(s, m, [=](K b) { return b < a; }); hi = m; break;
-        case GJ_TS_GT: lo = 0; hi = partition_point(s, m, [=](K b) { return b < a; }); break;
-        case GJ_TS_GE: lo = 0; hi = partition_point(s, m, [=](K b) { return b <= a; }); break;
-        default: Band<K, FLOAT>::range(s, m, a, wi, wf, lo, hi); break;
-      }
-      if (hi < lo) hi = lo;
-    }
+    int64_t lo, hi;
+    find_range<K, FLOAT>(s, m, left[i], cond, wi, wf, lo, hi);
     lo_out[i] = (uint32_t)lo;
     hi_out[i] = (uint32_t)hi;
     if (counts) {
@@ -390,16 +400,16 @@ struct SumF {
     return FSum{a.s + b.s, a.nan + b.nan, a.pinf + b.pinf, a.ninf + b.ninf};
   }
 };
+__device__ __forceinline__ FSum fsum_of(double x) {
+  if (isnan(x)) return FSum{0.0, 1, 0, 0};
+  if (isinf(x)) return x > 0 ? FSum{0.0, 0, 1, 0} : FSum{0.0, 0, 0, 1};
+  return FSum{x, 0, 0, 0};
+}
 struct FloatSrc {
   int type;
   const void *col;
   const uint32_t *perm;
-  __device__ FSum operator()(int64_t j) const {
-    const double x = read_f(type, col, perm[j]);
-    if (isnan(x)) return FSum{0.0, 1, 0, 0};
-    if (isinf(x)) return x > 0 ? FSum{0.0, 0, 1, 0} : FSum{0.0, 0, 0, 1};
-    return FSum{x, 0, 0, 0};
-  }
+  __device__ FSum operator()(int64_t j) const { return fsum_of(read_f(type, col, perm[j])); }
 };
 
 // MIN/MAX over 8-byte images: integers as order-preserving uint64, floats as double bits with
@@ -557,39 +567,278 @@ __device__ gj_ts_cell row_cell(const AggArgs &a, int64_t i, uint32_t lo, uint32_
   return c;
 }
 
-__global__ void agg_rows_kernel(AggArgs args, const uint32_t *lo, const uint32_t *hi, int64_t n_left,
-                                gj_ts_cell *rows_out, gj_ts_cell *partials) {
-  __shared__ gj_ts_cell sh[THREADS];
-  CellOp op{args.agg, args.is_float};
-  gj_ts_cell acc = op.identity();
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_left; i += stride) {
-    const gj_ts_cell c = row_cell(args, i, lo[i], hi[i]);
-    if (rows_out) rows_out[i] = c;
-    acc = op(acc, c);
-  }
-  if (partials) {
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (int d = blockDim.x / 2; d > 0; d >>= 1) {
-      if ((int)threadIdx.x < d) sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + d]);
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) partials[blockIdx.x] = sh[0];
-  }
-}
-
-__global__ void agg_final_kernel(CellOp op, const gj_ts_cell *partials, int n, gj_ts_cell *total) {
-  __shared__ gj_ts_cell sh[THREADS];
-  gj_ts_cell acc = op.identity();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) acc = op(acc, partials[i]);
+// The block's cells reduced into sh[0] (every thread must call; blockDim.x == THREADS).
+__device__ void block_reduce_cells(gj_ts_cell acc, gj_ts_cell *sh, const CellOp &op) {
   sh[threadIdx.x] = acc;
   __syncthreads();
   for (int d = blockDim.x / 2; d > 0; d >>= 1) {
     if ((int)threadIdx.x < d) sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + d]);
     __syncthreads();
   }
-  if (threadIdx.x == 0) *total = sh[0];
+}
+
+__device__ __forceinline__ gj_ts_cell load_cell_uncached(const gj_ts_cell *p) {
+  gj_ts_cell c;
+  const unsigned long long *w = (const unsigned long long *)p;
+  unsigned long long *o = (unsigned long long *)&c;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) o[k] = __ldcg(w + k);
+  return c;
+}
+
+// Steps 2 and 4 fused: each left row finds its range [lo, hi) among the sorted right keys (the
+// first n_valid of them: NaN keys sort last and match nothing) and turns it into a cell through
+// the structure; cells go to rows_out (optional) and/or into the total: one partial per block,
+// the last block to finish (counter `done`, zero on entry, left zero) reduces the partials.
+template <class K, bool FLOAT>
+__global__ void __launch_bounds__(THREADS)
+    range_agg_kernel(const K *left, int64_t n_left, const K *sorted, int64_t n_right, int cond, i128 wi, double wf,
+                     AggArgs args, gj_ts_cell *rows_out, gj_ts_cell *partials, unsigned *done, gj_ts_cell *total_out) {
+  __shared__ gj_ts_cell sh[THREADS];
+  __shared__ int64_t valid;
+  __shared__ bool last;
+  if (threadIdx.x == 0)
+    valid = FLOAT ? partition_point(sorted, n_right, [](K x) { return !key_is_nan(x); }) : n_right;
+  __syncthreads();
+  const int64_t m = valid;
+  CellOp op{args.agg, args.is_float};
+  gj_ts_cell acc = op.identity();
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_left; i += stride) {
+    int64_t lo, hi;
+    find_range<K, FLOAT>(sorted, m, left[i], cond, wi, wf, lo, hi);
+    const gj_ts_cell c = row_cell(args, i, (uint32_t)lo, (uint32_t)hi);
+    if (rows_out) rows_out[i] = c;
+    acc = op(acc, c);
+  }
+  if (!total_out) return;
+  block_reduce_cells(acc, sh, op);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = sh[0];
+    __threadfence();
+    last = atomicAdd(done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  acc = op.identity();
+  for (int j = threadIdx.x; j < (int)gridDim.x; j += blockDim.x) acc = op(acc, load_cell_uncached(partials + j));
+  block_reduce_cells(acc, sh, op);
+  if (threadIdx.x == 0) {
+    *total_out = sh[0];
+    *done = 0;
+  }
+}
+
+template <class K, bool F>
+int launch_range_agg(const void *left, int64_t n_left, const void *sorted, int64_t n_right, int cond, gj_ts_width w,
+                     const AggArgs &args, gj_ts_cell *rows_out, gj_ts_cell *partials, unsigned *done,
+                     gj_ts_cell *total_out, cudaStream_t s) {
+  const i128 wi = std::is_signed<K>::value ? (i128)w.i : (i128)w.u;
+  const int g = blocks_for(n_left, THREADS * 4, AGG_PARTIALS);
+  range_agg_kernel<K, F><<<g, THREADS, 0, s>>>((const K *)left, n_left, (const K *)sorted, n_right, cond, wi, w.f, args,
+                                              rows_out, partials, done, total_out);
+  return launch_status();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small right sides: sort and prefix sums in two kernels
+// ---------------------------------------------------------------------------------------------
+// Run sort: each block sorts a run of SMALL_TILE consecutive right rows by key image (stable,
+// cub::BlockRadixSort in registers and shared memory, on the key bits that differ within the run)
+// and writes, in run order, the images, the row ids and (for SUM) the inclusive prefix sums of
+// the summed column. Run merge: every element finds its position in the whole sorted order by
+// binary search in every other run (ties: earlier runs first, so the sort is stable) and writes
+// its normalized key there and, for SUM, its exclusive prefix sum (its run's prefix plus, per
+// other run, the prefix of the elements that precede it).
+constexpr int SMALL_THREADS = 256;
+constexpr int SMALL_ITEMS = GJ_TS_SMALL_TILE / SMALL_THREADS;
+static_assert(SMALL_ITEMS * SMALL_THREADS == GJ_TS_SMALL_TILE, "tile");
+static_assert(SMALL_THREADS == THREADS, "block_inclusive_scan sizes its shared memory by THREADS");
+
+// The order-preserving image of a normalized key of `type` (4-byte types in U = uint32_t, 8-byte
+// ones in uint64_t) and the key's normalized bits.
+template <class U>
+__device__ __forceinline__ U key_image(int type, const void *keys, int64_t row, U &bits);
+template <>
+__device__ __forceinline__ uint32_t key_image(int type, const void *keys, int64_t row, uint32_t &bits) {
+  switch (type) {
+    case GJ_TS_I32: { const int32_t k = ((const int32_t *)keys)[row]; bits = (uint32_t)k; return ordered(k); }
+    case GJ_TS_U32: { const uint32_t k = ((const uint32_t *)keys)[row]; bits = k; return k; }
+    default: { const float k = normalize(((const float *)keys)[row]); bits = __float_as_uint(k); return ordered(k); }
+  }
+}
+template <>
+__device__ __forceinline__ uint64_t key_image(int type, const void *keys, int64_t row, uint64_t &bits) {
+  switch (type) {
+    case GJ_TS_I64: { const int64_t k = ((const int64_t *)keys)[row]; bits = (uint64_t)k; return ordered(k); }
+    case GJ_TS_U64: { const uint64_t k = ((const uint64_t *)keys)[row]; bits = k; return k; }
+    default: {
+      const double k = normalize(((const double *)keys)[row]);
+      bits = (uint64_t)__double_as_longlong(k);
+      return ordered(k);
+    }
+  }
+}
+
+// What the small path sums: nothing (COUNT, left columns), integers (128-bit) or floats.
+struct NoSum {
+  typedef int T;
+  static constexpr bool on = false;
+  struct Op {
+    __device__ int identity() const { return 0; }
+  };
+};
+struct IntSum {
+  typedef i128 T;
+  static constexpr bool on = true;
+  typedef SumI128 Op;
+  __device__ static i128 value(int type, const void *col, uint32_t row) { return read_int(type, col, row); }
+};
+struct FloatSum {
+  typedef FSum T;
+  static constexpr bool on = true;
+  typedef SumF Op;
+  __device__ static FSum value(int type, const void *col, uint32_t row) { return fsum_of(read_f(type, col, row)); }
+};
+
+// One past the highest set bit of x (0 for 0).
+__device__ __forceinline__ int highest_bit_end(uint32_t x) { return 32 - __clz((int)x); }
+__device__ __forceinline__ int highest_bit_end(uint64_t x) { return 64 - __clzll((long long)x); }
+__device__ __forceinline__ void atomic_or(uint32_t *p, uint32_t v) { atomicOr((unsigned *)p, (unsigned)v); }
+__device__ __forceinline__ void atomic_or(uint64_t *p, uint64_t v) {
+  atomicOr((unsigned long long *)p, (unsigned long long)v);
+}
+
+template <class U, class S>
+__global__ void __launch_bounds__(SMALL_THREADS)
+    small_run_sort_kernel(int key_type, const void *keys, int64_t n, int sum_type, const void *sum_col, U *run_img,
+                          uint32_t *run_row, typename S::T *run_incl, unsigned *done) {
+  typedef cub::BlockRadixSort<U, SMALL_THREADS, SMALL_ITEMS, uint32_t> Sort;
+  typedef typename S::T T;
+  __shared__ typename Sort::TempStorage sort_storage;
+  __shared__ T scan_sh[SMALL_THREADS];
+  __shared__ U differ;
+  const int64_t base = (int64_t)blockIdx.x * GJ_TS_SMALL_TILE;
+  const int len = (int)(n - base < GJ_TS_SMALL_TILE ? n - base : GJ_TS_SMALL_TILE);
+  if (blockIdx.x == 0 && threadIdx.x == 0 && done) *done = 0;
+  if (threadIdx.x == 0) differ = 0;
+  U bits;
+  const U first = key_image<U>(key_type, keys, base, bits);
+  U img[SMALL_ITEMS];
+  uint32_t row[SMALL_ITEMS];
+  U my_differ = 0;
+#pragma unroll
+  for (int k = 0; k < SMALL_ITEMS; ++k) {
+    const int r = threadIdx.x * SMALL_ITEMS + k;
+    img[k] = first;
+    row[k] = kNone;
+    if (r < len) {
+      img[k] = key_image<U>(key_type, keys, base + r, bits);
+      row[k] = (uint32_t)(base + r);
+      my_differ |= img[k] ^ first;
+    }
+  }
+  __syncthreads();
+  if (my_differ) atomic_or(&differ, my_differ);
+  __syncthreads();
+  // Sort on bits [0, end): every key of the run shares the bits above. Padding (past len) gets
+  // the largest value of those bits, so it sorts after every key (and stays after equal ones).
+  int end = highest_bit_end(differ);
+  if (end == 0) end = 1;
+  const U low = end >= (int)(sizeof(U) * 8) ? ~(U)0 : (((U)1 << end) - 1);
+#pragma unroll
+  for (int k = 0; k < SMALL_ITEMS; ++k)
+    if ((int)threadIdx.x * SMALL_ITEMS + k >= len) img[k] = first | low;
+  Sort(sort_storage).Sort(img, row, 0, end);
+  // Blocked arrangement: this thread holds run positions threadIdx.x * SMALL_ITEMS + k.
+  const int r0 = threadIdx.x * SMALL_ITEMS;
+  typename S::Op op;
+  T vals[SMALL_ITEMS];
+  T mine = op.identity();
+  if constexpr (S::on) {
+#pragma unroll
+    for (int k = 0; k < SMALL_ITEMS; ++k) {
+      vals[k] = r0 + k < len ? S::value(sum_type, sum_col, row[k]) : op.identity();
+      mine = op(mine, vals[k]);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < SMALL_ITEMS; ++k) {
+    if (r0 + k < len) {
+      run_img[base + r0 + k] = img[k];
+      run_row[base + r0 + k] = row[k];
+    }
+  }
+  if constexpr (S::on) {
+    const T inclusive = block_inclusive_scan(mine, scan_sh, op);
+    T run = threadIdx.x ? scan_sh[threadIdx.x - 1] : op.identity();
+    (void)inclusive;
+#pragma unroll
+    for (int k = 0; k < SMALL_ITEMS; ++k) {
+      run = op(run, vals[k]);
+      if (r0 + k < len) run_incl[base + r0 + k] = run;
+    }
+  }
+}
+
+template <class U, class S>
+__global__ void __launch_bounds__(THREADS)
+    small_run_merge_kernel(const void *keys, int64_t n, const U *run_img, const uint32_t *run_row,
+                           const typename S::T *run_incl, U *sorted, typename S::T *prefix, int key_type) {
+  typedef typename S::T T;
+  typename S::Op op;
+  const int64_t runs = (n + GJ_TS_SMALL_TILE - 1) / GJ_TS_SMALL_TILE;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < n; g += stride) {
+    const int64_t k = g / GJ_TS_SMALL_TILE;
+    const int64_t i = g - k * GJ_TS_SMALL_TILE;
+    const U b = run_img[g];
+    int64_t p = i;
+    T pre = op.identity();
+    if constexpr (S::on) {
+      if (i > 0) pre = run_incl[g - 1];
+    }
+    for (int64_t j = 0; j < runs; ++j) {
+      if (j == k) continue;
+      const int64_t start = j * GJ_TS_SMALL_TILE;
+      const int64_t len = n - start < GJ_TS_SMALL_TILE ? n - start : GJ_TS_SMALL_TILE;
+      const int64_t c = j < k ? partition_point(run_img + start, len, [=](U x) { return x <= b; })
+                              : partition_point(run_img + start, len, [=](U x) { return x < b; });
+      p += c;
+      if constexpr (S::on) {
+        if (c > 0) pre = op(pre, run_incl[start + c - 1]);
+      }
+    }
+    U bits;
+    key_image<U>(key_type, keys, run_row[g], bits);
+    sorted[p] = bits;
+    if constexpr (S::on) {
+      prefix[p] = pre;
+      if (g == 0) {
+        T total = op.identity();
+        for (int64_t j = 0; j < runs; ++j) {
+          const int64_t start = j * GJ_TS_SMALL_TILE;
+          const int64_t len = n - start < GJ_TS_SMALL_TILE ? n - start : GJ_TS_SMALL_TILE;
+          total = op(total, run_incl[start + len - 1]);
+        }
+        prefix[n] = total;
+      }
+    }
+  }
+}
+
+template <class U, class S>
+int launch_small_sort(int key_type, const void *keys, int64_t n, int sum_type, const void *sum_col, void *run_img,
+                      uint32_t *run_row, void *run_incl, void *sorted, void *prefix, unsigned *done, cudaStream_t s) {
+  typedef typename S::T T;
+  const int runs = (int)((n + GJ_TS_SMALL_TILE - 1) / GJ_TS_SMALL_TILE);
+  small_run_sort_kernel<U, S><<<runs, SMALL_THREADS, 0, s>>>(key_type, keys, n, sum_type, sum_col, (U *)run_img, run_row,
+                                                             (T *)run_incl, done);
+  small_run_merge_kernel<U, S><<<blocks_for(n, THREADS), THREADS, 0, s>>>(keys, n, (const U *)run_img, run_row,
+                                                                          (const T *)run_incl, (U *)sorted, (T *)prefix,
+                                                                          key_type);
+  return launch_status();
 }
 
 template <class K, bool F>
@@ -738,19 +987,45 @@ int gj_ts_sparse_table(int type, const void *col, const uint32_t *perm, int64_t 
 
 int gj_ts_agg_partials(void) { return AGG_PARTIALS; }
 
-int gj_ts_agg_rows(int agg, int col_type, int col_side, const void *left_col, const void *structure, int structure_kind,
-                   int levels, int64_t n_right, const uint32_t *lo, const uint32_t *hi, int64_t n_left,
-                   gj_ts_cell *rows_out, gj_ts_cell *partials, gj_ts_cell *total_out, gj_ts_stream_t stream) {
+int gj_ts_range_agg(int type, const void *left, int64_t n_left, const void *sorted_right, int64_t n_right, int cond,
+                    gj_ts_width width, int agg, int col_type, int col_side, const void *left_col, const void *structure,
+                    int structure_kind, int levels, gj_ts_cell *rows_out, gj_ts_cell *partials, uint32_t *done,
+                    gj_ts_cell *total_out, gj_ts_stream_t stream) {
+  if (n_left < 0 || n_right < 0) return (int)cudaErrorInvalidValue;
+  if (total_out && (!partials || !done)) return (int)cudaErrorInvalidValue;
+  if (n_left == 0 || (!rows_out && !total_out)) return 0;
   cudaStream_t s = (cudaStream_t)stream;
   const int is_float = col_side != 0 && (col_type == GJ_TS_F32 || col_type == GJ_TS_F64);
   AggArgs args{agg, col_type, col_side, structure_kind, levels, is_float, left_col, structure, n_right};
-  CellOp op{agg, is_float};
-  const int g = blocks_for(n_left, THREADS * 4, AGG_PARTIALS);
-  if (n_left > 0 || total_out) {
-    agg_rows_kernel<<<g, THREADS, 0, s>>>(args, lo, hi, n_left, rows_out, total_out ? partials : nullptr);
-    if (total_out) agg_final_kernel<<<1, THREADS, 0, s>>>(op, partials, g, total_out);
+  switch (type) {
+    case GJ_TS_I32: return launch_range_agg<int32_t, false>(left, n_left, sorted_right, n_right, cond, width, args, rows_out, partials, done, total_out, s);
+    case GJ_TS_I64: return launch_range_agg<int64_t, false>(left, n_left, sorted_right, n_right, cond, width, args, rows_out, partials, done, total_out, s);
+    case GJ_TS_U32: return launch_range_agg<uint32_t, false>(left, n_left, sorted_right, n_right, cond, width, args, rows_out, partials, done, total_out, s);
+    case GJ_TS_U64: return launch_range_agg<uint64_t, false>(left, n_left, sorted_right, n_right, cond, width, args, rows_out, partials, done, total_out, s);
+    case GJ_TS_F32: return launch_range_agg<float, true>(left, n_left, sorted_right, n_right, cond, width, args, rows_out, partials, done, total_out, s);
+    case GJ_TS_F64: return launch_range_agg<double, true>(left, n_left, sorted_right, n_right, cond, width, args, rows_out, partials, done, total_out, s);
+    default: return (int)cudaErrorInvalidValue;
   }
-  return launch_status();
+}
+
+int gj_ts_small_sort(int key_type, const void *keys, int64_t n, int sum_type, const void *sum_col, void *run_img,
+                     uint32_t *run_row, void *run_incl, void *sorted_keys, void *prefix, uint32_t *done,
+                     gj_ts_stream_t stream) {
+  if (n < 0 || n > GJ_TS_SMALL_MAX || key_type < GJ_TS_I32 || key_type > GJ_TS_F64 || sum_type > GJ_TS_F64)
+    return (int)cudaErrorInvalidValue;
+  if (n == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  const bool wide = key_type == GJ_TS_I64 || key_type == GJ_TS_U64 || key_type == GJ_TS_F64;
+  const bool float_sum = sum_type == GJ_TS_F32 || sum_type == GJ_TS_F64;
+#define GJ_TS_SMALL(U, S) \
+  launch_small_sort<U, S>(key_type, keys, n, sum_type, sum_col, run_img, run_row, run_incl, sorted_keys, prefix, done, s)
+  if (wide) {
+    if (sum_type < 0) return GJ_TS_SMALL(uint64_t, NoSum);
+    return float_sum ? GJ_TS_SMALL(uint64_t, FloatSum) : GJ_TS_SMALL(uint64_t, IntSum);
+  }
+  if (sum_type < 0) return GJ_TS_SMALL(uint32_t, NoSum);
+  return float_sum ? GJ_TS_SMALL(uint32_t, FloatSum) : GJ_TS_SMALL(uint32_t, IntSum);
+#undef GJ_TS_SMALL
 }
 
 }  // extern "C"

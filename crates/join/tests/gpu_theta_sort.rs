@@ -9,7 +9,7 @@ use gpujoin_device::Stream;
 use gpujoin_join::device_relation::{DeviceColumnData, DeviceRelation};
 use gpujoin_join::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, ColumnData, DataType, Predicate, RangeCondition, Relation, Scalar, Side};
 use gpujoin_join::theta::sorted::{
-    poison_outputs_for_tests, sorted_theta_aggregate, sorted_theta_aggregate_per_left_row, sorted_theta_join, sorted_theta_join_size,
+    aggregate_via, poison_outputs_for_tests, AggregatePath, SMALL_RIGHT_MAX, sorted_theta_aggregate, sorted_theta_aggregate_per_left_row, sorted_theta_join, sorted_theta_join_size,
     sorted_theta_materialize, SortedThetaJoin,
 };
 use gpujoin_join::theta::{Agg, AggValue};
@@ -244,7 +244,7 @@ fn check_chunks_and_materialize(s: &Stream, c: &Case, seed: u64) -> Result<(), T
     let cond: RangeCondition = c.pred.band_or_inequality().unwrap();
     let n = c.left.rows() as u64;
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut cuts = vec![0, rng.gen_range(0..=n), rng.gen_range(0..=n), n];
+    let mut cuts = [0, rng.gen_range(0..=n), rng.gen_range(0..=n), n];
     cuts.sort();
     for jt in [JoinType::Inner, JoinType::Left, JoinType::LeftSemi, JoinType::LeftAnti] {
         let join = e(SortedThetaJoin::prepare(s, &dl, &dr, &cond, jt), "prepare")?;
@@ -417,12 +417,12 @@ fn theta_sort_large() {
         let mut count = 0u64;
         let mut sum = 0i128;
         let mut per_row = vec![0u64; nl];
-        for i in 0..nl {
-            for j in 0..nr {
+        for (i, row) in per_row.iter_mut().enumerate() {
+            for (j, &xj) in x.iter().enumerate() {
                 if holds(i, j) {
                     count += 1;
-                    sum += x[j] as i128;
-                    per_row[i] += 1;
+                    sum += xj as i128;
+                    *row += 1;
                 }
             }
         }
@@ -459,4 +459,114 @@ fn theta_sort_rejects_other_predicates() {
     // Schema mismatch.
     let other = DeviceRelation::upload(&s, &Relation::new(vec![ColumnData::I64(vec![1])]).unwrap()).unwrap();
     assert!(sorted_theta_join(&s, &other, &d, &lt, JoinType::Inner).is_err());
+}
+
+/// Keys over the whole range of the type (all bits vary; f32 from random bit patterns, NaN and
+/// ±inf included), for the small path's sort on the bits that differ.
+fn wide_column(rng: &mut StdRng, t: DataType, n: usize) -> ColumnData {
+    match t {
+        DataType::I32 => ColumnData::I32((0..n).map(|_| rng.gen()).collect()),
+        DataType::I64 => ColumnData::I64((0..n).map(|_| rng.gen()).collect()),
+        DataType::U32 => ColumnData::U32((0..n).map(|_| rng.gen()).collect()),
+        DataType::U64 => ColumnData::U64((0..n).map(|_| rng.gen()).collect()),
+        DataType::F32 => ColumnData::F32((0..n).map(|_| f32::from_bits(rng.gen())).collect()),
+        // Magnitudes below 2^60 (and a few specials), so that sums of them cannot overflow.
+        DataType::F64 => ColumnData::F64(
+            (0..n)
+                .map(|_| match rng.gen_range(0..100) {
+                    0 => f64::NAN,
+                    1 => f64::INFINITY,
+                    2 => f64::NEG_INFINITY,
+                    3 => -0.0,
+                    _ => (rng.gen::<f64>() - 0.5) * 2f64.powi(rng.gen_range(-60..60)),
+                })
+                .collect(),
+        ),
+        DataType::Utf8 => unreachable!(),
+    }
+}
+
+/// The small aggregate path (right sides up to SMALL_RIGHT_MAX rows, sorted in runs of 4096)
+/// against the general one, and both against the reference where it is cheap: every aggregate
+/// and column, in total and per left row.
+fn check_paths(s: &Stream, c: &Case, with_reference: bool) -> Result<(), TestCaseError> {
+    let (dl, dr) = upload(s, c)?;
+    let cond = c.pred.band_or_inequality().unwrap();
+    let cols = [None, Some((Side::Left, 1)), Some((Side::Right, 1)), Some((Side::Right, 0))];
+    let n = c.left.rows().max(c.right.rows()).max(1) as f64;
+    for agg in [Agg::Count, Agg::Sum, Agg::Min, Agg::Max] {
+        for col in cols {
+            if agg != Agg::Count && col.is_none() {
+                continue;
+            }
+            let small_applies = !(matches!(agg, Agg::Min | Agg::Max) && matches!(col, Some((Side::Right, _))));
+            let via = |path, per_row| aggregate_via(s, &dl, &dr, &cond, agg, col, per_row, path);
+            if !small_applies {
+                prop_assert!(via(AggregatePath::Small, false).is_err(), "{}: {agg:?} of {col:?} on the small path", c.desc);
+                continue;
+            }
+            let tol = match (agg, col) {
+                (Agg::Sum, Some((side, i))) => {
+                    let rel = if side == Side::Left { &c.left } else { &c.right };
+                    1e-9 * (1.0 + abs_sum(&rel.columns[i]) * n)
+                }
+                _ => 0.0,
+            };
+            let small = e(via(AggregatePath::Small, false), "small total")?.0;
+            let general = e(via(AggregatePath::General, false), "general total")?.0;
+            prop_assert!(agg_close(small, general, tol), "{}: {agg:?} of {col:?}: small {small:?}, general {general:?}", c.desc);
+            if with_reference {
+                let want = theta_aggregate(&c.left, &c.right, &c.pred, agg, col).unwrap();
+                prop_assert!(agg_close(small, want, tol), "{}: {agg:?} of {col:?}: small {small:?}, want {want:?}", c.desc);
+            }
+            let rows_small = e(via(AggregatePath::Small, true), "small per row")?.1;
+            let rows_general = e(via(AggregatePath::General, true), "general per row")?.1;
+            prop_assert_eq!(rows_small.len(), c.left.rows());
+            prop_assert_eq!(rows_general.len(), c.left.rows());
+            for (i, (a, b)) in rows_small.iter().zip(&rows_general).enumerate() {
+                prop_assert!(agg_close(*a, *b, tol), "{}: {agg:?} of {col:?}, left row {i}: small {a:?}, general {b:?}", c.desc);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The small aggregate path around its run size (4096) and its threshold, with duplicates across
+/// runs, all-equal keys, NaN/±0.0/extremes, keys over the whole range, and the hand-over to the
+/// general path above the threshold.
+#[test]
+fn theta_sort_small_aggregate_path() {
+    let Some(s) = stream("theta_sort_small_aggregate_path") else { return };
+    assert_eq!(SMALL_RIGHT_MAX, 65536);
+    let sizes = [1usize, 2, 255, 4095, 4096, 4097, 8191, 12289, 65535, 65536];
+    for (k, &nr) in sizes.iter().enumerate() {
+        let t = TYPES[k % 6];
+        let vt = TYPES[(k + 2) % 6];
+        let cond = k % 5;
+        let mode = if nr > 4000 && k % 3 == 0 { 3 } else { 0 };
+        let nl = if nr > 5000 { 37 } else { 61 };
+        let c = make_case(1000 + k as u64, nl, nr, t, vt, cond, mode);
+        check_paths(&s, &c, nr <= 5000).unwrap();
+    }
+    // Every key type over its whole range, across several runs.
+    for (k, &t) in TYPES.iter().enumerate() {
+        let mut rng = StdRng::seed_from_u64(77 + k as u64);
+        let nr = [4097, 9000, 20000][k % 3];
+        let right = Relation::new(vec![wide_column(&mut rng, t, nr), gen_column(&mut rng, DataType::I64, nr, 0, true)]).unwrap();
+        let left = Relation::new(vec![wide_column(&mut rng, t, 45), gen_column(&mut rng, DataType::F64, 45, 0, true)]).unwrap();
+        for op in [CmpOp::Gt, CmpOp::Le] {
+            let pred = Predicate::cmp(op, col_l(0), col_r(0)).check(&left.schema(), &right.schema()).unwrap();
+            let c = Case { desc: format!("wide {t} keys, 45 x {nr}, l.0 {} r.0", op.symbol()), left: left.clone(), right: right.clone(), pred };
+            check_paths(&s, &c, false).unwrap();
+        }
+    }
+    // Above the threshold: the small path refuses, Auto takes the general one.
+    let c = make_case(5, 20, SMALL_RIGHT_MAX + 1, DataType::I32, DataType::I64, 2, 0);
+    let (dl, dr) = upload(&s, &c).unwrap();
+    let cond = c.pred.band_or_inequality().unwrap();
+    let col = Some((Side::Right, 1));
+    assert!(aggregate_via(&s, &dl, &dr, &cond, Agg::Sum, col, false, AggregatePath::Small).is_err());
+    let auto = aggregate_via(&s, &dl, &dr, &cond, Agg::Sum, col, false, AggregatePath::Auto).unwrap().0;
+    let general = aggregate_via(&s, &dl, &dr, &cond, Agg::Sum, col, false, AggregatePath::General).unwrap().0;
+    assert_eq!(auto, general);
 }

@@ -16,6 +16,14 @@
 //!    a left column's value times the count;
 //! 5. right and full joins add the right rows covered by no range (difference array + scan).
 //!
+//! Aggregates fuse steps 2 and 4 into one kernel (each left row searches its range and adds its
+//! cell; the last block to finish reduces the block partials). For right sides of at most
+//! [`SMALL_RIGHT_MAX`] rows (all aggregates but MIN/MAX of a right column), step 1 and the prefix
+//! sums take two kernels and one workspace allocation: one block per run of 4096 rows sorts it
+//! (`cub::BlockRadixSort` on the key bits that differ within the run) with its prefix sums, then
+//! every element finds its place in the whole order by binary search in the other runs. An
+//! aggregate is then three launches, one allocation and one read-back.
+//!
 //! **Output order.** `Inner`/`Left`/`LeftSemi`/`LeftAnti`: by left row ascending; within a left
 //! row, right rows in ascending order of the right key (ties by right row id); a left-join row
 //! without matches has one row `(l, NONE)`. `Right`/`Full`: those rows first (the left-outer
@@ -278,10 +286,6 @@ fn sort_right(stream: &Stream, col: &DeviceColumnData) -> Result<(DeviceColumnDa
 /// Steps 1-3: the sorted right side and each left row's matching range.
 struct Ranges {
     perm: DeviceBuffer<u32>,
-    sorted: DeviceColumnData,
-    key_type: i32,
-    /// Non-NaN sorted keys (device scalar); `None` for integer keys (all of them).
-    n_valid: Option<DeviceBuffer<u64>>,
     lo: DeviceBuffer<u32>,
     hi: DeviceBuffer<u32>,
     /// Per-left-row counts (by the count mode), `left_rows + 1` entries, the last 0.
@@ -322,21 +326,9 @@ impl Ranges {
         launch(stream, "gj_ts_ranges", || unsafe {
             ffi::gj_ts_ranges(key_type, left_ptr, n_left as i64, s, n_right as i64, nv, code, width, lop, hip, cp, mode.unwrap_or(0), stream.raw())
         })?;
-        Ok(Ranges { perm, sorted, key_type, n_valid, lo, hi, counts, right_rows: n_right })
-    }
-
-    /// The device count of non-NaN keys, computed now for integer keys.
-    fn n_valid(&mut self, stream: &Stream) -> Result<DeviceView<'_, u64>> {
-        if self.n_valid.is_none() {
-            let mut nv = stream.alloc::<u64>(1)?;
-            let p = nv.view_mut().as_mut_ptr();
-            let (_, s, _) = raw(&self.sorted)?;
-            let (t, n) = (self.key_type, self.right_rows);
-            // SAFETY: s holds n keys; p one u64.
-            launch(stream, "gj_ts_valid_count", || unsafe { ffi::gj_ts_valid_count(t, s, n as i64, p, stream.raw()) })?;
-            self.n_valid = Some(nv);
-        }
-        Ok(self.n_valid.as_ref().unwrap().view())
+        // The sorted keys and the valid count are freed stream-ordered, after the kernel.
+        drop((sorted, n_valid));
+        Ok(Ranges { perm, lo, hi, counts, right_rows: n_right })
     }
 
     /// Turns the counts into their exclusive scan (output offsets) and returns the total.
@@ -650,6 +642,93 @@ pub fn aggregate_on_condition(
     column: Option<(Side, usize)>,
     per_row: bool,
 ) -> Result<(AggValue, Vec<AggValue>)> {
+    aggregate_via(stream, left, right, cond, agg, column, per_row, AggregatePath::Auto)
+}
+
+/// How an aggregate sorts the right side and builds its structure (test support).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggregatePath {
+    /// [`AggregatePath::Small`] where it applies, else [`AggregatePath::General`].
+    Auto,
+    /// Right sides of at most [`SMALL_RIGHT_MAX`] rows, aggregates other than MIN/MAX of a right
+    /// column: sort and prefix sums in two kernels, one allocation (`InvalidArgument` elsewhere).
+    Small,
+    /// CUB radix sort, then the structure (prefix sums, running MIN/MAX or a sparse table).
+    General,
+}
+
+/// The most right rows of the small aggregate path.
+pub const SMALL_RIGHT_MAX: usize = ffi::GJ_TS_SMALL_MAX as usize;
+
+/// Whether the small path can answer `agg` over `n_right` right rows (`col_side`: 0 none,
+/// 1 left column, 2 right column): it builds prefix sums only, so not MIN/MAX of a right column.
+fn small_path_applies(n_right: usize, agg: Agg, col_side: i32) -> bool {
+    n_right <= SMALL_RIGHT_MAX && !(col_side == 2 && matches!(agg, Agg::Min | Agg::Max))
+}
+
+/// Byte offsets of the pieces of an aggregate's one workspace allocation (each 256-byte aligned):
+/// for the small path's `n` right rows the run images, run row ids, run prefix sums, sorted keys
+/// and prefix sums (`n + 1`), then for the total the partial cells, the total cell and the
+/// last-block counter. `key_bytes`: the key's width; `sum_bytes`: a prefix element's (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct AggLayout {
+    run_img: usize,
+    run_row: usize,
+    run_incl: usize,
+    sorted: usize,
+    prefix: usize,
+    partials: usize,
+    total: usize,
+    done: usize,
+    bytes: usize,
+}
+
+const CELL_BYTES: usize = std::mem::size_of::<ffi::gj_ts_cell>();
+
+impl AggLayout {
+    fn new(n: usize, key_bytes: usize, sum_bytes: usize, parts: usize) -> Result<AggLayout> {
+        let mut end = 0usize;
+        let mut piece = |bytes: Option<usize>| -> Result<usize> {
+            let bytes = bytes.ok_or_else(|| Error::too_large("aggregate workspace bytes", n as u64, usize::MAX as u64))?;
+            let at = end.checked_next_multiple_of(256).ok_or_else(|| Error::too_large("aggregate workspace bytes", n as u64, usize::MAX as u64))?;
+            end = at.checked_add(bytes).ok_or_else(|| Error::too_large("aggregate workspace bytes", n as u64, usize::MAX as u64))?;
+            Ok(at)
+        };
+        let run_img = piece(n.checked_mul(key_bytes))?;
+        let run_row = piece(n.checked_mul(4))?;
+        let run_incl = piece(n.checked_mul(sum_bytes))?;
+        let sorted = piece(n.checked_mul(key_bytes))?;
+        let prefix = piece(if sum_bytes == 0 { Some(0) } else { (n + 1).checked_mul(sum_bytes) })?;
+        let partials = piece(parts.checked_mul(CELL_BYTES))?;
+        let total = piece(Some(CELL_BYTES))?;
+        let done = piece(Some(4))?;
+        Ok(AggLayout { run_img, run_row, run_incl, sorted, prefix, partials, total, done, bytes: end })
+    }
+}
+
+/// A cell read back as its four words.
+fn cell_words(bytes: &[u8]) -> [u64; 4] {
+    let mut w = [0u64; 4];
+    for (k, c) in bytes.chunks_exact(8).take(4).enumerate() {
+        w[k] = u64::from_le_bytes(c.try_into().unwrap());
+    }
+    w
+}
+
+/// [`aggregate_on_condition`] through a chosen [`AggregatePath`] (test support).
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub fn aggregate_via(
+    stream: &Stream,
+    left: &DeviceRelation,
+    right: &DeviceRelation,
+    cond: &RangeCondition,
+    agg: Agg,
+    column: Option<(Side, usize)>,
+    per_row: bool,
+    path: AggregatePath,
+) -> Result<(AggValue, Vec<AggValue>)> {
     // The column: checked like the reference does.
     let col = match column {
         None if agg == Agg::Count => None,
@@ -667,9 +746,13 @@ pub fn aggregate_on_condition(
             }
         }
     };
-    let mut r = Ranges::compute(stream, left, right, cond, None)?;
-    let n_left = left.rows();
-    let n_right = right.rows();
+    let (lc, rc, _) = check_condition(cond, &left.schema(), &right.schema())?;
+    check_rows("left", left.rows())?;
+    check_rows("right", right.rows())?;
+    let (code, width) = condition_code(cond)?;
+    let (key_type, left_keys, _) = raw(left.column(lc))?;
+    let (_, right_keys, key_bytes) = raw(right.column(rc))?;
+    let (n_left, n_right) = (left.rows(), right.rows());
     let (col_type, col_side, col_ptr, float) = match col {
         None => (0, 0, std::ptr::null(), false),
         Some((side, c)) => {
@@ -677,76 +760,128 @@ pub fn aggregate_on_condition(
             (t, if side == Side::Left { 1 } else { 2 }, p, c.data_type().is_float())
         }
     };
-    // Step 4: the structure over the right column in sorted order.
-    let mut structure: Option<DeviceBuffer<u8>> = None;
-    let mut kind = 0;
-    let mut levels = 0;
-    if col_side == 2 && n_right > 0 {
-        let perm = r.perm.view().as_ptr();
-        let scan_temp = || -> Result<DeviceBuffer<u8>> {
-            // SAFETY: a pure size computation.
-            stream.alloc::<u8>(unsafe { ffi::gj_ts_scan_temp_bytes(n_right as i64) } as usize)
-        };
-        if agg == Agg::Sum {
-            // SAFETY: a pure size computation.
-            let elem = unsafe { ffi::gj_ts_prefix_sum_elem_bytes(col_type) } as usize;
-            let mut s = stream.alloc::<u8>(elem * (n_right + 1))?;
-            let mut temp = scan_temp()?;
-            let (sp, tp) = (s.view_mut().as_mut_ptr() as *mut c_void, temp.view_mut().as_mut_ptr() as *mut c_void);
-            // SAFETY: col and perm n_right entries; s n_right + 1 elements; temp as sized.
-            launch(stream, "gj_ts_prefix_sum", || unsafe { ffi::gj_ts_prefix_sum(col_type, col_ptr, perm, n_right as i64, sp, tp, stream.raw()) })?;
-            structure = Some(s);
-        } else {
-            kind = minmax_structure(cond);
-            let is_max = (agg == Agg::Max) as i32;
-            if kind == ffi::GJ_TS_STRUCT_SPARSE as i32 {
-                levels = sparse_levels(n_right);
-                let mut s = stream.alloc::<u8>(8 * n_right * levels as usize)?;
-                let sp = s.view_mut().as_mut_ptr() as *mut u64;
-                // SAFETY: levels * n_right 8-byte elements.
-                launch(stream, "gj_ts_sparse_table", || unsafe { ffi::gj_ts_sparse_table(col_type, col_ptr, perm, n_right as i64, levels, is_max, sp, stream.raw()) })?;
-                structure = Some(s);
-            } else {
-                let suffix = (kind == ffi::GJ_TS_STRUCT_SUFFIX as i32) as i32;
-                let nv = r.n_valid(stream)?.as_ptr();
-                let mut s = stream.alloc::<u8>(8 * (n_right + 1))?;
+    let small = match path {
+        AggregatePath::Auto => small_path_applies(n_right, agg, col_side),
+        AggregatePath::General => false,
+        AggregatePath::Small if small_path_applies(n_right, agg, col_side) => true,
+        AggregatePath::Small => return Err(Error::invalid(format!("the small aggregate path does not answer {agg:?} over {n_right} right rows"))),
+    };
+    // No pairs: nothing to launch.
+    if n_left == 0 || n_right == 0 {
+        let empty = cell_value([0; 4], agg, float);
+        return Ok(if per_row { (AggValue::None, vec![empty; n_left]) } else { (empty, Vec::new()) });
+    }
+    // SAFETY: constants and pure size computations.
+    let parts = unsafe { ffi::gj_ts_agg_partials() } as usize;
+    let sums = col_side == 2 && agg == Agg::Sum;
+    // SAFETY: as above.
+    let sum_bytes = if sums { (unsafe { ffi::gj_ts_prefix_sum_elem_bytes(col_type) }) as usize } else { 0 };
+    let layout = if small { AggLayout::new(n_right, key_bytes as usize, sum_bytes, parts)? } else { AggLayout::new(0, 0, 0, parts)? };
+    let mut ws = stream.alloc::<u8>(layout.bytes)?;
+    let base = ws.view_mut().as_mut_ptr();
+    // SAFETY: every offset lies within the workspace of layout.bytes bytes.
+    let at = |offset: usize| unsafe { base.add(offset) } as *mut c_void;
+    let done = at(layout.done) as *mut u32;
+
+    // Steps 1 and 4 (the structure over the right column in sorted order).
+    let mut general: Option<(DeviceColumnData, DeviceBuffer<u32>)> = None;
+    let mut structure_buf: Option<DeviceBuffer<u8>> = None;
+    let mut nv_buf: Option<DeviceBuffer<u64>> = None;
+    let (sorted_ptr, structure, kind, levels): (*const c_void, *const c_void, i32, i32) = if small {
+        let sum_type = if sums { col_type } else { -1 };
+        let sum_col = if sums { col_ptr } else { std::ptr::null() };
+        let dp = if per_row { std::ptr::null_mut() } else { done };
+        // SAFETY: right keys and the summed column hold n_right rows; the pieces are sized by the
+        // layout for n_right rows of key_bytes keys and sum_bytes prefix elements.
+        launch(stream, "gj_ts_small_sort", || unsafe {
+            ffi::gj_ts_small_sort(key_type, right_keys, n_right as i64, sum_type, sum_col, at(layout.run_img), at(layout.run_row) as *mut u32, at(layout.run_incl), at(layout.sorted), at(layout.prefix), dp, stream.raw())
+        })?;
+        let structure = if sums { at(layout.prefix) as *const c_void } else { std::ptr::null() };
+        (at(layout.sorted) as *const c_void, structure, 0, 0)
+    } else {
+        if !per_row {
+            stream.memset_bytes(&mut ws.slice_mut(layout.done..layout.done + 4), 0)?;
+        }
+        let (sorted, perm) = sort_right(stream, right.column(rc))?;
+        let sp = raw(&sorted)?.1;
+        let perm_ptr = perm.view().as_ptr();
+        let mut kind = 0;
+        let mut levels = 0;
+        if col_side == 2 {
+            let scan_temp = || -> Result<DeviceBuffer<u8>> {
+                // SAFETY: a pure size computation.
+                stream.alloc::<u8>(unsafe { ffi::gj_ts_scan_temp_bytes(n_right as i64) } as usize)
+            };
+            if agg == Agg::Sum {
+                let mut s = stream.alloc::<u8>(sum_bytes * (n_right + 1))?;
                 let mut temp = scan_temp()?;
-                let (sp, tp) = (s.view_mut().as_mut_ptr() as *mut u64, temp.view_mut().as_mut_ptr() as *mut c_void);
-                // SAFETY: n_right + 1 8-byte elements; temp as sized.
-                launch(stream, "gj_ts_running_minmax", || unsafe {
-                    ffi::gj_ts_running_minmax(col_type, col_ptr, perm, n_right as i64, nv, is_max, suffix, sp, tp, stream.raw())
-                })?;
-                structure = Some(s);
+                let (s_ptr, tp) = (s.view_mut().as_mut_ptr() as *mut c_void, temp.view_mut().as_mut_ptr() as *mut c_void);
+                // SAFETY: col and perm n_right entries; s n_right + 1 elements; temp as sized.
+                launch(stream, "gj_ts_prefix_sum", || unsafe { ffi::gj_ts_prefix_sum(col_type, col_ptr, perm_ptr, n_right as i64, s_ptr, tp, stream.raw()) })?;
+                structure_buf = Some(s);
+            } else {
+                kind = minmax_structure(cond);
+                let is_max = (agg == Agg::Max) as i32;
+                if kind == ffi::GJ_TS_STRUCT_SPARSE as i32 {
+                    levels = sparse_levels(n_right);
+                    let mut s = stream.alloc::<u8>(8 * n_right * levels as usize)?;
+                    let s_ptr = s.view_mut().as_mut_ptr() as *mut u64;
+                    // SAFETY: levels * n_right 8-byte elements.
+                    launch(stream, "gj_ts_sparse_table", || unsafe { ffi::gj_ts_sparse_table(col_type, col_ptr, perm_ptr, n_right as i64, levels, is_max, s_ptr, stream.raw()) })?;
+                    structure_buf = Some(s);
+                } else {
+                    let suffix = (kind == ffi::GJ_TS_STRUCT_SUFFIX as i32) as i32;
+                    let mut nv = stream.alloc::<u64>(1)?;
+                    let nvp = nv.view_mut().as_mut_ptr();
+                    // SAFETY: sp holds n_right sorted keys; nvp one u64.
+                    launch(stream, "gj_ts_valid_count", || unsafe { ffi::gj_ts_valid_count(key_type, sp, n_right as i64, nvp, stream.raw()) })?;
+                    let mut s = stream.alloc::<u8>(8 * (n_right + 1))?;
+                    let mut temp = scan_temp()?;
+                    let (s_ptr, tp) = (s.view_mut().as_mut_ptr() as *mut u64, temp.view_mut().as_mut_ptr() as *mut c_void);
+                    let nvc = nv.view().as_ptr();
+                    // SAFETY: n_right + 1 8-byte elements; temp as sized; nvc one u64.
+                    launch(stream, "gj_ts_running_minmax", || unsafe {
+                        ffi::gj_ts_running_minmax(col_type, col_ptr, perm_ptr, n_right as i64, nvc, is_max, suffix, s_ptr, tp, stream.raw())
+                    })?;
+                    structure_buf = Some(s);
+                    nv_buf = Some(nv);
+                }
             }
         }
-    }
-    let sp = structure.as_ref().map_or(std::ptr::null(), |s| s.view().as_ptr() as *const c_void);
-    let (lo, hi) = (r.lo.view().as_ptr(), r.hi.view().as_ptr());
-    let code = agg_code(agg);
-    let left_ptr = if col_side == 1 { col_ptr } else { std::ptr::null() };
-    if per_row {
+        general = Some((sorted, perm));
+        let structure = structure_buf.as_ref().map_or(std::ptr::null(), |s| s.view().as_ptr() as *const c_void);
+        (sp, structure, kind, levels)
+    };
+
+    // Steps 2 and 4: ranges and the aggregate in one kernel.
+    let agg_code = agg_code(agg);
+    let left_col = if col_side == 1 { col_ptr } else { std::ptr::null() };
+    let run = |rows_out: *mut ffi::gj_ts_cell, total: *mut ffi::gj_ts_cell| {
+        // SAFETY: left keys n_left, sorted keys n_right of the key type; the structure covers
+        // positions 0..=n_right; rows_out (if any) n_left cells; partials, done and total as laid out.
+        launch(stream, "gj_ts_range_agg", || unsafe {
+            ffi::gj_ts_range_agg(
+                key_type, left_keys, n_left as i64, sorted_ptr, n_right as i64, code, width, agg_code, col_type, col_side, left_col, structure, kind, levels,
+                rows_out, at(layout.partials) as *mut ffi::gj_ts_cell, done, total, stream.raw(),
+            )
+        })
+    };
+    let result = if per_row {
         let mut rows = alloc_out::<[u64; 4]>(stream, n_left)?;
-        if n_left > 0 {
-            let rp = rows.view_mut().as_mut_ptr() as *mut ffi::gj_ts_cell;
-            // SAFETY: lo/hi n_left ranges within the structure; rows n_left cells.
-            launch(stream, "gj_ts_agg_rows", || unsafe {
-                ffi::gj_ts_agg_rows(code, col_type, col_side, left_ptr, sp, kind, levels, n_right as i64, lo, hi, n_left as i64, rp, std::ptr::null_mut(), std::ptr::null_mut(), stream.raw())
-            })?;
-        }
+        run(rows.view_mut().as_mut_ptr() as *mut ffi::gj_ts_cell, std::ptr::null_mut())?;
         let cells = rows.to_vec()?;
-        return Ok((AggValue::None, cells.into_iter().map(|c| cell_value(c, agg, float)).collect()));
-    }
-    // SAFETY: a constant.
-    let parts = unsafe { ffi::gj_ts_agg_partials() } as usize;
-    let mut partials = stream.alloc::<[u64; 4]>(parts)?;
-    let mut total = alloc_out::<[u64; 4]>(stream, 1)?;
-    let (pp, tp) = (partials.view_mut().as_mut_ptr() as *mut ffi::gj_ts_cell, total.view_mut().as_mut_ptr() as *mut ffi::gj_ts_cell);
-    // SAFETY: as above; partials hold gj_ts_agg_partials() cells, total one.
-    launch(stream, "gj_ts_agg_rows", || unsafe {
-        ffi::gj_ts_agg_rows(code, col_type, col_side, left_ptr, sp, kind, levels, n_right as i64, lo, hi, n_left as i64, std::ptr::null_mut(), pp, tp, stream.raw())
-    })?;
-    let cell = stream.copy_to_host(&total.view())?[0];
-    Ok((cell_value(cell, agg, float), Vec::new()))
+        (AggValue::None, cells.into_iter().map(|c| cell_value(c, agg, float)).collect())
+    } else {
+        if POISON.load(Ordering::SeqCst) {
+            stream.memset_bytes(&mut ws.slice_mut(layout.total..layout.total + CELL_BYTES), 0xFF)?;
+        }
+        run(std::ptr::null_mut(), at(layout.total) as *mut ffi::gj_ts_cell)?;
+        let cell = stream.copy_to_host(&ws.slice(layout.total..layout.total + CELL_BYTES))?;
+        (cell_value(cell_words(&cell), agg, float), Vec::new())
+    };
+    // Device buffers the kernels read are freed stream-ordered after them.
+    drop((general, structure_buf, nv_buf));
+    Ok(result)
 }
 
 /// The inner sort-based theta join's output columns written directly on the device (no gather
@@ -814,6 +949,46 @@ mod tests {
         assert_eq!((c, w.u), (ffi::GJ_TS_BAND as i32, u64::MAX));
         let (c, w) = condition_code(&RangeCondition::Band { left_col: 0, right_col: 0, width: Scalar::I32(-3) }).unwrap();
         assert_eq!((c, w.i), (ffi::GJ_TS_BAND as i32, -3));
+    }
+
+    #[test]
+    fn aggregate_workspace_pieces_are_aligned_and_disjoint() {
+        for (n, key, sum) in [(0, 0, 0), (1, 4, 0), (25_000, 4, 16), (4097, 8, 32), (SMALL_RIGHT_MAX, 8, 32)] {
+            let l = AggLayout::new(n, key, sum, 1024).unwrap();
+            let prefix_len = if sum == 0 { 0 } else { (n + 1) * sum };
+            let pieces = [
+                (l.run_img, n * key),
+                (l.run_row, n * 4),
+                (l.run_incl, n * sum),
+                (l.sorted, n * key),
+                (l.prefix, prefix_len),
+                (l.partials, 1024 * CELL_BYTES),
+                (l.total, CELL_BYTES),
+                (l.done, 4),
+            ];
+            for w in pieces.windows(2) {
+                assert!(w[0].0 + w[0].1 <= w[1].0, "{n}: overlapping pieces {w:?}");
+            }
+            assert!(pieces.iter().all(|p| p.0 % 256 == 0));
+            assert_eq!(l.bytes, l.done + 4);
+        }
+        assert!(AggLayout::new(usize::MAX / 2, 8, 32, 1024).is_err());
+        assert_eq!(CELL_BYTES, 32);
+    }
+
+    #[test]
+    fn small_path_takes_small_right_sides_without_right_min_max() {
+        assert!(small_path_applies(25_000, Agg::Sum, 2));
+        assert!(small_path_applies(SMALL_RIGHT_MAX, Agg::Count, 0));
+        assert!(!small_path_applies(SMALL_RIGHT_MAX + 1, Agg::Count, 0));
+        assert!(small_path_applies(10, Agg::Min, 1));
+        assert!(!small_path_applies(10, Agg::Min, 2));
+        assert!(!small_path_applies(10, Agg::Max, 2));
+        let mut bytes = Vec::new();
+        for w in [1u64, 2, 3, 4] {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
+        assert_eq!(cell_words(&bytes), [1, 2, 3, 4]);
     }
 
     #[test]
