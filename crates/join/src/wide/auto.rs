@@ -354,6 +354,18 @@ fn sample(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions
     sample_by_join(stream, build, probe, opts)
 }
 
+/// Test support: the sampled match ratio and skew of `probe` against `build`, by the streaming
+/// pass where the keys allow it (`general` false) or by the general join (`general` true).
+#[doc(hidden)]
+pub fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
+    build.check_comparable(probe)?;
+    if general {
+        sample_by_join(stream, build, probe, opts)
+    } else {
+        sample(stream, build, probe, opts)
+    }
+}
+
 /// The general sample: the sampled probe keys joined with the whole build side (composite or
 /// nullable keys).
 fn sample_by_join(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions) -> Result<(f64, SampledSkew)> {
