@@ -112,6 +112,39 @@ int gj_h_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t
                 const uint32_t *build_ids, uint32_t *out_probe, uint32_t *out_build,
                 gj_h_stream_t stream);
 
+/* ---- Chunked stable partition (PHJ-OM's later payload columns, in bounded memory). ----
+ * One chunk of a side's rows, sorted stably on its low `bits` key bits (sorted_keys,
+ * sorted_vals, n rows; local_offsets: its gj_h_part_offsets, 2^bits + 1 entries):
+ * out[cursor[p] + (j - local_offsets[p])] = sorted_vals[j] for its row j of partition p.
+ * gj_h_advance_cursor then adds the chunk's partition sizes to cursor (2^bits entries), which
+ * starts as the whole side's partition offsets: chunks taken in row order give the stable
+ * partition of the whole column. */
+#define GJ_H_DECL_SCATTER(KN, K, VN, V)                                                             \
+  int gj_h_chunk_scatter_##KN##_##VN(const K *sorted_keys, const V *sorted_vals, int64_t n,        \
+                                     int bits, const uint64_t *local_offsets,                      \
+                                     const uint64_t *cursor, V *out, gj_h_stream_t stream);
+GJ_H_DECL_SCATTER(u32, uint32_t, u32, uint32_t)
+GJ_H_DECL_SCATTER(u32, uint32_t, u64, uint64_t)
+GJ_H_DECL_SCATTER(u64, uint64_t, u32, uint32_t)
+GJ_H_DECL_SCATTER(u64, uint64_t, u64, uint64_t)
+int gj_h_advance_cursor(const uint64_t *local_offsets, int64_t parts, uint64_t *cursor,
+                        gj_h_stream_t stream);
+
+/* ---- Sampled match ratio (Algorithm::Auto). ----
+ * gj_h_sample_gather: out[i] = keys[floor(i * n / m)], 0 <= m <= n.
+ * gj_h_sample_match: flags (m bytes, zeroed, m <= gj_h_sample_max()) get 1 at the first sample
+ * entry of each distinct sample key that some build key equals, under `mode` (0: integer bits;
+ * 1: f32, 2: f64, where -0.0 equals 0.0 and NaNs equal each other, or nothing when nan_never).
+ * Which entry of a duplicated key is flagged is unspecified: compare by key. One pass over the
+ * build keys; the sample set lives in shared memory. */
+int64_t gj_h_sample_max(void);
+#define GJ_H_DECL_SAMPLE(KN, K)                                                                      \
+  int gj_h_sample_gather_##KN(const K *keys, int64_t n, int64_t m, K *out, gj_h_stream_t stream);   \
+  int gj_h_sample_match_##KN(const K *sample, int64_t m, const K *build, int64_t n, int mode,      \
+                             int nan_never, uint8_t *flags, gj_h_stream_t stream);
+GJ_H_DECL_SAMPLE(u32, uint32_t)
+GJ_H_DECL_SAMPLE(u64, uint64_t)
+
 /* ---- Output helpers. ----
  * Validity bitmap of n rows (ceil(n / 32) words): bit k set unless null_begin <= k < null_end. */
 int gj_h_range_validity(uint32_t *words, int64_t n, int64_t null_begin, int64_t null_end,

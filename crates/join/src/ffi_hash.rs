@@ -246,6 +246,107 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_h_chunk_scatter_u32_u32(
+        sorted_keys: *const u32,
+        sorted_vals: *const u32,
+        n: i64,
+        bits: ::std::os::raw::c_int,
+        local_offsets: *const u64,
+        cursor: *const u64,
+        out: *mut u32,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_chunk_scatter_u32_u64(
+        sorted_keys: *const u32,
+        sorted_vals: *const u64,
+        n: i64,
+        bits: ::std::os::raw::c_int,
+        local_offsets: *const u64,
+        cursor: *const u64,
+        out: *mut u64,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_chunk_scatter_u64_u32(
+        sorted_keys: *const u64,
+        sorted_vals: *const u32,
+        n: i64,
+        bits: ::std::os::raw::c_int,
+        local_offsets: *const u64,
+        cursor: *const u64,
+        out: *mut u32,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_chunk_scatter_u64_u64(
+        sorted_keys: *const u64,
+        sorted_vals: *const u64,
+        n: i64,
+        bits: ::std::os::raw::c_int,
+        local_offsets: *const u64,
+        cursor: *const u64,
+        out: *mut u64,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_advance_cursor(
+        local_offsets: *const u64,
+        parts: i64,
+        cursor: *mut u64,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_sample_max() -> i64;
+}
+unsafe extern "C" {
+    pub fn gj_h_sample_gather_u32(
+        keys: *const u32,
+        n: i64,
+        m: i64,
+        out: *mut u32,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_sample_match_u32(
+        sample: *const u32,
+        m: i64,
+        build: *const u32,
+        n: i64,
+        mode: ::std::os::raw::c_int,
+        nan_never: ::std::os::raw::c_int,
+        flags: *mut u8,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_sample_gather_u64(
+        keys: *const u64,
+        n: i64,
+        m: i64,
+        out: *mut u64,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_sample_match_u64(
+        sample: *const u64,
+        m: i64,
+        build: *const u64,
+        n: i64,
+        mode: ::std::os::raw::c_int,
+        nan_never: ::std::os::raw::c_int,
+        flags: *mut u8,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_h_range_validity(
         words: *mut u32,
         n: i64,

@@ -34,9 +34,14 @@
 //!    flags), semi and anti joins return the flagged rows.
 //! 3. **Materialize.** PHJ-UM returns maps into the input rows and gathers the payload columns
 //!    through them (unclustered gathers). PHJ-OM writes the first payload column of each side
-//!    straight from the match (the matching rows are at hand there), and gathers the other
-//!    columns from their transformed copies through positions in the transformed relations,
-//!    which are clustered.
+//!    straight from the match (the matching rows are at hand there; when both sides have
+//!    further columns, only the probe side's, to keep the match's memory at PHJ-UM's), and
+//!    gathers the other columns from their transformed copies through positions in the
+//!    transformed relations, which are clustered: the probe side's columns first, then the
+//!    build side's, each side's map dropped after its columns. A later column is transformed
+//!    in chunks of rows (each chunk sorted on the partition bits, then scattered to its
+//!    partitions' running offsets), so that it needs about half a column of scratch: PHJ-OM's
+//!    peak stays at or below PHJ-UM's.
 //!
 //! Rows whose keys can match nothing (nulls, NaN under
 //! [`NanEquality::NanNeverEqual`](crate::NanEquality)) are set aside before partitioning and
@@ -228,6 +233,7 @@ type RunFlagsFn<K> = unsafe extern "C" fn(*const K, i64, *mut u8, ffi::gj_h_stre
 type InsertFn<K> = unsafe extern "C" fn(*const K, i64, *const u32, i64, *mut u32, i64, ffi::gj_h_stream_t) -> i32;
 type ProbeFn<K> = unsafe extern "C" fn(*const u32, i64, *const K, i64, *mut u32, *mut u32, ffi::gj_h_stream_t) -> i32;
 type MixFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut K, ffi::gj_h_stream_t) -> i32;
+type ScatterFn<K, V> = unsafe extern "C" fn(*const K, *const V, i64, i32, *const u64, *const u64, *mut V, ffi::gj_h_stream_t) -> i32;
 
 /// A key type of the hash-join core: `u32` or `u64` (raw bits; equality is bit equality).
 pub(crate) trait HashKey: PartitionKey + RadixKey + SortPairsWith<u32> + SortPairsWith<u64> {
@@ -239,10 +245,12 @@ pub(crate) trait HashKey: PartitionKey + RadixKey + SortPairsWith<u32> + SortPai
     const INSERT: InsertFn<Self>;
     const PROBE: ProbeFn<Self>;
     const MIX: MixFn<Self>;
+    const SCATTER32: ScatterFn<Self, u32>;
+    const SCATTER64: ScatterFn<Self, u64>;
 }
 
 macro_rules! hash_key {
-    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $mix:ident) => {
+    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $mix:ident, $s32:ident, $s64:ident) => {
         impl HashKey for $t {
             const OFFSETS: OffsetsFn<Self> = ffi::$o;
             const COUNT: CountFn<Self> = ffi::$c;
@@ -252,11 +260,13 @@ macro_rules! hash_key {
             const INSERT: InsertFn<Self> = ffi::$ins;
             const PROBE: ProbeFn<Self> = ffi::$pr;
             const MIX: MixFn<Self> = ffi::$mix;
+            const SCATTER32: ScatterFn<Self, u32> = ffi::$s32;
+            const SCATTER64: ScatterFn<Self, u64> = ffi::$s64;
         }
     };
 }
-hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_mix_u32);
-hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_mix_u64);
+hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_mix_u32, gj_h_chunk_scatter_u32_u32, gj_h_chunk_scatter_u32_u64);
+hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_mix_u64, gj_h_chunk_scatter_u64_u32, gj_h_chunk_scatter_u64_u64);
 
 // ---------------------------------------------------------------------------------------------
 // Payload columns as raw bits
@@ -274,6 +284,12 @@ enum BitsBuf {
 }
 
 impl<'a> Bits<'a> {
+    fn slice(self, begin: usize, end: usize) -> Bits<'a> {
+        match self {
+            Bits::B32(v) => Bits::B32(v.slice(begin..end)),
+            Bits::B64(v) => Bits::B64(v.slice(begin..end)),
+        }
+    }
     fn of(c: &DeviceColumn<'a>) -> Bits<'a> {
         match *c {
             DeviceColumn::I32(v) => Bits::B32(v.cast()),
@@ -574,6 +590,69 @@ fn transform_column<K: HashKey>(stream: &Stream, side: &SideKeys<'_, K>, col: Bi
     Ok((keys_out, out))
 }
 
+/// Chunks of a [`transform_column_chunked`]: at most this many, of at least
+/// [`MIN_TRANSFORM_CHUNK`] rows.
+const TRANSFORM_CHUNKS: usize = 8;
+const MIN_TRANSFORM_CHUNK: usize = 1 << 16;
+
+/// The same transformed copy as [`transform_column`], in bounded memory: the kept rows are
+/// taken in chunks of about 1/8 of the side; each chunk is sorted on the partition bits (stable)
+/// into chunk-sized buffers and its rows of partition `p` are written at `cursor[p]`, which
+/// starts at the side's partition offsets (`offsets`, from the transform) and moves on by the
+/// chunk's partition sizes. Chunks in row order and stable chunk sorts give the stable partition
+/// of the whole column. Beyond the output, it needs about half a column (the chunk's sorted keys
+/// and values and CUB's alternate buffers) instead of three columns.
+fn transform_column_chunked<K: HashKey>(stream: &Stream, side: &SideKeys<'_, K>, offsets: &DeviceView<'_, u64>, col: Bits<'_>, bits: u32) -> Result<BitsBuf> {
+    let nk = side.kept_len();
+    let parts = 1usize << bits;
+    let mut out = BitsBuf::alloc(stream, col, side.n)?;
+    if nk > 0 {
+        gpujoin_device::check_same_len("partition offsets", parts + 1, "offsets", offsets.len())?;
+        let mut cursor = stream.alloc::<u64>(parts)?;
+        stream.copy_device_to_device(&offsets.slice(..parts), &mut cursor.view_mut())?;
+        let chunk = nk.div_ceil(TRANSFORM_CHUNKS).max(MIN_TRANSFORM_CHUNK);
+        let keys = side.keys.view();
+        let mut begin = 0;
+        while begin < nk {
+            let end = (begin + chunk).min(nk);
+            let len = end - begin;
+            let compact = side.kept.as_ref().map(|k| gathered(stream, col, &k.slice(begin..end))).transpose()?;
+            let src = match &compact {
+                Some(c) => c.bits(),
+                None => col.slice(begin, end),
+            };
+            let chunk_keys = keys.slice(begin..end);
+            let mut sk = stream.alloc::<K>(len)?;
+            let mut sv = BitsBuf::alloc(stream, col, len)?;
+            match (src, &mut sv) {
+                (Bits::B32(s), BitsBuf::B32(o)) => sort_pairs(stream, &chunk_keys, &s, &mut sk.view_mut(), &mut o.view_mut(), SortOrder::Ascending, Some(0..bits))?,
+                (Bits::B64(s), BitsBuf::B64(o)) => sort_pairs(stream, &chunk_keys, &s, &mut sk.view_mut(), &mut o.view_mut(), SortOrder::Ascending, Some(0..bits))?,
+                _ => return Err(Error::invalid("internal: column widths differ")),
+            }
+            drop(compact);
+            let local = part_offsets(stream, &sk.view(), bits)?;
+            let (k, l, c) = (sk.view().as_ptr(), local.view().as_ptr(), cursor.view().as_ptr());
+            let (v, o, w) = (sv.ptr(), out.ptr_mut(), sv.width());
+            // SAFETY: len sorted keys and values; 2^bits + 1 local offsets; the cursor and the
+            // chunk's local offsets place every row inside the kept part of `out` (nk rows).
+            launch(stream, "scatter partitioned chunk", || unsafe {
+                match w {
+                    4 => K::SCATTER32(k, v as *const u32, len as i64, bits as i32, l, c, o as *mut u32, stream.raw()),
+                    _ => K::SCATTER64(k, v as *const u64, len as i64, bits as i32, l, c, o as *mut u64, stream.raw()),
+                }
+            })?;
+            let cm = cursor.view_mut().as_mut_ptr();
+            // SAFETY: 2^bits + 1 local offsets, 2^bits cursors.
+            launch(stream, "advance partition cursor", || unsafe { ffi::gj_h_advance_cursor(l, parts as i64, cm, stream.raw()) })?;
+            begin = end;
+        }
+    }
+    if let Some(never) = &side.never {
+        gather_bits(stream, col, &never.view(), &mut out, nk)?;
+    }
+    Ok(out)
+}
+
 fn part_offsets<K: HashKey>(stream: &Stream, keys: &DeviceView<'_, K>, bits: u32) -> Result<DeviceBuffer<u64>> {
     let mut off = stream.alloc::<u64>((1usize << bits) + 1)?;
     let (k, o) = (keys.as_ptr(), off.view_mut().as_mut_ptr());
@@ -762,6 +841,16 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     // columns it does not write in the match (all but the first).
     let full_l = !om || lp.len() > 1;
     let full_r = !om || rp.len() > 1;
+    // OM: the match writes the first payload column of a side itself ("fused"), except, when both
+    // sides have further columns, on the build side: its first column is gathered after the match
+    // like the others. The match then holds the transformed keys and first columns, both maps and
+    // one output column (|R| + |S| + |R| + |S| + 3 |out| column bytes), no more than PHJ-UM's
+    // transform (|R| ids and keys, then |S| ids, keys, sorted copies of both and CUB's alternate
+    // buffers) when |out| = |S|.
+    let both_wide = lp.len() > 1 && rp.len() > 1;
+    let probe_left = !build_left;
+    let fuse_l = om && !lp.is_empty() && (!both_wide || probe_left);
+    let fuse_r = om && !rp.is_empty() && (!both_wide || build_left);
     // Output buffers for `total` rows of which the first `inner` are pairs (`None`: not known
     // yet, and `total` is a capacity for the pairs: the speculative pass).
     let alloc_outputs = |inner: Option<usize>, total: usize| -> Result<Outputs> {
@@ -772,14 +861,14 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
                 (false, None) => SideMap { map: stream.alloc::<u32>(0)?, start: usize::MAX },
             })
         };
-        let out0 = |cols: &[DeviceColumn<'_>]| -> Result<Option<BitsBuf>> {
-            if om {
+        let out0 = |fuse: bool, cols: &[DeviceColumn<'_>]| -> Result<Option<BitsBuf>> {
+            if fuse {
                 cols.first().map(|c| BitsBuf::alloc(stream, Bits::of(c), total)).transpose()
             } else {
                 Ok(None)
             }
         };
-        Ok(Outputs { map_l: side_map(full_l)?, map_r: side_map(full_r)?, out0_l: out0(lp)?, out0_r: out0(rp)? })
+        Ok(Outputs { map_l: side_map(full_l)?, map_r: side_map(full_r)?, out0_l: out0(fuse_l, lp)?, out0_r: out0(fuse_r, rp)? })
     };
     // What the write passes write for each side.
     let writers = |o: &mut Outputs| -> (ffi::gj_h_side, ffi::gj_h_side) {
@@ -892,13 +981,13 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
         let rows_n = rows.len();
         let empty = stream.alloc::<u32>(0)?;
         let (ml, mr) = if left_side { (rows, empty) } else { (empty, rows) };
-        drop((work, tl.keys, tl.offsets, tl.ids, tr.keys, tr.offsets, tr.ids));
+        drop((work, tl.keys, tl.ids, tr.keys, tr.ids));
         clock.mark(stream)?;
         if !om {
             return finish_um(stream, GatherMaps::new(jt, ml, mr), req, clock, stats);
         }
-        let (map, pay, sidek, col0) = if left_side { (ml, lp, &p.left, tl.col0) } else { (mr, rp, &p.right, tr.col0) };
-        let m = materialize_om(stream, sidek, pay, col0, &SideMap { map, start: 0 }, rows_n, None, bits)?;
+        let (map, pay, sidek, col0, offsets) = if left_side { (ml, lp, &p.left, tl.col0, tl.offsets) } else { (mr, rp, &p.right, tr.col0, tr.offsets) };
+        let m = materialize_om(stream, sidek, &offsets.view(), pay, col0, None, SideMap { map, start: 0 }, rows_n, None, bits)?;
         let (left, right) = if left_side { (Some(m), None) } else { (None, Some(m)) };
         clock.mark(stream)?;
         clock.finish(&mut stats)?;
@@ -925,7 +1014,8 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     }
     drop((ul, ur, work));
     let (col0_l, col0_r) = (tl.col0, tr.col0);
-    drop((tl.keys, tl.offsets, tl.ids, tr.keys, tr.offsets, tr.ids));
+    let (offsets_l, offsets_r) = (tl.offsets, tr.offsets);
+    drop((tl.keys, tl.ids, tr.keys, tr.ids));
     clock.mark(stream)?;
 
     if !om {
@@ -935,8 +1025,21 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     // 3. Materialize from the transformed relations.
     let nulls_l = jt.keeps_unmatched_right().then_some((inner + nul, total));
     let nulls_r = jt.keeps_unmatched_left().then_some((inner, inner + nul));
-    let left = materialize_om_fused(stream, &p.left, lp, col0_l, o.out0_l.take(), &o.map_l, inner, total, nulls_l, bits)?;
-    let right = materialize_om_fused(stream, &p.right, rp, col0_r, o.out0_r.take(), &o.map_r, inner, total, nulls_r, bits)?;
+    // The fused first columns get their rows after the pairs; their transformed copies go.
+    let col0_l = finish_fused(stream, col0_l, &mut o.out0_l, &o.map_l, inner)?;
+    let col0_r = finish_fused(stream, col0_r, &mut o.out0_r, &o.map_r, inner)?;
+    // Then the probe (larger) side's columns, while the output has the fewest columns, and its
+    // map goes; then the build side's.
+    let Outputs { map_l, map_r, out0_l, out0_r } = o;
+    let (left, right) = if build_left {
+        let right = materialize_om(stream, &p.right, &offsets_r.view(), rp, col0_r, out0_r, map_r, total, nulls_r, bits)?;
+        let left = materialize_om(stream, &p.left, &offsets_l.view(), lp, col0_l, out0_l, map_l, total, nulls_l, bits)?;
+        (left, right)
+    } else {
+        let left = materialize_om(stream, &p.left, &offsets_l.view(), lp, col0_l, out0_l, map_l, total, nulls_l, bits)?;
+        let right = materialize_om(stream, &p.right, &offsets_r.view(), rp, col0_r, out0_r, map_r, total, nulls_r, bits)?;
+        (left, right)
+    };
     clock.mark(stream)?;
     clock.finish(&mut stats)?;
     Ok(JoinedRelation { join_type: jt, rows: total as u64, left: Some(left), right: Some(right), maps: None, stats })
@@ -974,52 +1077,45 @@ impl Outputs {
     }
 }
 
-/// OM materialization of one side whose first column's inner rows the match wrote (`out0`).
-#[allow(clippy::too_many_arguments)]
-fn materialize_om_fused<K: HashKey>(
-    stream: &Stream,
-    side: &SideKeys<'_, K>,
-    cols: &[DeviceColumn<'_>],
-    col0: Option<BitsBuf>,
-    out0: Option<BitsBuf>,
-    m: &SideMap,
-    inner: usize,
-    total: usize,
-    nulls: Option<(usize, usize)>,
-    bits: u32,
-) -> Result<Materialized> {
-    let mut columns = Vec::with_capacity(cols.len());
-    if let (Some(t0), Some(mut o0)) = (col0, out0) {
-        // Rows after the inner ones: gathered through the map's tail.
-        let tail = m.map.slice(inner - m.start..);
-        gather_bits(stream, t0.bits(), &tail, &mut o0, inner)?;
-        drop(t0);
-        columns.push(o0.into_payload(&cols[0]));
+/// A fused first column (`out0`, whose inner rows the match wrote): the rows after the inner
+/// ones gathered through the map's tail, and its transformed copy dropped. Returns the
+/// transformed first column of a side whose first column is not fused.
+fn finish_fused(stream: &Stream, col0: Option<BitsBuf>, out0: &mut Option<BitsBuf>, m: &SideMap, inner: usize) -> Result<Option<BitsBuf>> {
+    match (col0, out0.as_mut()) {
+        (Some(t0), Some(o0)) => {
+            let tail = m.map.slice(inner - m.start..);
+            gather_bits(stream, t0.bits(), &tail, o0, inner)?;
+            Ok(None)
+        }
+        (c, _) => Ok(c),
     }
-    let rest = materialize_om(stream, side, &cols[columns.len()..], None, m, total, None, bits)?;
-    columns.extend(rest.columns);
-    let validity = nulls.map(|(b, e)| range_validity(stream, total, b, e)).transpose()?;
-    Ok(Materialized { columns, validity })
 }
 
-/// OM materialization of columns through a whole map (`m.start == 0`): each column transformed,
-/// gathered, dropped. `col0`, when given, is the first column already transformed.
+/// OM materialization of one side: `out0`, the complete first column when the match wrote it;
+/// otherwise `col0`, its transformed copy, when the transform made it. Every other column is
+/// transformed ([`transform_column_chunked`]), gathered through the map (clustered) and dropped
+/// before the next; the map is dropped at the end.
 #[allow(clippy::too_many_arguments)]
 fn materialize_om<K: HashKey>(
     stream: &Stream,
     side: &SideKeys<'_, K>,
+    offsets: &DeviceView<'_, u64>,
     cols: &[DeviceColumn<'_>],
     mut col0: Option<BitsBuf>,
-    m: &SideMap,
+    out0: Option<BitsBuf>,
+    m: SideMap,
     rows: usize,
     nulls: Option<(usize, usize)>,
     bits: u32,
 ) -> Result<Materialized> {
     let mut columns = Vec::with_capacity(cols.len());
-    for c in cols {
+    if let Some(o0) = out0 {
+        columns.push(o0.into_payload(&cols[0]));
+    }
+    for c in &cols[columns.len()..] {
         let t = match col0.take() {
             Some(t) => t,
-            None => transform_column(stream, side, Bits::of(c), bits)?.1,
+            None => transform_column_chunked(stream, side, offsets, Bits::of(c), bits)?,
         };
         debug_assert_eq!(m.start, 0);
         let mut out = BitsBuf::alloc(stream, Bits::of(c), rows)?;
@@ -1027,6 +1123,7 @@ fn materialize_om<K: HashKey>(
         drop(t);
         columns.push(out.into_payload(c));
     }
+    drop(m);
     let validity = nulls.map(|(b, e)| range_validity(stream, rows, b, e)).transpose()?;
     Ok(Materialized { columns, validity })
 }

@@ -26,9 +26,11 @@
 //! The paper's tree never prefers a sort-merge join; its Figure 17(b), the choice between the
 //! two sort-merge joins, is [`choose_sort_merge`].
 
-use gpujoin_device::{Result, Stream};
+use gpujoin_device::{DeviceView, Result, Stream};
+use gpujoin_primitives::cuda::launch;
 
 use super::{gather_column, payload_column, Algorithm, Output, WideJoinOptions, WideRelation};
+use crate::ffi_hash as ffi;
 use crate::hash_join::hash_join;
 use crate::keys::{DeviceColumn, Keys};
 use crate::maps::Payload;
@@ -232,8 +234,141 @@ pub fn choose_sort_merge(f: &Features) -> (Algorithm, String) {
     }
 }
 
+/// How the sampled keys compare: raw bits (integers), or floats with `-0.0 == 0.0` and NaNs
+/// equal to each other, or to nothing with `nan_never` (as the joins compare them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SampleMode {
+    Bits,
+    F32 { nan_never: bool },
+    F64 { nan_never: bool },
+}
+
+impl SampleMode {
+    fn code(self) -> (i32, i32) {
+        match self {
+            SampleMode::Bits => (0, 0),
+            SampleMode::F32 { nan_never } => (1, nan_never as i32),
+            SampleMode::F64 { nan_never } => (2, nan_never as i32),
+        }
+    }
+
+    /// The key as the join compares it (`None`: it matches nothing). Mirrors `canon` in hash.cu.
+    ///
+    /// Bits of 4-byte keys are in the low 32 bits.
+    pub(crate) fn canon(self, bits: u64) -> Option<u64> {
+        match self {
+            SampleMode::Bits => Some(bits),
+            SampleMode::F32 { nan_never } => {
+                let b = bits as u32;
+                if b & 0x7fff_ffff == 0 {
+                    Some(0)
+                } else if f32::from_bits(b).is_nan() {
+                    (!nan_never).then_some(0x7fc0_0000)
+                } else {
+                    Some(b as u64)
+                }
+            }
+            SampleMode::F64 { nan_never } => {
+                if bits & 0x7fff_ffff_ffff_ffff == 0 {
+                    Some(0)
+                } else if f64::from_bits(bits).is_nan() {
+                    (!nan_never).then_some(0x7ff8_0000_0000_0000)
+                } else {
+                    Some(bits)
+                }
+            }
+        }
+    }
+}
+
+/// The sampled match ratio from the sample's keys and the flags of the device set (an entry of
+/// each distinct matched key is flagged, which one is unspecified): the share of sample entries
+/// whose key some flagged entry has.
+pub(crate) fn ratio_from_flags(sample: &[u64], flags: &[u8], mode: SampleMode) -> f64 {
+    if sample.is_empty() {
+        return 0.0;
+    }
+    let matched: std::collections::HashSet<u64> = sample.iter().zip(flags).filter(|(_, &f)| f != 0).filter_map(|(&k, _)| mode.canon(k)).collect();
+    let hits = sample.iter().filter(|&&k| mode.canon(k).is_some_and(|c| matched.contains(&c))).count();
+    hits as f64 / sample.len() as f64
+}
+
+/// One pass of the build keys against a shared-memory set of the sampled probe keys (single
+/// non-null key columns): two small reads back to the host, no per-row output.
+fn sample_single<K: gpujoin_device::Pod>(
+    stream: &Stream,
+    build: &DeviceView<'_, K>,
+    probe: &DeviceView<'_, K>,
+    mode: SampleMode,
+    gather: SampleGatherFn<K>,
+    matcher: SampleMatchFn<K>,
+    to_bits: fn(K) -> u64,
+) -> Result<(f64, SampledSkew)> {
+    let n = probe.len();
+    let m = SAMPLE_ROWS.min(n);
+    let mut keys = stream.alloc::<K>(m)?;
+    let mut flags = stream.alloc_zeroed::<u8>(m)?;
+    let (pk, sk) = (probe.as_ptr(), keys.view_mut().as_mut_ptr());
+    // SAFETY: m <= n probe keys; keys holds m.
+    launch(stream, "sample probe keys", || unsafe { gather(pk, n as i64, m as i64, sk, stream.raw()) })?;
+    let (code, nan_never) = mode.code();
+    let (sk, bk, fl) = (keys.view().as_ptr(), build.as_ptr(), flags.view_mut().as_mut_ptr());
+    // SAFETY: m sample keys (m <= SAMPLE_ROWS <= gj_h_sample_max), build.len() build keys, m flags.
+    launch(stream, "sample match", || unsafe { matcher(sk, m as i64, bk, build.len() as i64, code, nan_never, fl, stream.raw()) })?;
+    let flags = stream.copy_to_host(&flags.view())?;
+    let sample: Vec<u64> = stream.copy_to_host(&keys.view())?.into_iter().map(to_bits).collect();
+    Ok((ratio_from_flags(&sample, &flags, mode), SampledSkew::from_sample(&sample)))
+}
+
+type SampleGatherFn<K> = unsafe extern "C" fn(*const K, i64, i64, *mut K, ffi::gj_h_stream_t) -> i32;
+type SampleMatchFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, i32, i32, *mut u8, ffi::gj_h_stream_t) -> i32;
+
 /// Samples the match ratio and skew of the larger side against the smaller.
+///
+/// Single non-null key columns: [`sample_single`] (one streaming pass over the build keys).
+/// Other keys: the non-partitioned hash join of the sampled keys with the build side.
 fn sample(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions) -> Result<(f64, SampledSkew)> {
+    debug_assert!(SAMPLE_ROWS as i64 <= unsafe { ffi::gj_h_sample_max() });
+    let (bc, pc) = (build.columns(), probe.columns());
+    if bc.len() == 1 && bc[0].validity.is_none() && pc[0].validity.is_none() && probe.rows() > 0 {
+        let nan_never = opts.nan_equality == crate::NanEquality::NanNeverEqual;
+        let b32 = |x: u32| x as u64;
+        let b64 = |x: u64| x;
+        let r = match (bc[0].values, pc[0].values) {
+            (DeviceColumn::U32(b), DeviceColumn::U32(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
+            (DeviceColumn::I32(b), DeviceColumn::I32(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
+            (DeviceColumn::F32(b), DeviceColumn::F32(p)) => {
+                Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::F32 { nan_never }, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32))
+            }
+            (DeviceColumn::U64(b), DeviceColumn::U64(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
+            (DeviceColumn::I64(b), DeviceColumn::I64(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
+            (DeviceColumn::F64(b), DeviceColumn::F64(p)) => {
+                Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::F64 { nan_never }, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64))
+            }
+            _ => None,
+        };
+        if let Some(r) = r {
+            return r;
+        }
+    }
+    sample_by_join(stream, build, probe, opts)
+}
+
+/// Test support: the sampled match ratio and skew of `probe` against `build`, by the streaming
+/// pass where the keys allow it (`general` false) or by the general join (`general` true).
+#[doc(hidden)]
+pub fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
+    build.check_comparable(probe)?;
+    if general {
+        sample_by_join(stream, build, probe, opts)
+    } else {
+        sample(stream, build, probe, opts)
+    }
+}
+
+/// The general sample: the sampled probe keys joined with the whole build side (composite or
+/// nullable keys).
+fn sample_by_join(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions) -> Result<(f64, SampledSkew)> {
     let n = probe.rows();
     let m = SAMPLE_ROWS.min(n);
     let positions: Vec<u32> = (0..m as u64).map(|i| (i * n as u64 / m as u64) as u32).collect();
@@ -337,6 +472,27 @@ mod tests {
         assert!(pkfk(2).needs_sample(), "wide: the ratio decides OM or UM");
         assert!(Features { build_rows: 1 << 16, probe_rows: 1 << 17, ..pkfk(1) }.needs_sample(), "small build: NPHJ possible");
         assert!(!Features { probe_rows: 0, build_rows: 0, ..pkfk(2) }.needs_sample());
+    }
+
+    #[test]
+    fn sampled_ratio_resolves_duplicates_and_float_equality() {
+        // Keys 5, 5, 7, 9: the device flagged one entry of 5 (the second) and 9.
+        assert_eq!(ratio_from_flags(&[5, 5, 7, 9], &[0, 1, 0, 1], SampleMode::Bits), 0.75);
+        assert_eq!(ratio_from_flags(&[], &[], SampleMode::Bits), 0.0);
+        // -0.0 and 0.0 are one key; NaNs one key, or none when NaN equals nothing.
+        let f = |x: f32| x.to_bits() as u64;
+        let nan2 = f32::from_bits(0x7fc0_0001);
+        let eq = SampleMode::F32 { nan_never: false };
+        assert_eq!(eq.canon(f(-0.0)), eq.canon(f(0.0)));
+        assert_eq!(eq.canon(f(f32::NAN)), eq.canon(f(nan2)));
+        assert_eq!(ratio_from_flags(&[f(-0.0), f(0.0), f(f32::NAN), f(nan2)], &[0, 1, 1, 0], eq), 1.0);
+        let never = SampleMode::F32 { nan_never: true };
+        assert_eq!(never.canon(f(f32::NAN)), None);
+        assert_eq!(ratio_from_flags(&[f(-0.0), f(1.0), f(f32::NAN), f(nan2)], &[1, 0, 1, 1], never), 0.25);
+        let d = SampleMode::F64 { nan_never: false };
+        assert_eq!(d.canon((-0.0f64).to_bits()), Some(0));
+        assert_eq!(d.canon(f64::NAN.to_bits()), d.canon(f64::from_bits(0xfff8_0000_0000_0001).to_bits()));
+        assert_eq!(d.canon(1.5f64.to_bits()), Some(1.5f64.to_bits()));
     }
 
     #[test]
