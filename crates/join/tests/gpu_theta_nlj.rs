@@ -364,3 +364,122 @@ fn schema_mismatches_and_bad_aggregates_are_errors() {
     let p = NestedLoopJoin::prepare(&s, &dl, &dr, &c, JoinType::LeftSemi).unwrap();
     assert!(p.produce(&s, 0..1).is_err());
 }
+
+// ---- the fast path (one or two comparisons of i32/u32 columns under AND/OR; its SUM of a right
+// ---- i32/u32 column adds exact 32-bit halves per group of 128 right rows) against a native oracle ----
+
+fn edgy_i32(rng: &mut StdRng) -> i32 {
+    match rng.gen_range(0..4) {
+        0 => [i32::MIN, i32::MIN + 1, -65_536, -1, 0, 1, 65_535, i32::MAX - 1, i32::MAX][rng.gen_range(0..9)],
+        1 => rng.gen_range(-20..20),
+        _ => rng.gen(),
+    }
+}
+
+fn edgy_u32(rng: &mut StdRng) -> u32 {
+    match rng.gen_range(0..4) {
+        0 => [0, 1, 65_535, 65_536, 0x7FFF_FFFF, 0x8000_0000, u32::MAX - 1, u32::MAX][rng.gen_range(0..8)],
+        1 => rng.gen_range(0..20),
+        _ => rng.gen(),
+    }
+}
+
+fn cmp_native<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
+    match op {
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+        CmpOp::Lt => a < b,
+        CmpOp::Le => a <= b,
+        CmpOp::Gt => a > b,
+        CmpOp::Ge => a >= b,
+    }
+}
+
+#[test]
+fn fast_path_32_bit_comparisons_and_sums() {
+    let Some(s) = stream("fast_path_32_bit_comparisons_and_sums") else { return };
+    let mut rng = StdRng::seed_from_u64(0x7E7A_0005);
+    // Several 1024-row tiles and 128-row groups per chunk with a partial last group; one and three
+    // left rows split the right side into many chunks.
+    for (nl, nr) in [(700usize, 2300usize), (1, 2900), (3, 1000)] {
+        let (li, lu): (Vec<i32>, Vec<u32>) = (0..nl).map(|_| (edgy_i32(&mut rng), edgy_u32(&mut rng))).unzip();
+        let (ri, ru): (Vec<i32>, Vec<u32>) = (0..nr).map(|_| (edgy_i32(&mut rng), edgy_u32(&mut rng))).unzip();
+        let l = Relation::new(vec![ColumnData::I32(li.clone()), ColumnData::U32(lu.clone())]).unwrap();
+        let r = Relation::new(vec![ColumnData::I32(ri.clone()), ColumnData::U32(ru.clone())]).unwrap();
+        let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+        // (leaves as (column, operator), OR?): every operator on each type, then pairs of them.
+        let mut cases: Vec<(Vec<(usize, CmpOp)>, bool)> = Vec::new();
+        for op in CmpOp::ALL {
+            cases.push((vec![(0, op)], false));
+            cases.push((vec![(1, op)], false));
+        }
+        for (i, &op) in CmpOp::ALL.iter().enumerate() {
+            let other = CmpOp::ALL[(i * 5 + 2) % 6];
+            cases.push((vec![(0, op), (1, other)], i % 2 == 0));
+            cases.push((vec![(1, other), (0, op)], i % 2 == 1));
+        }
+        for (k, (leaves, any)) in cases.iter().enumerate() {
+            let leaf_pred = |&(c, op): &(usize, CmpOp)| Predicate::cmp(op, col_l(c), col_r(c));
+            let p = if leaves.len() == 1 {
+                leaf_pred(&leaves[0])
+            } else if *any {
+                leaf_pred(&leaves[0]).or(leaf_pred(&leaves[1]))
+            } else {
+                leaf_pred(&leaves[0]).and(leaf_pred(&leaves[1]))
+            };
+            let c = p.check(&l.schema(), &r.schema()).unwrap();
+            let matches = |a: usize, b: usize| {
+                let leaf = |&(col, op): &(usize, CmpOp)| if col == 0 { cmp_native(op, li[a], ri[b]) } else { cmp_native(op, lu[a], ru[b]) };
+                if *any { leaves.iter().any(leaf) } else { leaves.iter().all(leaf) }
+            };
+            // Per left row: (count, sum of right i32, sum of right u32).
+            let per: Vec<(u64, i128, i128)> = (0..nl)
+                .map(|a| {
+                    (0..nr).filter(|&b| matches(a, b)).fold((0, 0, 0), |(n, x, y), b| (n + 1, x + ri[b] as i128, y + ru[b] as i128))
+                })
+                .collect();
+            let total = per.iter().fold((0u64, 0i128, 0i128), |t, p| (t.0 + p.0, t.1 + p.1, t.2 + p.2));
+            let what = format!("{nl}x{nr} {p:?}");
+            let sum_or_none = |n: u64, v: i128| if n == 0 { AggValue::None } else { AggValue::Int(v) };
+            for (col, want) in [(0usize, sum_or_none(total.0, total.1)), (1, sum_or_none(total.0, total.2))] {
+                poison(&s, 1 << 20);
+                let got = nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Sum, Some((Side::Right, col))).unwrap();
+                assert_eq!(got, want, "{what}: SUM of right column {col}");
+            }
+            poison(&s, 1 << 20);
+            let got = nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Count, None).unwrap();
+            assert_eq!(got, AggValue::Int(total.0 as i128), "{what}: COUNT");
+            // A left column's aggregate comes from the match count alone.
+            let want_left: i128 = (0..nl).map(|a| per[a].0 as i128 * lu[a] as i128).sum();
+            let got = nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Sum, Some((Side::Left, 1))).unwrap();
+            assert_eq!(got, sum_or_none(total.0, want_left), "{what}: SUM of left column 1");
+            poison(&s, 1 << 20);
+            let col = k % 2;
+            let got = nested_loop_aggregate_per_left_row(&s, &dl, &dr, &c, Agg::Sum, Some((Side::Right, col))).unwrap();
+            let want: Vec<AggValue> = per.iter().map(|&(n, x, y)| sum_or_none(n, if col == 0 { x } else { y })).collect();
+            assert_eq!(got, want, "{what}: per-row SUM of right column {col}");
+            // The join (count and write passes; FULL also marks the matched right rows).
+            let jt = if k % 3 == 0 { JoinType::Full } else { JoinType::Inner };
+            poison(&s, 1 << 24);
+            let maps = nested_loop_join_with(&s, &dl, &dr, &c, jt, Path::NestedLoop).unwrap();
+            let mut want: Vec<(RowId, RowId)> = Vec::new();
+            let mut right_matched = vec![false; nr];
+            for a in 0..nl {
+                let before = want.len();
+                for b in (0..nr).filter(|&b| matches(a, b)) {
+                    want.push((RowId::new(a as u32).unwrap(), RowId::new(b as u32).unwrap()));
+                    right_matched[b] = true;
+                }
+                if jt == JoinType::Full && want.len() == before {
+                    want.push((RowId::new(a as u32).unwrap(), RowId::NONE));
+                }
+            }
+            if jt == JoinType::Full {
+                want.extend((0..nr).filter(|&b| !right_matched[b]).map(|b| (RowId::NONE, RowId::new(b as u32).unwrap())));
+            }
+            let got = maps.pairs().unwrap();
+            assert_eq!(got.len(), want.len(), "{what} {jt:?}: rows");
+            assert!(got == want, "{what} {jt:?}: pairs differ (in the documented order)");
+        }
+    }
+}
