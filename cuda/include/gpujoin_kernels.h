@@ -73,11 +73,13 @@ int gj_k_fill_b64(uint64_t *out, int64_t n, uint64_t value, gj_k_stream_t stream
  * output as gj_cub_sort_pairs_* ascending on that bit range. 0 <= begin_bit < end_bit <=
  * key bits; 0 <= n <= 2^32. Two-phase temporary storage (it holds a key and value buffer of n
  * items when the range spans more than 8 bits). The inputs are never written; inputs and outputs
- * must not overlap. */
+ * must not overlap. portion_tiles: 0, or (tests) fewer tiles per kernel launch than the
+ * default 2^30 / tile items, to exercise the hand-over of digit offsets between launches. */
 #define GJ_K_DECL_PART(KN, K, VN, V)                                                                \
   int gj_k_part_partition_pairs_##KN##_##VN(void *temp, size_t *temp_bytes, const K *keys_in,        \
                                             const V *vals_in, K *keys_out, V *vals_out, int64_t n,  \
-                                            int begin_bit, int end_bit, gj_k_stream_t stream);
+                                            int begin_bit, int end_bit, int64_t portion_tiles,      \
+                                            gj_k_stream_t stream);
 GJ_K_DECL_PART(k32, uint32_t, v32, uint32_t)
 GJ_K_DECL_PART(k32, uint32_t, v64, uint64_t)
 GJ_K_DECL_PART(k64, uint64_t, v32, uint32_t)

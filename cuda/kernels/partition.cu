@@ -11,7 +11,7 @@
 //      digit's run of staged items contiguously.
 //
 // Passes ping-pong between the outputs and a temporary pair so that the last pass lands in the
-// outputs; the inputs are never written. Inputs of more than PORTION_ITEMS items run each pass
+// outputs; the inputs are never written. Inputs of more than PORTION_TILES tiles run each pass
 // as several launches ("portions"), so that a 30-bit count in a look-back status word suffices;
 // the last tile of a portion hands the running digit offsets to the next portion.
 #include <cub/block/block_scan.cuh>
@@ -46,7 +46,6 @@ struct Tuning {
   static constexpr int HIST_COPIES = 32 / sizeof(K);  // shared histogram copies (32 KB in all)
   // Tiles per launch: every in-portion count stays below 2^30.
   static constexpr int64_t PORTION_TILES = ((1ll << 30) - 1) / NV;
-  static constexpr int64_t PORTION_ITEMS = PORTION_TILES * NV;
 };
 
 __device__ __forceinline__ uint32_t lanemask_lt() {
@@ -207,12 +206,14 @@ __global__ void __launch_bounds__(NT, onesweep_min_blocks<K, V>())
     warp_counts[w][d] = tile_count;
     tile_count += c;
   }
-  uint32_t digit_start;
-  Scan(scan_temp).ExclusiveSum(tile_count, digit_start);
-  if ((uint32_t)d == mask) tile_count -= NV - valid;  // the padding items
-  // Publish the aggregate early so that later tiles' look-backs can pass this tile.
+  // Publish the aggregate early so that later tiles' look-backs can pass this tile. The padding
+  // items stay in the in-tile layout (digit_start) but not in the count.
+  const uint32_t padded_count = tile_count;
+  if ((uint32_t)d == mask) tile_count -= NV - valid;
   uint32_t *my_status = status + tile * RADIX + d;
   st_relaxed(my_status, (tile == 0 ? FLAG_INCLUSIVE : FLAG_AGGREGATE) | tile_count);
+  uint32_t digit_start;
+  Scan(scan_temp).ExclusiveSum(padded_count, digit_start);
 #pragma unroll
   for (int w = 0; w < NWARPS; ++w) warp_counts[w][d] += digit_start;
   __syncthreads();
@@ -280,15 +281,18 @@ size_t align_up(size_t x) { return (x + 255) & ~size_t(255); }
 
 template <class K, class V>
 int partition_pairs(void *temp, size_t *temp_bytes, const K *keys_in, const V *vals_in, K *keys_out, V *vals_out,
-                    int64_t n, int begin_bit, int end_bit, cudaStream_t s) {
+                    int64_t n, int begin_bit, int end_bit, int64_t portion_tiles, cudaStream_t s) {
   using T = Tuning<K>;
   if (!temp_bytes || n < 0 || n > MAX_ITEMS || begin_bit < 0 || end_bit > (int)(8 * sizeof(K)) ||
       begin_bit >= end_bit)
     return (int)cudaErrorInvalidValue;
   const int passes = (end_bit - begin_bit + RADIX_BITS - 1) / RADIX_BITS;
   const int64_t tiles = (n + T::NV - 1) / T::NV;
-  const int64_t portions = (tiles + T::PORTION_TILES - 1) / T::PORTION_TILES;
-  const int64_t max_portion_tiles = tiles < T::PORTION_TILES ? tiles : T::PORTION_TILES;
+  // Tiles per launch (tests ask for fewer to exercise the hand-over between portions).
+  const int64_t pt = portion_tiles > 0 && portion_tiles < T::PORTION_TILES ? portion_tiles : T::PORTION_TILES;
+  const int64_t portion_items = pt * T::NV;
+  const int64_t portions = (tiles + pt - 1) / pt;
+  const int64_t max_portion_tiles = tiles < pt ? tiles : pt;
   // Temporary layout: hist | tickets (zeroed together) | bins | status | key and value buffers.
   const size_t hist_bytes = (size_t)passes * RADIX * sizeof(unsigned long long);
   const size_t ticket_bytes = align_up((size_t)(passes * portions + 1) * sizeof(uint32_t));
@@ -337,8 +341,8 @@ int partition_pairs(void *temp, size_t *temp_bytes, const K *keys_in, const V *v
     const int bits = end_bit - shift < RADIX_BITS ? end_bit - shift : RADIX_BITS;
     const uint32_t mask = (1u << bits) - 1;
     for (int64_t q = 0; q < portions; ++q) {
-      const int64_t begin = q * T::PORTION_ITEMS;
-      const int64_t end = n - begin < T::PORTION_ITEMS ? n : begin + T::PORTION_ITEMS;
+      const int64_t begin = q * portion_items;
+      const int64_t end = n - begin < portion_items ? n : begin + portion_items;
       const int64_t portion_tiles = (end - begin + T::NV - 1) / T::NV;
       if ((rc = (int)cudaMemsetAsync(status, 0, (size_t)portion_tiles * RADIX * sizeof(uint32_t), s))) return rc;
       const unsigned long long *b_in = bins + p * bins_stride + q * RADIX;
@@ -357,9 +361,10 @@ int partition_pairs(void *temp, size_t *temp_bytes, const K *keys_in, const V *v
 #define GJ_DEF_PARTITION(KN, K, VN, V)                                                                           \
   extern "C" int gj_k_part_partition_pairs_##KN##_##VN(void *temp, size_t *temp_bytes, const K *keys_in,         \
                                                        const V *vals_in, K *keys_out, V *vals_out, int64_t n,   \
-                                                       int begin_bit, int end_bit, gj_k_stream_t stream) {      \
+                                                       int begin_bit, int end_bit, int64_t portion_tiles,       \
+                                                       gj_k_stream_t stream) {                                  \
     return partition_pairs<K, V>(temp, temp_bytes, keys_in, vals_in, keys_out, vals_out, n, begin_bit, end_bit, \
-                                 static_cast<cudaStream_t>(stream));                                            \
+                                 portion_tiles, static_cast<cudaStream_t>(stream));                             \
   }
 GJ_DEF_PARTITION(k32, uint32_t, v32, uint32_t)
 GJ_DEF_PARTITION(k32, uint32_t, v64, uint64_t)

@@ -291,6 +291,7 @@ unsafe extern "C" {
         n: i64,
         begin_bit: ::std::os::raw::c_int,
         end_bit: ::std::os::raw::c_int,
+        portion_tiles: i64,
         stream: gj_k_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -305,6 +306,7 @@ unsafe extern "C" {
         n: i64,
         begin_bit: ::std::os::raw::c_int,
         end_bit: ::std::os::raw::c_int,
+        portion_tiles: i64,
         stream: gj_k_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -319,6 +321,7 @@ unsafe extern "C" {
         n: i64,
         begin_bit: ::std::os::raw::c_int,
         end_bit: ::std::os::raw::c_int,
+        portion_tiles: i64,
         stream: gj_k_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -333,6 +336,7 @@ unsafe extern "C" {
         n: i64,
         begin_bit: ::std::os::raw::c_int,
         end_bit: ::std::os::raw::c_int,
+        portion_tiles: i64,
         stream: gj_k_stream_t,
     ) -> ::std::os::raw::c_int;
 }

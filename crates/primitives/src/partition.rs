@@ -32,7 +32,7 @@ use crate::sort::{sort_pairs, SortOrder, SortPairsWith};
 
 type HistFn<K> = unsafe extern "C" fn(*mut c_void, *mut usize, *const K, *mut u32, i64, i32, i32, sys::gj_stream_t) -> i32;
 type PartitionPairsFn<K, V> =
-    unsafe extern "C" fn(*mut c_void, *mut usize, *const K, *const V, *mut K, *mut V, i64, i32, i32, ffi::gj_k_stream_t) -> i32;
+    unsafe extern "C" fn(*mut c_void, *mut usize, *const K, *const V, *mut K, *mut V, i64, i32, i32, i64, ffi::gj_k_stream_t) -> i32;
 
 /// A key type for radix partitioning: `u32`, `u64` (partition on the raw bits).
 pub trait PartitionKey: SortPairsWith<u32> + SortPairsWith<u64> {
@@ -179,6 +179,22 @@ pub fn partition_pairs<K: PartitionKey, V: Pod>(
     values_out: &mut DeviceViewMut<'_, V>,
     bits: Range<u32>,
 ) -> Result<()> {
+    partition_pairs_in_portions(stream, keys_in, values_in, keys_out, values_out, bits, 0)
+}
+
+/// [`partition_pairs`] with at most `portion_tiles` tiles per kernel launch (0: the default,
+/// `2^30` items). For tests: small portions exercise the hand-over between launches that inputs
+/// of more than `2^30` rows need.
+#[doc(hidden)]
+pub fn partition_pairs_in_portions<K: PartitionKey, V: Pod>(
+    stream: &Stream,
+    keys_in: &DeviceView<'_, K>,
+    values_in: &DeviceView<'_, V>,
+    keys_out: &mut DeviceViewMut<'_, K>,
+    values_out: &mut DeviceViewMut<'_, V>,
+    bits: Range<u32>,
+    portion_tiles: u32,
+) -> Result<()> {
     let n = keys_in.len();
     check_same_len("keys_in", n, "values_in", values_in.len())?;
     check_same_len("keys_in", n, "keys_out", keys_out.len())?;
@@ -194,14 +210,14 @@ pub fn partition_pairs<K: PartitionKey, V: Pod>(
     }
     let (ki, ko) = (keys_in.as_ptr(), keys_out.as_mut_ptr());
     let (vi, vo) = (values_in.as_ptr() as *const c_void, values_out.as_mut_ptr() as *mut c_void);
-    let (b0, b1, s) = (bits.start as i32, bits.end as i32, stream.raw());
+    let (b0, b1, pt, s) = (bits.start as i32, bits.end as i32, portion_tiles as i64, stream.raw());
     // SAFETY: live device ranges of n items each (inputs borrowed shared, outputs exclusively, so
     // they do not overlap); values are moved as raw 4- or 8-byte words.
     with_temp(stream, "partition_pairs", |t, tb| unsafe {
         if value_bytes == 4 {
-            K::PARTITION_PAIRS_V32(t, tb, ki, vi as *const u32, ko, vo as *mut u32, n as i64, b0, b1, s)
+            K::PARTITION_PAIRS_V32(t, tb, ki, vi as *const u32, ko, vo as *mut u32, n as i64, b0, b1, pt, s)
         } else {
-            K::PARTITION_PAIRS_V64(t, tb, ki, vi as *const u64, ko, vo as *mut u64, n as i64, b0, b1, s)
+            K::PARTITION_PAIRS_V64(t, tb, ki, vi as *const u64, ko, vo as *mut u64, n as i64, b0, b1, pt, s)
         }
     })
 }
