@@ -155,10 +155,7 @@ fn same<T: PartialEq + std::fmt::Debug>(what: &str, got: &[T], want: &[T]) -> Re
 
 /// Partitions `keys` (values = row numbers) by `bits` with `partition_pairs` (in portions of
 /// `portion_tiles` tiles; 0 = default) and with CUB, and compares both with the CPU reference.
-fn check<K: Key, V: Val>(s: &Stream, keys: &[K], bits: Range<u32>, portion_tiles: u32) -> Result<(), TestCaseError>
-where
-    K: SortPairsWith<V>,
-{
+fn check<K: Key + SortPairsWith<V>, V: Val>(s: &Stream, keys: &[K], bits: Range<u32>, portion_tiles: u32) -> Result<(), TestCaseError> {
     let n = keys.len();
     let vals: Vec<V> = (0..n).map(V::row).collect();
     let (want_k, want_v) = reference(keys, &vals, &bits);
@@ -201,10 +198,7 @@ fn ranges<K: Key>() -> Vec<Range<u32>> {
     if K::BITS == 32 { RANGES_32.to_vec() } else { RANGES_64.to_vec() }
 }
 
-fn property<K: Key, V: Val>(test: &str, cases: u32)
-where
-    K: SortPairsWith<V>,
-{
+fn property<K: Key + SortPairsWith<V>, V: Val>(test: &str, cases: u32) {
     let Some(s) = stream(test) else { return };
     let tile = partition_pairs_tile_items::<K>();
     let rs = ranges::<K>();
@@ -240,10 +234,7 @@ fn partition_pairs_u64_u64_matches_cpu_and_cub() {
 }
 
 /// Every bit range and shape at the tile boundaries, for every type pair.
-fn boundaries<K: Key, V: Val>(s: &Stream)
-where
-    K: SortPairsWith<V>,
-{
+fn boundaries<K: Key + SortPairsWith<V>, V: Val>(s: &Stream) {
     let tile = partition_pairs_tile_items::<K>();
     for n in [tile - 1, tile, tile + 1, 2 * tile + 1] {
         for bits in ranges::<K>() {
@@ -305,7 +296,7 @@ fn partition_pairs_refuses_bad_arguments() {
     let invalid = |r: gpujoin_device::Result<()>| matches!(r, Err(Error::InvalidArgument(_)));
     assert!(invalid(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut vo.view_mut(), 0..0)));
     assert!(invalid(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut vo.view_mut(), 0..33)));
-    assert!(invalid(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut vo.view_mut(), 9..4)));
+    assert!(invalid(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut vo.view_mut(), Range { start: 9, end: 4 })));
     let mut short = s.alloc::<u32>(2).unwrap();
     assert!(partition_pairs(&s, &k.view(), &v.view(), &mut short.view_mut(), &mut vo.view_mut(), 0..8).is_err());
     assert!(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut short.view_mut(), 0..8).is_err());
