@@ -117,6 +117,29 @@ fn main() {
         radix_partition(s, &keys.view(), &vals.view(), 0, 8).unwrap();
     });
 
+    // --- Stable partition of (key, value) pairs by the low 16 bits (the partitioned hash join's
+    // transform): our onesweep (one histogram read of the keys, then two 8-bit passes that each
+    // read and write keys and values once) vs CUB's radix sort on the same bit range.
+    let floor_u32 = nb * 4 + 2 * nb * 16;
+    h.case("partition", "partition_pairs_u32_u32_16bits_2p27", floor_u32, nb, |s| {
+        partition_pairs(s, &keys.view(), &vals.view(), &mut ko.view_mut(), &mut vo.view_mut(), 0..16).unwrap()
+    });
+    h.case("partition", "cub_sort_pairs_u32_u32_16bits_2p27", floor_u32, nb, |s| {
+        sort_pairs(s, &keys.view(), &vals.view(), &mut ko.view_mut(), &mut vo.view_mut(), SortOrder::Ascending, Some(0..16)).unwrap()
+    });
+    {
+        let k64 = s.copy_from_host(&random_u32(n, 5).iter().zip(random_u32(n, 6)).map(|(&a, b)| (a as u64) << 32 | b as u64).collect::<Vec<_>>()).unwrap();
+        let v64 = s.copy_from_host(&(0..n as u64).collect::<Vec<_>>()).unwrap();
+        let (mut ko64, mut vo64) = (s.alloc::<u64>(n).unwrap(), s.alloc::<u64>(n).unwrap());
+        let floor_u64 = nb * 8 + 2 * nb * 32;
+        h.case("partition", "partition_pairs_u64_u64_16bits_2p27", floor_u64, nb, |s| {
+            partition_pairs(s, &k64.view(), &v64.view(), &mut ko64.view_mut(), &mut vo64.view_mut(), 0..16).unwrap()
+        });
+        h.case("partition", "cub_sort_pairs_u64_u64_16bits_2p27", floor_u64, nb, |s| {
+            sort_pairs(s, &k64.view(), &v64.view(), &mut ko64.view_mut(), &mut vo64.view_mut(), SortOrder::Ascending, Some(0..16)).unwrap()
+        });
+    }
+
     // --- Sorted search of 2^26 sorted keys into 2^26 sorted keys.
     let half = n / 2;
     let a_sorted = s.copy_from_host(&(0..half as u32).map(|i| i * 2).collect::<Vec<_>>()).unwrap();

@@ -67,6 +67,26 @@ int gj_k_iota_u64(uint64_t *out, int64_t n, uint64_t start, gj_k_stream_t stream
 int gj_k_fill_b32(uint32_t *out, int64_t n, uint32_t value, gj_k_stream_t stream);
 int gj_k_fill_b64(uint64_t *out, int64_t n, uint64_t value, gj_k_stream_t stream);
 
+/* Stable LSD radix partition of (key, value) pairs by the key bits [begin_bit, end_bit)
+ * (cuda/kernels/partition.cu, a onesweep radix sort): the output is ordered by
+ * (key >> begin_bit) & (2^(end_bit - begin_bit) - 1) only, equal digits in input order; the same
+ * output as gj_cub_sort_pairs_* ascending on that bit range. 0 <= begin_bit < end_bit <=
+ * key bits; 0 <= n <= 2^32. Two-phase temporary storage (it holds a key and value buffer of n
+ * items when the range spans more than 8 bits). The inputs are never written; inputs and outputs
+ * must not overlap. portion_tiles: 0, or (tests) fewer tiles per kernel launch than the
+ * default 2^30 / tile items, to exercise the hand-over of digit offsets between launches. */
+#define GJ_K_DECL_PART(KN, K, VN, V)                                                                \
+  int gj_k_part_partition_pairs_##KN##_##VN(void *temp, size_t *temp_bytes, const K *keys_in,        \
+                                            const V *vals_in, K *keys_out, V *vals_out, int64_t n,  \
+                                            int begin_bit, int end_bit, int64_t portion_tiles,      \
+                                            gj_k_stream_t stream);
+GJ_K_DECL_PART(k32, uint32_t, v32, uint32_t)
+GJ_K_DECL_PART(k32, uint32_t, v64, uint64_t)
+GJ_K_DECL_PART(k64, uint64_t, v32, uint32_t)
+GJ_K_DECL_PART(k64, uint64_t, v64, uint64_t)
+/* Items per onesweep tile for keys of key_bytes (4 or 8) bytes (host-only; for tests). */
+int gj_k_part_tile_items(int key_bytes);
+
 #ifdef __cplusplus
 }
 #endif

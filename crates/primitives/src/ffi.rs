@@ -280,3 +280,68 @@ unsafe extern "C" {
         stream: gj_k_stream_t,
     ) -> ::std::os::raw::c_int;
 }
+unsafe extern "C" {
+    pub fn gj_k_part_partition_pairs_k32_v32(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        keys_in: *const u32,
+        vals_in: *const u32,
+        keys_out: *mut u32,
+        vals_out: *mut u32,
+        n: i64,
+        begin_bit: ::std::os::raw::c_int,
+        end_bit: ::std::os::raw::c_int,
+        portion_tiles: i64,
+        stream: gj_k_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_k_part_partition_pairs_k32_v64(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        keys_in: *const u32,
+        vals_in: *const u64,
+        keys_out: *mut u32,
+        vals_out: *mut u64,
+        n: i64,
+        begin_bit: ::std::os::raw::c_int,
+        end_bit: ::std::os::raw::c_int,
+        portion_tiles: i64,
+        stream: gj_k_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_k_part_partition_pairs_k64_v32(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        keys_in: *const u64,
+        vals_in: *const u32,
+        keys_out: *mut u64,
+        vals_out: *mut u32,
+        n: i64,
+        begin_bit: ::std::os::raw::c_int,
+        end_bit: ::std::os::raw::c_int,
+        portion_tiles: i64,
+        stream: gj_k_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_k_part_partition_pairs_k64_v64(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        keys_in: *const u64,
+        vals_in: *const u64,
+        keys_out: *mut u64,
+        vals_out: *mut u64,
+        n: i64,
+        begin_bit: ::std::os::raw::c_int,
+        end_bit: ::std::os::raw::c_int,
+        portion_tiles: i64,
+        stream: gj_k_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_k_part_tile_items(
+        key_bytes: ::std::os::raw::c_int,
+    ) -> ::std::os::raw::c_int;
+}

@@ -25,7 +25,10 @@ pub mod sort;
 
 pub use gather::{fill, gather, gather_into, gather_into_unchecked, iota_u32, iota_u64, scatter, NO_ROW};
 pub use lbs::{count_offsets, load_balancing_search, Expansion};
-pub use partition::{radix_histogram, radix_partition, PartitionKey, Partitioned, MAX_PARTITION_BITS};
+pub use partition::{
+    partition_pairs, partition_pairs_in_portions, partition_pairs_tile_items, partition_passes, radix_histogram, radix_partition, PartitionKey, Partitioned, MAX_PARTITION_BITS,
+    PARTITION_PAIRS_MAX_ITEMS, PARTITION_PASS_BITS,
+};
 pub use reduce::{reduce_sum, SumItem};
 pub use rle::{run_length_encode, run_length_encode_cub_into, run_length_encode_into, run_length_encode_single_pass_into, RleKey, Runs, CUB_RLE_MAX_ITEMS, RLE_MAX_ITEMS};
 pub use scan::{exclusive_sum, exclusive_sum_in_place, inclusive_sum, ScanInto};

@@ -1,0 +1,310 @@
+//! `partition_pairs` (the onesweep radix partition of cuda/kernels/partition.cu) against a CPU
+//! stable sort by the digit bits and against CUB's `sort_pairs` on the same bit range. GPU tests:
+//! they print `SKIPPED` without a GPU and fail loudly with GPUJOIN_REQUIRE_GPU=1. Seeds are fixed;
+//! outputs and the stream pool are poisoned before each run; values are row numbers, so any
+//! instability or lost row shows.
+
+use std::ops::Range;
+
+use gpujoin_device::testing::device_or_skip;
+use gpujoin_device::{DeviceBuffer, Error, Pod, Stream};
+use gpujoin_primitives::*;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+
+const POISON: u8 = 0xAB;
+
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config { cases, rng_seed: RngSeed::Fixed(0x9A27_5EED), failure_persistence: None, ..Config::default() })
+}
+
+fn stream(test: &str) -> Option<Stream> {
+    device_or_skip(test).map(|d| d.new_stream().expect("stream"))
+}
+
+/// Fills recently freed pool memory with POISON, so temporary storage starts as garbage.
+fn poison_pool(s: &Stream, bytes: usize) {
+    let mut b: DeviceBuffer<u8> = s.alloc(bytes.max(1)).unwrap();
+    s.memset_bytes(&mut b.view_mut(), POISON).unwrap();
+}
+
+fn poisoned<T: Pod>(s: &Stream, n: usize) -> DeviceBuffer<T> {
+    let mut b = s.alloc::<T>(n).unwrap();
+    s.memset_bytes(&mut b.view_mut(), POISON).unwrap();
+    b
+}
+
+trait Key: PartitionKey + SortPairsWith<u32> + SortPairsWith<u64> + Eq {
+    fn from_u64(x: u64) -> Self;
+    fn to_u64(self) -> u64;
+}
+impl Key for u32 {
+    fn from_u64(x: u64) -> Self {
+        x as u32
+    }
+    fn to_u64(self) -> u64 {
+        self as u64
+    }
+}
+impl Key for u64 {
+    fn from_u64(x: u64) -> Self {
+        x
+    }
+    fn to_u64(self) -> u64 {
+        self
+    }
+}
+
+trait Val: Pod + Eq + std::fmt::Debug {
+    /// Row `i`'s value; 8-byte values also carry it in the high word, so all bytes must move.
+    fn row(i: usize) -> Self;
+}
+impl Val for u32 {
+    fn row(i: usize) -> Self {
+        i as u32
+    }
+}
+impl Val for u64 {
+    fn row(i: usize) -> Self {
+        (i as u64) | ((i as u64 ^ 0x5A5A) << 40)
+    }
+}
+
+fn field_mask(bits: &Range<u32>) -> u64 {
+    let len = bits.end - bits.start;
+    if len == 64 { u64::MAX } else { (1u64 << len) - 1 }
+}
+fn digit<K: Key>(k: K, bits: &Range<u32>) -> u64 {
+    (k.to_u64() >> bits.start) & field_mask(bits)
+}
+
+/// Key shapes.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// Random keys.
+    Random,
+    /// Random keys whose digit bits are all one value (one partition).
+    EqualDigits,
+    /// Distinct keys (an odd multiple of the row number).
+    Distinct,
+    /// 90% of the keys in one digit, the rest random.
+    Skewed,
+    /// Five distinct keys.
+    FewKeys,
+}
+fn shapes() -> impl Strategy<Value = Shape> {
+    prop_oneof![Just(Shape::Random), Just(Shape::EqualDigits), Just(Shape::Distinct), Just(Shape::Skewed), Just(Shape::FewKeys)]
+}
+
+fn make_keys<K: Key>(n: usize, shape: Shape, bits: &Range<u32>, seed: u64) -> Vec<K> {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let field = field_mask(bits) << bits.start;
+    let fixed = next() & field;
+    (0..n)
+        .map(|i| {
+            let r = next();
+            let k = match shape {
+                Shape::Random => r,
+                Shape::EqualDigits => (r & !field) | fixed,
+                Shape::Distinct => {
+                    if std::mem::size_of::<K>() == 4 {
+                        (i as u32).wrapping_mul(0x9E37_79B1) as u64
+                    } else {
+                        (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    }
+                }
+                Shape::Skewed => {
+                    if r % 10 != 0 {
+                        (r & !field) | fixed
+                    } else {
+                        r.rotate_left(17)
+                    }
+                }
+                Shape::FewKeys => [3u64, 0xFFFF_FFFF_FFFF_FFFF, 0x1234_5678_9ABC_DEF0, 0, 0x8000_0000_8000_0000][(r % 5) as usize],
+            };
+            K::from_u64(k)
+        })
+        .collect()
+}
+
+/// The CPU reference: a stable sort of the rows by digit.
+fn reference<K: Key, V: Val>(keys: &[K], vals: &[V], bits: &Range<u32>) -> (Vec<K>, Vec<V>) {
+    let mut idx: Vec<usize> = (0..keys.len()).collect();
+    idx.sort_by_key(|&i| digit(keys[i], bits));
+    (idx.iter().map(|&i| keys[i]).collect(), idx.iter().map(|&i| vals[i]).collect())
+}
+
+fn same<T: PartialEq + std::fmt::Debug>(what: &str, got: &[T], want: &[T]) -> Result<(), TestCaseError> {
+    prop_assert_eq!(got.len(), want.len(), "{} length", what);
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+        return Err(TestCaseError::fail(format!(
+            "{what}: first difference at {i} of {}: got {:?}, want {:?}",
+            got.len(),
+            got[i],
+            want[i]
+        )));
+    }
+    Ok(())
+}
+
+/// Partitions `keys` (values = row numbers) by `bits` with `partition_pairs` (in portions of
+/// `portion_tiles` tiles; 0 = default) and with CUB, and compares both with the CPU reference.
+fn check<K: Key + SortPairsWith<V>, V: Val>(s: &Stream, keys: &[K], bits: Range<u32>, portion_tiles: u32) -> Result<(), TestCaseError> {
+    let n = keys.len();
+    let vals: Vec<V> = (0..n).map(V::row).collect();
+    let (want_k, want_v) = reference(keys, &vals, &bits);
+    let ki = s.copy_from_host(keys).unwrap();
+    let vi = s.copy_from_host(&vals).unwrap();
+    poison_pool(s, n * 2 * (std::mem::size_of::<K>() + std::mem::size_of::<V>()) + (1 << 20));
+    let (mut ko, mut vo) = (poisoned::<K>(s, n), poisoned::<V>(s, n));
+    partition_pairs_in_portions(s, &ki.view(), &vi.view(), &mut ko.view_mut(), &mut vo.view_mut(), bits.clone(), portion_tiles)
+        .map_err(|e| TestCaseError::fail(format!("partition_pairs: {e}")))?;
+    same("partition_pairs keys", &ko.to_vec().unwrap(), &want_k)?;
+    same("partition_pairs values", &vo.to_vec().unwrap(), &want_v)?;
+    // The inputs are untouched.
+    same("keys_in after", &ki.to_vec().unwrap(), keys)?;
+    same("values_in after", &vi.to_vec().unwrap(), &vals)?;
+    // CUB's stable sort on the same bit range gives the same output.
+    let (mut ck, mut cv) = (poisoned::<K>(s, n), poisoned::<V>(s, n));
+    sort_pairs(s, &ki.view(), &vi.view(), &mut ck.view_mut(), &mut cv.view_mut(), SortOrder::Ascending, Some(bits)).unwrap();
+    same("cub keys", &ck.to_vec().unwrap(), &want_k)?;
+    same("cub values", &cv.to_vec().unwrap(), &want_v)?;
+    Ok(())
+}
+
+fn sizes(tile: usize) -> impl Strategy<Value = usize> {
+    prop_oneof![
+        Just(0usize),
+        Just(1),
+        2..64usize,
+        Just(tile - 1),
+        Just(tile),
+        Just(tile + 1),
+        Just(3 * tile + 7),
+        1000..40000usize,
+    ]
+}
+
+const RANGES_32: [Range<u32>; 8] = [0..1, 0..8, 0..16, 3..14, 8..24, 0..32, 31..32, 5..29];
+const RANGES_64: [Range<u32>; 12] = [0..1, 0..8, 0..16, 3..14, 8..24, 0..32, 32..64, 0..64, 40..53, 60..64, 0..40, 63..64];
+
+fn ranges<K: Key>() -> Vec<Range<u32>> {
+    if K::BITS == 32 { RANGES_32.to_vec() } else { RANGES_64.to_vec() }
+}
+
+fn property<K: Key + SortPairsWith<V>, V: Val>(test: &str, cases: u32) {
+    let Some(s) = stream(test) else { return };
+    let tile = partition_pairs_tile_items::<K>();
+    let rs = ranges::<K>();
+    let strat = (sizes(tile), shapes(), 0..rs.len(), any::<u64>());
+    let mut r = runner(cases);
+    if let Err(e) = r.run(&strat, |(n, shape, ri, seed)| {
+        let bits = rs[ri].clone();
+        let keys = make_keys::<K>(n, shape, &bits, seed);
+        check::<K, V>(&s, &keys, bits, 0)
+    }) {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn partition_pairs_u32_u32_matches_cpu_and_cub() {
+    property::<u32, u32>("partition_pairs_u32_u32_matches_cpu_and_cub", 48);
+}
+
+#[test]
+fn partition_pairs_u32_u64_matches_cpu_and_cub() {
+    property::<u32, u64>("partition_pairs_u32_u64_matches_cpu_and_cub", 24);
+}
+
+#[test]
+fn partition_pairs_u64_u32_matches_cpu_and_cub() {
+    property::<u64, u32>("partition_pairs_u64_u32_matches_cpu_and_cub", 32);
+}
+
+#[test]
+fn partition_pairs_u64_u64_matches_cpu_and_cub() {
+    property::<u64, u64>("partition_pairs_u64_u64_matches_cpu_and_cub", 32);
+}
+
+/// Every bit range and shape at the tile boundaries, for every type pair.
+fn boundaries<K: Key + SortPairsWith<V>, V: Val>(s: &Stream) {
+    let tile = partition_pairs_tile_items::<K>();
+    for n in [tile - 1, tile, tile + 1, 2 * tile + 1] {
+        for bits in ranges::<K>() {
+            for shape in [Shape::Random, Shape::EqualDigits, Shape::Skewed] {
+                check::<K, V>(s, &make_keys::<K>(n, shape, &bits, n as u64 * 31 + bits.start as u64), bits.clone(), 0)
+                    .unwrap_or_else(|e| panic!("n {n}, bits {bits:?}, {shape:?}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn partition_pairs_tile_boundaries() {
+    let Some(s) = stream("partition_pairs_tile_boundaries") else { return };
+    boundaries::<u32, u32>(&s);
+    boundaries::<u32, u64>(&s);
+    boundaries::<u64, u32>(&s);
+    boundaries::<u64, u64>(&s);
+}
+
+/// About 2^20 rows: many tiles in flight, so the look-back waits on running tiles.
+#[test]
+fn partition_pairs_about_2p20() {
+    let Some(s) = stream("partition_pairs_about_2p20") else { return };
+    let n = (1 << 20) + 17;
+    for (shape, bits) in [(Shape::Random, 0..16), (Shape::Skewed, 0..16), (Shape::Random, 0..32), (Shape::Distinct, 8..24)] {
+        check::<u32, u32>(&s, &make_keys::<u32>(n, shape, &bits, 7), bits.clone(), 0)
+            .unwrap_or_else(|e| panic!("u32/u32 {shape:?} {bits:?}: {e}"));
+    }
+    for (shape, bits) in [(Shape::Random, 0..16), (Shape::Skewed, 32..64), (Shape::Random, 0..64)] {
+        check::<u64, u64>(&s, &make_keys::<u64>(n, shape, &bits, 9), bits.clone(), 0)
+            .unwrap_or_else(|e| panic!("u64/u64 {shape:?} {bits:?}: {e}"));
+    }
+}
+
+/// Several kernel launches per pass (the path of inputs over 2^30 rows), with small portions.
+#[test]
+fn partition_pairs_in_small_portions() {
+    let Some(s) = stream("partition_pairs_in_small_portions") else { return };
+    let tile = partition_pairs_tile_items::<u32>();
+    for portion_tiles in [1u32, 2, 3, 7] {
+        for n in [tile, 5 * tile + 3, 23 * tile + 1] {
+            for (shape, bits) in [(Shape::Random, 0..16), (Shape::Skewed, 3..14), (Shape::Random, 0..32)] {
+                check::<u32, u32>(&s, &make_keys::<u32>(n, shape, &bits, n as u64), bits.clone(), portion_tiles)
+                    .unwrap_or_else(|e| panic!("portions of {portion_tiles} tiles, n {n}, {shape:?} {bits:?}: {e}"));
+            }
+        }
+    }
+    let tile64 = partition_pairs_tile_items::<u64>();
+    check::<u64, u64>(&s, &make_keys::<u64>(9 * tile64 + 5, Shape::Random, &(0..64), 3), 0..64, 2).unwrap();
+}
+
+#[test]
+fn partition_pairs_refuses_bad_arguments() {
+    let Some(s) = stream("partition_pairs_refuses_bad_arguments") else { return };
+    let k = s.copy_from_host(&[1u32, 2, 3]).unwrap();
+    let v = s.copy_from_host(&[1u32, 2, 3]).unwrap();
+    let (mut ko, mut vo) = (s.alloc::<u32>(3).unwrap(), s.alloc::<u32>(3).unwrap());
+    let invalid = |r: gpujoin_device::Result<()>| matches!(r, Err(Error::InvalidArgument(_)));
+    assert!(invalid(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut vo.view_mut(), 0..0)));
+    assert!(invalid(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut vo.view_mut(), 0..33)));
+    assert!(invalid(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut vo.view_mut(), Range { start: 9, end: 4 })));
+    let mut short = s.alloc::<u32>(2).unwrap();
+    assert!(partition_pairs(&s, &k.view(), &v.view(), &mut short.view_mut(), &mut vo.view_mut(), 0..8).is_err());
+    assert!(partition_pairs(&s, &k.view(), &v.view(), &mut ko.view_mut(), &mut short.view_mut(), 0..8).is_err());
+    let v16 = s.copy_from_host(&[1u16, 2, 3]).unwrap();
+    let mut vo16 = s.alloc::<u16>(3).unwrap();
+    assert!(invalid(partition_pairs(&s, &k.view(), &v16.view(), &mut ko.view_mut(), &mut vo16.view_mut(), 0..8)));
+    // Empty input: nothing to do, any valid range.
+    let (e, ev) = (s.alloc::<u64>(0).unwrap(), s.alloc::<u64>(0).unwrap());
+    let (mut eo, mut evo) = (s.alloc::<u64>(0).unwrap(), s.alloc::<u64>(0).unwrap());
+    partition_pairs(&s, &e.view(), &ev.view(), &mut eo.view_mut(), &mut evo.view_mut(), 0..64).unwrap();
+}
