@@ -189,3 +189,47 @@ pub(crate) fn alloc_output_maps(stream: &Stream, rows: u64, maps: usize) -> Resu
     let b = alloc(if maps >= 2 { n } else { 0 })?;
     Ok((a, b))
 }
+
+/// Device-event marks around the phases of a join (transform, match, materialize, in that order)
+/// and the pool's high-water mark since [`Clock::start`], for [`JoinStats`](crate::JoinStats).
+pub(crate) struct Clock {
+    device: gpujoin_device::Device,
+    events: Vec<gpujoin_device::Event>,
+}
+
+impl Clock {
+    /// Resets the peak-memory counter and marks the start.
+    pub(crate) fn start(stream: &Stream) -> Result<Clock> {
+        let device = stream.device().clone();
+        device.reset_peak_memory()?;
+        let mut c = Clock { device, events: Vec::with_capacity(4) };
+        c.mark(stream)?;
+        Ok(c)
+    }
+
+    /// Ends a phase.
+    pub(crate) fn mark(&mut self, stream: &Stream) -> Result<()> {
+        let e = gpujoin_device::Event::new(&self.device, true)?;
+        e.record(stream)?;
+        self.events.push(e);
+        Ok(())
+    }
+
+    /// Fills in the times of the marks so far and the peak memory (waits for the last mark).
+    pub(crate) fn finish(self, stats: &mut crate::JoinStats) -> Result<()> {
+        let last = self.events.last().expect("a started clock has a mark");
+        last.synchronize()?;
+        let ms = |i: usize| -> Result<f32> {
+            match (self.events.get(i - 1), self.events.get(i)) {
+                (Some(a), Some(b)) => a.elapsed_ms(b),
+                _ => Ok(0.0),
+            }
+        };
+        stats.transform_ms = ms(1)?;
+        stats.match_ms = ms(2)?;
+        stats.materialize_ms = ms(3)?;
+        stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
+        stats.peak_memory_bytes = self.device.peak_memory()?;
+        Ok(())
+    }
+}

@@ -62,7 +62,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use gpujoin_device::{Device, DeviceBuffer, DeviceView, Error, Event, Pod, Result, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
 use gpujoin_primitives::{count_offsets, gather_into_unchecked, sort_keys, sort_pairs, PartitionKey, RadixKey, SortOrder, SortPairsWith};
 
@@ -514,43 +514,7 @@ fn prepare<'a>(stream: &Stream, left: &Keys<'a>, right: &Keys<'a>, opts: JoinOpt
 // Phase clock
 // ---------------------------------------------------------------------------------------------
 
-struct Clock {
-    device: Device,
-    events: Vec<Event>,
-}
-
-impl Clock {
-    fn start(stream: &Stream) -> Result<Clock> {
-        let device = stream.device().clone();
-        device.reset_peak_memory()?;
-        let mut c = Clock { device, events: Vec::with_capacity(4) };
-        c.mark(stream)?;
-        Ok(c)
-    }
-    fn mark(&mut self, stream: &Stream) -> Result<()> {
-        let e = Event::new(&self.device, true)?;
-        e.record(stream)?;
-        self.events.push(e);
-        Ok(())
-    }
-    /// Fills in the times of the marks so far (start, transform, match, materialize).
-    fn finish(self, stats: &mut JoinStats) -> Result<()> {
-        let last = self.events.last().expect("a started clock has a mark");
-        last.synchronize()?;
-        let ms = |i: usize| -> Result<f32> {
-            match (self.events.get(i - 1), self.events.get(i)) {
-                (Some(a), Some(b)) => a.elapsed_ms(b),
-                _ => Ok(0.0),
-            }
-        };
-        stats.transform_ms = ms(1)?;
-        stats.match_ms = ms(2)?;
-        stats.materialize_ms = ms(3)?;
-        stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
-        stats.peak_memory_bytes = self.device.peak_memory()?;
-        Ok(())
-    }
-}
+pub(crate) use crate::common::Clock;
 
 // ---------------------------------------------------------------------------------------------
 // Partitioned hash join: transform

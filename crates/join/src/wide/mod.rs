@@ -20,7 +20,7 @@
 //! algorithm it ran and why ([`WideJoinOutput::algorithm`], [`WideJoinOutput::reason`]).
 //!
 //! Output order: each algorithm's own, deterministic (the same inputs give the same output
-//! order on every run): PHJ-* and NPHJ as in [`crate::hash_join`]; SMJ-* by key, then left row
+//! order on every run): PHJ-* and NPHJ as in [`mod@crate::hash_join`]; SMJ-* by key, then left row
 //! order within the sorted left side, then right; unmatched right rows last, in key order.
 //!
 //! ```no_run
@@ -47,7 +47,7 @@ pub use auto::sample_for_tests;
 pub use auto::{choose, choose_sort_merge, Features, SampledSkew, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, SAMPLE_ROWS, TINY_ROWS};
 pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
 
-use gpujoin_device::{Device, DeviceBuffer, DeviceView, Error, Event, Pod, Result, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Event, Pod, Result, Stream};
 use gpujoin_primitives::gather_into_unchecked;
 
 use crate::hash_join::{hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
@@ -297,42 +297,4 @@ pub(crate) fn gather_sides(stream: &Stream, maps: &GatherMaps, lp: &[DeviceColum
     Ok((side(Side::Left, lp)?, side(Side::Right, rp)?))
 }
 
-/// Phase clock of the joins implemented here (events at the phase boundaries, peak memory
-/// from the device pool's high-water mark since the start).
-pub(crate) struct Clock {
-    device: Device,
-    events: Vec<Event>,
-}
-
-impl Clock {
-    pub(crate) fn start(stream: &Stream) -> Result<Clock> {
-        let device = stream.device().clone();
-        device.reset_peak_memory()?;
-        let mut c = Clock { device, events: Vec::with_capacity(4) };
-        c.mark(stream)?;
-        Ok(c)
-    }
-    /// Ends a phase (transform, match, materialize in that order).
-    pub(crate) fn mark(&mut self, stream: &Stream) -> Result<()> {
-        let e = Event::new(&self.device, true)?;
-        e.record(stream)?;
-        self.events.push(e);
-        Ok(())
-    }
-    pub(crate) fn finish(self, stats: &mut JoinStats) -> Result<()> {
-        let last = self.events.last().expect("a started clock has a mark");
-        last.synchronize()?;
-        let ms = |i: usize| -> Result<f32> {
-            match (self.events.get(i - 1), self.events.get(i)) {
-                (Some(a), Some(b)) => a.elapsed_ms(b),
-                _ => Ok(0.0),
-            }
-        };
-        stats.transform_ms = ms(1)?;
-        stats.match_ms = ms(2)?;
-        stats.materialize_ms = ms(3)?;
-        stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
-        stats.peak_memory_bytes = self.device.peak_memory()?;
-        Ok(())
-    }
-}
+pub(crate) use crate::common::Clock;

@@ -1,6 +1,8 @@
 //! Helpers shared by the join test files.
 #![allow(dead_code)]
 
+pub mod payloads;
+
 use gpujoin_device::testing::device_or_skip;
 use gpujoin_device::Stream;
 use gpujoin_join::reference;

@@ -1,0 +1,135 @@
+//! Payload columns for the wide and hash-join tests: host payloads of every 4- and 8-byte type
+//! (raw bits, distinct per row and column), their device copies, and the expected output rows of
+//! a join from the reference pairs.
+
+use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_join::{DeviceColumn, JoinType, Materialized, Payload, RowId};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PType {
+    I32,
+    U32,
+    F32,
+    I64,
+    U64,
+    F64,
+}
+
+pub const PTYPES: [PType; 6] = [PType::I32, PType::U32, PType::F32, PType::I64, PType::U64, PType::F64];
+
+/// A host payload column as raw bits (4- or 8-byte values), distinct per row and column.
+pub struct HostPayload {
+    pub ty: PType,
+    pub bits: Vec<u64>,
+}
+
+pub fn payload(ty: PType, n: usize, salt: u64) -> HostPayload {
+    let wide = matches!(ty, PType::I64 | PType::U64 | PType::F64);
+    let bits = (0..n as u64)
+        .map(|i| {
+            let v = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            if wide { v } else { v & 0xFFFF_FFFF }
+        })
+        .collect();
+    HostPayload { ty, bits }
+}
+
+pub enum DevPayload {
+    I32(DeviceBuffer<i32>),
+    U32(DeviceBuffer<u32>),
+    F32(DeviceBuffer<f32>),
+    I64(DeviceBuffer<i64>),
+    U64(DeviceBuffer<u64>),
+    F64(DeviceBuffer<f64>),
+}
+
+pub fn upload(s: &Stream, p: &HostPayload) -> DevPayload {
+    let b = &p.bits;
+    match p.ty {
+        PType::I32 => DevPayload::I32(s.copy_from_host(&b.iter().map(|&x| x as u32 as i32).collect::<Vec<_>>()).unwrap()),
+        PType::U32 => DevPayload::U32(s.copy_from_host(&b.iter().map(|&x| x as u32).collect::<Vec<_>>()).unwrap()),
+        PType::F32 => DevPayload::F32(s.copy_from_host(&b.iter().map(|&x| f32::from_bits(x as u32)).collect::<Vec<_>>()).unwrap()),
+        PType::I64 => DevPayload::I64(s.copy_from_host(&b.iter().map(|&x| x as i64).collect::<Vec<_>>()).unwrap()),
+        PType::U64 => DevPayload::U64(s.copy_from_host(b).unwrap()),
+        PType::F64 => DevPayload::F64(s.copy_from_host(&b.iter().map(|&x| f64::from_bits(x)).collect::<Vec<_>>()).unwrap()),
+    }
+}
+
+pub fn dev_column(p: &DevPayload) -> DeviceColumn<'_> {
+    match p {
+        DevPayload::I32(b) => b.view().into(),
+        DevPayload::U32(b) => b.view().into(),
+        DevPayload::F32(b) => b.view().into(),
+        DevPayload::I64(b) => b.view().into(),
+        DevPayload::U64(b) => b.view().into(),
+        DevPayload::F64(b) => b.view().into(),
+    }
+}
+
+pub fn payload_bits(p: &Payload) -> (PType, Vec<u64>) {
+    match p {
+        Payload::I32(b) => (PType::I32, b.to_vec().unwrap().into_iter().map(|x| x as u32 as u64).collect()),
+        Payload::U32(b) => (PType::U32, b.to_vec().unwrap().into_iter().map(|x| x as u64).collect()),
+        Payload::F32(b) => (PType::F32, b.to_vec().unwrap().into_iter().map(|x| x.to_bits() as u64).collect()),
+        Payload::I64(b) => (PType::I64, b.to_vec().unwrap().into_iter().map(|x| x as u64).collect()),
+        Payload::U64(b) => (PType::U64, b.to_vec().unwrap()),
+        Payload::F64(b) => (PType::F64, b.to_vec().unwrap().into_iter().map(|x| x.to_bits()).collect()),
+    }
+}
+
+pub type Row = Vec<Option<u64>>;
+
+/// The output rows of one side as payload tuples (`None` for a null row), checking types,
+/// lengths, the validity and that null rows hold zero.
+pub fn side_rows(m: &Materialized, cols: &[HostPayload], rows: usize, nullable: bool, what: &str) -> Result<Vec<Row>, TestCaseError> {
+    prop_assert_eq!(m.columns.len(), cols.len(), "{}: payload columns", what);
+    let got: Vec<(PType, Vec<u64>)> = m.columns.iter().map(payload_bits).collect();
+    for (c, (ty, v)) in got.iter().enumerate() {
+        prop_assert_eq!(*ty, cols[c].ty, "{}: column {} type", what, c);
+        prop_assert_eq!(v.len(), rows, "{}: column {} rows", what, c);
+    }
+    prop_assert_eq!(m.validity.is_some(), nullable, "{}: validity present", what);
+    let valid: Vec<bool> = match &m.validity {
+        Some(w) => {
+            let w = w.to_vec().unwrap();
+            prop_assert_eq!(w.len(), rows.div_ceil(32), "{}: validity words", what);
+            (0..rows).map(|k| w[k / 32] >> (k % 32) & 1 == 1).collect()
+        }
+        None => vec![true; rows],
+    };
+    let mut out = Vec::with_capacity(rows);
+    for (k, &ok) in valid.iter().enumerate() {
+        if ok {
+            out.push(got.iter().map(|(_, v)| Some(v[k])).collect());
+        } else {
+            for (c, (_, v)) in got.iter().enumerate() {
+                prop_assert_eq!(v[k], 0, "{}: null row {} holds a value in column {}", what, k, c);
+            }
+            out.push(vec![None; cols.len()]);
+        }
+    }
+    Ok(out)
+}
+
+pub fn expected_rows(pairs: &[(RowId, RowId)], lcols: &[HostPayload], rcols: &[HostPayload], jt: JoinType) -> Vec<Row> {
+    let side = |id: RowId, cols: &[HostPayload]| -> Row { cols.iter().map(|c| id.get().map(|i| c.bits[i as usize])).collect() };
+    let mut rows: Vec<Row> = pairs
+        .iter()
+        .map(|&(l, r)| {
+            let mut row = Vec::new();
+            if jt.has_left_map() {
+                row.extend(side(l, lcols));
+            }
+            if jt.has_right_map() {
+                row.extend(side(r, rcols));
+            }
+            row
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
