@@ -19,6 +19,11 @@
 //! (`s_over_r_1_wide_4b4b`, `s_over_r_8_wide_4b4b`, |R| = 2^22).
 //!
 //! Byte floor: the inputs (keys and payloads) read once plus the output columns written once.
+//! Families at |R| = 2^24, |S| = 2^25: `cols4_4b4b`, `cols6_4b4b` (4 and 6 payload columns a
+//! side), `narrow_4b8b_2p24`, `wide_4b8b_2p24` (8-byte payloads on 4-byte keys),
+//! `zipf{0_5,1_5,2}_narrow_4b4b_2p24`; and `r2p25_narrow_4b4b` (|S| = 2^26),
+//! `r2p27_s_over_r_1_narrow_4b4b` (|R| = |S| = 2^27).
+//!
 //! After each case one more run prints a `STATS` line (algorithm, reason, per-phase times, peak
 //! memory); the explicit-algorithm cases end with a `CHECK` line comparing OM and UM peaks.
 
@@ -167,6 +172,46 @@ fn variations(h: &mut Harness) {
     }
 }
 
+/// The rest of the paper's workload families at |R| = 2^24, |S| = 2^25 (4 and 6 payload columns,
+/// 8-byte payloads on 4-byte keys, Zipf factors 0.5 to 2), and |R| = 2^25 and 2^27.
+fn families(h: &mut Harness) {
+    let s = h.stream.clone();
+    let (nr, ns) = (1usize << 24, 1usize << 25);
+    let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 51).generate().unwrap();
+    {
+        let (rr, ff) = (Rel::upload(&s, &r, 6), Rel::upload(&s, &f, 6));
+        for cols in [4usize, 6] {
+            let name = format!("cols{cols}_4b4b");
+            cases(h, &name, &rr.wide(cols), &ff.wide(cols), &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, cols, ns), ns as u64);
+        }
+    }
+    {
+        // 4-byte keys, 8-byte payloads.
+        let (kr, kf) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+        let (pr, pf) = (datagen::widen(&r), datagen::widen(&f));
+        let pr: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pr).unwrap()).collect();
+        let pf: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pf).unwrap()).collect();
+        for cols in [1usize, 2] {
+            let wr = WideRelation::new(Keys::single(kr.view()), pr[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
+            let wf = WideRelation::new(Keys::single(kf.view()), pf[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
+            let name = if cols == 1 { "narrow_4b8b_2p24" } else { "wide_4b8b_2p24" };
+            cases(h, name, &wr, &wf, &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 4, 8, cols, ns), ns as u64);
+        }
+    }
+    for (label, z) in [("0_5", 0.5), ("1_5", 1.5), ("2", 2.0)] {
+        let fz = datagen::zipf_keys_fast(ns, nr, z, 53).unwrap();
+        let (rr, ff) = (Rel::upload(&s, &r, 1), Rel::upload(&s, &fz, 1));
+        cases(h, &format!("zipf{label}_narrow_4b4b_2p24"), &rr.wide(1), &ff.wide(1), &[Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, 1, ns), ns as u64);
+    }
+    drop((r, f));
+    for (label, nr, ns) in [("r2p25", 1usize << 25, 1usize << 26), ("r2p27_s_over_r_1", 1 << 27, 1 << 27)] {
+        let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 57).generate().unwrap();
+        let (rr, ff) = (Rel::upload(&s, &r, 1), Rel::upload(&s, &f, 1));
+        drop((r, f));
+        cases(h, &format!("{label}_narrow_4b4b"), &rr.wide(1), &ff.wide(1), &[Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, 1, ns), ns as u64);
+    }
+}
+
 fn main() {
     let Some(mut h) = Harness::new("wide joins") else { return };
     let s = h.stream.clone();
@@ -197,4 +242,5 @@ fn main() {
     drop((r, f));
     sequences(&mut h);
     variations(&mut h);
+    families(&mut h);
 }
