@@ -17,7 +17,10 @@
 //!    bijective mix (murmur3's finalizer), so equal keys stay equal and the low bits spread.
 //!    PHJ-UM carries the row ids through the partitioning; PHJ-OM carries the first payload
 //!    column (Algorithm 1 of the paper) and transforms the others one at a time at
-//!    materialization, each by the same stable partition of the same keys.
+//!    materialization, each by the same stable partition of the same keys. When a side's first
+//!    payload column has 8 bytes, PHJ-OM partitions the keys alone and transforms every column
+//!    at materialization (8-byte columns sorted with the keys would take more memory than
+//!    PHJ-UM's 4-byte row ids).
 //! 2. **Match.** The co-partitions are cut into work items: a chunk of at most 2048 build rows
 //!    (a partition larger than that, which only heavy key duplication produces, is split into
 //!    several chunks, each joined with all of the co-partition's probe rows, like a block nested
@@ -35,7 +38,8 @@
 //! 3. **Materialize.** PHJ-UM returns maps into the input rows and gathers the payload columns
 //!    through them (unclustered gathers). PHJ-OM writes the first payload column of each side
 //!    straight from the match (the matching rows are at hand there; when both sides have
-//!    further columns, only the probe side's, to keep the match's memory at PHJ-UM's), and
+//!    further columns, only the probe side's, to keep the match's memory at PHJ-UM's; when a
+//!    first column has 8 bytes, none: the match writes positions for every column), and
 //!    gathers the other columns from their transformed copies through positions in the
 //!    transformed relations, which are clustered: the probe side's columns first, then the
 //!    build side's, each side's map dropped after its columns. A later column is transformed
@@ -770,6 +774,12 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     let om = req.mode == Materialization::Clustered && !verifying;
     let lp: &[DeviceColumn<'_>] = if jt.has_left_map() { req.left_payloads } else { &[] };
     let rp: &[DeviceColumn<'_>] = if jt.has_right_map() { req.right_payloads } else { &[] };
+    // OM with an 8-byte first payload column (on either side): the transform partitions the
+    // keys alone and the match writes both maps; every column is transformed at materialization
+    // (see `fuse_l` below for why).
+    let first_is_wide = |cols: &[DeviceColumn<'_>]| cols.first().is_some_and(|c| matches!(Bits::of(c), Bits::B64(_)));
+    let om_maps = om && (first_is_wide(lp) || first_is_wide(rp));
+    let carry_first = om && !om_maps;
     let (nl, nr) = (p.left.kept_len(), p.right.kept_len());
     let build_left = nl < nr;
     let bits = partition_bits(nl.min(nr));
@@ -781,8 +791,8 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
         unsafe { ffi::gj_h_chunk_rows() as u32 }
     };
     let (tl, tr, work) = loop {
-        let tl = transform_side(stream, &p.left, om, lp.first(), bits)?;
-        let tr = transform_side(stream, &p.right, om, rp.first(), bits)?;
+        let tl = transform_side(stream, &p.left, om, lp.first().filter(|_| carry_first), bits)?;
+        let tr = transform_side(stream, &p.right, om, rp.first().filter(|_| carry_first), bits)?;
         let work = if build_left { work_items(stream, &tl, &tr, bits)? } else { work_items(stream, &tr, &tl, bits)? };
         // Raw keys whose low bits crowd one partition: mix them and partition again.
         if work.max_build > chunk && !p.mixed && FORCE_BITS.load(Ordering::SeqCst) == 0 {
@@ -802,19 +812,30 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     let (tb, tp) = if build_left { (&tl, &tr) } else { (&tr, &tl) };
     let semi_anti = !jt.has_left_map() || !jt.has_right_map();
     // UM (and verification) needs whole maps; OM needs positions of the inner rows only for the
-    // columns it does not write in the match (all but the first).
-    let full_l = !om || lp.len() > 1;
-    let full_r = !om || rp.len() > 1;
-    // OM: the match writes the first payload column of a side itself ("fused"), except, when both
-    // sides have further columns, on the build side: its first column is gathered after the match
-    // like the others. The match then holds the transformed keys and first columns, both maps and
-    // one output column (|R| + |S| + |R| + |S| + 3 |out| column bytes), no more than PHJ-UM's
-    // transform (|R| ids and keys, then |S| ids, keys, sorted copies of both and CUB's alternate
-    // buffers) when |out| = |S|.
+    // columns it does not write in the match (all but the first; all when `om_maps`).
+    let full_l = !om || om_maps || lp.len() > 1;
+    let full_r = !om || om_maps || rp.len() > 1;
+    // OM with 4-byte first columns: the match writes the first payload column of a side itself
+    // ("fused"), except, when both sides have further columns, on the build side: its first
+    // column is gathered after the match like the others. The match then holds the transformed
+    // keys and first columns, both maps and one output column (|R| + |S| + |R| + |S| + 3 |out|
+    // column bytes), no more than PHJ-UM's transform (|R| ids and keys, then |S| ids, keys,
+    // sorted copies of both and CUB's alternate buffers) when |out| = |S|.
+    // With an 8-byte first column, its sorted copies, CUB's alternate buffers and the fused
+    // 8-byte outputs weigh more than PHJ-UM's 4-byte row ids and maps (|S| = |out| = 2|R|,
+    // 4-byte keys: 68 bytes per |R| row against 48). `om_maps` then partitions the keys alone
+    // (5k bytes per |R| row for k-byte keys: both sides' keys and CUB's alternate buffer), the
+    // match writes both maps (3k + 16 bytes), and
+    // materialization transforms each column in chunks and gathers it, the probe side first:
+    // its map goes before the build side's columns. Per |R| row, for c columns of w bytes a
+    // side: the probe side's last gather holds both maps, its outputs and its transformed column
+    // (16 + 2w (c + 1)), the build side's last one the build map, all outputs and its
+    // transformed column (8 + 4cw + w); PHJ-UM's gathers hold both maps and all outputs
+    // (16 + 4cw), so OM's peak is at most UM's for w <= 8.
     let both_wide = lp.len() > 1 && rp.len() > 1;
     let probe_left = !build_left;
-    let fuse_l = om && !lp.is_empty() && (!both_wide || probe_left);
-    let fuse_r = om && !rp.is_empty() && (!both_wide || build_left);
+    let fuse_l = carry_first && !lp.is_empty() && (!both_wide || probe_left);
+    let fuse_r = carry_first && !rp.is_empty() && (!both_wide || build_left);
     // Output buffers for `total` rows of which the first `inner` are pairs (`None`: not known
     // yet, and `total` is a capacity for the pairs: the speculative pass).
     let alloc_outputs = |inner: Option<usize>, total: usize| -> Result<Outputs> {

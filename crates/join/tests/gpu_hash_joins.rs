@@ -632,21 +632,32 @@ fn om_peak_memory_is_at_most_um() {
     let f = datagen::foreign_keys_uniform(nr, ns, 12).unwrap();
     let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
     let (pr, pf) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
-    let mut peaks = Vec::new();
-    for mode in [Materialization::Unclustered, Materialization::Clustered] {
-        s.synchronize().unwrap();
-        let out = partitioned_hash_join_with_payloads(&s, &Keys::single(dr.view()), &[pr.view().into()], &Keys::single(df.view()), &[pf.view().into()], JoinType::Inner, DEFAULT, mode)
-            .unwrap();
-        assert_eq!(out.rows, ns as u64);
-        // Payloads equal keys: every output row pairs equal values.
-        let l = payload_bits(&out.left.as_ref().unwrap().columns[0]).1;
-        let rr = payload_bits(&out.right.as_ref().unwrap().columns[0]).1;
-        assert!(l == rr, "{mode:?}: rows pair unequal keys");
-        println!("{mode:?}: {:?}", out.stats);
-        peaks.push(out.stats.peak_memory_bytes);
-        drop(out);
+    // And 8-byte payloads (PHJ-OM partitions the keys alone, then every column).
+    let widen = |k: &[u32]| -> Vec<u64> { k.iter().map(|&x| (x as u64) << 32 | 0x5A).collect() };
+    let (wr, wf) = (s.copy_from_host(&widen(&r)).unwrap(), s.copy_from_host(&widen(&f)).unwrap());
+    let mut want: Vec<u64> = f.iter().map(|&x| x as u64).collect();
+    want.sort_unstable();
+    let payload_sets: [(&str, DeviceColumn, DeviceColumn); 2] = [("4-byte", pr.view().into(), pf.view().into()), ("8-byte", wr.view().into(), wf.view().into())];
+    for (what, lcol, rcol) in payload_sets {
+        let mut peaks = Vec::new();
+        for mode in [Materialization::Unclustered, Materialization::Clustered] {
+            s.synchronize().unwrap();
+            let out = partitioned_hash_join_with_payloads(&s, &Keys::single(dr.view()), &[lcol], &Keys::single(df.view()), &[rcol], JoinType::Inner, DEFAULT, mode).unwrap();
+            assert_eq!(out.rows, ns as u64);
+            // Payloads are functions of the keys: every output row pairs equal values, and the
+            // right column holds every right row's payload once.
+            let l = payload_bits(&out.left.as_ref().unwrap().columns[0]).1;
+            let rr = payload_bits(&out.right.as_ref().unwrap().columns[0]).1;
+            assert!(l == rr, "{what} {mode:?}: rows pair unequal keys");
+            let mut keys: Vec<u64> = rr.iter().map(|&x| if what == "8-byte" { x >> 32 } else { x }).collect();
+            keys.sort_unstable();
+            assert!(keys == want, "{what} {mode:?}: the right column is not the right side's payloads");
+            println!("{what} {mode:?}: {:?}", out.stats);
+            peaks.push(out.stats.peak_memory_bytes);
+            drop(out);
+        }
+        assert!(peaks[1] <= peaks[0], "{what}: PHJ-OM peak {} > PHJ-UM peak {}", peaks[1], peaks[0]);
     }
-    assert!(peaks[1] <= peaks[0], "PHJ-OM peak {} > PHJ-UM peak {}", peaks[1], peaks[0]);
 }
 
 #[test]

@@ -375,34 +375,47 @@ fn outputs_are_identical_across_runs() {
     }
 }
 
-/// Peak memory of each algorithm on a PK-FK join (|S| = 2|R|) with `cols` payloads per side of
-/// the key's type: the first equal to the key, the others a different function of it, so every
-/// output row must pair equal values column by column.
-fn peaks<T: gpujoin_device::Pod + Copy>(s: &Stream, cols: usize, algos: &[Algorithm], key: fn(u32) -> T, other: fn(T, usize) -> T, bits: fn(&Payload) -> Vec<u64>) -> std::collections::HashMap<Algorithm, u64>
+/// Peak memory of each algorithm on a PK-FK join (|S| = 2|R|, every S row matching once) with
+/// keys `key(k)` and `cols` payloads per side `pay(k, c)` of the dense key code `k`: every output
+/// row must pair equal values column by column, and each right column must hold the right
+/// side's payloads (as a multiset of `bits_of` values: every S row once).
+fn peaks<K: gpujoin_device::Pod + Copy, T: gpujoin_device::Pod + Copy>(s: &Stream, cols: usize, algos: &[Algorithm], key: fn(u32) -> K, pay: fn(u32, usize) -> T, bits_of: fn(T) -> u64) -> std::collections::HashMap<Algorithm, u64>
 where
-    for<'a> DeviceColumn<'a>: From<gpujoin_device::DeviceView<'a, T>>,
+    for<'a> DeviceColumn<'a>: From<gpujoin_device::DeviceView<'a, K>> + From<gpujoin_device::DeviceView<'a, T>>,
 {
     let (nr, ns) = (1usize << 20, 1usize << 21);
     let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 3).generate().unwrap();
-    let (r, f): (Vec<T>, Vec<T>) = (r.into_iter().map(key).collect(), f.into_iter().map(key).collect());
-    let upload = |k: &[T]| -> (DeviceBuffer<T>, Vec<DeviceBuffer<T>>) {
-        let pay = (0..cols).map(|c| s.copy_from_host(&k.iter().map(|&x| other(x, c)).collect::<Vec<T>>()).unwrap()).collect();
-        (s.copy_from_host(k).unwrap(), pay)
+    let upload = |codes: &[u32]| -> (DeviceBuffer<K>, Vec<DeviceBuffer<T>>) {
+        let p = (0..cols).map(|c| s.copy_from_host(&codes.iter().map(|&x| pay(x, c)).collect::<Vec<T>>()).unwrap()).collect();
+        (s.copy_from_host(&codes.iter().map(|&x| key(x)).collect::<Vec<K>>()).unwrap(), p)
     };
     let ((dr, pr), (df, pf)) = (upload(&r), upload(&f));
     let left = WideRelation::new(Keys::single(dr.view()), pr.iter().map(|b| b.view().into()).collect()).unwrap();
     let right = WideRelation::new(Keys::single(df.view()), pf.iter().map(|b| b.view().into()).collect()).unwrap();
+    let label = format!("{cols} column(s) of {} bytes on {}-byte keys", std::mem::size_of::<T>(), std::mem::size_of::<K>());
+    // The right side's payloads as sorted bits, column by column.
+    let want: Vec<Vec<u64>> = (0..cols)
+        .map(|c| {
+            let mut v: Vec<u64> = f.iter().map(|&x| bits_of(pay(x, c))).collect();
+            v.sort_unstable();
+            v
+        })
+        .collect();
+    let col_bits = |p: &Payload| payload_bits(p).1;
     let mut peak = std::collections::HashMap::new();
     for &algo in algos {
         s.synchronize().unwrap();
         let out = wide::join(s, &left, &right, JoinType::Inner, algo, WideJoinOptions::default()).unwrap();
-        assert_eq!(out.rows, ns as u64);
+        assert_eq!(out.rows, ns as u64, "{algo:?} {label}");
         let (l, rr) = (out.left.as_ref().unwrap(), out.right.as_ref().unwrap());
-        assert_eq!((l.columns.len(), rr.columns.len()), (cols, cols));
-        for c in 0..cols {
-            assert!(bits(&l.columns[c]) == bits(&rr.columns[c]), "{algo:?}: column {c}: rows pair unequal keys");
+        assert_eq!((l.columns.len(), rr.columns.len()), (cols, cols), "{algo:?} {label}");
+        for (c, want) in want.iter().enumerate() {
+            let (lb, mut rb) = (col_bits(&l.columns[c]), col_bits(&rr.columns[c]));
+            assert!(lb == rb, "{algo:?} {label}: column {c}: rows pair unequal keys");
+            rb.sort_unstable();
+            assert!(rb == *want, "{algo:?} {label}: column {c}: the right values are not the right side's payloads");
         }
-        println!("{algo:?} {cols} columns of {} bytes: {:?}", std::mem::size_of::<T>(), out.stats);
+        println!("{algo:?} {label}: {:?}", out.stats);
         assert!(out.stats.transform_ms > 0.0 && out.stats.match_ms > 0.0 && out.stats.materialize_ms >= 0.0, "{algo:?}: {:?}", out.stats);
         peak.insert(algo, out.stats.peak_memory_bytes);
         drop(out);
@@ -415,22 +428,35 @@ fn om_peak_memory_is_at_most_um() {
     let Some(s) = stream("om_peak_memory_is_at_most_um") else { return };
     let _l = lock();
     let all = [Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm];
-    let b32 = |p: &Payload| payload_bits(p).1;
+    let phj = [Algorithm::PhjUm, Algorithm::PhjOm];
+    let check = |peak: &std::collections::HashMap<Algorithm, u64>, what: &str| {
+        let (om, um) = (peak[&Algorithm::PhjOm], peak[&Algorithm::PhjUm]);
+        assert!(om <= um, "{what}: PHJ-OM peak {om} > PHJ-UM peak {um}");
+    };
+    let k32 = |k: u32| k;
+    let k64 = |k: u32| (k as u64) * 3 + (1 << 40);
+    let p32 = |k: u32, c: usize| k ^ (c as u32 * 0x5555_5555);
+    let p64 = |k: u32, c: usize| ((k as u64) << 24 | 0xA5) ^ (c as u64 * 0x5555_5555_5555);
+    let (b32, b64) = (|x: u32| x as u64, |x: u64| x);
     // The paper's Table 5 shape: a 4-byte key and one 4-byte payload per side.
-    let peak = peaks::<u32>(&s, 1, &all, |k| k, |x, c| x ^ (c as u32 * 0x5555_5555), b32);
+    let peak = peaks::<u32, u32>(&s, 1, &all, k32, p32, b32);
     assert!(peak[&Algorithm::SmjOm] <= peak[&Algorithm::SmjUm], "narrow: SMJ-OM peak {} > SMJ-UM peak {}", peak[&Algorithm::SmjOm], peak[&Algorithm::SmjUm]);
-    assert!(peak[&Algorithm::PhjOm] <= peak[&Algorithm::PhjUm], "narrow: PHJ-OM peak {} > PHJ-UM peak {}", peak[&Algorithm::PhjOm], peak[&Algorithm::PhjUm]);
+    check(&peak, "narrow 4-byte");
     // Two 4-byte payload columns per side (the later ones transformed at materialization).
     // SMJ-OM's later sorts still need three columns of scratch: printed, not asserted.
-    let phj = [Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::SmjUm, Algorithm::SmjOm];
-    let wide4 = peaks::<u32>(&s, 2, &phj, |k| k, |x, c| x ^ (c as u32 * 0x5555_5555), b32);
-    assert!(wide4[&Algorithm::PhjOm] <= wide4[&Algorithm::PhjUm], "wide 4-byte: PHJ-OM peak {} > PHJ-UM peak {}", wide4[&Algorithm::PhjOm], wide4[&Algorithm::PhjUm]);
+    let wide4 = peaks::<u32, u32>(&s, 2, &all, k32, p32, b32);
+    check(&wide4, "wide 4-byte");
     println!("wide 4-byte: SMJ-OM peak {} SMJ-UM peak {}", wide4[&Algorithm::SmjOm], wide4[&Algorithm::SmjUm]);
-    // 8-byte payloads: PHJ-OM's transformed first columns and fused output columns weigh twice
-    // the row ids PHJ-UM carries, and its peak is about UM's (40 bytes per probe row for both,
-    // plus CUB's look-back for OM): correctness checked, peaks printed.
-    let wide8 = peaks::<u64>(&s, 2, &phj[..2], |k| (k as u64) * 3 + (1 << 40), |x, c| x ^ (c as u64 * 0x5555_5555_5555), b32);
-    println!("wide 8-byte: PHJ-OM peak {} PHJ-UM peak {}", wide8[&Algorithm::PhjOm], wide8[&Algorithm::PhjUm]);
+    // 8-byte payloads on 4- and 8-byte keys, one and two columns a side: PHJ-OM partitions the
+    // keys alone and transforms every column at materialization. Per |R| row (|S| = 2|R|):
+    // 4-byte keys, one column: OM 48 bytes (the probe side's gather: both maps, its transformed
+    // column and its output) against UM's 48 plus CUB's scratch (its probe-side transform);
+    // two columns: 80 against 80 (the last gathers: OM's build map and transformed column weigh
+    // what UM's two maps do); 8-byte keys: 48 against 68, and 80 against 80.
+    for cols in [1, 2] {
+        check(&peaks::<u32, u64>(&s, cols, &phj, k32, p64, b64), &format!("{cols} 8-byte column(s), 4-byte keys"));
+        check(&peaks::<u64, u64>(&s, cols, &phj, k64, p64, b64), &format!("{cols} 8-byte column(s), 8-byte keys"));
+    }
 }
 
 /// PHJ-OM's later columns are partitioned in chunks: on a side of several chunks, with rows
