@@ -236,8 +236,8 @@ fn main() {
         let (r8, f8) = (datagen::widen(&r), datagen::widen(&f));
         let (rr, ff) = (Rel::upload(&s, &r8, 2), Rel::upload(&s, &f8, 2));
         drop((r8, f8));
-        cases(&mut h, "narrow_8b8b", &rr.wide(1), &ff.wide(1), &[Algorithm::PhjOm], floor_bytes(nr, ns, 8, 8, 1, ns), rows);
-        cases(&mut h, "wide_8b8b", &rr.wide(2), &ff.wide(2), &[Algorithm::PhjOm], floor_bytes(nr, ns, 8, 8, 2, ns), rows);
+        cases(&mut h, "narrow_8b8b", &rr.wide(1), &ff.wide(1), &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 8, 8, 1, ns), rows);
+        cases(&mut h, "wide_8b8b", &rr.wide(2), &ff.wide(2), &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 8, 8, 2, ns), rows);
     }
     drop((r, f));
     sequences(&mut h);

@@ -19,7 +19,7 @@
 //!    or PHJ-OM when the foreign keys are skewed ("PHJ-OM performs even better for skewed
 //!    data"); narrow joins: PHJ-OM.
 //! 4. Narrow joins (at most one payload per side): PHJ-OM ("PHJ-* beat SMJ-* for narrow
-//!    joins"; here PHJ-OM's match writes the only payload column itself, so nothing is gathered).
+//!    joins"; here PHJ-OM's match writes a 4-byte payload column itself, so nothing is gathered).
 //! 5. Wide joins with a high (or unsampled) match ratio: PHJ-OM, "the best performance" for
 //!    uniform and skewed keys (5.2.2, 5.2.4) and for every mix of 4- and 8-byte data (5.2.5).
 //!
@@ -200,14 +200,14 @@ pub fn choose(f: &Features) -> (Algorithm, String) {
         if f.build_rows <= NPHJ_MAX_BUILD_ROWS {
             (Algorithm::Nphj, "low match ratio and a cache-sized build side: one global table, no partitioning, few gathers")
         } else if !f.wide() {
-            (Algorithm::PhjOm, "low match ratio, narrow: PHJ-OM's match writes the only payload column")
+            (Algorithm::PhjOm, "low match ratio, narrow: PHJ-OM's match writes a 4-byte payload column itself, an 8-byte one is gathered clustered")
         } else if f.skewed() {
             (Algorithm::PhjOm, "low match ratio but skewed foreign keys: PHJ-OM (Figure 17a: PHJ-OM performs even better for skewed data)")
         } else {
             (Algorithm::PhjUm, "low match ratio: little to materialize, so unclustered gathers of the matches beat transforming every payload column (section 5.2.3)")
         }
     } else if !f.wide() {
-        (Algorithm::PhjOm, "narrow join: PHJ-* beat SMJ-* (section 5.2.2) and PHJ-OM's match writes the only payload column itself")
+        (Algorithm::PhjOm, "narrow join: PHJ-* beat SMJ-* (section 5.2.2) and PHJ-OM's match writes a 4-byte payload column itself (an 8-byte one is gathered clustered from its partitioned copy)")
     } else {
         (Algorithm::PhjOm, "wide join with a high match ratio: materialization dominates, gathers from the partitioned relations (GFTR) win for uniform and skewed keys and every data width (sections 5.2.2-5.2.5)")
     };
