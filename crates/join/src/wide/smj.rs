@@ -9,10 +9,14 @@
 //!   ids; 3. gather every payload column from the inputs (unclustered).
 //! - **SMJ-OM** (GFTR, Algorithm 1): 1. sort each side's keys with its first payload column
 //!   (the keys alone when it has none); 2. the same merge, whose positions in the sorted sides
-//!   are the virtual row ids; 3. gather the first columns from their sorted copies, then sort
-//!   each further column with its keys (the same stable sort, hence the same permutation),
-//!   gather it and drop it before the next one. The right side's columns come first and each
-//!   side's map is dropped once its columns are done, to keep the peak low.
+//!   are the virtual row ids; 3. side by side, the larger first: gather the first column from
+//!   its sorted copy, then sort each further column with its keys (the same stable sort, hence
+//!   the same permutation), gather it and drop it before the next one; the side's positions are
+//!   dropped once its columns are done. Sides of at least 2^18 rows sort their later columns by
+//!   key ranges ([`ranges`]: the same order in about half the scratch), so that the peak stays
+//!   at or below SMJ-UM's for wide joins (inner PK-FK, |S| = 2|R|, 4-byte keys: 5.75 against 6
+//!   columns of |S| 4-byte values with two 4-byte payloads a side; equal with 8-byte ones).
+//!   The transform sorts the larger side first.
 //!
 //! Keys the scalar path cannot take (composites wider than 64 bits, which are hashed, and null
 //! or NaN keys that match nothing under the options) run [`crate::sort_merge_join`] (which
@@ -30,12 +34,16 @@ use crate::common::{any_never_match, iota, narrow};
 use crate::hash_join::JoinStats;
 use crate::keys::{images, DeviceColumn, KeyPlan, Keys};
 use crate::maps::{GatherMaps, Materialized, Payload};
-use crate::sort_merge::{sort_merge_join, sorted_merge_join, SortedKey};
+use crate::sort_merge::{sort_merge_join, sorted_merge_join};
 use crate::types::JoinType;
 
+mod ranges;
+
+use ranges::{RangeKey, RangePlan};
+
 /// Key types of the scalar path.
-trait SmjKey: SortedKey + SortPairsWith<u32> + SortPairsWith<u64> {}
-impl<K: SortedKey + SortPairsWith<u32> + SortPairsWith<u64>> SmjKey for K {}
+trait SmjKey: RangeKey {}
+impl<K: RangeKey> SmjKey for K {}
 
 enum Src<'a, K: gpujoin_device::Pod> {
     View(DeviceView<'a, K>),
@@ -197,12 +205,30 @@ fn core<K: SmjKey>(
             Ok(Sorted { keys: sk, rows: None, col0: None })
         }
     };
-    let sl = transform(kl, lp)?;
-    let sr = transform(kr, rp)?;
+    // OM: the larger side first (its sort's scratch is then not on top of the other's output).
+    let (sl, sr) = if om && kl.len() > kr.len() {
+        let sl = transform(kl, lp)?;
+        (sl, transform(kr, rp)?)
+    } else if om {
+        let sr = transform(kr, rp)?;
+        (transform(kl, lp)?, sr)
+    } else {
+        let sl = transform(kl, lp)?;
+        (sl, transform(kr, rp)?)
+    };
     clock.mark(stream)?;
 
     // 2. Match: merge path on the sorted keys; positions in the sorted sides.
     let maps = sorted_merge_join(stream, &sl.keys.view(), &sr.keys.view(), jt)?;
+    // OM: the key ranges of each side with later columns to transform in bounded memory.
+    let plan = |cols: &[DeviceColumn<'_>], sorted: &DeviceBuffer<K>| -> Result<Option<RangePlan<K>>> {
+        if om && cols.len() > 1 && sorted.len() >= ranges::MIN_ROWS {
+            Ok(Some(RangePlan::new(stream, &sorted.view())?))
+        } else {
+            Ok(None)
+        }
+    };
+    let (plan_l, plan_r) = (plan(lp, &sl.keys)?, plan(rp, &sr.keys)?);
     let Sorted { keys: skl, rows: rows_l, col0: col0_l } = sl;
     let Sorted { keys: skr, rows: rows_r, col0: col0_r } = sr;
     drop((skl, skr));
@@ -238,31 +264,50 @@ fn core<K: SmjKey>(
     }
     clock.mark(stream)?;
 
-    // 3. Materialize from the sorted relations, one column at a time (Algorithm 1, lines 4-9).
-    let mut out_l: Vec<Payload> = Vec::with_capacity(lp.len());
-    let mut out_r: Vec<Payload> = Vec::with_capacity(rp.len());
-    // The first columns, already sorted: gathered and dropped first.
-    if let Some(c) = col0_r {
-        out_r.push(gather_column(stream, &column_of(&c), &pos_r.view())?);
+    // 3. Materialize from the sorted relations, one column at a time (Algorithm 1, lines 4-9),
+    // one side after the other: the larger side first, its first column (already sorted), then
+    // each later column sorted with its keys right before its gather and dropped after it; the
+    // side's positions are dropped when it is done. Later columns of large sides are
+    // transformed by key ranges ([`RangePlan`]): the same order as the full sort, without its
+    // three columns of scratch.
+    struct SideWork<'s, 'c, K: gpujoin_device::Pod> {
+        keys: &'s DeviceView<'s, K>,
+        cols: &'s [DeviceColumn<'c>],
+        pos: DeviceBuffer<u32>,
+        col0: Option<Payload>,
+        plan: Option<RangePlan<K>>,
+        nullable: bool,
+        has_map: bool,
     }
-    if let Some(c) = col0_l {
-        out_l.push(gather_column(stream, &column_of(&c), &pos_l.view())?);
-    }
-    let validity_r = (jt.has_right_map() && nullable_r).then(|| crate::maps::map_validity(stream, &pos_r.view())).transpose()?;
-    let validity_l = (jt.has_left_map() && nullable_l).then(|| crate::maps::map_validity(stream, &pos_l.view())).transpose()?;
-    // The other columns: sorted with their keys right before the gather.
-    let rest = |keys: &DeviceView<'_, K>, cols: &[DeviceColumn<'_>], pos: &DeviceBuffer<u32>, out: &mut Vec<Payload>| -> Result<()> {
-        for c in cols.iter().skip(1) {
-            let (sk, sorted) = sort_with(stream, keys, c)?;
-            drop(sk);
+    let materialize = |w: SideWork<'_, '_, K>| -> Result<(Vec<Payload>, Option<DeviceBuffer<u32>>)> {
+        let SideWork { keys, cols, pos, col0, mut plan, nullable, has_map } = w;
+        let mut out = Vec::with_capacity(cols.len());
+        if let Some(c) = col0 {
+            out.push(gather_column(stream, &column_of(&c), &pos.view())?);
+        }
+        let validity = (has_map && nullable).then(|| crate::maps::map_validity(stream, &pos.view())).transpose()?;
+        for (i, c) in cols.iter().enumerate().skip(1) {
+            let sorted = match &plan {
+                Some(p) => p.transform(stream, keys, c)?,
+                None => sort_with(stream, keys, c)?.1,
+            };
+            if i + 1 == cols.len() {
+                plan = None; // nothing but the outputs, the positions and this column at the last gather
+            }
             out.push(gather_column(stream, &column_of(&sorted), &pos.view())?);
         }
-        Ok(())
+        drop(pos);
+        Ok((out, validity))
     };
-    rest(kr, rp, &pos_r, &mut out_r)?;
-    drop(pos_r);
-    rest(kl, lp, &pos_l, &mut out_l)?;
-    drop(pos_l);
+    let left_work = SideWork { keys: kl, cols: lp, pos: pos_l, col0: col0_l, plan: plan_l, nullable: nullable_l, has_map: jt.has_left_map() };
+    let right_work = SideWork { keys: kr, cols: rp, pos: pos_r, col0: col0_r, plan: plan_r, nullable: nullable_r, has_map: jt.has_right_map() };
+    let ((out_l, validity_l), (out_r, validity_r)) = if kl.len() > kr.len() {
+        let l = materialize(left_work)?;
+        (l, materialize(right_work)?)
+    } else {
+        let r = materialize(right_work)?;
+        (materialize(left_work)?, r)
+    };
     clock.mark(stream)?;
     clock.finish(&mut stats)?;
     let left_m = jt.has_left_map().then(|| Materialized { columns: out_l, validity: validity_l });
