@@ -18,10 +18,14 @@
 //!    joins: PHJ-UM (unclustered gathers of the few matches beat transforming every column),
 //!    or PHJ-OM when the foreign keys are skewed ("PHJ-OM performs even better for skewed
 //!    data"); narrow joins: PHJ-OM.
-//! 4. Narrow joins (at most one payload per side): PHJ-OM ("PHJ-* beat SMJ-* for narrow
-//!    joins"; here PHJ-OM's match writes a 4-byte payload column itself, so nothing is gathered).
-//! 5. Wide joins with a high (or unsampled) match ratio: PHJ-OM, "the best performance" for
-//!    uniform and skewed keys (5.2.2, 5.2.4) and for every mix of 4- and 8-byte data (5.2.5).
+//! 4. 8-byte payloads, or more than [`OM_FUSED_COLUMNS`] payload columns a side: PHJ-UM. The
+//!    paper has PHJ-OM win here too (5.2.5), but this implementation keeps PHJ-OM's peak memory
+//!    at most PHJ-UM's (as the paper reports) by transforming those columns in chunks, and then
+//!    PHJ-UM's gathers are faster (the measured crossover; see perf/NOTES.md).
+//! 5. Narrow joins (at most one payload per side): PHJ-OM ("PHJ-* beat SMJ-* for narrow
+//!    joins"; here PHJ-OM's match writes the 4-byte payload column itself, so nothing is gathered).
+//! 6. Wide joins with a high (or unsampled) match ratio: PHJ-OM, "the best performance" for
+//!    uniform and skewed keys (5.2.2, 5.2.4).
 //!
 //! The paper's tree never prefers a sort-merge join; its Figure 17(b), the choice between the
 //! two sort-merge joins, is [`choose_sort_merge`].
@@ -46,6 +50,9 @@ pub const LOW_MATCH_RATIO: f64 = 0.3;
 /// Build sides up to this many rows keep NPHJ's global table (about 16 bytes a slot, two slots
 /// per key) within the L2 cache of an H100.
 pub const NPHJ_MAX_BUILD_ROWS: u64 = 1 << 20;
+/// Payload columns a side up to which PHJ-OM beats PHJ-UM on the H100 (4-byte payloads: the first
+/// column is written by the match, the second transformed whole or in chunks).
+pub const OM_FUSED_COLUMNS: u32 = 2;
 /// Inputs of at most this many rows together are joined by NPHJ.
 pub const TINY_ROWS: u64 = 1 << 12;
 
@@ -168,6 +175,13 @@ impl Features {
         self.skew.is_some_and(|s| s.is_skewed())
     }
 
+    /// Whether PHJ-OM would transform some payload column in chunks at materialization (8-byte
+    /// payloads, or more than [`OM_FUSED_COLUMNS`] columns on a side): the measured crossover
+    /// where PHJ-UM's gathers win in this implementation.
+    pub fn om_transforms_in_chunks(&self) -> bool {
+        self.eight_byte_payloads > 0 || self.max_side_payloads > OM_FUSED_COLUMNS
+    }
+
     /// Whether [`choose`] would look at the sampled match ratio and skew.
     pub fn needs_sample(&self) -> bool {
         !self.maps_only && self.payload_columns > 0 && !self.tiny() && self.probe_rows > 0 && (self.wide() || self.build_rows <= NPHJ_MAX_BUILD_ROWS)
@@ -199,6 +213,8 @@ pub fn choose(f: &Features) -> (Algorithm, String) {
     } else if f.match_ratio.is_some_and(|r| r < LOW_MATCH_RATIO) {
         if f.build_rows <= NPHJ_MAX_BUILD_ROWS {
             (Algorithm::Nphj, "low match ratio and a cache-sized build side: one global table, no partitioning, few gathers")
+        } else if f.om_transforms_in_chunks() {
+            (Algorithm::PhjUm, "low match ratio with 8-byte payloads or more than two columns a side: unclustered gathers of the matches beat PHJ-OM's chunked transforms")
         } else if !f.wide() {
             (Algorithm::PhjOm, "low match ratio, narrow: PHJ-OM's match writes a 4-byte payload column itself, an 8-byte one is gathered clustered")
         } else if f.skewed() {
@@ -206,8 +222,10 @@ pub fn choose(f: &Features) -> (Algorithm, String) {
         } else {
             (Algorithm::PhjUm, "low match ratio: little to materialize, so unclustered gathers of the matches beat transforming every payload column (section 5.2.3)")
         }
+    } else if f.om_transforms_in_chunks() {
+        (Algorithm::PhjUm, "8-byte payloads or more than two payload columns a side: here PHJ-OM keeps its peak memory at most PHJ-UM's by transforming those columns in chunks, which costs more than PHJ-UM's gathers (H100: 4-byte keys with 8-byte payloads 3.65 vs 4.58 ms narrow, 5.63 vs 7.93 ms wide; four 4-byte columns a side 8.04 vs 9.92 ms)")
     } else if !f.wide() {
-        (Algorithm::PhjOm, "narrow join: PHJ-* beat SMJ-* (section 5.2.2) and PHJ-OM's match writes a 4-byte payload column itself (an 8-byte one is gathered clustered from its partitioned copy)")
+        (Algorithm::PhjOm, "narrow join: PHJ-* beat SMJ-* (section 5.2.2) and PHJ-OM's match writes the 4-byte payload column itself")
     } else {
         (Algorithm::PhjOm, "wide join with a high match ratio: materialization dominates, gathers from the partitioned relations (GFTR) win for uniform and skewed keys and every data width (sections 5.2.2-5.2.5)")
     };
@@ -425,7 +443,7 @@ mod tests {
 
     #[test]
     fn paper_pk_fk_cases_take_phj_om() {
-        for cols in [1, 2, 6] {
+        for cols in [1, 2] {
             let f = pkfk(cols);
             assert_eq!(choose(&f).0, Algorithm::PhjOm, "{cols} payloads");
             // High sampled match ratio, uniform or skewed: still PHJ-OM.
@@ -436,9 +454,20 @@ mod tests {
                 assert!(why.contains("match ratio 1.000"), "{why}");
             }
         }
-        // 8-byte keys and payloads do not change it (section 5.2.5).
-        let f = Features { key_bytes: 8, eight_byte_payloads: 4, ..pkfk(2) };
+        // 8-byte keys alone do not change it.
+        let f = Features { key_bytes: 8, ..pkfk(2) };
         assert_eq!(choose(&f).0, Algorithm::PhjOm);
+    }
+
+    #[test]
+    fn chunked_om_columns_take_um() {
+        // 8-byte payloads, or more than two columns a side: PHJ-OM's lean transform loses.
+        for f in [Features { key_bytes: 8, eight_byte_payloads: 2, ..pkfk(1) }, Features { eight_byte_payloads: 4, ..pkfk(2) }, pkfk(3), pkfk(6)] {
+            let g = Features { match_ratio: Some(1.0), skew: Some(zipf_like(2, 4090)), ..f };
+            let (a, why) = choose(&g);
+            assert_eq!(a, Algorithm::PhjUm, "{why}");
+            assert!(why.contains("in chunks"), "{why}");
+        }
     }
 
     #[test]
