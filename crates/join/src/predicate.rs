@@ -240,6 +240,47 @@ impl Relation {
         Ok(r)
     }
 
+    /// A relation of the given column types from rows of scalars: `rows[i][c]` is row `i`'s
+    /// value in column `c`. A value of another type, or a row of another width, is an
+    /// [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{ColumnData, DataType, Relation, Scalar};
+    /// let r = Relation::from_rows(&[DataType::I32, DataType::Utf8], &[vec![Scalar::I32(7), Scalar::from("x")]])?;
+    /// assert_eq!(r.columns, vec![ColumnData::I32(vec![7]), ColumnData::utf8(["x"])]);
+    /// assert_eq!(Relation::from_rows(&[DataType::F64], &[])?.columns, vec![ColumnData::F64(vec![])]);
+    /// # Ok::<(), gpujoin_device::Error>(())
+    /// ```
+    pub fn from_rows(schema: &[DataType], rows: &[Vec<Scalar>]) -> Result<Relation> {
+        for (i, row) in rows.iter().enumerate() {
+            if row.len() != schema.len() {
+                return Err(Error::invalid(format!("row {i} has {} values for {} columns", row.len(), schema.len())));
+            }
+        }
+        let mut columns = Vec::with_capacity(schema.len());
+        for (c, &t) in schema.iter().enumerate() {
+            let mismatch = |i: usize, v: &Scalar| Error::invalid(format!("row {i}, column {c}: a {} value in a {t} column", v.data_type()));
+            macro_rules! collect {
+                ($v:ident) => {
+                    ColumnData::$v(rows.iter().enumerate().map(|(i, r)| if let Scalar::$v(x) = &r[c] { Ok(*x) } else { Err(mismatch(i, &r[c])) }).collect::<Result<_>>()?)
+                };
+            }
+            columns.push(match t {
+                DataType::I32 => collect!(I32),
+                DataType::I64 => collect!(I64),
+                DataType::U32 => collect!(U32),
+                DataType::U64 => collect!(U64),
+                DataType::F32 => collect!(F32),
+                DataType::F64 => collect!(F64),
+                DataType::Utf8 => {
+                    let strs = rows.iter().enumerate().map(|(i, r)| if let Scalar::Utf8(x) = &r[c] { Ok(x.as_str()) } else { Err(mismatch(i, &r[c])) }).collect::<Result<Vec<_>>>()?;
+                    ColumnData::utf8(strs)
+                }
+            });
+        }
+        Relation::new(columns)
+    }
+
     /// Number of rows (that of the first column; 0 without columns).
     pub fn rows(&self) -> usize {
         self.columns.first().map_or(0, ColumnData::len)

@@ -661,24 +661,8 @@ mod tests {
 
     /// A relation with one column of every type; `rows[i][t]` indexes the value domain of type t.
     fn relation(rows: &[Vec<usize>]) -> Relation {
-        let col = |t: usize| -> ColumnData {
-            let vals: Vec<Scalar> = rows.iter().map(|r| scalar(t, r[t])).collect();
-            macro_rules! pick {
-                ($v:ident) => {
-                    ColumnData::$v(vals.iter().map(|s| if let Scalar::$v(x) = s { *x } else { unreachable!() }).collect())
-                };
-            }
-            match t {
-                0 => pick!(I32),
-                1 => pick!(I64),
-                2 => pick!(U32),
-                3 => pick!(U64),
-                4 => pick!(F32),
-                5 => pick!(F64),
-                _ => ColumnData::utf8(vals.iter().map(|s| if let Scalar::Utf8(x) = s { x.clone() } else { unreachable!() })),
-            }
-        };
-        Relation::new((0..7).map(col).collect()).unwrap()
+        let rows: Vec<Vec<Scalar>> = rows.iter().map(|r| (0..7).map(|t| scalar(t, r[t])).collect()).collect();
+        Relation::from_rows(&TYPES, &rows).unwrap()
     }
 
     fn operand(t: usize, kind: usize, k: usize) -> Expr {

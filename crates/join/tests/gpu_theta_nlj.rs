@@ -82,26 +82,9 @@ fn scalar(t: usize, k: usize) -> Scalar {
 
 /// A relation with one column of every type; `rows[i][t]` indexes type t's domain.
 fn relation(rows: &[Vec<usize>]) -> Relation {
-    let cols = (0..7)
-        .map(|t| {
-            let v: Vec<Scalar> = rows.iter().map(|r| scalar(t, r[t])).collect();
-            macro_rules! pick {
-                ($v:ident) => {
-                    ColumnData::$v(v.iter().map(|s| if let Scalar::$v(x) = s { *x } else { unreachable!() }).collect())
-                };
-            }
-            match t {
-                0 => pick!(I32),
-                1 => pick!(I64),
-                2 => pick!(U32),
-                3 => pick!(U64),
-                4 => pick!(F32),
-                5 => pick!(F64),
-                _ => ColumnData::utf8(v.iter().map(|s| if let Scalar::Utf8(x) = s { x.clone() } else { unreachable!() })),
-            }
-        })
-        .collect();
-    Relation::new(cols).unwrap()
+    const TYPES: [DataType; 7] = [DataType::I32, DataType::I64, DataType::U32, DataType::U64, DataType::F32, DataType::F64, DataType::Utf8];
+    let rows: Vec<Vec<Scalar>> = rows.iter().map(|r| (0..7).map(|t| scalar(t, r[t])).collect()).collect();
+    Relation::from_rows(&TYPES, &rows).unwrap()
 }
 
 fn arb_expr(t: usize) -> BoxedStrategy<Expr> {

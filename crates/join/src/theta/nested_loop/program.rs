@@ -606,7 +606,7 @@ pub(crate) mod emulate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::predicate::{col_l, col_r, lit, ColumnData, Relation};
+    use crate::predicate::{col_l, col_r, lit, Relation};
     use proptest::prelude::*;
     use proptest::test_runner::{Config as ProptestConfig, RngSeed};
 
@@ -691,26 +691,9 @@ mod tests {
     }
 
     fn relation(rows: &[Vec<usize>]) -> Relation {
-        let cols = (0..7)
-            .map(|t| {
-                let v: Vec<Scalar> = rows.iter().map(|r| scalar(t, r[t])).collect();
-                macro_rules! pick {
-                    ($v:ident) => {
-                        ColumnData::$v(v.iter().map(|s| if let Scalar::$v(x) = s { *x } else { unreachable!() }).collect())
-                    };
-                }
-                match t {
-                    0 => pick!(I32),
-                    1 => pick!(I64),
-                    2 => pick!(U32),
-                    3 => pick!(U64),
-                    4 => pick!(F32),
-                    5 => pick!(F64),
-                    _ => ColumnData::utf8(v.iter().map(|s| if let Scalar::Utf8(x) = s { x.clone() } else { unreachable!() })),
-                }
-            })
-            .collect();
-        Relation::new(cols).unwrap()
+        const TYPES: [DataType; 7] = [DataType::I32, DataType::I64, DataType::U32, DataType::U64, DataType::F32, DataType::F64, DataType::Utf8];
+        let rows: Vec<Vec<Scalar>> = rows.iter().map(|r| (0..7).map(|t| scalar(t, r[t])).collect()).collect();
+        Relation::from_rows(&TYPES, &rows).unwrap()
     }
 
     fn arb_expr(t: usize) -> BoxedStrategy<Expr> {
