@@ -142,6 +142,7 @@ pub fn compile(lib_name: &str, sources: &[&str], include_dirs: &[&str], link_run
     // One library per source file, compiled on parallel threads: each file is its own translation
     // unit (no relocatable device code, so nvcc optimizes each whole), and the slow CUB files
     // build side by side.
+    let headers = headers_digest(&ws, sources, include_dirs);
     let jobs: usize = env::var("NUM_JOBS").ok().and_then(|j| j.parse().ok()).unwrap_or(2).max(1);
     let queue = std::sync::Mutex::new(sources.iter().enumerate().collect::<Vec<_>>());
     let failures = std::sync::Mutex::new(Vec::new());
@@ -152,7 +153,7 @@ pub fn compile(lib_name: &str, sources: &[&str], include_dirs: &[&str], link_run
                 let p = ws.join(src);
                 println!("cargo:rerun-if-changed={}", p.display());
                 let name = format!("{lib_name}_{i}");
-                let key = cache_key(&toolkit, &ws, &p, include_dirs);
+                let key = headers.as_deref().and_then(|d| cache_key(&toolkit, &p, d));
                 if key.as_ref().is_some_and(|k| restore_cached(k, &name)) {
                     return_link_lines(&name);
                     continue;
@@ -224,29 +225,44 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn cache_key(toolkit: &Toolkit, ws: &Path, src: &Path, include_dirs: &[&str]) -> Option<String> {
+/// One digest of every header the sources can include: the files under `cuda/include`, the
+/// extra include directories and the sources' own directories, except translation units (`.cu`),
+/// so that editing one `.cu` file does not invalidate its siblings' cached objects. Computed once
+/// per build script.
+fn headers_digest(ws: &Path, sources: &[&str], include_dirs: &[&str]) -> Option<String> {
     cache_dir()?;
+    let mut files = Vec::new();
+    files_under(&ws.join("cuda/include"), &mut files);
+    for dir in include_dirs {
+        files_under(&ws.join(dir), &mut files);
+    }
+    for src in sources {
+        if let Some(parent) = ws.join(src).parent() {
+            files_under(parent, &mut files);
+        }
+    }
+    files.retain(|f| f.extension().is_none_or(|e| e != "cu"));
+    files.sort();
+    files.dedup();
     let mut h = Fnv(0xcbf29ce484222325, 0x84222325cbf29ce4);
-    h.feed(b"gpujoin-nvcc-cache-v1");
+    for f in files {
+        h.feed(f.strip_prefix(ws).unwrap_or(&f).display().to_string().as_bytes());
+        h.feed(&std::fs::read(&f).ok()?);
+    }
+    Some(format!("{:016x}{:016x}", h.0, h.1))
+}
+
+/// The cache key of `src`: its contents, the headers' digest, the toolkit, the targets and the
+/// extra flags.
+fn cache_key(toolkit: &Toolkit, src: &Path, headers: &str) -> Option<String> {
+    let mut h = Fnv(0xcbf29ce484222325, 0x84222325cbf29ce4);
+    h.feed(b"gpujoin-nvcc-cache-v2");
     h.feed(toolkit.nvcc.display().to_string().as_bytes());
     h.feed(std::fs::metadata(&toolkit.nvcc).ok()?.len().to_string().as_bytes());
     h.feed(archs().join(",").as_bytes());
     h.feed(env::var("GPUJOIN_NVCC_FLAGS").unwrap_or_default().as_bytes());
+    h.feed(headers.as_bytes());
     h.feed(&std::fs::read(src).ok()?);
-    let mut headers = Vec::new();
-    files_under(&ws.join("cuda/include"), &mut headers);
-    for dir in include_dirs {
-        files_under(&ws.join(dir), &mut headers);
-    }
-    if let Some(parent) = src.parent() {
-        files_under(parent, &mut headers);
-    }
-    headers.sort();
-    headers.dedup();
-    for f in headers {
-        h.feed(f.strip_prefix(ws).unwrap_or(&f).display().to_string().as_bytes());
-        h.feed(&std::fs::read(&f).ok()?);
-    }
     Some(format!("{:016x}{:016x}", h.0, h.1))
 }
 
