@@ -14,9 +14,9 @@
 //! ```
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
-use gpujoin_primitives::gather_into_unchecked;
 
 use crate::keys::DeviceColumn;
+use crate::maps::{gather_column, Payload};
 use crate::predicate::{ColumnData, DataType, Relation};
 
 /// One device column of a [`DeviceRelation`].
@@ -96,20 +96,8 @@ impl DeviceColumnData {
     /// [`RowId::NONE`](crate::RowId::NONE)); strings are an [`Error::InvalidArgument`].
     /// Indices are trusted to be in range (they come from a join's gather maps).
     pub fn gather(&self, stream: &Stream, idx: &DeviceView<'_, u32>) -> Result<DeviceColumnData> {
-        fn g<T: Pod + Default>(stream: &Stream, src: &DeviceBuffer<T>, idx: &DeviceView<'_, u32>) -> Result<DeviceBuffer<T>> {
-            let mut out = stream.alloc::<T>(idx.len())?;
-            gather_into_unchecked(stream, &src.view(), idx, &mut out.view_mut(), T::default())?;
-            Ok(out)
-        }
-        Ok(match self {
-            Self::I32(b) => Self::I32(g(stream, b, idx)?),
-            Self::I64(b) => Self::I64(g(stream, b, idx)?),
-            Self::U32(b) => Self::U32(g(stream, b, idx)?),
-            Self::U64(b) => Self::U64(g(stream, b, idx)?),
-            Self::F32(b) => Self::F32(g(stream, b, idx)?),
-            Self::F64(b) => Self::F64(g(stream, b, idx)?),
-            Self::Utf8 { .. } => return Err(Error::invalid("gathering a string column is not supported; gather its row ids instead")),
-        })
+        let column = self.as_key_column().ok_or_else(|| Error::invalid("gathering a string column is not supported; gather its row ids instead"))?;
+        Ok(gather_column(stream, &column, idx)?.into())
     }
 
     /// A copy of rows `range` of a fixed-width column; strings are an [`Error::InvalidArgument`].
@@ -153,6 +141,19 @@ impl DeviceColumnData {
             Self::F64(b) => b.view().into(),
             Self::Utf8 { .. } => return None,
         })
+    }
+}
+
+impl From<Payload> for DeviceColumnData {
+    fn from(p: Payload) -> Self {
+        match p {
+            Payload::I32(b) => Self::I32(b),
+            Payload::I64(b) => Self::I64(b),
+            Payload::U32(b) => Self::U32(b),
+            Payload::U64(b) => Self::U64(b),
+            Payload::F32(b) => Self::F32(b),
+            Payload::F64(b) => Self::F64(b),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Gather maps, the result of every join, and materialization through them.
 
-use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{gather_into, gather_into_unchecked};
 
@@ -168,4 +168,23 @@ pub fn materialize_unchecked<T: gpujoin_device::Pod>(stream: &Stream, map: &Devi
     let mut out = stream.alloc::<T>(map.len())?;
     gather_into_unchecked(stream, column, &map.cast::<u32>(), &mut out.view_mut(), null_fill)?;
     Ok(out)
+}
+
+/// `out[k] = column[idx[k]]`, zero where `idx[k]` is NONE (no bounds report, no wait).
+pub(crate) fn gather_column(stream: &Stream, column: &DeviceColumn<'_>, idx: &DeviceView<'_, u32>) -> Result<Payload> {
+    fn g<T: Pod>(s: &Stream, v: &DeviceView<'_, T>, idx: &DeviceView<'_, u32>) -> Result<DeviceBuffer<T>> {
+        let mut out = s.alloc::<T>(idx.len())?;
+        if !idx.is_empty() {
+            gather_into_unchecked(s, v, idx, &mut out.view_mut(), T::zeroed())?;
+        }
+        Ok(out)
+    }
+    Ok(match column {
+        DeviceColumn::I32(v) => Payload::I32(g(stream, v, idx)?),
+        DeviceColumn::I64(v) => Payload::I64(g(stream, v, idx)?),
+        DeviceColumn::U32(v) => Payload::U32(g(stream, v, idx)?),
+        DeviceColumn::U64(v) => Payload::U64(g(stream, v, idx)?),
+        DeviceColumn::F32(v) => Payload::F32(g(stream, v, idx)?),
+        DeviceColumn::F64(v) => Payload::F64(g(stream, v, idx)?),
+    })
 }

@@ -47,8 +47,7 @@ pub use auto::sample_for_tests;
 pub use auto::{choose, choose_sort_merge, Features, SampledSkew, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, SAMPLE_ROWS, TINY_ROWS};
 pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
 
-use gpujoin_device::{DeviceBuffer, DeviceView, Error, Event, Pod, Result, Stream};
-use gpujoin_primitives::gather_into_unchecked;
+use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
 
 use crate::hash_join::{hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
 use crate::keys::{DeviceColumn, Keys};
@@ -251,24 +250,7 @@ pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, 
 // Shared helpers
 // ---------------------------------------------------------------------------------------------
 
-/// `out[k] = column[idx[k]]`, zero where `idx[k]` is NONE (no bounds report, no wait).
-pub(crate) fn gather_column(stream: &Stream, column: &DeviceColumn<'_>, idx: &DeviceView<'_, u32>) -> Result<Payload> {
-    fn g<T: Pod>(s: &Stream, v: &DeviceView<'_, T>, idx: &DeviceView<'_, u32>) -> Result<DeviceBuffer<T>> {
-        let mut out = s.alloc::<T>(idx.len())?;
-        if !idx.is_empty() {
-            gather_into_unchecked(s, v, idx, &mut out.view_mut(), T::zeroed())?;
-        }
-        Ok(out)
-    }
-    Ok(match column {
-        DeviceColumn::I32(v) => Payload::I32(g(stream, v, idx)?),
-        DeviceColumn::I64(v) => Payload::I64(g(stream, v, idx)?),
-        DeviceColumn::U32(v) => Payload::U32(g(stream, v, idx)?),
-        DeviceColumn::U64(v) => Payload::U64(g(stream, v, idx)?),
-        DeviceColumn::F32(v) => Payload::F32(g(stream, v, idx)?),
-        DeviceColumn::F64(v) => Payload::F64(g(stream, v, idx)?),
-    })
-}
+pub(crate) use crate::maps::gather_column;
 
 /// A borrowed column of a materialized payload (to feed it to a later join).
 pub fn payload_column(p: &Payload) -> DeviceColumn<'_> {
