@@ -809,13 +809,28 @@ impl CheckedPredicate {
     /// Checks that the relations are valid ([`Relation::validate`]) and have exactly the schemas
     /// the predicate was checked against ([`Error::InvalidArgument`] otherwise).
     pub fn check_relations(&self, left: &Relation, right: &Relation) -> Result<()> {
-        for (name, rel, schema) in [("left", left, &self.left_schema), ("right", right, &self.right_schema)] {
+        for (name, rel) in [("left", left), ("right", right)] {
             rel.validate().map_err(|e| match e {
                 Error::InvalidArgument(m) => Error::invalid(format!("{name} relation: {m}")),
                 e => e,
             })?;
-            let actual = rel.schema();
-            if &actual != schema {
+        }
+        self.check_schemas(&left.schema(), &right.schema())
+    }
+
+    /// Checks that relations of these column types are the ones the predicate was checked
+    /// against ([`Error::InvalidArgument`] otherwise); for relations on the host or the device.
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, DataType};
+    /// let c = col_l(0).less(col_r(0)).check(&[DataType::I32], &[DataType::I32])?;
+    /// assert!(c.check_schemas(&[DataType::I32], &[DataType::I32]).is_ok());
+    /// assert!(c.check_schemas(&[DataType::I32], &[DataType::I64]).is_err());
+    /// # Ok::<(), gpujoin_device::Error>(())
+    /// ```
+    pub fn check_schemas(&self, left: &[DataType], right: &[DataType]) -> Result<()> {
+        for (name, actual, schema) in [("left", left, &self.left_schema), ("right", right, &self.right_schema)] {
+            if actual != schema.as_slice() {
                 return Err(Error::invalid(format!(
                     "{name} relation has schema {actual:?} but the predicate was checked against {schema:?}"
                 )));

@@ -41,7 +41,7 @@ pub struct ThetaChunkSource<'a> {
 impl<'a> ThetaChunkSource<'a> {
     /// Counts the output of every left row (the first step of seed 004 §3.3).
     pub fn new(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
-        super::check_schemas(left, right, pred)?;
+        pred.check_schemas(&left.schema(), &right.schema())?;
         let path = choose_path(pred);
         let prepared = match (path, join_type) {
             (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) => {
@@ -81,6 +81,16 @@ impl<'a> ThetaChunkSource<'a> {
     }
 }
 
+/// A copy of `src[rows]`.
+fn copy_rows(stream: &Stream, src: &DeviceView<'_, u32>, rows: Range<usize>) -> Result<DeviceBuffer<u32>> {
+    if rows.start > rows.end || rows.end > src.len() {
+        return Err(Error::invalid(format!("internal: chunk rows {rows:?} outside {} rows", src.len())));
+    }
+    let mut out = stream.alloc::<u32>(rows.len())?;
+    stream.copy_device_to_device(&src.slice(rows), &mut out.view_mut())?;
+    Ok(out)
+}
+
 /// Rows `skip..skip + len` of `maps` as maps of type `jt` (an absent side stays absent).
 fn slice_maps(stream: &Stream, maps: GatherMaps, jt: JoinType, skip: u64, len: u64) -> Result<GatherMaps> {
     let (l, r) = maps.into_raw();
@@ -88,13 +98,7 @@ fn slice_maps(stream: &Stream, maps: GatherMaps, jt: JoinType, skip: u64, len: u
         if b.is_empty() || (skip == 0 && len == b.len() as u64) {
             return Ok(b);
         }
-        let (a, e) = (skip as usize, (skip + len) as usize);
-        if e > b.len() {
-            return Err(Error::invalid(format!("internal: chunk rows {a}..{e} outside {} rows", b.len())));
-        }
-        let mut out = stream.alloc::<u32>(e - a)?;
-        stream.copy_device_to_device(&b.slice(a..e), &mut out.view_mut())?;
-        Ok(out)
+        copy_rows(stream, &b.view(), skip as usize..(skip + len) as usize)
     };
     Ok(GatherMaps::new(jt, cut(l)?, cut(r)?))
 }
@@ -143,19 +147,13 @@ impl ChunkSource for ThetaChunkSource<'_> {
             Prepared::NestedLoop { unmatched: Some(u), .. } => {
                 let mut l = stream.alloc::<u32>(e - a)?;
                 stream.fill_u32_bits(&mut l.view_mut(), u32::MAX)?;
-                let mut r = stream.alloc::<u32>(e - a)?;
-                stream.copy_device_to_device(&u.slice(a..e), &mut r.view_mut())?;
-                Ok(GatherMaps::new(self.join_type, l, r))
+                Ok(GatherMaps::new(self.join_type, l, copy_rows(stream, &u.view(), a..e)?))
             }
             Prepared::Whole { maps, .. } => {
                 let part = |m: Option<DeviceView<'_, crate::RowId>>| -> Result<DeviceBuffer<u32>> {
                     match m {
                         None => stream.alloc::<u32>(0),
-                        Some(v) => {
-                            let mut out = stream.alloc::<u32>(e - a)?;
-                            stream.copy_device_to_device(&v.cast::<u32>().slice(a..e), &mut out.view_mut())?;
-                            Ok(out)
-                        }
+                        Some(v) => copy_rows(stream, &v.cast::<u32>(), a..e),
                     }
                 };
                 Ok(GatherMaps::new(self.join_type, part(maps.left())?, part(maps.right())?))

@@ -172,17 +172,6 @@ pub fn theta_materialize(
     }
 }
 
-/// The relations' schemas must be those `pred` was checked against.
-fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate) -> Result<()> {
-    for (side, rel, want) in [("left", left, pred.left_schema()), ("right", right, pred.right_schema())] {
-        let got = rel.schema();
-        if got != want {
-            return Err(Error::invalid(format!("the {side} relation's schema {got:?} is not the one the predicate was checked against ({want:?})")));
-        }
-    }
-    Ok(())
-}
-
 /// Checks that `cols` name fixed-width columns of `rel`.
 fn check_columns(rel: &DeviceRelation, cols: &[usize], side: &str) -> Result<()> {
     for &c in cols {

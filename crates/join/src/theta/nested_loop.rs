@@ -199,13 +199,8 @@ pub(crate) fn layout(n_left: usize, n_right: usize, bytes_per_row: usize, target
 }
 
 fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate) -> Result<()> {
-    for (name, rel, schema) in [("left", left, pred.left_schema()), ("right", right, pred.right_schema())] {
-        let actual = rel.schema();
-        if actual != schema {
-            return Err(Error::invalid(format!(
-                "{name} relation has schema {actual:?} but the predicate was checked against {schema:?}"
-            )));
-        }
+    pred.check_schemas(&left.schema(), &right.schema())?;
+    for (name, rel) in [("left", left), ("right", right)] {
         if rel.rows() as u64 > RowId::MAX_ROWS {
             return Err(Error::too_large(format!("{name} relation rows"), rel.rows() as u64, RowId::MAX_ROWS));
         }

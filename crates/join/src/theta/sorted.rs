@@ -378,9 +378,7 @@ fn expand_into(
 }
 
 fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate) -> Result<RangeCondition> {
-    if left.schema() != pred.left_schema() || right.schema() != pred.right_schema() {
-        return Err(Error::invalid("sorted theta join: the relations' schemas differ from the ones the predicate was checked against"));
-    }
+    pred.check_schemas(&left.schema(), &right.schema())?;
     pred.band_or_inequality().ok_or_else(|| Error::invalid("sorted theta join: the predicate is neither a single inequality nor a band"))
 }
 
