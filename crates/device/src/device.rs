@@ -14,11 +14,98 @@ pub struct MemoryInfo {
     pub total: u64,
 }
 
+/// Bytes held by the device's memory pool ([`Device::pool_memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolMemory {
+    /// Reserved from the device (in use, or free for the pool's next allocations).
+    pub reserved: u64,
+    /// In use by live buffers.
+    pub in_use: u64,
+}
+
+/// How much freed memory the pool keeps for reuse ([`DeviceOptions::release_threshold`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReleaseThreshold {
+    /// Keep at most this many bytes.
+    Bytes(u64),
+    /// Keep at most this fraction of the device's total memory.
+    FractionOfTotal(f64),
+}
+
+impl ReleaseThreshold {
+    /// The threshold in bytes on a device of `total` bytes.
+    ///
+    /// ```
+    /// # use gpujoin_device::ReleaseThreshold;
+    /// assert_eq!(ReleaseThreshold::FractionOfTotal(0.25).bytes(80 << 30), 20 << 30);
+    /// assert_eq!(ReleaseThreshold::Bytes(1 << 30).bytes(80 << 30), 1 << 30);
+    /// ```
+    pub fn bytes(self, total: u64) -> u64 {
+        match self {
+            ReleaseThreshold::Bytes(b) => b,
+            ReleaseThreshold::FractionOfTotal(f) => (total as f64 * f.clamp(0.0, 1.0)) as u64,
+        }
+    }
+
+    /// Parses `GPUJOIN_POOL_RELEASE_THRESHOLD`'s forms: a byte count (`1073741824`), with a
+    /// binary suffix (`512M`, `4G`), or a fraction of the total (`0.25`, `25%`).
+    ///
+    /// ```
+    /// # use gpujoin_device::ReleaseThreshold;
+    /// assert_eq!(ReleaseThreshold::parse("4G"), Some(ReleaseThreshold::Bytes(4 << 30)));
+    /// assert_eq!(ReleaseThreshold::parse("25%"), Some(ReleaseThreshold::FractionOfTotal(0.25)));
+    /// assert_eq!(ReleaseThreshold::parse("0.5"), Some(ReleaseThreshold::FractionOfTotal(0.5)));
+    /// assert_eq!(ReleaseThreshold::parse("0"), Some(ReleaseThreshold::Bytes(0)));
+    /// assert_eq!(ReleaseThreshold::parse("lots"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim();
+        if let Some(p) = s.strip_suffix('%') {
+            return p.trim().parse::<f64>().ok().filter(|f| (0.0..=100.0).contains(f)).map(|f| Self::FractionOfTotal(f / 100.0));
+        }
+        if s.contains('.') {
+            return s.parse::<f64>().ok().filter(|f| (0.0..=1.0).contains(f)).map(Self::FractionOfTotal);
+        }
+        let (digits, shift) = match s.char_indices().last()? {
+            (i, 'K' | 'k') => (&s[..i], 10),
+            (i, 'M' | 'm') => (&s[..i], 20),
+            (i, 'G' | 'g') => (&s[..i], 30),
+            (i, 'T' | 't') => (&s[..i], 40),
+            _ => (s, 0),
+        };
+        digits.trim().parse::<u64>().ok().and_then(|v| v.checked_mul(1u64 << shift)).map(Self::Bytes)
+    }
+}
+
+/// How [`Device::with_options`] sets a device up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceOptions {
+    /// Freed memory the pool keeps reserved across synchronizations, so that the next
+    /// allocations of a similar size cost no driver call; memory above it goes back to the device
+    /// (and so to other processes) at the next synchronization. Default: a quarter of the
+    /// device's memory, or `GPUJOIN_POOL_RELEASE_THRESHOLD` when set (see
+    /// [`ReleaseThreshold::parse`]). Whatever the threshold, an allocation that fails first
+    /// trims the pool and retries before it reports [`Error::OutOfMemory`].
+    pub release_threshold: ReleaseThreshold,
+}
+
+impl DeviceOptions {
+    /// The default release threshold: a quarter of the device's memory.
+    pub const DEFAULT_RELEASE_THRESHOLD: ReleaseThreshold = ReleaseThreshold::FractionOfTotal(0.25);
+}
+
+impl Default for DeviceOptions {
+    fn default() -> Self {
+        let from_env = std::env::var("GPUJOIN_POOL_RELEASE_THRESHOLD").ok().and_then(|v| ReleaseThreshold::parse(&v));
+        DeviceOptions { release_threshold: from_env.unwrap_or(Self::DEFAULT_RELEASE_THRESHOLD) }
+    }
+}
+
 /// A CUDA device, holding its primary context (shared with the CUDA runtime that CUB uses).
 ///
-/// Creating one raises the release threshold of the device's default memory pool, so that
-/// stream-ordered allocations are recycled instead of returned to the driver at every
-/// synchronization.
+/// All device memory comes from the device's stream-ordered pool, which keeps freed memory up to
+/// a release threshold ([`DeviceOptions`]) and is trimmed ([`Device::trim_memory`]) whenever an
+/// allocation would otherwise fail.
 #[derive(Clone)]
 pub struct Device {
     ctx: Arc<CudaContext>,
@@ -51,34 +138,27 @@ impl Device {
         Ok(n.max(0) as usize)
     }
 
-    /// Opens device `ordinal`, binds its primary context to this thread and configures its pool.
+    /// Opens device `ordinal` with [`DeviceOptions::default`] (binds its primary context to this
+    /// thread and configures its memory pool).
     pub fn new(ordinal: usize) -> Result<Self> {
+        Self::with_options(ordinal, DeviceOptions::default())
+    }
+
+    /// Opens device `ordinal` with `options`.
+    pub fn with_options(ordinal: usize, options: DeviceOptions) -> Result<Self> {
         let n = Self::count()?;
         if ordinal >= n {
             return Err(Error::NoDevice(format!("device {ordinal} asked for, {n} present")));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| driver("cuDevicePrimaryCtxRetain", e))?;
-        // Stream-ordered allocations pay for a cudaMalloc only once; keep freed memory in the pool.
-        if ctx.has_async_alloc() {
-            // SAFETY: the default pool of a valid device; the attribute takes a u64.
-            unsafe {
-                let pool = result::device::get_default_mem_pool(ctx.cu_device())
-                    .map_err(|e| driver("cuDeviceGetDefaultMemPool", e))?;
-                let mut threshold: u64 = u64::MAX;
-                result::mem_pool::set_attribute(
-                    pool,
-                    sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                    &mut threshold as *mut u64 as *mut std::ffi::c_void,
-                )
-                .map_err(|e| driver("cuMemPoolSetAttribute", e))?;
-            }
-        }
         // gpujoin orders work by streams itself; cudarc's per-buffer events are not used.
         // SAFETY: we never hand out cudarc's CudaSlice types.
         unsafe { ctx.disable_event_tracking() };
-        Ok(Device { ctx })
+        let device = Device { ctx };
+        let total = device.memory_info()?.total;
+        device.set_release_threshold(options.release_threshold.bytes(total))?;
+        Ok(device)
     }
-
     /// The device ordinal.
     pub fn ordinal(&self) -> usize {
         self.ctx.ordinal()
@@ -130,9 +210,8 @@ impl Device {
     /// Bytes free for new allocations: free device memory plus what the pool holds unused.
     pub fn available_memory(&self) -> Result<u64> {
         let free = self.memory_info()?.free;
-        let reserved = self.pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?;
-        let used = self.pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?;
-        Ok(free + reserved.saturating_sub(used))
+        let pool = self.pool_memory()?;
+        Ok(free + pool.reserved.saturating_sub(pool.in_use))
     }
 
     /// The highest number of pool bytes in use since the last [`Device::reset_peak_memory`].
@@ -142,36 +221,68 @@ impl Device {
 
     /// Starts a new peak-memory measurement.
     pub fn reset_peak_memory(&self) -> Result<()> {
+        self.set_pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH, 0)
+    }
+
+    /// The device's default memory pool (every gpujoin allocation comes from it), or `None` on a
+    /// device without stream-ordered allocation.
+    fn pool(&self) -> Result<Option<sys::CUmemoryPool>> {
         if !self.ctx.has_async_alloc() {
-            return Ok(());
+            return Ok(None);
         }
-        // SAFETY: resetting the high-water mark takes a zero u64.
-        unsafe {
-            let pool = result::device::get_default_mem_pool(self.ctx.cu_device())
-                .map_err(|e| driver("cuDeviceGetDefaultMemPool", e))?;
-            let mut zero: u64 = 0;
-            result::mem_pool::set_attribute(
-                pool,
-                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-                &mut zero as *mut u64 as *mut std::ffi::c_void,
-            )
-            .map_err(|e| driver("cuMemPoolSetAttribute", e))
-        }
+        // SAFETY: the device of a live context.
+        unsafe { result::device::get_default_mem_pool(self.ctx.cu_device()) }
+            .map(Some)
+            .map_err(|e| driver("cuDeviceGetDefaultMemPool", e))
     }
 
     fn pool_attribute(&self, attr: sys::CUmemPool_attribute) -> Result<u64> {
-        if !self.ctx.has_async_alloc() {
-            return Ok(0);
-        }
-        // SAFETY: these attributes are u64 values of the device's default pool.
-        unsafe {
-            let pool = result::device::get_default_mem_pool(self.ctx.cu_device())
-                .map_err(|e| driver("cuDeviceGetDefaultMemPool", e))?;
-            let mut v: u64 = 0;
-            result::mem_pool::get_attribute(pool, attr, &mut v as *mut u64 as *mut std::ffi::c_void)
-                .map_err(|e| driver("cuMemPoolGetAttribute", e))?;
-            Ok(v)
-        }
+        let Some(pool) = self.pool()? else { return Ok(0) };
+        let mut v: u64 = 0;
+        // SAFETY: the attributes read here are u64 values of the pool.
+        unsafe { result::mem_pool::get_attribute(pool, attr, &mut v as *mut u64 as *mut std::ffi::c_void) }
+            .map_err(|e| driver("cuMemPoolGetAttribute", e))?;
+        Ok(v)
+    }
+
+    fn set_pool_attribute(&self, attr: sys::CUmemPool_attribute, mut v: u64) -> Result<()> {
+        let Some(pool) = self.pool()? else { return Ok(()) };
+        // SAFETY: the attributes written here (release threshold, high-water marks) take a u64.
+        unsafe { result::mem_pool::set_attribute(pool, attr, &mut v as *mut u64 as *mut std::ffi::c_void) }
+            .map_err(|e| driver("cuMemPoolSetAttribute", e))
+    }
+
+    /// Bytes the memory pool holds: reserved from the device, and in use by live buffers.
+    pub fn pool_memory(&self) -> Result<PoolMemory> {
+        Ok(PoolMemory {
+            reserved: self.pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?,
+            in_use: self.pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?,
+        })
+    }
+
+    /// How many freed bytes the pool keeps reserved at a synchronization (stream, event or
+    /// device) before it returns the rest to the device, where other processes can use it.
+    pub fn release_threshold(&self) -> Result<u64> {
+        self.pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    }
+
+    /// Sets the pool's release threshold (see [`DeviceOptions::release_threshold`]).
+    pub fn set_release_threshold(&self, bytes: u64) -> Result<()> {
+        self.set_pool_attribute(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, bytes)
+    }
+
+    /// Waits for all work on the device, then returns every pool byte not in use by a live buffer
+    /// to the device. Returns the bytes released.
+    ///
+    /// Allocations do this by themselves before they report [`Error::OutOfMemory`]; call it to
+    /// hand memory to another process or library at once.
+    pub fn trim_memory(&self) -> Result<u64> {
+        let Some(pool) = self.pool()? else { return Ok(0) };
+        self.synchronize()?;
+        let before = self.pool_memory()?.reserved;
+        // SAFETY: trimming a live pool to 0 releases only memory that no allocation holds.
+        unsafe { result::mem_pool::trim_to(pool, 0) }.map_err(|e| driver("cuMemPoolTrimTo", e))?;
+        Ok(before.saturating_sub(self.pool_memory()?.reserved))
     }
 
     /// Waits for all work on the device.

@@ -9,9 +9,14 @@ pub enum Error {
     /// The driver is there but no usable device is.
     #[error("no CUDA device: {0}")]
     NoDevice(String),
-    /// A device allocation failed.
-    #[error("out of device memory: asked for {requested} bytes while {free} bytes were free")]
-    OutOfMemory { requested: u64, free: u64 },
+    /// A device allocation failed even after the memory pool was trimmed and the allocation
+    /// retried: `requested` bytes were asked for while the device had `free` bytes free and the
+    /// pool held `reserved` bytes, `in_use` of them by live buffers.
+    #[error(
+        "out of device memory: asked for {requested} bytes while {free} bytes were free \
+         (the memory pool held {reserved} bytes, {in_use} of them in use)"
+    )]
+    OutOfMemory { requested: u64, free: u64, reserved: u64, in_use: u64 },
     /// A CUDA call returned an error code.
     #[error("CUDA error {name} (code {code}) in {call}")]
     Cuda { call: String, code: i32, name: String },

@@ -47,6 +47,10 @@ impl Stream {
 
     /// Allocates `len` elements from the device's stream-ordered pool. The contents are
     /// unspecified (whatever bytes the memory held).
+    ///
+    /// When the pool cannot serve the size, the allocation waits for the device, trims the pool
+    /// ([`Device::trim_memory`]) and tries once more before it returns
+    /// [`Error::OutOfMemory`] with the bytes requested, free, reserved and in use.
     pub fn alloc<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
@@ -56,14 +60,26 @@ impl Stream {
         }
         self.device.bind_to_thread()?;
         // SAFETY: the stream belongs to the bound context; the memory is freed on drop.
-        let ptr = unsafe { result::malloc_async(self.inner.cu_stream(), bytes) }.map_err(|e| {
-            if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY {
-                let free = self.device.memory_info().map(|m| m.free).unwrap_or(0);
-                Error::OutOfMemory { requested: bytes as u64, free }
-            } else {
-                driver("cuMemAllocAsync", e)
+        let try_alloc = || unsafe { result::malloc_async(self.inner.cu_stream(), bytes) };
+        let oom = |e: &cudarc::driver::DriverError| e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY;
+        let ptr = match try_alloc() {
+            Ok(p) => p,
+            // The pool may hold freed memory in chunks that cannot serve this size, or frees
+            // still queued on streams: wait for them, give the pool's unused memory back, retry.
+            Err(e) if oom(&e) => {
+                self.device.trim_memory()?;
+                try_alloc().map_err(|e| {
+                    if oom(&e) {
+                        let free = self.device.memory_info().map(|m| m.free).unwrap_or(0);
+                        let pool = self.device.pool_memory().unwrap_or(crate::PoolMemory { reserved: 0, in_use: 0 });
+                        Error::OutOfMemory { requested: bytes as u64, free, reserved: pool.reserved, in_use: pool.in_use }
+                    } else {
+                        driver("cuMemAllocAsync", e)
+                    }
+                })?
             }
-        })?;
+            Err(e) => return Err(driver("cuMemAllocAsync", e)),
+        };
         Ok(DeviceBuffer::from_raw_parts(ptr, len, self.clone()))
     }
 
