@@ -23,7 +23,7 @@ use gpujoin::join::chunked::{ChunkBudget, ChunkSource, EquiChunkSource, HostStre
 use gpujoin::join::device_relation::DeviceRelation;
 use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation};
 use gpujoin::join::theta::{theta_join_size, ThetaColumnsSource};
-use gpujoin::join::{datagen, JoinType};
+use gpujoin::join::{datagen, JoinOptions, JoinType, Keys};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -36,7 +36,7 @@ fn main() {
     let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
     drop((left, right));
     let budget = 256u64 << 20;
-    let source = EquiChunkSource::new(&s, &dl.view(), &dr.view(), JoinType::Inner).unwrap();
+    let source = EquiChunkSource::new(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), JoinType::Inner, JoinOptions::default()).unwrap();
     let out_rows = nr as u64;
     let out_bytes = out_rows * 8;
 

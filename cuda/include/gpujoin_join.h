@@ -121,6 +121,14 @@ int gj_j_verify_pairs(const uint32_t *a, const uint32_t *b, int64_t n, const uin
                       const uint64_t *const *imgs_b, int ncols, const uint8_t *flags_a,
                       const uint8_t *flags_b, uint8_t *ok, gj_j_stream_t stream);
 
+/* out[i] = the null bits (0x55 mask) of flags[rows[i]] (rows NULL: of flags[i]); flags NULL: 0. */
+int gj_j_null_bits(const uint8_t *flags, const uint32_t *rows, int64_t n, uint32_t *out, gj_j_stream_t stream);
+
+/* heads[i] = 1 where row ids[i] differs from row ids[i - 1] in null_bits or any of the ncols
+ * images (imgs: an array of ncols device pointers, in device memory); heads[0] = 0. */
+int gj_j_run_heads(const uint32_t *ids, int64_t n, const uint64_t *const *imgs, int ncols,
+                   const uint32_t *null_bits, uint32_t *heads, gj_j_stream_t stream);
+
 /* out[i] = (uint32_t)in[i] (derived keys known to fit 32 bits). */
 int gj_j_narrow_keys(const uint64_t *in, int64_t n, uint32_t *out, gj_j_stream_t stream);
 

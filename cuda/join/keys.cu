@@ -79,6 +79,28 @@ __global__ void verify_kernel(const uint32_t *a, const uint32_t *b, int64_t n, c
   }
 }
 
+// The null bits of each row's flags (one bit per column), as a u32 sort key; rows[i] picks the row.
+__global__ void null_bits_kernel(const uint8_t *flags, const uint32_t *rows, int64_t n, uint32_t *out) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = flags ? (uint32_t)(flags[rows ? rows[i] : (uint32_t)i] & 0x55) : 0u;
+}
+
+// heads[i] = 1 where sorted row ids[i] has another key than ids[i - 1] (0 at i = 0).
+__global__ void run_heads_kernel(const uint32_t *ids, int64_t n, const uint64_t *const *imgs, int ncols,
+                                 const uint32_t *null_bits, uint32_t *heads) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    bool differs = false;
+    if (i > 0) {
+      uint32_t x = ids[i], y = ids[i - 1];
+      differs = null_bits[x] != null_bits[y];
+      for (int c = 0; c < ncols && !differs; ++c) differs = imgs[c][x] != imgs[c][y];
+    }
+    heads[i] = differs;
+  }
+}
+
 __global__ void narrow_kernel(const uint64_t *in, int64_t n, uint32_t *out) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = (uint32_t)in[i];
@@ -160,6 +182,20 @@ extern "C" int gj_j_mark_rows(const uint32_t *rows, int64_t n, uint8_t *flags, g
 extern "C" int gj_j_map_rows(const uint32_t *rows, const uint32_t *map, int64_t n, uint32_t *out, gj_j_stream_t s) {
   if (n <= 0) return 0;
   map_rows_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(rows, map, n, out);
+  return launch_status();
+}
+
+extern "C" int gj_j_null_bits(const uint8_t *flags, const uint32_t *rows, int64_t n, uint32_t *out, gj_j_stream_t s) {
+  if (n <= 0) return 0;
+  null_bits_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(flags, rows, n, out);
+  return launch_status();
+}
+
+extern "C" int gj_j_run_heads(const uint32_t *ids, int64_t n, const uint64_t *const *imgs, int ncols,
+                              const uint32_t *null_bits, uint32_t *heads, gj_j_stream_t s) {
+  if (ncols < 1 || ncols > 4) return (int)cudaErrorInvalidValue;
+  if (n <= 0) return 0;
+  run_heads_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(ids, n, imgs, ncols, null_bits, heads);
   return launch_status();
 }
 

@@ -331,6 +331,26 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_j_null_bits(
+        flags: *const u8,
+        rows: *const u32,
+        n: i64,
+        out: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_run_heads(
+        ids: *const u32,
+        n: i64,
+        imgs: *const *const u64,
+        ncols: ::std::os::raw::c_int,
+        null_bits: *const u32,
+        heads: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_j_narrow_keys(
         in_: *const u64,
         n: i64,

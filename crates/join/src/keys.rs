@@ -312,3 +312,82 @@ pub(crate) fn images(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<
     })?;
     Ok(KeyImages { columns, flags, derived, never_match })
 }
+
+/// Exact keys for rows whose derived keys had to be hashed (composites wider than 64 bits): the
+/// dense rank of each row's full key among the rows `left_rows` of `left` and `right_rows` of
+/// `right`, so that two rows get the same rank exactly when their keys are equal.
+///
+/// The ranks of the left rows come first, then those of the right rows, one `u32` each; the
+/// second value is the bits the ranks need. The steps: the rows' images (and null bits) side by
+/// side, a stable radix sort of row ids by each image column and then by the null bits (least
+/// significant first, so equal keys end up adjacent), a head flag where a key differs from the
+/// one before, an inclusive scan of the heads (the rank), and a scatter back to the rows.
+///
+/// Example: left keys (1, x), (2, y), right keys (2, y), (1, z) give ranks 0, 2 | 2, 1
+/// (ranks follow the images' order; equal keys share a rank).
+pub(crate) fn dense_ranks(
+    stream: &Stream,
+    left: &KeyImages,
+    left_rows: &DeviceView<'_, u32>,
+    right: &KeyImages,
+    right_rows: &DeviceView<'_, u32>,
+) -> Result<(DeviceBuffer<u32>, u32)> {
+    use gpujoin_primitives::{gather, gather_into, inclusive_sum, iota_u32, scatter, sort_pairs, SortOrder};
+    let (a, b) = (left_rows.len(), right_rows.len());
+    let n = a + b;
+    if n as u64 >= u32::MAX as u64 {
+        return Err(Error::too_large("rows of both sides whose composite keys are ranked", n as u64, u32::MAX as u64 - 1));
+    }
+    let mut ranks = stream.alloc::<u32>(n)?;
+    if n == 0 {
+        return Ok((ranks, 1));
+    }
+    // The images and null bits of the rows, left rows first.
+    let ncols = left.columns.len();
+    let mut images = Vec::with_capacity(ncols);
+    for c in 0..ncols {
+        let mut cat = stream.alloc::<u64>(n)?;
+        gather_into(stream, &left.columns[c].view(), left_rows, &mut cat.slice_mut(..a), 0)?;
+        gather_into(stream, &right.columns[c].view(), right_rows, &mut cat.slice_mut(a..), 0)?;
+        images.push(cat);
+    }
+    let mut null_bits = stream.alloc::<u32>(n)?;
+    for (img, rows, range) in [(left, left_rows, 0..a), (right, right_rows, a..n)] {
+        let mut out = null_bits.slice_mut(range);
+        let (f, r, o, m) = (img.flags.view().as_ptr(), rows.as_ptr(), out.as_mut_ptr(), rows.len() as i64);
+        // SAFETY: rows index the relation's flags; out holds rows.len() entries.
+        launch(stream, "null bits", || unsafe { ffi::gj_j_null_bits(f, r, m, o, stream.raw()) })?;
+    }
+    // Stable LSD sort of the row ids: image columns from the last, then the null bits.
+    let mut ids = stream.alloc::<u32>(n)?;
+    iota_u32(stream, &mut ids.view_mut(), 0)?;
+    let mut next_ids = stream.alloc::<u32>(n)?;
+    for c in (0..ncols).rev() {
+        let keys = gather(stream, &images[c].view(), &ids.view(), 0)?;
+        let mut sorted_keys = stream.alloc::<u64>(n)?;
+        sort_pairs(stream, &keys.view(), &ids.view(), &mut sorted_keys.view_mut(), &mut next_ids.view_mut(), SortOrder::Ascending, None)?;
+        std::mem::swap(&mut ids, &mut next_ids);
+    }
+    {
+        let keys = gather(stream, &null_bits.view(), &ids.view(), 0)?;
+        let mut sorted_keys = stream.alloc::<u32>(n)?;
+        sort_pairs(stream, &keys.view(), &ids.view(), &mut sorted_keys.view_mut(), &mut next_ids.view_mut(), SortOrder::Ascending, Some(0..8))?;
+        std::mem::swap(&mut ids, &mut next_ids);
+    }
+    drop(next_ids);
+    // Heads where the key changes, their inclusive scan, scattered back to the rows.
+    let table: Vec<u64> = images.iter().map(|c| c.view().raw()).collect();
+    let table = stream.copy_from_host(&table)?;
+    let mut heads = stream.alloc::<u32>(n)?;
+    {
+        let (i, t, nb, h) = (ids.view().as_ptr(), table.view().as_ptr() as *const *const u64, null_bits.view().as_ptr(), heads.view_mut().as_mut_ptr());
+        // SAFETY: ids index the n concatenated rows; the table holds ncols device pointers to n images.
+        launch(stream, "run heads", || unsafe { ffi::gj_j_run_heads(i, n as i64, t, ncols as i32, nb, h, stream.raw()) })?;
+    }
+    let mut sorted_ranks = stream.alloc::<u32>(n)?;
+    inclusive_sum(stream, &heads.view(), &mut sorted_ranks.view_mut())?;
+    drop(heads);
+    scatter(stream, &sorted_ranks.view(), &ids.view(), &mut ranks.view_mut())?;
+    let bits = (u32::BITS - ((n - 1) as u32).leading_zeros()).max(1);
+    Ok((ranks, bits))
+}

@@ -219,7 +219,7 @@ fn merge_fused<K: SortedKey>(
 }
 
 /// Sorts `keys` (with row ids `rows`, or `0..n`) on their low `bits` bits.
-fn sort_with_rows<K: gpujoin_primitives::SortPairsWith<u32>>(
+pub(crate) fn sort_with_rows<K: gpujoin_primitives::SortPairsWith<u32>>(
     stream: &Stream,
     keys: &DeviceView<'_, K>,
     rows: Option<&DeviceView<'_, u32>>,

@@ -1,87 +1,111 @@
-//! The equi-join as a [`ChunkSource`]: the sort-merge join (seed 000) on one fixed-width key
-//! column, whose per-left-row counts come from two sorted searches, so any range of its output
-//! rows can be written on its own.
+//! The equi-join as a [`ChunkSource`]: the sort-merge join (seed 000) on any keys the equi-joins
+//! take (1 to 4 columns of any key type, NULLs under either [`NullEquality`](crate::NullEquality),
+//! floats under either [`NanEquality`](crate::NanEquality)), whose per-left-row counts come from
+//! two sorted searches, so any range of its output rows can be written on its own.
 //!
-//! Steps (those of [`crate::sort_merge`], the expansion restricted to a chunk):
-//! 1. sort each side by key with its row ids (stable: equal keys keep row order);
+//! Steps (those of [`crate::sort_merge_join`], the expansion restricted to a chunk):
+//! 0. one scalar key per row: the packed key images when they fit 64 bits, else the dense rank of
+//!    the full key among both sides' rows (exact: no hash, nothing to verify); rows that can match
+//!    nothing (a NULL key under `NullNotEqual`, NaN under `NanNeverEqual`) are set aside;
+//! 1. sort each side's remaining rows by key with their row ids (stable: equal keys keep row
+//!    order); keys of at most 32 bits are sorted as `u32`;
 //! 2. sorted search: lower and upper bound of every sorted left key in the sorted right keys
 //!    (and, for right and full joins, which right rows match at all);
 //! 3. counts `upper - lower` (1 for an unmatched left row of left and full joins), scanned into
-//!    the offsets; the unmatched right rows form the tail;
+//!    the offsets; the rows no left row owns form the tail;
 //! 4. per chunk: the chunk's slice of the lower bounds (the first one advanced past the rows of
 //!    a split row that earlier chunks wrote), its counts (the last one cut where the chunk ends
 //!    inside a row), their scan, and the load-balancing expansion into the chunk's maps.
 //!
-//! Output order (the concatenated chunks): matches by key, then left row, then right row; an
-//! unmatched left row at its key's place; then the unmatched right rows in key order (the tail).
-//! This is [`crate::sort_merge_join`]'s order for a single key column without nulls. Semi and
-//! anti joins (at most one row per input row) are computed whole by [`crate::sort_merge_join`]
-//! and delivered as the tail in chunks.
+//! Output order (the concatenated chunks): matches by key, then left row, then right row, with an
+//! unmatched left row at its key's place; then the tail: the left rows that can match nothing
+//! (left and full joins), in row order; the unmatched right rows in key order; the right rows that
+//! can match nothing, in row order (right and full joins). For one key column without NULL or NaN
+//! this is [`crate::sort_merge_join`]'s order. Semi and anti joins (at most one row per input row)
+//! are computed whole by [`crate::sort_merge_join`] and delivered as the tail in chunks.
 
 use std::ops::Range;
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
-use gpujoin_primitives::{
-    count_offsets, exclusive_sum, iota_u32, sort_pairs, sorted_search, Bound, SearchOutputs, SortOrder, SortPairsWith,
-};
+use gpujoin_primitives::{count_offsets, exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsWith};
 
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
-use crate::common::rows_where;
+use crate::common::{narrow, rows_where};
 use crate::ffi;
-use crate::keys::{DeviceColumn, Keys};
+use crate::keys::{dense_ranks, images, KeyPlan, Keys};
 use crate::maps::GatherMaps;
-use crate::sort_merge::{sort_merge_join, SortedKey};
+use crate::sort_merge::{sort_merge_join, sort_with_rows, SortedKey};
 use crate::types::{JoinOptions, JoinType, RowId};
 
-/// Key types of the chunked equi-join: `u32, u64, i32, i64`.
-pub trait ChunkKey: SortedKey + SortPairsWith<u32> {
-    /// The column as a key column of the general joins (e.g. for [`Keys::single`]).
-    fn column(v: DeviceView<'_, Self>) -> DeviceColumn<'_>;
-}
-macro_rules! chunk_key {
-    ($($t:ty),*) => {$(
-        impl ChunkKey for $t {
-            fn column(v: DeviceView<'_, Self>) -> DeviceColumn<'_> {
-                v.into()
-            }
-        }
-    )*};
-}
-chunk_key!(u32, u64, i32, i64);
-
-/// An equi-join on one key column, ready to be produced in chunks (see the module docs).
+/// An equi-join, ready to be produced in chunks (see the module docs).
 ///
 /// Holds the sorted row ids of both sides, the bounds and offsets (about 20 bytes per left row
-/// and 5 per right row); not the output.
+/// and 5 per right row) and the tail's row ids; not the output.
 pub struct EquiChunkSource {
     join_type: JoinType,
-    /// Left row ids in key order.
+    /// Left row ids in key order (rows that can match).
     left_rows: DeviceBuffer<u32>,
-    /// Right row ids in key order.
+    /// Right row ids in key order (rows that can match).
     right_rows: DeviceBuffer<u32>,
     lower: DeviceBuffer<u32>,
     upper: DeviceBuffer<u32>,
     offsets: DeviceBuffer<u64>,
-    /// Unmatched right rows (right/full joins), or the one map of a semi/anti join.
-    tail: Option<DeviceBuffer<u32>>,
+    /// The tail's left rows (no right row), or the one map of a semi/anti join with a left map.
+    tail_left: DeviceBuffer<u32>,
+    /// The tail's right rows (no left row), or the one map of a right semi/anti join.
+    tail_right: DeviceBuffer<u32>,
 }
 
-fn sorted_with_rows<K: ChunkKey>(stream: &Stream, keys: &DeviceView<'_, K>) -> Result<(DeviceBuffer<K>, DeviceBuffer<u32>)> {
-    let n = keys.len();
-    let mut ids = stream.alloc::<u32>(n)?;
-    iota_u32(stream, &mut ids.view_mut(), 0)?;
-    let mut sk = stream.alloc::<K>(n)?;
-    let mut sr = stream.alloc::<u32>(n)?;
-    sort_pairs(stream, keys, &ids.view(), &mut sk.view_mut(), &mut sr.view_mut(), SortOrder::Ascending, None)?;
-    Ok((sk, sr))
+/// Sorted keys, bounds, counts and the unmatched right rows in key order (steps 1-3).
+struct Merged {
+    left_rows: DeviceBuffer<u32>,
+    right_rows: DeviceBuffer<u32>,
+    lower: DeviceBuffer<u32>,
+    upper: DeviceBuffer<u32>,
+    offsets: DeviceBuffer<u64>,
+    unmatched_right: Option<DeviceBuffer<u32>>,
+}
+
+fn merge_bounds<K: SortedKey + SortPairsWith<u32>>(
+    stream: &Stream,
+    (left_keys, left_rows): (&DeviceView<'_, K>, &DeviceView<'_, u32>),
+    (right_keys, right_rows): (&DeviceView<'_, K>, &DeviceView<'_, u32>),
+    bits: u32,
+    join_type: JoinType,
+) -> Result<Merged> {
+    // 1. Sort both sides with row ids.
+    let (lk, left_rows) = sort_with_rows(stream, left_keys, Some(left_rows), bits)?;
+    let (rk, right_rows) = sort_with_rows(stream, right_keys, Some(right_rows), bits)?;
+    // 2. Lower bounds (with the right rows' match flags) and upper bounds.
+    let keeps_right = join_type.keeps_unmatched_right();
+    let lower = sorted_search(stream, &lk.view(), &rk.view(), Bound::Lower, SearchOutputs { a_index: true, a_match: false, b_match: keeps_right })?;
+    let upper = sorted_search(stream, &lk.view(), &rk.view(), Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
+    drop((lk, rk));
+    // 3. Counts and offsets; the unmatched right rows.
+    let n = left_rows.len();
+    let (lb, b_match) = (lower.a_index.unwrap(), lower.b_match);
+    let mut counts = stream.alloc::<u32>(n)?;
+    let c = counts.view_mut().as_mut_ptr();
+    let keep = join_type.keeps_unmatched_left() as i32;
+    // SAFETY: n entries each.
+    launch(stream, "chunked merge counts", || unsafe { ffi::gj_j_merge_counts(lb.view().as_ptr(), upper.view().as_ptr(), n as i64, keep, c, stream.raw()) })?;
+    let (offsets, _total) = count_offsets(stream, &counts.view())?;
+    drop(counts);
+    let unmatched_right = b_match.map(|m| rows_where(stream, &m.view(), false, Some(&right_rows.view()))).transpose()?;
+    Ok(Merged { left_rows, right_rows, lower: lb, upper, offsets, unmatched_right })
 }
 
 impl EquiChunkSource {
-    /// Sorts, searches and counts (steps 1-3). Waits for the stream once (the total).
-    pub fn new<K: ChunkKey>(stream: &Stream, left: &DeviceView<'_, K>, right: &DeviceView<'_, K>, join_type: JoinType) -> Result<Self> {
-        for (side, n) in [("left", left.len()), ("right", right.len())] {
+    /// Prepares the keys, sorts, searches and counts (steps 0-3). Waits for the stream a few
+    /// times (whether any key can match nothing, the total).
+    ///
+    /// Errors: keys whose column counts or types differ, more than [`RowId::MAX_ROWS`] rows a
+    /// side, and (wide composite keys only) both sides together at `u32::MAX` rows or more.
+    pub fn new(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<Self> {
+        left.check_comparable(right)?;
+        for (side, n) in [("left", left.rows()), ("right", right.rows())] {
             if n as u64 > RowId::MAX_ROWS {
                 return Err(Error::too_large(format!("{side} rows"), n as u64, RowId::MAX_ROWS));
             }
@@ -89,15 +113,8 @@ impl EquiChunkSource {
         let empty = || stream.alloc::<u32>(0);
         if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
             // Semi and anti joins: at most one row per input row; computed whole, served as tail.
-            let maps = sort_merge_join(
-                stream,
-                &Keys::single(K::column(*left)),
-                &Keys::single(K::column(*right)),
-                join_type,
-                JoinOptions::default(),
-            )?;
-            let (l, r) = maps.into_raw();
-            let tail = if join_type.has_left_map() { l } else { r };
+            let (l, r) = sort_merge_join(stream, left, right, join_type, opts)?.into_raw();
+            let (tail_left, tail_right) = if join_type.has_left_map() { (l, empty()?) } else { (empty()?, r) };
             return Ok(EquiChunkSource {
                 join_type,
                 left_rows: empty()?,
@@ -105,40 +122,49 @@ impl EquiChunkSource {
                 lower: empty()?,
                 upper: empty()?,
                 offsets: stream.alloc_zeroed::<u64>(1)?,
-                tail: Some(tail),
+                tail_left,
+                tail_right,
             });
         }
-        // 1. Sort both sides with row ids.
-        let (lk, left_rows) = sorted_with_rows(stream, left)?;
-        let (rk, right_rows) = sorted_with_rows(stream, right)?;
-        // 2. Lower bounds (with the right rows' match flags) and upper bounds.
-        let keeps_right = join_type.keeps_unmatched_right();
-        let lower = sorted_search(
-            stream,
-            &lk.view(),
-            &rk.view(),
-            Bound::Lower,
-            SearchOutputs { a_index: true, a_match: false, b_match: keeps_right },
-        )?;
-        let upper = sorted_search(stream, &lk.view(), &rk.view(), Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
-        drop((lk, rk));
-        // 3. Counts and offsets; the unmatched right rows.
-        let n = left.len();
-        let (lb, b_match) = (lower.a_index.unwrap(), lower.b_match);
-        let mut counts = stream.alloc::<u32>(n)?;
-        let c = counts.view_mut().as_mut_ptr();
-        let keep = join_type.keeps_unmatched_left() as i32;
-        // SAFETY: n entries each.
-        launch(stream, "chunked merge counts", || unsafe {
-            ffi::gj_j_merge_counts(lb.view().as_ptr(), upper.view().as_ptr(), n as i64, keep, c, stream.raw())
-        })?;
-        let (offsets, _total) = count_offsets(stream, &counts.view())?;
-        drop(counts);
-        let tail = match b_match {
-            Some(m) => Some(rows_where(stream, &m.view(), false, Some(&right_rows.view()))?),
-            None => None,
+        // 0. One scalar key per row that can match; the rows that cannot.
+        let plan = KeyPlan::new(left, right, opts, 64);
+        let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
+        let ml = rows_where(stream, &il.never_match.view(), false, None)?;
+        let mr = rows_where(stream, &ir.never_match.view(), false, None)?;
+        let never_left = if join_type.keeps_unmatched_left() { rows_where(stream, &il.never_match.view(), true, None)? } else { empty()? };
+        let never_right = if join_type.keeps_unmatched_right() { rows_where(stream, &ir.never_match.view(), true, None)? } else { empty()? };
+        let merged = if plan.exact {
+            let kl = gather(stream, &il.derived.view(), &ml.view(), 0)?;
+            let kr = gather(stream, &ir.derived.view(), &mr.view(), 0)?;
+            drop((il, ir));
+            if plan.bits <= 32 {
+                let (kl, kr) = (narrow(stream, &kl.view())?, narrow(stream, &kr.view())?);
+                merge_bounds(stream, (&kl.view(), &ml.view()), (&kr.view(), &mr.view()), plan.bits, join_type)?
+            } else {
+                merge_bounds(stream, (&kl.view(), &ml.view()), (&kr.view(), &mr.view()), plan.bits, join_type)?
+            }
+        } else {
+            let (ranks, bits) = dense_ranks(stream, &il, &ml.view(), &ir, &mr.view())?;
+            drop((il, ir));
+            let (kl, kr) = ranks.view().split_at(ml.len());
+            merge_bounds(stream, (&kl, &ml.view()), (&kr, &mr.view()), bits, join_type)?
         };
-        Ok(EquiChunkSource { join_type, left_rows, right_rows, lower: lb, upper, offsets, tail })
+        drop((ml, mr));
+        let tail_right = match merged.unmatched_right {
+            Some(u) if !never_right.is_empty() => crate::common::concat(stream, &[u.view(), never_right.view()])?,
+            Some(u) => u,
+            None => never_right,
+        };
+        Ok(EquiChunkSource {
+            join_type,
+            left_rows: merged.left_rows,
+            right_rows: merged.right_rows,
+            lower: merged.lower,
+            upper: merged.upper,
+            offsets: merged.offsets,
+            tail_left: never_left,
+            tail_right,
+        })
     }
 
     /// The join type.
@@ -215,48 +241,64 @@ impl ChunkSource for EquiChunkSource {
     }
 
     fn tail_rows(&self) -> u64 {
-        self.tail.as_ref().map_or(0, |t| t.len() as u64)
+        (self.tail_left.len() + self.tail_right.len()) as u64
     }
 
     fn produce_tail(&self, stream: &Stream, range: Range<u64>) -> Result<GatherMaps> {
-        let tail = self.tail.as_ref().ok_or_else(|| Error::invalid("this equi-join has no tail rows"))?;
-        if range.start >= range.end || range.end > tail.len() as u64 {
-            return Err(Error::invalid(format!("tail rows {range:?} of {}", tail.len())));
+        let (a, total) = (self.tail_left.len(), self.tail_left.len() + self.tail_right.len());
+        if range.start >= range.end || range.end > total as u64 {
+            return Err(Error::invalid(format!("tail rows {range:?} of {total}")));
         }
         let (s, e) = (range.start as usize, range.end as usize);
-        let mut rows = stream.alloc::<u32>(e - s)?;
-        stream.copy_device_to_device(&tail.slice(s..e), &mut rows.view_mut())?;
         let jt = self.join_type;
+        // The tail's left rows come first (with no right row), then its right rows (no left row);
+        // a semi or anti join's tail is its one map.
+        let (left_part, right_part) = (s.min(a)..e.min(a), s.max(a) - a..e.max(a) - a);
+        let copy = |src: &DeviceBuffer<u32>, part: Range<usize>, none_before: usize, none_after: usize| -> Result<DeviceBuffer<u32>> {
+            let mut out = stream.alloc::<u32>(none_before + part.len() + none_after)?;
+            let at = none_before + part.len();
+            stream.fill_u32_bits(&mut out.slice_mut(..none_before), gpujoin_primitives::NO_ROW)?;
+            stream.copy_device_to_device(&src.slice(part), &mut out.slice_mut(none_before..at))?;
+            stream.fill_u32_bits(&mut out.slice_mut(at..), gpujoin_primitives::NO_ROW)?;
+            Ok(out)
+        };
         if self.is_semi_or_anti() {
             let none = stream.alloc::<u32>(0)?;
-            return Ok(if jt.has_left_map() { GatherMaps::new(jt, rows, none) } else { GatherMaps::new(jt, none, rows) });
+            return Ok(if jt.has_left_map() {
+                GatherMaps::new(jt, copy(&self.tail_left, left_part, 0, 0)?, none)
+            } else {
+                GatherMaps::new(jt, none, copy(&self.tail_right, right_part, 0, 0)?)
+            });
         }
-        let mut left = stream.alloc::<u32>(e - s)?;
-        stream.fill_u32_bits(&mut left.view_mut(), gpujoin_primitives::NO_ROW)?;
-        Ok(GatherMaps::new(jt, left, rows))
+        let (nl, nr) = (left_part.len(), right_part.len());
+        let left = copy(&self.tail_left, left_part, 0, nr)?;
+        let right = copy(&self.tail_right, right_part, nl, 0)?;
+        Ok(GatherMaps::new(jt, left, right))
     }
 }
 
-/// The chunks of an equi-join of one key column, each holding at most `budget` bytes of maps,
-/// produced on `stream` as the iterator advances. Concatenated, they are the join's output in
-/// the order of the module docs; the total is exactly [`crate::join_size`]'s.
+/// The chunks of an equi-join, each holding at most `budget` bytes of maps, produced on `stream`
+/// as the iterator advances. Concatenated, they are the join's output in the order of the module
+/// docs; the total is exactly [`crate::join_size`]'s.
 ///
 /// ```no_run
-/// # use gpujoin_join::chunked::*; use gpujoin_join::JoinType;
+/// # use gpujoin_join::chunked::*; use gpujoin_join::{JoinOptions, JoinType, Keys};
 /// # fn f(s: &gpujoin_device::Stream, a: &gpujoin_device::DeviceBuffer<i64>, b: &gpujoin_device::DeviceBuffer<i64>) -> gpujoin_device::Result<()> {
-/// for chunk in join_chunks(s, &a.view(), &b.view(), JoinType::Left, ChunkBudget::Bytes(256 << 20))? {
+/// let (l, r) = (Keys::single(a.view()), Keys::single(b.view()));
+/// for chunk in join_chunks(s, &l, &r, JoinType::Left, JoinOptions::default(), ChunkBudget::Bytes(256 << 20))? {
 ///     let maps = chunk?.data; // at most 2^25 rows
 /// }
 /// # Ok(()) }
 /// ```
-pub fn join_chunks<K: ChunkKey>(
+pub fn join_chunks(
     stream: &Stream,
-    left: &DeviceView<'_, K>,
-    right: &DeviceView<'_, K>,
+    left: &Keys<'_>,
+    right: &Keys<'_>,
     join_type: JoinType,
+    opts: JoinOptions,
     budget: ChunkBudget,
 ) -> Result<JoinChunks<EquiChunkSource>> {
-    let source = EquiChunkSource::new(stream, left, right, join_type)?;
+    let source = EquiChunkSource::new(stream, left, right, join_type, opts)?;
     JoinChunks::new(stream, source, budget)
 }
 
@@ -264,10 +306,11 @@ pub fn join_chunks<K: ChunkKey>(
 /// each chunk's left and right maps as host slices ([`HostChunk::maps`]), in order.
 ///
 /// ```no_run
-/// # use gpujoin_join::chunked::*; use gpujoin_join::JoinType;
+/// # use gpujoin_join::chunked::*; use gpujoin_join::{JoinOptions, JoinType, Keys};
 /// # fn f(s: &gpujoin_device::Stream, a: &gpujoin_device::DeviceBuffer<u32>, b: &gpujoin_device::DeviceBuffer<u32>) -> gpujoin_device::Result<()> {
 /// let mut rows = 0u64;
-/// let stats = join_chunks_to_host(s, &a.view(), &b.view(), JoinType::Inner, ChunkBudget::default(), HostStreamOptions::default(), |chunk| {
+/// let (l, r) = (Keys::single(a.view()), Keys::single(b.view()));
+/// let stats = join_chunks_to_host(s, &l, &r, JoinType::Inner, JoinOptions::default(), ChunkBudget::default(), HostStreamOptions::default(), |chunk| {
 ///     let (left, right) = chunk.maps()?;
 ///     rows += left.len() as u64;
 ///     Ok(())
@@ -275,15 +318,17 @@ pub fn join_chunks<K: ChunkKey>(
 /// println!("{rows} rows, copies {:.0}% overlapped", 100.0 * stats.overlap());
 /// # Ok(()) }
 /// ```
-pub fn join_chunks_to_host<K: ChunkKey>(
+#[allow(clippy::too_many_arguments)]
+pub fn join_chunks_to_host(
     stream: &Stream,
-    left: &DeviceView<'_, K>,
-    right: &DeviceView<'_, K>,
+    left: &Keys<'_>,
+    right: &Keys<'_>,
     join_type: JoinType,
+    opts: JoinOptions,
     budget: ChunkBudget,
     options: HostStreamOptions,
     consume: impl FnMut(HostChunk<'_>) -> Result<()>,
 ) -> Result<StreamStats> {
-    let source = EquiChunkSource::new(stream, left, right, join_type)?;
+    let source = EquiChunkSource::new(stream, left, right, join_type, opts)?;
     stream_to_host(stream, &source, budget, options, consume)
 }

@@ -14,17 +14,18 @@
 //!    them come the tail rows (e.g. the unmatched right rows of a right or full join).
 //!
 //! Any join that can count its output per left row and write a range of it implements
-//! [`ChunkSource`]; [`EquiChunkSource`] does so for equi-joins on one fixed-width key column.
+//! [`ChunkSource`]; [`EquiChunkSource`] does so for equi-joins on any keys (composite, NULL, NaN).
 //!
 //! ```no_run
 //! use gpujoin_join::chunked::{join_chunks, ChunkBudget};
-//! use gpujoin_join::JoinType;
+//! use gpujoin_join::{JoinOptions, JoinType, Keys};
 //! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
 //! let a = s.copy_from_host(&[1u32, 2, 2])?;
 //! let b = s.copy_from_host(&[2u32, 2, 3])?;
 //! // at most 2 output rows (16 bytes of maps) per chunk
 //! let mut rows = Vec::new();
-//! for chunk in join_chunks(s, &a.view(), &b.view(), JoinType::Inner, ChunkBudget::Bytes(16))? {
+//! let (l, r) = (Keys::single(a.view()), Keys::single(b.view()));
+//! for chunk in join_chunks(s, &l, &r, JoinType::Inner, JoinOptions::default(), ChunkBudget::Bytes(16))? {
 //!     let chunk = chunk?;
 //!     rows.extend(chunk.data.pairs()?);
 //! }
@@ -43,7 +44,7 @@ use gpujoin_device::{Device, DeviceView, Error, Result, Stream};
 use crate::device_relation::DeviceColumnData;
 use crate::maps::GatherMaps;
 
-pub use equi::{join_chunks, join_chunks_to_host, ChunkKey, EquiChunkSource};
+pub use equi::{join_chunks, join_chunks_to_host, EquiChunkSource};
 pub use host::{stream_to_host, HostChunk, HostStreamOptions, HostStreamer, StreamStats};
 pub use plan::{
     anchors_from_offsets, effective_rows_per_chunk, plan_chunks, plan_tail, plan_targets, ChunkRange, RowBoundary, MAX_PLAN_TARGETS,
