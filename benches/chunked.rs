@@ -12,6 +12,12 @@
 //! Inputs: |L| = 2^25 shuffled unique keys, |R| = 2^27 foreign keys (each matches one L row).
 //! The source (sorts, bounds, offsets) is built once; the cases time planning plus production
 //! (plus delivery).
+//!
+//! Issue 10 adds `chunked/equi_one_shot_device` (the one-shot sort-merge join of the same inputs)
+//! and `chunked/equi_4x_budget_device_with_prepare` (the chunked join including its preparation;
+//! target within 1.3x of the one-shot join), and `chunked/equi_nulls_full_4x_budget_host`: i64
+//! keys with 5% NULLs a side, a full join, streamed to the host (target: within 1/0.9 of the
+//! pinned copy floor).
 
 mod common;
 
@@ -23,7 +29,7 @@ use gpujoin::join::chunked::{ChunkBudget, ChunkSource, EquiChunkSource, HostStre
 use gpujoin::join::device_relation::DeviceRelation;
 use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation};
 use gpujoin::join::theta::{theta_join_size, ThetaColumnsSource};
-use gpujoin::join::{datagen, JoinOptions, JoinType, Keys};
+use gpujoin::join::{datagen, pack_validity, sort_merge_join, JoinOptions, JoinType, KeyColumn, Keys};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -77,11 +83,46 @@ fn main() {
     });
     println!("equi_4x_budget_device: {chunks_seen} chunks");
 
+    // The same join whole: the one-shot sort-merge join, against the chunked one including the
+    // source's preparation (issue 10: chunked output within 1.3x of the one-shot join's time).
+    let (kl, kr) = (Keys::single(dl.view()), Keys::single(dr.view()));
+    let one_shot_ms = h.case("chunked", "equi_one_shot_device", out_bytes, out_rows, |s| {
+        assert_eq!(sort_merge_join(s, &kl, &kr, JoinType::Inner, JoinOptions::default()).unwrap().rows(), out_rows);
+    });
+    let chunked_ms = h.case("chunked", "equi_4x_budget_device_with_prepare", out_bytes, out_rows, |s| {
+        let source = EquiChunkSource::new(s, &kl, &kr, JoinType::Inner, JoinOptions::default()).unwrap();
+        let rows: u64 = JoinChunks::new(s, &source, ChunkBudget::Bytes(budget)).unwrap().map(|c| c.unwrap().data.rows()).sum();
+        assert_eq!(rows, out_rows);
+    });
+    println!(
+        "RESULT chunked/equi_4x_budget_device_with_prepare: {:.2}x the one-shot join (target <= 1.3x)",
+        chunked_ms / one_shot_ms
+    );
+
     // Chunks streamed into pinned host memory.
     let mut streamer = HostStreamer::new(s.device(), HostStreamOptions::default()).unwrap();
     host_case(&mut h, &mut streamer, &source, budget, "chunked", "equi_4x_budget_host", out_rows, out_bytes, d2h_bytes_per_s);
     drop(source);
     drop((dl, dr));
+
+    // NULL keys: i64 keys with 5% NULLs on each side, NULL never equal, a full join (the NULL
+    // rows of both sides come in the tail), streamed to the host.
+    {
+        let left: Vec<i64> = datagen::shuffled_dense_keys(nl, 1).unwrap().into_iter().map(|k| k as i64 * 3 - (1 << 40)).collect();
+        let right: Vec<i64> = datagen::foreign_keys_uniform(nl, nr, 2).unwrap().into_iter().map(|k| k as i64 * 3 - (1 << 40)).collect();
+        let mut rng = StdRng::seed_from_u64(0x0A11);
+        let mut valid = |n: usize| pack_validity(&(0..n).map(|_| rng.gen_range(0..100) >= 5).collect::<Vec<_>>());
+        let (vl, vr) = (valid(nl), valid(nr));
+        let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
+        let (dvl, dvr) = (s.copy_from_host(&vl).unwrap(), s.copy_from_host(&vr).unwrap());
+        drop((left, right));
+        let kl = Keys::with_validity(vec![KeyColumn { values: dl.view().into(), validity: Some(dvl.view()) }]).unwrap();
+        let kr = Keys::with_validity(vec![KeyColumn { values: dr.view().into(), validity: Some(dvr.view()) }]).unwrap();
+        let source = EquiChunkSource::new(&s, &kl, &kr, JoinType::Full, JoinOptions::default()).unwrap();
+        let rows = JoinChunks::new(&s, &source, ChunkBudget::Bytes(budget)).unwrap().total_rows();
+        println!("equi_nulls_full_4x_budget_host: {rows} rows (5% NULL keys a side, NULL never equal, full join)");
+        host_case(&mut h, &mut streamer, &source, budget, "chunked", "equi_nulls_full_4x_budget_host", rows, rows * 8, d2h_bytes_per_s);
+    }
 
     // The theta join's output relation delivered to host memory: R.a > S.a over 50K x 5K rows,
     // ~124M rows of (R.a, S.a, S.x), 12 bytes each (1.5 GB), 256 MiB per chunk.

@@ -100,8 +100,8 @@ impl Harness {
 
     /// Benchmarks one case: `f` queues the work on the stream (it must not synchronize unless
     /// the algorithm itself does). `bytes` is the case's byte floor numerator; Criterion reports
-    /// elements per second, and the RESULT line adds bytes per second.
-    pub fn case(&mut self, group: &str, case: &str, bytes: u64, elements: u64, mut f: impl FnMut(&Stream)) {
+    /// elements per second, and the RESULT line adds bytes per second. Returns the median in ms.
+    pub fn case(&mut self, group: &str, case: &str, bytes: u64, elements: u64, mut f: impl FnMut(&Stream)) -> f64 {
         let stream = self.stream.clone();
         for _ in 0..2 {
             f(&stream); // warm-up: module load, pool growth
@@ -136,6 +136,7 @@ impl Harness {
             bytes as f64 / (ms * 1e6)
         );
         self.push_row(group, case, ms, floor);
+        ms
     }
 
     /// Records a figure timed by the caller (e.g. a multi-phase algorithm timing itself).
