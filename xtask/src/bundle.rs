@@ -10,7 +10,7 @@
 //! | `executables.tar.xz` | instead, when the executables pass 24 MiB (`GPUJOIN_BUNDLE_GZIP=1`/`0` forces): all of them in one archive whose dictionary spans files (per-file `…/<name>.gz` where `xz` is missing); `run.sh` unpacks them |
 //! | `MANIFEST` | one line per executable: `tests\|benches <TAB> file <TAB> package dir relative to the repo root` |
 //! | `COMMIT` | `git rev-parse --short HEAD`, plus `-dirty` when the tree has changes |
-//! | `run.sh` | the runner: `bash bundle/run.sh [tests\|benches\|all] [filter]` |
+//! | `run.sh` | the runner: `bash bundle/run.sh [tests\|benches\|all] [filter]`, or `bash bundle/run.sh sanitize [tool...] [filter]` (the test executables under compute-sanitizer, see `xtask/src/run.sh`) |
 //!
 //! Extra arguments go to both `cargo test` and `cargo bench` (e.g. `--features ...`).
 
@@ -26,11 +26,11 @@ const GZIP_BYTES: u64 = 24 << 20;
 
 /// One executable that cargo reported.
 #[derive(Debug)]
-struct Artifact {
+pub(crate) struct Artifact {
     package: String,
     kind: String,
     target: String,
-    exe: PathBuf,
+    pub(crate) exe: PathBuf,
     package_dir: PathBuf,
 }
 
@@ -39,9 +39,7 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     let bundle = root.join("bundle");
     let extra: Vec<&str> = rest.iter().map(String::as_str).collect();
 
-    let tests = artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], &extra)?
-        .into_iter()
-        .collect::<Vec<_>>();
+    let tests = test_artifacts(&extra)?;
     let benches = artifacts(&["bench", "--workspace", "--exclude", "xtask", "--no-run"], &extra)?
         .into_iter()
         .filter(|a| a.kind == "bench")
@@ -59,14 +57,7 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     for (dir, list) in [("tests", &tests), ("benches", &benches)] {
         let folder = bundle.join(dir);
         mkdir(&folder)?;
-        for a in list.iter() {
-            let base = format!("{}-{}-{}", a.target, a.kind, a.package);
-            let mut name = base.clone();
-            let mut n = 2;
-            while !used.insert(format!("{dir}/{name}")) {
-                name = format!("{base}-{n}");
-                n += 1;
-            }
+        for (a, name) in list.iter().zip(names(dir, list, &mut used)) {
             let dest = folder.join(&name);
             std::fs::copy(&a.exe, &dest).map_err(|e| format!("copying {}: {e}", a.exe.display()))?;
             if has_strip {
@@ -75,22 +66,14 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
                     eprintln!("xtask bundle: strip failed on {}; keeping it unstripped", dest.display());
                 }
             }
-            let rel = a.package_dir.strip_prefix(&root).unwrap_or(Path::new("."));
-            let rel = if rel.as_os_str().is_empty() { ".".to_string() } else { rel.display().to_string() };
-            manifest.push_str(&format!("{dir}\t{name}\t{rel}\n"));
+            manifest.push_str(&manifest_line(dir, &name, a, &root));
         }
     }
     write(&bundle.join("MANIFEST"), &manifest)?;
     let packing = compress_if_large(&bundle, &manifest)?;
     let commit = commit(&root);
     write(&bundle.join("COMMIT"), &format!("{commit}\n"))?;
-    let run_sh = bundle.join("run.sh");
-    write(&run_sh, RUN_SH)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&run_sh, std::fs::Permissions::from_mode(0o755));
-    }
+    write_runner(&bundle)?;
 
     let size = dir_size(&bundle);
     println!(
@@ -121,7 +104,48 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
             size as f64 / (1 << 20) as f64
         );
     }
-    println!("run it there with: bash bundle/run.sh [tests|benches|all] [filter]");
+    println!("run it there with: bash bundle/run.sh [tests|benches|all] [filter], or bash bundle/run.sh sanitize [tool...] [filter]");
+    Ok(())
+}
+
+/// The release test executables of the workspace (xtask excluded), built now.
+pub(crate) fn test_artifacts(extra: &[&str]) -> crate::Result<Vec<Artifact>> {
+    artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], extra)
+}
+
+/// Bundle names `<target>-<kind>-<package>` of `list`, unique within `dir` (`-2`, `-3`, ... on
+/// a clash).
+pub(crate) fn names(dir: &str, list: &[Artifact], used: &mut BTreeSet<String>) -> Vec<String> {
+    list.iter()
+        .map(|a| {
+            let base = format!("{}-{}-{}", a.target, a.kind, a.package);
+            let mut name = base.clone();
+            let mut n = 2;
+            while !used.insert(format!("{dir}/{name}")) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
+
+/// A MANIFEST line: `dir TAB name TAB package folder relative to the root`.
+pub(crate) fn manifest_line(dir: &str, name: &str, a: &Artifact, root: &Path) -> String {
+    let rel = a.package_dir.strip_prefix(root).unwrap_or(Path::new("."));
+    let rel = if rel.as_os_str().is_empty() { ".".to_string() } else { rel.display().to_string() };
+    format!("{dir}\t{name}\t{rel}\n")
+}
+
+/// Writes the runner as `folder/run.sh`, executable.
+pub(crate) fn write_runner(folder: &Path) -> crate::Result<()> {
+    let run_sh = folder.join("run.sh");
+    write(&run_sh, RUN_SH)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&run_sh, std::fs::Permissions::from_mode(0o755));
+    }
     Ok(())
 }
 
@@ -391,11 +415,11 @@ pub(crate) fn commit(root: &Path) -> String {
     }
 }
 
-fn mkdir(p: &Path) -> crate::Result<()> {
+pub(crate) fn mkdir(p: &Path) -> crate::Result<()> {
     std::fs::create_dir_all(p).map_err(|e| format!("creating {}: {e}", p.display()))
 }
 
-fn write(p: &Path, text: &str) -> crate::Result<()> {
+pub(crate) fn write(p: &Path, text: &str) -> crate::Result<()> {
     std::fs::write(p, text).map_err(|e| format!("writing {}: {e}", p.display()))
 }
 
@@ -410,156 +434,9 @@ fn dir_size(p: &Path) -> u64 {
         .sum()
 }
 
-/// The runner, written to `bundle/run.sh`.
-const RUN_SH: &str = r#"#!/usr/bin/env bash
-# gpujoin GPU bundle runner, written by `cargo xtask bundle`. Needs bash, not Rust.
-#
-#   bash bundle/run.sh [tests|benches|all] [filter]
-#   bash bundle/run.sh unpack      # only unpack gzipped executables (for ncu, compute-sanitizer...)
-#
-# Environment:
-#   GPUJOIN_REQUIRE_GPU  default 1 here: a GPU test without a device panics instead of skipping
-#                        (an already-set value is kept, e.g. GPUJOIN_REQUIRE_GPU=0 on a CPU box)
-#   OUT                  output folder (default bundle/out): tests.log, bench.log, bench.csv
-#   GPUJOIN_TIMEOUT      optional limit in seconds for each executable (needs `timeout`)
-# Sets GPUJOIN_COMMIT (from bundle/COMMIT) and GPUJOIN_BENCH_CSV=$OUT/bench.csv for the benches.
-#
-# Ends with one line `N passed, N failed, N skipped`; exits non-zero when anything failed.
-# Tests: libtest counts; a test that printed `SKIPPED <name>: ...` counts as skipped (not passed),
-# and libtest's "ignored" counts as skipped. An executable that crashed or timed out without a
-# libtest summary counts as one failure. Benches: one count per executable (skipped when it
-# printed SKIPPED lines, failed when it exited non-zero).
-set -uo pipefail
-
-BUNDLE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(dirname "$BUNDLE")"
-what="${1:-all}"
-filter="${2:-}"
-case "$what" in
-  tests|benches|all|unpack) ;;
-  -h|--help|help) sed -n '2,18p' "$BUNDLE/run.sh"; exit 0 ;;
-  *) echo "usage: bash bundle/run.sh [tests|benches|all|unpack] [filter]" >&2; exit 2 ;;
-esac
-
-# Large bundles hold gzipped executables (`cargo xtask bundle` decides). A run unpacks them into
-# a temporary folder, removed at exit; `run.sh unpack` unpacks them into bundle/ itself.
-exe_dir="$BUNDLE"
-tmp="$(mktemp)"
-archive="$BUNDLE/executables.tar.xz"
-if [[ "$what" != unpack ]] && { [[ -f "$archive" ]] || ls "$BUNDLE"/tests/*.gz "$BUNDLE"/benches/*.gz >/dev/null 2>&1; }; then
-  exe_dir="$(mktemp -d)"
-  trap 'rm -rf "$tmp" "$exe_dir"' EXIT
-else
-  trap 'rm -f "$tmp"' EXIT
-fi
-if [[ -f "$archive" ]]; then
-  first="$(head -n1 "$BUNDLE/MANIFEST" | cut -f1,2 | tr '\t' '/')"
-  if [[ "$exe_dir" != "$BUNDLE" || ! -x "$BUNDLE/$first" ]]; then
-    if command -v xz >/dev/null && command -v tar >/dev/null; then
-      xz -dc "$archive" | tar -x -C "$exe_dir" || { echo "run.sh: could not unpack $archive" >&2; exit 2; }
-    else
-      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$archive" "$exe_dir" \
-        || { echo "run.sh: could not unpack $archive (no xz, and python3 failed)" >&2; exit 2; }
-    fi
-  fi
-fi
-while IFS=$'\t' read -r k file dir <&3; do
-  if [[ -f "$BUNDLE/$k/$file.gz" && ! -x "$BUNDLE/$k/$file" ]]; then
-    mkdir -p "$exe_dir/$k"
-    gzip -dc "$BUNDLE/$k/$file.gz" >"$exe_dir/$k/$file" && chmod +x "$exe_dir/$k/$file" \
-      || { echo "run.sh: could not unpack $k/$file.gz" >&2; exit 2; }
-  fi
-done 3<"$BUNDLE/MANIFEST"
-[[ "$what" == unpack ]] && { echo "unpacked into $BUNDLE"; exit 0; }
-
-export GPUJOIN_REQUIRE_GPU="${GPUJOIN_REQUIRE_GPU:-1}"
-export GPUJOIN_COMMIT="$(cat "$BUNDLE/COMMIT" 2>/dev/null || echo unknown)"
-out="${OUT:-$BUNDLE/out}"
-mkdir -p "$out"
-out="$(cd "$out" && pwd)"
-export GPUJOIN_BENCH_CSV="$out/bench.csv"
-
-timeout_cmd=()
-if [[ -n "${GPUJOIN_TIMEOUT:-}" ]] && command -v timeout >/dev/null; then
-  timeout_cmd=(timeout --kill-after=10 "$GPUJOIN_TIMEOUT")
-fi
-
-passed=0 failed=0 skipped=0
-summary=()
-
-# run_one KIND FILE PKGDIR LOG: runs one executable from its package folder, as cargo would.
-run_one() {
-  local kind="$1" file="$2" dir="$3" log="$4"
-  local exe="$BUNDLE/$kind/$file" cwd="$ROOT/$dir" rc
-  [[ -x "$exe" ]] || exe="$exe_dir/$kind/$file"
-  [[ -d "$cwd" ]] || cwd="$ROOT"
-  local args=()
-  if [[ "$kind" == tests ]]; then
-    args=(--show-output)
-  else
-    args=(--bench)
-  fi
-  [[ -n "$filter" ]] && args+=("$filter")
-  echo "==> $kind/$file ${args[*]}" | tee -a "$log"
-  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "${timeout_cmd[@]}" "$exe" "${args[@]}" ) 2>&1 | tee "$tmp" | tee -a "$log"
-  rc=${PIPESTATUS[0]}
-  local nskip p=0 f=0 i=0 note=""
-  nskip=$(grep -c '^SKIPPED ' "$tmp")
-  if [[ "$kind" == tests ]]; then
-    local line
-    line=$(grep -E '^test result: ' "$tmp" | tail -n 1)
-    if [[ -n "$line" ]]; then
-      p=$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line")
-      f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
-      i=$(sed -E 's/.* ([0-9]+) ignored.*/\1/' <<<"$line")
-      p=$(( p > nskip ? p - nskip : 0 ))
-      i=$(( i + nskip ))
-      if [[ $rc -ne 0 && $f -eq 0 ]]; then f=1; note=" (exit $rc)"; fi
-    elif [[ $rc -eq 0 ]]; then
-      if [[ $nskip -gt 0 ]]; then i=$nskip; else p=1; fi
-      note=" (no libtest summary)"
-    else
-      f=1; note=" (exit $rc, no libtest summary)"
-    fi
-  else
-    if [[ $rc -ne 0 ]]; then f=1; note=" (exit $rc)"
-    elif [[ $nskip -gt 0 ]]; then i=$nskip
-    else p=1; fi
-  fi
-  [[ $rc -eq 124 && ${#timeout_cmd[@]} -gt 0 ]] && note=" (timed out after ${GPUJOIN_TIMEOUT}s)"
-  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + i))
-  summary+=("$(printf '%-8s %-60s %d passed, %d failed, %d skipped%s' "$kind" "$file" "$p" "$f" "$i" "$note")")
-}
-
-run_kind() {
-  local kind="$1" log="$2" k file dir n=0
-  : >"$log"
-  while IFS=$'\t' read -r k file dir <&3; do
-    [[ "$k" == "$kind" ]] || continue
-    run_one "$kind" "$file" "$dir" "$log" </dev/null
-    n=$((n + 1))
-  done 3<"$BUNDLE/MANIFEST"
-  [[ $n -gt 0 ]] || echo "(no $kind executables in this bundle)" | tee -a "$log"
-}
-
-echo "gpujoin bundle $GPUJOIN_COMMIT: $what${filter:+ (filter: $filter)}, GPUJOIN_REQUIRE_GPU=$GPUJOIN_REQUIRE_GPU, output in $out"
-if [[ "$what" == tests || "$what" == all ]]; then
-  run_kind tests "$out/tests.log"
-fi
-if [[ "$what" == benches || "$what" == all ]]; then
-  rm -f "$GPUJOIN_BENCH_CSV"
-  run_kind benches "$out/bench.log"
-  echo
-  echo "==> $GPUJOIN_BENCH_CSV"
-  if [[ -s "$GPUJOIN_BENCH_CSV" ]]; then cat "$GPUJOIN_BENCH_CSV"; else echo "(no benchmark rows were written)"; fi
-fi
-
-echo
-echo "==> summary ($GPUJOIN_COMMIT)"
-for s in "${summary[@]}"; do echo "$s"; done
-echo "$passed passed, $failed failed, $skipped skipped"
-[[ $failed -eq 0 ]]
-"#;
+/// The runner, written to `bundle/run.sh` (also used by `cargo xtask sanitize`). Its header
+/// comment documents its modes and environment; `bash run.sh help` prints it.
+pub(crate) const RUN_SH: &str = include_str!("run.sh");
 
 #[cfg(test)]
 mod tests {
@@ -585,6 +462,112 @@ mod tests {
         assert_eq!(package_name("path+file:///w/crates/device#gpujoin-device@0.1.0").unwrap(), "gpujoin-device");
         assert_eq!(package_name("path+file:///tmp/jsonprobe#0.1.0").unwrap(), "jsonprobe");
         assert_eq!(package_name("gpujoin 0.1.0 (path+file:///w)").unwrap(), "gpujoin");
+    }
+
+    /// The runner is valid bash.
+    #[test]
+    fn run_sh_is_valid_bash() {
+        let path = std::env::temp_dir().join(format!("gpujoin-run-sh-{}.sh", std::process::id()));
+        std::fs::write(&path, RUN_SH).unwrap();
+        let out = Command::new("bash").arg("-n").arg(&path).output().expect("bash");
+        let _ = std::fs::remove_file(&path);
+        assert!(out.status.success(), "bash -n run.sh: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// A bundle of fake test executables under a fake compute-sanitizer (and a fake nvidia-smi):
+    /// the sanitize mode's environment, table, summary line and exit status, and the tests mode.
+    #[cfg(unix)]
+    #[test]
+    fn run_sh_sanitize_and_tests_modes_with_fakes() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("gpujoin-run-sh-fakes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (bundle, bin) = (dir.join("bundle"), dir.join("bin"));
+        for d in [bundle.join("tests"), bin.clone()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let script = |p: PathBuf, text: &str| {
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        script(bin.join("nvidia-smi"), "#!/bin/sh\ncase \"$1\" in -L) echo 'GPU 0: Fake GPU (UUID: GPU-0)';; *) echo 'Fake GPU, 1.0';; esac\n");
+        // Reports two racecheck hazards and a memcheck leak for executables named bad*.
+        script(
+            bin.join("compute-sanitizer"),
+            r#"#!/usr/bin/env bash
+tool=memcheck
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --version) echo "Fake Compute Sanitizer 0.1"; exit 0 ;;
+    --tool) tool="$2"; shift 2 ;;
+    --leak-check) shift 2 ;;
+    -*) shift ;;
+    *) break ;;
+  esac
+done
+echo "========= COMPUTE-SANITIZER"
+"$@"
+rc=$?
+case "$(basename "$1"):$tool" in
+  bad*:racecheck) echo "========= Error: Race reported between Write access at k()+0x10 and Read access at k()+0x20"
+                  echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)" ;;
+  bad*:memcheck) echo "========= Leaked 64 bytes at 0x7f00"
+                 echo "========= LEAK SUMMARY: 64 bytes leaked in 1 allocations"
+                 echo "========= ERROR SUMMARY: 1 error" ;;
+  *) echo "========= ERROR SUMMARY: 0 errors" ;;
+esac
+exit $rc
+"#,
+        );
+        let exe = "#!/usr/bin/env bash\necho \"running 2 tests: size=$GPUJOIN_TEST_SIZE require=$GPUJOIN_REQUIRE_GPU args=$*\"\n\
+                   echo 'test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s'\n";
+        for name in ["good-test-pkg", "bad-test-pkg", "unit-lib-pkg"] {
+            script(bundle.join("tests").join(name), exe);
+        }
+        std::fs::write(bundle.join("MANIFEST"), "tests\tgood-test-pkg\t.\ntests\tbad-test-pkg\t.\ntests\tunit-lib-pkg\t.\n").unwrap();
+        std::fs::write(bundle.join("COMMIT"), "abc1234\n").unwrap();
+        write_runner(&bundle).unwrap();
+        let run = |args: &[&str], only: Option<&str>| {
+            let mut c = Command::new("bash");
+            c.arg(bundle.join("run.sh")).args(args).env("OUT", dir.join("out"));
+            c.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()));
+            for v in ["GPUJOIN_COMPUTE_SANITIZER", "GPUJOIN_TEST_SIZE", "GPUJOIN_REQUIRE_GPU", "GPUJOIN_TIMEOUT", "GPUJOIN_SANITIZE_FLAGS", "GPUJOIN_ROOT", "CUDA_HOME"] {
+                c.env_remove(v);
+            }
+            c.env("GPUJOIN_SANITIZE_JOBS", "2");
+            match only {
+                Some(o) => c.env("GPUJOIN_SANITIZE_ONLY", o),
+                None => c.env_remove("GPUJOIN_SANITIZE_ONLY"),
+            };
+            let o = c.output().unwrap();
+            (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+        };
+
+        let (code, text) = run(&["sanitize", "memcheck,racecheck", "my_filter"], None);
+        let md = std::fs::read_to_string(dir.join("out/sanitize.md")).unwrap_or_default();
+        let log = std::fs::read_to_string(dir.join("out/sanitize.log")).unwrap_or_default();
+        assert_eq!(code, Some(1), "{text}");
+        assert!(text.trim_end().ends_with(&format!("sanitize: 4 runs (2 tools x 2 executables): 2 clean, 2 failed; table in {0}/out/sanitize.md, output in {0}/out/sanitize.log", dir.display())), "{text}");
+        assert!(md.contains("| executable | memcheck | racecheck |"), "{md}");
+        assert!(md.contains("| good-test-pkg | ok: 0 errors; 2 passed, 0 failed;"), "{md}");
+        assert!(md.contains("| bad-test-pkg | **FAIL**: 1 error; leaks: 64 bytes leaked in 1 allocations; 2 passed, 0 failed;"), "{md}");
+        assert!(md.contains("**FAIL**: 2 errors; racecheck: 2 hazards displayed (2 errors, 0 warnings)"), "{md}");
+        assert!(md.contains("### racecheck: bad-test-pkg") && md.contains("Race reported between"), "{md}");
+        assert!(!md.contains("unit-lib-pkg"), "only integration-test executables: {md}");
+        assert!(log.contains("size=small require=1 args=--show-output my_filter"), "{log}");
+
+        let (code, text) = run(&["sanitize"], Some("good"));
+        assert_eq!(code, Some(0), "{text}");
+        assert!(text.trim_end().contains("sanitize: 4 runs (4 tools x 1 executables): 4 clean, 0 failed"), "{text}");
+
+        let (code, text) = run(&["sanitize", "a", "b"], None);
+        assert_eq!(code, Some(2), "{text}");
+        assert!(text.contains("two filters"), "{text}");
+
+        let (code, text) = run(&["tests"], None);
+        assert_eq!(code, Some(0), "{text}");
+        assert!(text.trim_end().ends_with("6 passed, 0 failed, 0 skipped"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
