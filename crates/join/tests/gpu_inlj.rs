@@ -9,12 +9,14 @@
 //! itself cross-checked against `reference::join` (hash join, `NanNeverEqual`) as a multiset.
 //!
 //! Seeds are fixed; the device pool is poisoned before every join so unwritten output shows.
+//! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer cases and 2^13-row larger joins.
 
 mod common;
 use common::{canonical_pairs, diff, fail, stream};
 
 use std::collections::HashMap;
 
+use gpujoin_device::testing::{cases, rows};
 use gpujoin_device::{DeviceBuffer, Error, Stream};
 use gpujoin_join::device_relation::DeviceColumnData;
 use gpujoin_join::indexed_nested_loop::{indexed_nested_loop_join, indexed_nested_loop_join_size, SortedIndex};
@@ -307,7 +309,7 @@ fn random_columns_every_type_join_and_side() {
     let dist = prop_oneof![Just(Dist::Uniform), Just(Dist::Skewed), Just(Dist::OneKey), Just(Dist::Disjoint)];
     let domain = prop_oneof![1u64..4, 4u64..64, 64u64..5000];
     let strat = (0usize..TYPES.len(), size(), size(), domain, dist, any::<u64>());
-    run(32, 0x1A1F_0003, strat, |(t, nl, nr, domain, dist, seed)| {
+    run(cases(32, 8), 0x1A1F_0003, strat, |(t, nl, nr, domain, dist, seed)| {
         let mut rng = StdRng::seed_from_u64(seed);
         // Keep the all-duplicate products modest.
         let cap = match dist {
@@ -433,15 +435,15 @@ fn larger_joins_size_equals_rows() {
     let Some(s) = stream("larger_joins_size_equals_rows") else { return };
     let mut rng = StdRng::seed_from_u64(2024);
     for ty in [Ty::U32, Ty::I64, Ty::F32, Ty::Utf8] {
-        let n = 1 << 16;
-        let x = column(ty, &codes(&mut rng, n, 1 << 15, Dist::Uniform, false));
-        let p = column(ty, &codes(&mut rng, n + 3, 1 << 15, Dist::Skewed, false));
+        let n = rows(1 << 16, 1 << 13);
+        let x = column(ty, &codes(&mut rng, n, n as u64 / 2, Dist::Uniform, false));
+        let p = column(ty, &codes(&mut rng, n + 3, n as u64 / 2, Dist::Skewed, false));
         let (dx, dp) = (DeviceColumnData::upload(&s, &x).unwrap(), DeviceColumnData::upload(&s, &p).unwrap());
         let index = SortedIndex::build(&s, &dx).unwrap();
         for jt in [JoinType::Inner, JoinType::Left, JoinType::Full, JoinType::LeftAnti, JoinType::RightSemi] {
             poison(&s, 4 * n);
             let maps = index.join(&s, &dp, Side::Left, jt).unwrap();
-            check_maps(&maps, &expected(&p, &x, jt, Side::Right), jt, &format!("{ty:?} {jt:?} 2^16")).unwrap();
+            check_maps(&maps, &expected(&p, &x, jt, Side::Right), jt, &format!("{ty:?} {jt:?} {n} rows")).unwrap();
             assert_eq!(index.join_size(&s, &dp, Side::Left, jt).unwrap(), maps.rows());
         }
     }

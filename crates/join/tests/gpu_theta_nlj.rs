@@ -6,10 +6,13 @@
 //! call so that an output or internal buffer a kernel forgets to write shows up as garbage.
 //! Pairs compare as canonical (sorted) lists; the documented nested-loop order (by left row,
 //! right rows ascending, unmatched right rows last) is checked in order as well.
+//! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer property cases and fewer left
+//! rows in the fast-path test (the right side, which is tiled, keeps its size).
 
 mod common;
 use common::{canonical_pairs, diff, fail, stream};
 
+use gpujoin_device::testing::{cases, rows};
 use gpujoin_device::{DeviceBuffer, Stream};
 use gpujoin_join::device_relation::DeviceRelation;
 use gpujoin_join::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, ColumnData, DataType, Expr, Predicate, Relation, Scalar, Side};
@@ -156,7 +159,7 @@ fn check_order(maps: &GatherMaps, jt: JoinType) -> Result<(), TestCaseError> {
 #[test]
 fn random_predicates_every_type_and_join_type() {
     let Some(s) = stream("random_predicates_every_type_and_join_type") else { return };
-    run(160, 0x7E7A_0001, (arb_rows(40), arb_rows(70), arb_pred(), 0..8usize), |(l, r, p, jt)| {
+    run(cases(160, 24), 0x7E7A_0001, (arb_rows(40), arb_rows(70), arb_pred(), 0..8usize), |(l, r, p, jt)| {
         let (l, r) = (relation(&l), relation(&r));
         let c = p.check(&TYPES, &TYPES).unwrap();
         check_join(&s, &l, &r, &c, JoinType::ALL[jt], Path::NestedLoop, &format!("{p:?}"))
@@ -168,7 +171,7 @@ fn mixed_equality_and_residual() {
     let Some(s) = stream("mixed_equality_and_residual") else { return };
     // Equality conjuncts on every fixed-width type (NaN never equal, -0.0 == 0.0) plus a residual.
     let strat = (arb_rows(60), arb_rows(60), prop::collection::vec(0..6usize, 1..3), arb_pred(), 0..8usize);
-    run(120, 0x7E7A_0002, strat, |(l, r, eqs, p, jt)| {
+    run(cases(120, 16), 0x7E7A_0002, strat, |(l, r, eqs, p, jt)| {
         let (l, r) = (relation(&l), relation(&r));
         let mut conj: Vec<Predicate> = eqs.iter().map(|&t| col_l(t).equals(col_r(t))).collect();
         conj.push(p);
@@ -192,7 +195,7 @@ fn same_agg(got: AggValue, want: AggValue) -> bool {
 fn aggregates_total_and_per_left_row() {
     let Some(s) = stream("aggregates_total_and_per_left_row") else { return };
     let strat = (arb_rows(50), arb_rows(80), arb_pred(), 0..4usize, 0..2usize, 0..6usize);
-    run(160, 0x7E7A_0003, strat, |(l, r, p, agg, side, t)| {
+    run(cases(160, 24), 0x7E7A_0003, strat, |(l, r, p, agg, side, t)| {
         let (l, r) = (relation(&l), relation(&r));
         let c = p.check(&TYPES, &TYPES).unwrap();
         let agg = [Agg::Count, Agg::Sum, Agg::Min, Agg::Max][agg];
@@ -384,7 +387,7 @@ fn fast_path_32_bit_comparisons_and_sums() {
     let mut rng = StdRng::seed_from_u64(0x7E7A_0005);
     // Several 1024-row tiles and 128-row groups per chunk with a partial last group; one and three
     // left rows split the right side into many chunks.
-    for (nl, nr) in [(700usize, 2300usize), (1, 2900), (3, 1000)] {
+    for (nl, nr) in [(rows(700, 70), 2300usize), (1, 2900), (3, 1000)] {
         let (li, lu): (Vec<i32>, Vec<u32>) = (0..nl).map(|_| (edgy_i32(&mut rng), edgy_u32(&mut rng))).unzip();
         let (ri, ru): (Vec<i32>, Vec<u32>) = (0..nr).map(|_| (edgy_i32(&mut rng), edgy_u32(&mut rng))).unzip();
         let l = Relation::new(vec![ColumnData::I32(li.clone()), ColumnData::U32(lu.clone())]).unwrap();

@@ -10,12 +10,18 @@
 //! Materialized payloads compare with host gathers of the reference pairs as sorted multisets of
 //! output rows (payload values of both sides, `None` on a null side); returned maps compare with
 //! the reference pairs as sorted multisets.
+//!
+//! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer property cases and smaller large
+//! tests, each still past the threshold it exists for (PHJ-OM's 2^16-row transform chunks,
+//! SMJ-OM's 2^18-row key ranges, Auto's 2^20-row NPHJ limit); the peak-memory comparisons, which
+//! hold for the sizes of a full run, are asserted only there (reduced runs check the outputs).
 
 mod common;
 use common::{canonical_pairs, diff, fail, stream, uniform};
 
 use std::sync::{Mutex, MutexGuard};
 
+use gpujoin_device::testing::{cases, reduced, rows};
 use gpujoin_device::{DeviceBuffer, Stream};
 use gpujoin_join::wide::{self, join_sequence, Algorithm, WideJoinOptions, WideRelation};
 use gpujoin_join::{datagen, reference, DeviceColumn, DeviceKeys, HostColumn, HostKeys, JoinOptions, JoinType, Keys, Materialized, NanEquality, NullEquality, Payload, RowId};
@@ -237,7 +243,7 @@ fn workload(p: &Params) -> Case {
 fn every_algorithm_and_join_type_matches_reference_on_pk_fk_and_fk_fk() {
     let Some(s) = stream("every_algorithm_and_join_type_matches_reference_on_pk_fk_and_fk_fk") else { return };
     let _l = lock();
-    run(10, 0xB4_0001, params(), |p| {
+    run(cases(10, 2), 0xB4_0001, params(), |p| {
         let c = workload(&p);
         let what = format!("{p:?}");
         for algo in ALGOS {
@@ -383,7 +389,8 @@ fn peaks<K: gpujoin_device::Pod + Copy, T: gpujoin_device::Pod + Copy>(s: &Strea
 where
     for<'a> DeviceColumn<'a>: From<gpujoin_device::DeviceView<'a, K>> + From<gpujoin_device::DeviceView<'a, T>>,
 {
-    let (nr, ns) = (1usize << 20, 1usize << 21);
+    // Reduced: 2^18 and 2^19 rows, both sides still in several PHJ-OM transform chunks.
+    let (nr, ns) = (rows(1 << 20, 1 << 18), rows(1 << 21, 1 << 19));
     let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 3).generate().unwrap();
     let upload = |codes: &[u32]| -> (DeviceBuffer<K>, Vec<DeviceBuffer<T>>) {
         let p = (0..cols).map(|c| s.copy_from_host(&codes.iter().map(|&x| pay(x, c)).collect::<Vec<T>>()).unwrap()).collect();
@@ -429,9 +436,11 @@ fn om_peak_memory_is_at_most_um() {
     let _l = lock();
     let all = [Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm];
     let phj = [Algorithm::PhjUm, Algorithm::PhjOm];
+    // The peaks compare at full size only (reduced sizes check the outputs, inside `peaks`).
+    let full = !reduced();
     let check = |peak: &std::collections::HashMap<Algorithm, u64>, what: &str| {
         let (om, um) = (peak[&Algorithm::PhjOm], peak[&Algorithm::PhjUm]);
-        assert!(om <= um, "{what}: PHJ-OM peak {om} > PHJ-UM peak {um}");
+        assert!(om <= um || !full, "{what}: PHJ-OM peak {om} > PHJ-UM peak {um}");
     };
     let k32 = |k: u32| k;
     let k64 = |k: u32| (k as u64) * 3 + (1 << 40);
@@ -440,7 +449,7 @@ fn om_peak_memory_is_at_most_um() {
     let (b32, b64) = (|x: u32| x as u64, |x: u64| x);
     // The paper's Table 5 shape: a 4-byte key and one 4-byte payload per side.
     let peak = peaks::<u32, u32>(&s, 1, &all, k32, p32, b32);
-    assert!(peak[&Algorithm::SmjOm] <= peak[&Algorithm::SmjUm], "narrow: SMJ-OM peak {} > SMJ-UM peak {}", peak[&Algorithm::SmjOm], peak[&Algorithm::SmjUm]);
+    assert!(peak[&Algorithm::SmjOm] <= peak[&Algorithm::SmjUm] || !full, "narrow: SMJ-OM peak {} > SMJ-UM peak {}", peak[&Algorithm::SmjOm], peak[&Algorithm::SmjUm]);
     check(&peak, "narrow 4-byte");
     // Two 4-byte payload columns per side (the later ones transformed at materialization).
     // SMJ-OM's later sorts still need three columns of scratch: printed, not asserted.
@@ -466,7 +475,8 @@ fn phj_om_chunked_transform_matches_um() {
     let Some(s) = stream("phj_om_chunked_transform_matches_um") else { return };
     let _l = lock();
     let mut rng = StdRng::seed_from_u64(91);
-    let (nl, nr) = (1usize << 18, (1usize << 18) + 12345);
+    // Reduced: 2^17 rows, still two and three transform chunks of at least 2^16 rows.
+    let (nl, nr) = (rows(1 << 18, 1 << 17), rows(1 << 18, 1 << 17) + 12345);
     let keys = |rng: &mut StdRng, n: usize| -> Vec<f32> { (0..n).map(|_| if rng.gen_ratio(1, 50) { f32::NAN } else { rng.gen_range(0..200_000u32) as f32 }).collect() };
     let (kl, kr) = (keys(&mut rng, nl), keys(&mut rng, nr));
     let pay = |rng: &mut StdRng, n: usize| -> Vec<u64> { (0..n).map(|_| rng.gen()).collect() };
@@ -507,9 +517,11 @@ fn streaming_sample_matches_the_general_sample() {
     let Some(s) = stream("streaming_sample_matches_the_general_sample") else { return };
     let _l = lock();
     let mut rng = StdRng::seed_from_u64(5);
-    let (nb, np) = (300_000usize, 1_000_003usize);
+    // Reduced: a tenth of the rows and of the key domains (the same match ratio).
+    let (nb, np) = (rows(300_000, 30_000), rows(1_000_003, 100_003));
+    let (db, dp) = (rows(500_000, 50_000) as u32, rows(1_000_000, 100_000) as u32);
     let codes = |rng: &mut StdRng, n: usize, domain: u32| -> Vec<u32> { (0..n).map(|_| rng.gen_range(0..domain)).collect() };
-    let (cb, cp) = (codes(&mut rng, nb, 500_000), codes(&mut rng, np, 1_000_000));
+    let (cb, cp) = (codes(&mut rng, nb, db), codes(&mut rng, np, dp));
     let check = |b: &Keys, p: &Keys, opts: JoinOptions, what: &str| {
         let fast = wide::sample_for_tests(&s, b, p, opts, false).unwrap();
         let general = wide::sample_for_tests(&s, b, p, opts, true).unwrap();
@@ -518,7 +530,7 @@ fn streaming_sample_matches_the_general_sample() {
     };
     let (b32, p32) = (s.copy_from_host(&cb).unwrap(), s.copy_from_host(&cp).unwrap());
     check(&Keys::single(b32.view()), &Keys::single(p32.view()), DEFAULT, "u32");
-    let wide_key = |c: &[u32]| -> Vec<i64> { c.iter().map(|&x| (x as i64 - 250_000) << 33).collect() };
+    let wide_key = |c: &[u32]| -> Vec<i64> { c.iter().map(|&x| (x as i64 - db as i64 / 2) << 33).collect() };
     let (b64, p64) = (s.copy_from_host(&wide_key(&cb)).unwrap(), s.copy_from_host(&wide_key(&cp)).unwrap());
     check(&Keys::single(b64.view()), &Keys::single(p64.view()), DEFAULT, "i64");
     // Floats: -0.0 on one side, 0.0 on the other; NaNs of different payloads on both.
@@ -544,7 +556,9 @@ fn streaming_sample_matches_the_general_sample() {
 fn auto_follows_the_decision_tree_on_sampled_workloads() {
     let Some(s) = stream("auto_follows_the_decision_tree_on_sampled_workloads") else { return };
     let _l = lock();
-    let (nr, ns) = (1usize << 21, 1usize << 22);
+    // Reduced: the build side stays above NPHJ_MAX_BUILD_ROWS (2^20), where the tree picks PHJ.
+    let nr = rows(1 << 21, (1 << 20) + (1 << 16));
+    let ns = 2 * nr;
     let run_auto = |ratio: f64, zipf: Option<f64>, cols: usize| -> (Algorithm, String) {
         let (r, f) = datagen::PkFkWorkload { match_ratio: ratio, zipf, ..datagen::PkFkWorkload::uniform(nr, ns, 4) }.generate().unwrap();
         let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
@@ -645,7 +659,9 @@ fn mismatched_payload_lengths_are_errors() {
 fn smj_om_wide_peak_is_at_most_um_and_output_equals_um() {
     let Some(s) = stream("smj_om_wide_peak_is_at_most_um_and_output_equals_um") else { return };
     let _l = lock();
-    let (nr, ns) = (1usize << 21, 1usize << 22);
+    // Reduced: 2^18 and 2^19 rows, both sides at least SMJ-OM's 2^18 rows for key ranges; the
+    // peaks compare at full size only.
+    let (nr, ns) = (rows(1 << 21, 1 << 18), rows(1 << 22, 1 << 19));
     let mut rng = StdRng::seed_from_u64(2024);
     let (ru, su) = datagen::PkFkWorkload::uniform(nr, ns, 11).generate().unwrap();
     let skewed: Vec<u32> = su.iter().enumerate().map(|(i, &k)| if i % 3 == 0 { 12345 } else { k }).collect();
@@ -693,6 +709,6 @@ fn smj_om_wide_peak_is_at_most_um_and_output_equals_um() {
         for (c, (a, b)) in om.iter().zip(um).enumerate() {
             assert!(a == b, "{what}: SMJ-OM output column {c} differs from SMJ-UM's (first at row {:?})", a.iter().zip(b).position(|(x, y)| x != y));
         }
-        assert!(om_peak <= um_peak, "{what}: SMJ-OM peak {om_peak} > SMJ-UM peak {um_peak}");
+        assert!(om_peak <= um_peak || reduced(), "{what}: SMJ-OM peak {om_peak} > SMJ-UM peak {um_peak}");
     }
 }

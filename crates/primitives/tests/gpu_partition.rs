@@ -2,11 +2,13 @@
 //! stable sort by the digit bits and against CUB's `sort_pairs` on the same bit range. GPU tests:
 //! they print `SKIPPED` without a GPU and fail loudly with GPUJOIN_REQUIRE_GPU=1. Seeds are fixed;
 //! outputs and the stream pool are poisoned before each run; values are row numbers, so any
-//! instability or lost row shows.
+//! instability or lost row shows. `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer
+//! property cases and 2^17 instead of 2^20 rows; the tile-boundary and portion tests keep their
+//! sizes (a few tiles each).
 
 use std::ops::Range;
 
-use gpujoin_device::testing::device_or_skip;
+use gpujoin_device::testing::{cases, device_or_skip, rows};
 use gpujoin_device::{DeviceBuffer, Error, Pod, Stream};
 use gpujoin_primitives::*;
 use proptest::prelude::*;
@@ -215,22 +217,22 @@ fn property<K: Key + SortPairsWith<V>, V: Val>(test: &str, cases: u32) {
 
 #[test]
 fn partition_pairs_u32_u32_matches_cpu_and_cub() {
-    property::<u32, u32>("partition_pairs_u32_u32_matches_cpu_and_cub", 48);
+    property::<u32, u32>("partition_pairs_u32_u32_matches_cpu_and_cub", cases(48, 8));
 }
 
 #[test]
 fn partition_pairs_u32_u64_matches_cpu_and_cub() {
-    property::<u32, u64>("partition_pairs_u32_u64_matches_cpu_and_cub", 24);
+    property::<u32, u64>("partition_pairs_u32_u64_matches_cpu_and_cub", cases(24, 4));
 }
 
 #[test]
 fn partition_pairs_u64_u32_matches_cpu_and_cub() {
-    property::<u64, u32>("partition_pairs_u64_u32_matches_cpu_and_cub", 32);
+    property::<u64, u32>("partition_pairs_u64_u32_matches_cpu_and_cub", cases(32, 6));
 }
 
 #[test]
 fn partition_pairs_u64_u64_matches_cpu_and_cub() {
-    property::<u64, u64>("partition_pairs_u64_u64_matches_cpu_and_cub", 32);
+    property::<u64, u64>("partition_pairs_u64_u64_matches_cpu_and_cub", cases(32, 6));
 }
 
 /// Every bit range and shape at the tile boundaries, for every type pair.
@@ -255,11 +257,12 @@ fn partition_pairs_tile_boundaries() {
     boundaries::<u64, u64>(&s);
 }
 
-/// About 2^20 rows: many tiles in flight, so the look-back waits on running tiles.
+/// About 2^20 rows: many tiles in flight, so the look-back waits on running tiles (reduced:
+/// 2^17 rows, still 33 tiles of 4096 u32 or 43 of 3072 u64 keys).
 #[test]
 fn partition_pairs_about_2p20() {
     let Some(s) = stream("partition_pairs_about_2p20") else { return };
-    let n = (1 << 20) + 17;
+    let n = rows(1 << 20, 1 << 17) + 17;
     for (shape, bits) in [(Shape::Random, 0..16), (Shape::Skewed, 0..16), (Shape::Random, 0..32), (Shape::Distinct, 8..24)] {
         check::<u32, u32>(&s, &make_keys::<u32>(n, shape, &bits, 7), bits.clone(), 0)
             .unwrap_or_else(|e| panic!("u32/u32 {shape:?} {bits:?}: {e}"));

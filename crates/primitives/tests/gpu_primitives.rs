@@ -1,8 +1,9 @@
 //! Property tests of every primitive against a CPU reference. They run on the GPU when one is
 //! present, print `SKIPPED` when none is, and fail loudly with GPUJOIN_REQUIRE_GPU=1.
 //! Seeds are fixed so failures reproduce; outputs are poisoned before each run.
+//! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer cases and a 2^20 large test.
 
-use gpujoin_device::testing::device_or_skip;
+use gpujoin_device::testing::{cases, device_or_skip, rows};
 use gpujoin_device::{DeviceBuffer, Pod, Stream};
 use gpujoin_primitives::*;
 use proptest::prelude::*;
@@ -190,7 +191,7 @@ fn check_sort_keys<K: Gen + RadixKey>(s: &Stream, n: usize, shape: Shape, seed: 
 fn sort_pairs_and_keys_match_stable_cpu_sort_for_every_type() {
     let Some(s) = stream("sort_pairs_and_keys_match_stable_cpu_sort_for_every_type") else { return };
     let order = prop_oneof![Just(SortOrder::Ascending), Just(SortOrder::Descending)];
-    run(48, (sizes(), shapes(), any::<u64>(), order), |(n, shape, seed, order)| {
+    run(cases(48, 8), (sizes(), shapes(), any::<u64>(), order), |(n, shape, seed, order)| {
         check_sort_pairs::<u32, u32>(&s, n, shape, seed, order)?;
         check_sort_pairs::<u32, u64>(&s, n, shape, seed, order)?;
         check_sort_pairs::<u64, u32>(&s, n, shape, seed, order)?;
@@ -216,7 +217,7 @@ fn sort_pairs_and_keys_match_stable_cpu_sort_for_every_type() {
 #[test]
 fn sort_on_a_bit_range_orders_by_those_bits_only() {
     let Some(s) = stream("sort_on_a_bit_range_orders_by_those_bits_only") else { return };
-    run(48, (sizes(), any::<u64>(), 0u32..28, 1u32..5), |(n, seed, lo, width)| {
+    run(cases(48, 8), (sizes(), any::<u64>(), 0u32..28, 1u32..5), |(n, seed, lo, width)| {
         let keys = make::<u32>(n, Shape::Random, seed);
         let vals: Vec<u32> = (0..n as u32).collect();
         let (dk, dv) = (s.copy_from_host(&keys).unwrap(), s.copy_from_host(&vals).unwrap());
@@ -237,7 +238,7 @@ fn sort_on_a_bit_range_orders_by_those_bits_only() {
 #[test]
 fn scans_match_cpu_prefix_sums() {
     let Some(s) = stream("scans_match_cpu_prefix_sums") else { return };
-    run(64, (sizes(), shapes(), any::<u64>()), |(n, shape, seed)| {
+    run(cases(64, 10), (sizes(), shapes(), any::<u64>()), |(n, shape, seed)| {
         let x = make::<u32>(n, shape, seed);
         let dx = s.copy_from_host(&x).unwrap();
         // u32 -> u64 (no wrap), u32 -> u32 (wraps), u64 -> u64, inclusive and in place.
@@ -272,7 +273,7 @@ fn scans_match_cpu_prefix_sums() {
 #[test]
 fn run_length_encode_matches_cpu_runs() {
     let Some(s) = stream("run_length_encode_matches_cpu_runs") else { return };
-    run(64, (sizes(), shapes(), any::<u64>()), |(n, shape, seed)| {
+    run(cases(64, 10), (sizes(), shapes(), any::<u64>()), |(n, shape, seed)| {
         let x = make::<u64>(n, shape, seed);
         poison_pool(&s, n * 16 + 4096);
         let d = s.copy_from_host(&x).unwrap();
@@ -307,7 +308,7 @@ fn run_length_encode_matches_cpu_runs() {
 fn select_partition_and_reduce_match_cpu() {
     let Some(s) = stream("select_partition_and_reduce_match_cpu") else { return };
     let ops = prop_oneof![Just(Compare::Lt), Just(Compare::Le), Just(Compare::Gt), Just(Compare::Ge), Just(Compare::Eq), Just(Compare::Ne)];
-    run(64, (sizes(), shapes(), any::<u64>(), ops), |(n, shape, seed, op)| {
+    run(cases(64, 10), (sizes(), shapes(), any::<u64>(), ops), |(n, shape, seed, op)| {
         let x = make::<u32>(n, shape, seed);
         let flags: Vec<u8> = x.iter().map(|&v| (v % 3 == 0) as u8 * (1 + (v % 7) as u8)).collect();
         poison_pool(&s, n * 16 + 4096);
@@ -352,7 +353,7 @@ fn select_partition_and_reduce_match_cpu() {
 #[test]
 fn radix_histogram_and_stable_partition_match_cpu() {
     let Some(s) = stream("radix_histogram_and_stable_partition_match_cpu") else { return };
-    run(48, (sizes(), shapes(), any::<u64>(), 0u32..20, 1u32..12), |(n, shape, seed, shift, bits)| {
+    run(cases(48, 8), (sizes(), shapes(), any::<u64>(), 0u32..20, 1u32..12), |(n, shape, seed, shift, bits)| {
         let keys = make::<u64>(n, shape, seed);
         let vals: Vec<u32> = (0..n as u32).collect();
         let (dk, dv) = (s.copy_from_host(&keys).unwrap(), s.copy_from_host(&vals).unwrap());
@@ -374,7 +375,7 @@ fn radix_histogram_and_stable_partition_match_cpu() {
         Ok(())
     });
     // u32 histograms against a CPU count, poisoned output.
-    run(32, (sizes(), shapes(), any::<u64>(), 0u32..24, 1u32..9), |(n, shape, seed, shift, bits)| {
+    run(cases(32, 6), (sizes(), shapes(), any::<u64>(), 0u32..24, 1u32..9), |(n, shape, seed, shift, bits)| {
         let keys = make::<u32>(n, shape, seed);
         let dk = s.copy_from_host(&keys).unwrap();
         let mut h = poisoned::<u32>(&s, 1 << bits);
@@ -395,7 +396,7 @@ fn radix_histogram_and_stable_partition_match_cpu() {
 #[test]
 fn gather_scatter_iota_fill_match_cpu() {
     let Some(s) = stream("gather_scatter_iota_fill_match_cpu") else { return };
-    run(64, (sizes(), sizes(), any::<u64>()), |(n_src, n_idx, seed)| {
+    run(cases(64, 10), (sizes(), sizes(), any::<u64>()), |(n_src, n_idx, seed)| {
         let src: Vec<u64> = make::<u64>(n_src, Shape::Random, seed);
         let src32: Vec<u32> = src.iter().map(|&v| v as u32).collect();
         let idx: Vec<u32> = make::<u32>(n_idx, Shape::Random, seed ^ 99)
@@ -464,7 +465,7 @@ fn check_search<T: Gen + SearchKey>(s: &Stream, na: usize, nb: usize, shape: Sha
 fn sorted_search_matches_cpu_bounds_and_flags() {
     let Some(s) = stream("sorted_search_matches_cpu_bounds_and_flags") else { return };
     let small = prop_oneof![Just(0usize), Just(1), 2..50usize, 1000..6000usize];
-    run(48, (small.clone(), small, shapes(), any::<u64>()), |(na, nb, shape, seed)| {
+    run(cases(48, 8), (small.clone(), small, shapes(), any::<u64>()), |(na, nb, shape, seed)| {
         check_search::<u32>(&s, na, nb, shape, seed)?;
         check_search::<u64>(&s, na, nb, shape, seed)?;
         check_search::<i32>(&s, na, nb, shape, seed)?;
@@ -478,7 +479,7 @@ fn sorted_search_matches_cpu_bounds_and_flags() {
 #[test]
 fn merge_path_partitions_split_the_merge_evenly() {
     let Some(s) = stream("merge_path_partitions_split_the_merge_evenly") else { return };
-    run(48, (sizes(), sizes(), shapes(), any::<u64>(), 1usize..300, any::<bool>()), |(na, nb, shape, seed, tile, a_first)| {
+    run(cases(48, 8), (sizes(), sizes(), shapes(), any::<u64>(), 1usize..300, any::<bool>()), |(na, nb, shape, seed, tile, a_first)| {
         let mut a = make::<u32>(na, shape, seed);
         let mut b = make::<u32>(nb, shape, seed ^ 7);
         a.sort();
@@ -508,7 +509,7 @@ fn load_balancing_search_matches_cpu_expansion() {
         Just(vec![0u32; 100]),
         Just(vec![]),
     ];
-    run(64, counts_strat, |counts| {
+    run(cases(64, 10), counts_strat, |counts| {
         poison_pool(&s, counts.iter().map(|&c| c as usize).sum::<usize>() * 8 + 4096);
         let d = s.copy_from_host(&counts).unwrap();
         let e = load_balancing_search(&s, &d.view()).unwrap();
@@ -528,7 +529,8 @@ fn load_balancing_search_matches_cpu_expansion() {
 #[test]
 fn large_inputs_2_pow_26_sort_scan_and_search() {
     let Some(s) = stream("large_inputs_2_pow_26_sort_scan_and_search") else { return };
-    let n = 1usize << 26;
+    // Reduced: 2^20, still hundreds of tiles for the sort, scan and search.
+    let n = rows(1 << 26, 1 << 20);
     let keys = make::<u32>(n, Shape::Random, 42);
     let vals: Vec<u32> = (0..n as u32).collect();
     let (dk, dv) = (s.copy_from_host(&keys).unwrap(), s.copy_from_host(&vals).unwrap());
