@@ -159,9 +159,11 @@ fn chunks_concatenate_to_the_one_shot_result() {
         return;
     };
     let sizes = prop_oneof![Just(0usize), Just(1), 2usize..40, 40usize..700];
+    // `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer): fewer cases.
+    let n_cases = gpujoin_device::testing::cases(48, 12);
     let strat =
         (sizes.clone(), sizes, prop_oneof![Just(1u32), 2u32..8, 8u32..2000], prop_oneof![Just(1u64), 2u64..64, 64u64..4096], 0usize..8);
-    run(48, 0xC4A7, strat, |(nl, nr, domain, budget, t)| {
+    run(n_cases, 0xC4A7, strat, |(nl, nr, domain, budget, t)| {
         let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(nl as u64 * 7919 + nr as u64 * 31 + domain as u64);
         let left: Vec<u32> = (0..nl).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
         let right: Vec<u32> = (0..nr).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
@@ -273,13 +275,17 @@ fn larger_join_against_the_one_shot_join() {
         return;
     };
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(7);
-    let left: Vec<u32> = (0..200_000).map(|_| rand::Rng::gen_range(&mut rng, 0..60_000)).collect();
-    let right: Vec<u32> = (0..150_000).map(|_| rand::Rng::gen_range(&mut rng, 0..80_000)).collect();
+    // `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer): a tenth of the rows and key domains and a
+    // sixteenth of the budget, so that the output still takes several chunks.
+    let sized = |full: usize, small: usize| gpujoin_device::testing::rows(full, small);
+    let budget = sized(1 << 20, 1 << 16) as u64;
+    let left: Vec<u32> = (0..sized(200_000, 20_000)).map(|_| rand::Rng::gen_range(&mut rng, 0..sized(60_000, 6_000) as u32)).collect();
+    let right: Vec<u32> = (0..sized(150_000, 15_000)).map(|_| rand::Rng::gen_range(&mut rng, 0..sized(80_000, 8_000) as u32)).collect();
     let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
     for jt in [JoinType::Inner, JoinType::Full] {
         let one_shot = sort_merge_join(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();
         let mut want = ordered_pairs(&one_shot);
-        let chunks = join_chunks(&s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(1 << 20)).unwrap();
+        let chunks = join_chunks(&s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(budget)).unwrap();
         assert!(chunks.plan().chunks.len() > 2, "{jt:?}: the budget cuts the output");
         let mut got = Vec::new();
         for c in chunks {
@@ -287,7 +293,7 @@ fn larger_join_against_the_one_shot_join() {
         }
         // Same multiset as the one-shot join; the host-streamed rows in the same order.
         let src = EquiChunkSource::new(&s, &dl.view(), &dr.view(), jt).unwrap();
-        let streamed = host_pairs(&s, &src, 1 << 20, 2);
+        let streamed = host_pairs(&s, &src, budget, 2);
         assert!(streamed == got, "{jt:?}: streamed vs device chunks");
         reference::sort_pairs(&mut got);
         reference::sort_pairs(&mut want);

@@ -17,12 +17,18 @@
 //! `force_general_merge_path_for_tests` is another global: it makes the merge join skip its
 //! fused per-tile path. The tests that run the merge join on both paths hold [`PATH_LOCK`] (never
 //! together with [`LOCK`]), so that each path they mean to test is the one taken.
+//!
+//! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer property cases and the large
+//! test at 2^18 rows (thousands of merge-path tiles); the 2^32-pair size count keeps its 2^16
+//! rows a side.
 
 mod common;
 use common::{canonical_pairs, diff, fail, stream, uniform};
 
 use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard};
+
+use gpujoin_device::testing::{cases, pick, rows};
 
 use gpujoin_device::{DeviceBuffer, Error, Pod, Stream};
 use gpujoin_join::reference::{self, vectors};
@@ -616,7 +622,7 @@ fn sorted_merge_join_matches_reference_on_every_shape_and_integer_type() {
     let Some(s) = stream("sorted_merge_join_matches_reference_on_every_shape_and_integer_type") else { return };
     for path in MERGE_PATHS {
         let _path = PathGuard::new(path);
-        shapes_property(&s, Algo::SortedMerge, &SORTED_TYPES, 10, 0x5047_ED01, path);
+        shapes_property(&s, Algo::SortedMerge, &SORTED_TYPES, cases(10, 2), 0x5047_ED01, path);
     }
 }
 
@@ -626,7 +632,7 @@ fn sort_merge_join_matches_reference_on_every_shape_and_key_type() {
     // Single columns of at most 64 bits are exact for the sort-merge join: no hashing.
     for path in MERGE_PATHS {
         let _path = PathGuard::new(path);
-        shapes_property(&s, Algo::SortMerge, &ALL_TYPES, 6, 0x5047_ED02, path);
+        shapes_property(&s, Algo::SortMerge, &ALL_TYPES, cases(6, 2), 0x5047_ED02, path);
     }
 }
 
@@ -635,7 +641,7 @@ fn interleave_join_matches_reference_on_every_shape_and_key_type() {
     let Some(s) = stream("interleave_join_matches_reference_on_every_shape_and_key_type") else { return };
     // Single 64-bit columns are hashed by the interleave join (63-bit budget).
     let _lock = hashed_keys_lock();
-    shapes_property(&s, Algo::Interleave, &ALL_TYPES, 10, 0x5047_ED03, MergePath::Default);
+    shapes_property(&s, Algo::Interleave, &ALL_TYPES, cases(10, 2), 0x5047_ED03, MergePath::Default);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -646,7 +652,7 @@ fn interleave_join_matches_reference_on_every_shape_and_key_type() {
 fn composite_null_nan_keys_match_reference_under_every_option() {
     let Some(s) = stream("composite_null_nan_keys_match_reference_under_every_option") else { return };
     let _lock = hashed_keys_lock(); // wide composites are hashed
-    run(96, 0x5E3A_0001, (any::<u64>(), 1usize..=4, sizes(), sizes()), |(seed, ncols, nl, nr)| {
+    run(cases(96, 12), 0x5E3A_0001, (any::<u64>(), 1usize..=4, sizes(), sizes()), |(seed, ncols, nl, nr)| {
         let mut rng = StdRng::seed_from_u64(seed);
         let specs: Vec<ColSpec> = (0..ncols)
             .map(|_| {
@@ -794,7 +800,8 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
     let _weak = WeakHash::install(); // dropped (full hash restored) before the lock
     // With 4 hash values, any case with more than 4 distinct keys must collide.
     let colliding_cases = Cell::new(0u32);
-    run(10, 0xC0_11DE, (any::<u64>(), 0usize..400, 0usize..400), |(seed, nl, nr)| {
+    let n_cases = cases(10, 3);
+    run(n_cases, 0xC0_11DE, (any::<u64>(), 0usize..400, 0usize..400), |(seed, nl, nr)| {
         let mut rng = StdRng::seed_from_u64(seed);
         for layout in WIDE_LAYOUTS {
             let specs: Vec<ColSpec> = layout.iter().map(|&ty| random_spec(&mut rng, ty)).collect();
@@ -819,7 +826,9 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
         }
         Ok(())
     });
-    assert!(colliding_cases.get() > 30, "the weak-hash cases must hold more than 4 distinct keys");
+    // More than a third of the layouts' cases (30 of 90 at full size).
+    let n_layouts = WIDE_LAYOUTS.len() as u32 * n_cases;
+    assert!(3 * colliding_cases.get() > n_layouts, "the weak-hash cases must hold more than 4 distinct keys");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -830,7 +839,7 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
 fn join_size_matches_reference_for_every_join_type() {
     let Some(s) = stream("join_size_matches_reference_for_every_join_type") else { return };
     let _lock = hashed_keys_lock(); // wide composites are hashed
-    run(8, 0x512E_0001, (shape_params(), any::<bool>()), |(p, spread)| {
+    run(cases(8, 2), 0x512E_0001, (shape_params(), any::<bool>()), |(p, spread)| {
         let mut rng = StdRng::seed_from_u64(p.seed);
         // Exact keys: single columns of every type, every shape.
         for shape in SHAPES {
@@ -856,7 +865,8 @@ fn join_size_matches_reference_for_every_join_type() {
         Ok(())
     });
     // A size far beyond what the inputs suggest: 3000 x 3000 rows of one key (9M pairs), and
-    // one of 2^16 x 2^16 (2^32 pairs: counted, never materialized, for exact keys).
+    // one of 2^16 x 2^16 (2^32 pairs: counted, never materialized, for exact keys; also when
+    // reduced, for the 32-bit limit).
     for (n, ty) in [(3000usize, KeyType::I64), (1 << 16, KeyType::U32)] {
         let k = HostKeys::single(column(ty, &vec![5; n], true));
         for jt in JoinType::ALL {
@@ -940,7 +950,7 @@ fn interleave_join_many_matches_brute_force_n_way() {
     let Some(s) = stream("interleave_join_many_matches_brute_force_n_way") else { return };
     let _lock = hashed_keys_lock(); // 64-bit keys are hashed
     let tables = prop_oneof![3 => Just(3usize), 3 => Just(4usize), 1 => Just(2usize)];
-    run(96, 0x4A11_0003, (tables, any::<u64>(), 1u64..=8, 0u8..=3, any::<bool>()), |(nt, seed, domain, null_eighths, spread)| {
+    run(cases(96, 16), 0x4A11_0003, (tables, any::<u64>(), 1u64..=8, 0u8..=3, any::<bool>()), |(nt, seed, domain, null_eighths, spread)| {
         let mut rng = StdRng::seed_from_u64(seed);
         let ty = ALL_TYPES[rng.gen_range(0..6)];
         let max_rows = match nt {
@@ -1016,7 +1026,7 @@ fn check_materialized(out: &gpujoin_join::Materialized, map: &[RowId], p32: &[u3
 #[test]
 fn materialize_gathers_payloads_with_nulls_and_rejects_short_columns() {
     let Some(s) = stream("materialize_gathers_payloads_with_nulls_and_rejects_short_columns") else { return };
-    run(16, 0x3A7E_0001, (any::<u64>(), 2usize..3000, 1usize..3000), |(seed, nl, nr)| {
+    run(cases(16, 4), 0x3A7E_0001, (any::<u64>(), 2usize..3000, 1usize..3000), |(seed, nl, nr)| {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut lk: Vec<u32> = (0..nl).map(|_| rng.gen_range(0..200)).collect();
         let mut rk: Vec<u32> = (0..nr).map(|_| rng.gen_range(0..100)).collect();
@@ -1240,7 +1250,8 @@ fn check_large(lk: &[u32], rk: &[u32], st: &KeyStats, lm: &[RowId], rm: &[RowId]
 #[test]
 fn large_2_pow_24_rows_inner_and_full_joins() {
     let Some(s) = stream("large_2_pow_24_rows_inner_and_full_joins") else { return };
-    let (n, domain) = (1usize << 24, 1u32 << 23);
+    // Reduced: 2^18 rows a side, still thousands of merge-path tiles.
+    let (n, domain) = (rows(1 << 24, 1 << 18), rows(1 << 23, 1 << 17) as u32);
     let mut rng = StdRng::seed_from_u64(0x1A26_E024);
     let lk: Vec<u32> = (0..n).map(|_| rng.gen_range(0..domain)).collect();
     let rk: Vec<u32> = (0..n).map(|_| rng.gen_range(0..domain)).collect();
@@ -1253,7 +1264,9 @@ fn large_2_pow_24_rows_inner_and_full_joins() {
         // agree with the reference (below).
         let st = KeyStats::new(&lk, &rk, domain as usize);
         let sizes = [(JoinType::Inner, st.inner_size()), (JoinType::Full, st.full_size())];
-        assert!(sizes[0].1 > 30_000_000 && sizes[1].1 > sizes[0].1 + 4_000_000, "{sizes:?}");
+        // About 2n inner rows and 0.27n unmatched ones (n keys over n/2 values a side).
+        let (inner, unmatched) = pick((30_000_000, 4_000_000), (n as u64 * 9 / 5, n as u64 / 5));
+        assert!(sizes[0].1 > inner && sizes[1].1 > sizes[0].1 + unmatched, "{sizes:?}");
         for algo in [Algo::SortMerge, Algo::Interleave] {
             for (jt, want) in sizes {
                 let maps = match algo {
