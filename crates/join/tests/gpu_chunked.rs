@@ -10,12 +10,12 @@
 mod common;
 use common::{fail, stream};
 
-use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, Stream};
 use gpujoin_join::chunked::{
-    join_chunks, join_chunks_to_host, stream_to_host, ChunkBudget, ChunkKey, EquiChunkSource, HostStreamOptions, JoinChunks,
+    join_chunks, join_chunks_to_host, stream_to_host, ChunkBudget, EquiChunkSource, HostStreamOptions, JoinChunks,
 };
 use gpujoin_join::reference;
-use gpujoin_join::{sort_merge_join, sort_merge_join_size, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, Keys, RowId};
+use gpujoin_join::{sort_merge_join, sort_merge_join_size, DeviceColumn, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, Keys, RowId};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
@@ -91,18 +91,22 @@ fn expected_order<K: Ord + Copy>(left: &[K], right: &[K], jt: JoinType) -> Vec<(
 
 /// Joins in chunks of `budget` bytes and checks order, chunk sizes, contiguity, the total and
 /// the multiset against the CPU reference.
-fn check_chunked<K: ChunkKey + Ord + Copy>(
+fn check_chunked<K: gpujoin_device::Pod + Ord + Copy>(
     s: &Stream,
     left: &[K],
     right: &[K],
     jt: JoinType,
     budget: u64,
     host: fn(Vec<K>) -> HostColumn,
-) -> Result<(), TestCaseError> {
+) -> Result<(), TestCaseError>
+where
+    for<'a> DeviceColumn<'a>: From<DeviceView<'a, K>>,
+{
     let (dl, dr) = (s.copy_from_host(left).unwrap(), s.copy_from_host(right).unwrap());
     poison_pool(s, (left.len() + right.len()) * 64 + (1 << 16));
     let chunks: JoinChunks<EquiChunkSource> =
-        join_chunks(s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(budget)).map_err(|e| fail(format!("{jt:?}: {e}")))?;
+        join_chunks(s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default(), ChunkBudget::Bytes(budget))
+            .map_err(|e| fail(format!("{jt:?}: {e}")))?;
     let per_chunk = chunks.plan().rows_per_chunk;
     let bpr = if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) { 8 } else { 4 };
     prop_assert_eq!(per_chunk, (budget / bpr).max(1), "{:?}: rows per chunk", jt);
@@ -147,7 +151,7 @@ fn check_chunked<K: ChunkKey + Ord + Copy>(
     reference::sort_pairs(&mut sorted);
     prop_assert!(sorted == reference, "{:?}: differs from the reference as a multiset", jt);
     let size =
-        sort_merge_join_size(s, &Keys::single(K::column(dl.view())), &Keys::single(K::column(dr.view())), jt, JoinOptions::default())
+        sort_merge_join_size(s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default())
             .unwrap();
     prop_assert_eq!(total, size, "{:?}: total vs join_size", jt);
     Ok(())
@@ -251,7 +255,7 @@ fn host_streaming_yields_the_same_rows() {
     let right: Vec<u32> = (0..2000).map(|_| rand::Rng::gen_range(&mut rng, 0..700)).collect();
     let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
     for jt in JoinType::ALL {
-        let src = EquiChunkSource::new(&s, &dl.view(), &dr.view(), jt).unwrap();
+        let src = EquiChunkSource::new(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();
         let want = expected_order(&left, &right, jt);
         for (budget, depth) in [(8 * 1000, 2), (8 * 333, 3), (40, 2), (1 << 30, 2)] {
             poison_pool(&s, 1 << 22);
@@ -260,7 +264,8 @@ fn host_streaming_yields_the_same_rows() {
         }
         // The convenience call agrees.
         let mut rows = 0u64;
-        join_chunks_to_host(&s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(4096), HostStreamOptions::default(), |c| {
+        let (kl, kr) = (Keys::single(dl.view()), Keys::single(dr.view()));
+        join_chunks_to_host(&s, &kl, &kr, jt, JoinOptions::default(), ChunkBudget::Bytes(4096), HostStreamOptions::default(), |c| {
             rows += c.rows();
             Ok(())
         })
@@ -285,14 +290,14 @@ fn larger_join_against_the_one_shot_join() {
     for jt in [JoinType::Inner, JoinType::Full] {
         let one_shot = sort_merge_join(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();
         let mut want = ordered_pairs(&one_shot);
-        let chunks = join_chunks(&s, &dl.view(), &dr.view(), jt, ChunkBudget::Bytes(budget)).unwrap();
+        let chunks = join_chunks(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default(), ChunkBudget::Bytes(budget)).unwrap();
         assert!(chunks.plan().chunks.len() > 2, "{jt:?}: the budget cuts the output");
         let mut got = Vec::new();
         for c in chunks {
             got.extend(ordered_pairs(&c.unwrap().data));
         }
         // Same multiset as the one-shot join; the host-streamed rows in the same order.
-        let src = EquiChunkSource::new(&s, &dl.view(), &dr.view(), jt).unwrap();
+        let src = EquiChunkSource::new(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();
         let streamed = host_pairs(&s, &src, budget, 2);
         assert!(streamed == got, "{jt:?}: streamed vs device chunks");
         reference::sort_pairs(&mut got);
@@ -300,7 +305,8 @@ fn larger_join_against_the_one_shot_join() {
         assert!(got == want, "{jt:?}: {} chunked rows vs {} one-shot rows", got.len(), want.len());
     }
     // The default budget (from free memory) takes this output in one chunk.
-    let chunks = join_chunks(&s, &dl.view(), &dr.view(), JoinType::Inner, ChunkBudget::default()).unwrap();
+    let chunks = join_chunks(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), JoinType::Inner, JoinOptions::default(), ChunkBudget::default())
+        .unwrap();
     assert_eq!(chunks.plan().chunks.len(), 1);
 }
 

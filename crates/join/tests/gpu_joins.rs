@@ -31,6 +31,7 @@ use std::sync::{Mutex, MutexGuard};
 use gpujoin_device::testing::{cases, pick, rows};
 
 use gpujoin_device::{DeviceBuffer, Error, Pod, Stream};
+use gpujoin_join::chunked::{join_chunks, ChunkBudget};
 use gpujoin_join::reference::{self, vectors};
 use gpujoin_join::{
     datagen, force_general_merge_path_for_tests, interleave_join, interleave_join_many, materialize, materialize_unchecked,
@@ -168,6 +169,9 @@ enum Algo {
     SortMerge,
     /// `interleave_join` (any keys).
     Interleave,
+    /// `chunked::join_chunks` (any keys), with a budget of about a third of the output, the
+    /// chunks' maps concatenated.
+    Chunked,
 }
 
 fn sorted_entry<K: SortedKey + Pod>(s: &Stream, a: &[K], b: &[K], jt: JoinType) -> gpujoin_device::Result<GatherMaps> {
@@ -199,7 +203,37 @@ fn gpu_join(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, op
                 interleave_join(s, &dl.keys(), &dr.keys(), jt, opts)
             }
         }
+        Algo::Chunked => panic!("chunked joins come as chunks: see chunked_pairs"),
     }
+}
+
+/// The canonical pairs of any algorithm's output (every chunk of a chunked join).
+fn gpu_pairs(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions) -> Vec<(RowId, RowId)> {
+    if algo == Algo::Chunked {
+        return chunked_pairs(s, l, r, jt, opts).unwrap();
+    }
+    let maps = gpu_join(s, algo, l, r, jt, opts).unwrap();
+    canonical_pairs(&maps, jt).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The canonical pairs of `join_chunks` with a budget of about a third of the output, after
+/// checking that the chunks' rows add up to the planned total.
+fn chunked_pairs(s: &Stream, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<Vec<(RowId, RowId)>> {
+    let rows = reference::join_size(l, r, jt, opts).unwrap();
+    let bytes_per_row = if jt.has_left_map() && jt.has_right_map() { 8 } else { 4 };
+    let budget = ChunkBudget::Bytes(bytes_per_row * (rows / 3).max(1));
+    let (dl, dr) = (DeviceKeys::upload(s, l)?, DeviceKeys::upload(s, r)?);
+    poison_for(s, l.rows() + r.rows());
+    let (mut left, mut right) = (Vec::new(), Vec::new());
+    let chunks = join_chunks(s, &dl.keys(), &dr.keys(), jt, opts, budget)?;
+    let total = chunks.total_rows();
+    for chunk in chunks {
+        let (cl, cr) = chunk?.data.to_host()?;
+        left.extend(cl);
+        right.extend(cr);
+    }
+    assert_eq!(total, left.len().max(right.len()) as u64, "{jt:?}: the chunks' rows add up to the planned total");
+    reference::try_pairs_from_maps(&left, &right, jt).map_err(|e| Error::invalid(format!("malformed chunk maps: {e}")))
 }
 
 fn describe(l: &HostKeys, r: &HostKeys) -> String {
@@ -214,7 +248,15 @@ fn describe(l: &HostKeys, r: &HostKeys) -> String {
 /// the documented output order.
 fn check_join(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
     let want = reference::join(l, r, jt, opts).unwrap();
-    let maps = gpu_join(s, algo, l, r, jt, opts).map_err(|e| fail(format!("{algo:?} {jt:?} {opts:?} {what}: error {e}{}", describe(l, r))))?;
+    let error = |e: Error| fail(format!("{algo:?} {jt:?} {opts:?} {what}: error {e}{}", describe(l, r)));
+    if algo == Algo::Chunked {
+        let got = chunked_pairs(s, l, r, jt, opts).map_err(error)?;
+        if got != want {
+            return Err(fail(format!("{algo:?} {jt:?} {opts:?} {what}: {}{}", diff(&got, &want), describe(l, r))));
+        }
+        return Ok(());
+    }
+    let maps = gpu_join(s, algo, l, r, jt, opts).map_err(error)?;
     let got = canonical_pairs(&maps, jt)?;
     if got != want {
         return Err(fail(format!("{algo:?} {jt:?} {opts:?} {what}: {}{}", diff(&got, &want), describe(l, r))));
@@ -665,7 +707,7 @@ fn composite_null_nan_keys_match_reference_under_every_option() {
         let types: Vec<KeyType> = specs.iter().map(|c| c.ty).collect();
         for opts in ALL_OPTIONS {
             for jt in JoinType::ALL {
-                for algo in [Algo::SortMerge, Algo::Interleave] {
+                for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
                     check_join(&s, algo, &l, &r, jt, opts, &format!("columns {types:?}"))?;
                 }
                 check_size(&s, &l, &r, jt, opts, &format!("columns {types:?}"))?;
@@ -701,9 +743,8 @@ fn float_zero_nan_infinity_rules() {
         for opts in ALL_OPTIONS {
             let want_inner = if opts.nan_equality == NanEquality::NanEqualsNan { &nan_equal } else { &nan_never };
             assert_eq!(&reference::join(l, r, JoinType::Inner, opts).unwrap(), want_inner);
-            for algo in [Algo::SortMerge, Algo::Interleave] {
-                let maps = gpu_join(&s, algo, l, r, JoinType::Inner, opts).unwrap();
-                assert_eq!(&canonical_pairs(&maps, JoinType::Inner).unwrap_or_else(|e| panic!("{e}")), want_inner, "{algo:?} {opts:?} {l:?}");
+            for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
+                assert_eq!(&gpu_pairs(&s, algo, l, r, JoinType::Inner, opts), want_inner, "{algo:?} {opts:?} {l:?}");
                 for jt in JoinType::ALL {
                     check_join(&s, algo, l, r, jt, opts, "float specials").unwrap_or_else(|e| panic!("{e}"));
                     check_join(&s, algo, r, l, jt, opts, "float specials, swapped").unwrap_or_else(|e| panic!("{e}"));
@@ -719,9 +760,8 @@ fn float_zero_nan_infinity_rules() {
     let r = HostKeys::new(vec![HostColumn::F32(vec![f32::from_bits(0x7FC0_0077), 0.0]), HostColumn::I32(vec![1, 5])]);
     for opts in ALL_OPTIONS {
         let want = if opts.nan_equality == NanEquality::NanEqualsNan { p(&[(0, 0), (2, 1)]) } else { p(&[(2, 1)]) };
-        for algo in [Algo::SortMerge, Algo::Interleave] {
-            let maps = gpu_join(&s, algo, &l, &r, JoinType::Inner, opts).unwrap();
-            assert_eq!(canonical_pairs(&maps, JoinType::Inner).unwrap_or_else(|e| panic!("{e}")), want, "{algo:?} {opts:?}");
+        for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
+            assert_eq!(gpu_pairs(&s, algo, &l, &r, JoinType::Inner, opts), want, "{algo:?} {opts:?}");
         }
     }
 }
@@ -745,9 +785,8 @@ fn null_key_rules_under_both_null_equalities() {
                 p(&[(0, 1), (3, 3)])
             };
             assert_eq!(reference::join(&l, &r, JoinType::Inner, opts).unwrap(), want);
-            for algo in [Algo::SortMerge, Algo::Interleave] {
-                let maps = gpu_join(&s, algo, &l, &r, JoinType::Inner, opts).unwrap();
-                assert_eq!(canonical_pairs(&maps, JoinType::Inner).unwrap_or_else(|e| panic!("{e}")), want, "{algo:?} {ty:?} {opts:?}");
+            for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
+                assert_eq!(gpu_pairs(&s, algo, &l, &r, JoinType::Inner, opts), want, "{algo:?} {ty:?} {opts:?}");
                 for jt in JoinType::ALL {
                     check_join(&s, algo, &l, &r, jt, opts, &format!("nulls {ty:?}")).unwrap_or_else(|e| panic!("{e}"));
                 }
@@ -764,9 +803,8 @@ fn null_key_rules_under_both_null_equalities() {
     };
     let r = HostKeys::new(vec![HostColumn::U32(vec![1, 1, 2]), HostColumn::I64(vec![5, 0, 6])]);
     for opts in ALL_OPTIONS {
-        for algo in [Algo::SortMerge, Algo::Interleave] {
-            let maps = gpu_join(&s, algo, &l, &r, JoinType::Left, opts).unwrap();
-            let got = canonical_pairs(&maps, JoinType::Left).unwrap_or_else(|e| panic!("{e}"));
+        for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
+            let got = gpu_pairs(&s, algo, &l, &r, JoinType::Left, opts);
             // Row 1 is (1, null): it matches nothing (the right side has no nulls) but stays.
             assert_eq!(got, sorted(vec![(id(0), id(0)), (id(1), RowId::NONE), (id(2), RowId::NONE)]), "{algo:?} {opts:?}");
         }
@@ -812,7 +850,7 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
             }
             for opts in ALL_OPTIONS {
                 for jt in JoinType::ALL {
-                    for algo in [Algo::SortMerge, Algo::Interleave] {
+                    for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
                         check_join(&s, algo, &l, &r, jt, opts, &format!("weak hash, columns {layout:?}"))?;
                     }
                     check_size(&s, &l, &r, jt, opts, &format!("weak hash, columns {layout:?}"))?;

@@ -1,0 +1,312 @@
+//! Device memory (issue 10), in one process as a user would meet it:
+//! - an allocation the pool cannot serve trims the pool and retries instead of failing while
+//!   memory is free (finding 1: a large allocation, freed, then a larger one of another size; the
+//!   2^31 + 5-row joins after a 2^32-row join);
+//! - an output that does not fit completes through chunks: 2^20 x 2^20 i64 keys with 5% NULLs
+//!   under `NullEqualsNull` (finding 2, about 2.75 billion rows), and a 2^33-row output delivered
+//!   to pinned host memory, both verified on the host chunk by chunk;
+//! - 1000 back-to-back joins of mixed algorithms leave device memory and the process's resident
+//!   memory flat.
+//!
+//! The tests of this file share the device's memory, so they hold [`MEMORY`] while they run.
+//! With `GPUJOIN_TEST_SIZE=small` (sanitizer runs) every size shrinks and the multi-GiB cases
+//! keep their shapes at a small fraction of their sizes.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use gpujoin_device::testing::{device_or_skip, reduced};
+use gpujoin_device::{Device, Error, Stream};
+use gpujoin_join::chunked::{join_chunks, join_chunks_to_host, ChunkBudget, HostStreamOptions};
+use gpujoin_join::{
+    hash_join, interleave_join, pack_validity, sort_merge_join, sort_merge_join_size, DeviceColumn, JoinOptions, JoinType, KeyColumn, Keys,
+    NullEquality, RowId,
+};
+
+static MEMORY: Mutex<()> = Mutex::new(());
+
+fn lock() -> MutexGuard<'static, ()> {
+    MEMORY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+fn setup(test: &str) -> Option<(Device, Stream, MutexGuard<'static, ()>)> {
+    let d = device_or_skip(test)?;
+    let guard = lock();
+    let s = d.new_stream().unwrap();
+    Some((d, s, guard))
+}
+
+/// A 64-bit mixer for order-independent checksums.
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    x ^ (x >> 33)
+}
+
+/// The checksum of one output pair: summed (wrapping) over a join's pairs, it factors per key
+/// into (sum of g over the key's left rows) * (sum of h over its right rows).
+fn pair_sum(l: u32, r: u32) -> u64 {
+    mix(l as u64).wrapping_mul(mix(r as u64 ^ 0x5555_5555_0000_0000) | 1)
+}
+
+/// Runs `f` over `n` items split across the host's cores and adds up the results.
+fn par_sum(n: usize, f: impl Fn(std::ops::Range<usize>) -> (u64, u64) + Sync) -> (u64, u64) {
+    let threads = std::thread::available_parallelism().map_or(4, |t| t.get()).min(16);
+    let per = n.div_ceil(threads).max(1);
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..threads).map(|t| t * per).filter(|&a| a < n).map(|a| sc.spawn({
+            let f = &f;
+            move || f(a..(a + per).min(n))
+        })).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).fold((0u64, 0u64), |(a, b), (c, d)| (a.wrapping_add(c), b.wrapping_add(d)))
+    })
+}
+
+#[test]
+fn allocations_trim_the_pool_instead_of_failing() {
+    let Some((d, s, _g)) = setup("allocations_trim_the_pool_instead_of_failing") else { return };
+    let before = d.release_threshold().unwrap();
+    assert!(before < u64::MAX, "the default release threshold keeps at most part of the memory");
+    let total = d.memory_info().unwrap().total;
+    // The old default kept every freed byte; with it, a larger allocation after a freed one failed.
+    d.set_release_threshold(u64::MAX).unwrap();
+    assert_eq!(d.release_threshold().unwrap(), u64::MAX);
+    let (first, second) = if reduced() { (total / 8, total / 6) } else { (total * 11 / 20, total * 13 / 20) };
+    let a = s.alloc::<u8>(first as usize).unwrap();
+    drop(a);
+    s.synchronize().unwrap();
+    assert!(d.pool_memory().unwrap().reserved >= first, "the freed allocation stays in the pool");
+    let b = s.alloc::<u8>(second as usize).unwrap_or_else(|e| panic!("a larger allocation after a freed one: {e}"));
+    drop(b);
+    let released = d.trim_memory().unwrap();
+    assert!(released >= second, "trim_memory released {released} bytes, want at least {second}");
+    let pool = d.pool_memory().unwrap();
+    assert!(pool.reserved <= pool.in_use + 64 * MIB, "after trimming the pool holds {pool:?}");
+    // A request the device cannot hold is OutOfMemory with every figure.
+    match s.alloc::<u8>(2 * total as usize) {
+        Err(Error::OutOfMemory { requested, free, reserved, in_use }) => {
+            assert_eq!(requested, 2 * total);
+            assert!(free <= total && reserved >= in_use, "free {free}, reserved {reserved}, in use {in_use}");
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("allocated twice the device"),
+    }
+    // Threshold 0: a synchronization returns freed memory to the device.
+    d.set_release_threshold(0).unwrap();
+    let c = s.alloc::<u8>(512 << 20).unwrap();
+    drop(c);
+    s.synchronize().unwrap();
+    let pool = d.pool_memory().unwrap();
+    assert!(pool.reserved < pool.in_use + (512 << 20), "threshold 0 kept {pool:?}");
+    d.set_release_threshold(before).unwrap();
+}
+
+/// `n` rows of `u32` keys `(i * step) % modulus`, generated on the host and uploaded.
+fn cyclic_keys(s: &Stream, n: usize, modulus: u64) -> gpujoin_device::DeviceBuffer<u32> {
+    let host: Vec<u32> = (0..n as u64).map(|i| (i % modulus) as u32).collect();
+    s.copy_from_host(&host).unwrap()
+}
+
+#[test]
+fn joins_after_a_four_billion_row_join_complete() {
+    let Some((d, s, _g)) = setup("joins_after_a_four_billion_row_join_complete") else { return };
+    // Finding 1: a 2^32-row join (all keys equal, 2^16 x 2^16), then join_size, sort-merge and
+    // interleave joins of a 2^31 + 5-row side against 1000 keys, in one process.
+    let (side, big) = if reduced() { (1usize << 10, (1usize << 21) + 5) } else { (1usize << 16, (1usize << 31) + 5) };
+    {
+        let (l, r) = (s.copy_from_host(&vec![9u32; side]).unwrap(), s.copy_from_host(&vec![9u32; side]).unwrap());
+        let maps = sort_merge_join(&s, &Keys::single(l.view()), &Keys::single(r.view()), JoinType::Inner, JoinOptions::default()).unwrap();
+        assert_eq!(maps.rows(), (side * side) as u64);
+        let last = maps.rows() as usize - 1;
+        let tail = (s.copy_to_host(&maps.left().unwrap().slice(last..)).unwrap(), s.copy_to_host(&maps.right().unwrap().slice(last..)).unwrap());
+        assert_eq!((tail.0[0].get(), tail.1[0].get()), (Some(side as u32 - 1), Some(side as u32 - 1)), "the last pair");
+    }
+    let live = d.pool_memory().unwrap().in_use;
+    // Left keys cycle over 0..2000: keys below 1000 match one right row each.
+    let left = cyclic_keys(&s, big, 2000);
+    let right: Vec<u32> = (0..1000).collect();
+    let right = s.copy_from_host(&right).unwrap();
+    let want: u64 = (0..1000u64).map(|k| (big as u64 - 1 - k) / 2000 + 1).sum();
+    let (kl, kr) = (Keys::single(left.view()), Keys::single(right.view()));
+    let opts = JoinOptions::default();
+    assert_eq!(sort_merge_join_size(&s, &kl, &kr, JoinType::Inner, opts).unwrap(), want, "join_size");
+    let t = std::time::Instant::now();
+    assert_eq!(sort_merge_join(&s, &kl, &kr, JoinType::Inner, opts).unwrap().rows(), want, "sort_merge_join");
+    let smj = t.elapsed();
+    let t = std::time::Instant::now();
+    assert_eq!(interleave_join(&s, &kl, &kr, JoinType::Inner, opts).unwrap().rows(), want, "interleave_join");
+    let ilj = t.elapsed();
+    assert_eq!(hash_join(&s, &kl, &kr, JoinType::Inner, opts).unwrap().rows(), want, "hash_join");
+    println!(
+        "{big} x 1000 after a {}-row join: {want} rows; sort_merge_join {:.0} ms, interleave_join {:.0} ms; {} MiB in use before",
+        side * side,
+        smj.as_secs_f64() * 1e3,
+        ilj.as_secs_f64() * 1e3,
+        live / MIB
+    );
+}
+
+/// `n` i64 keys in `0..domain` with about `null_pct`% NULLs (validity as Arrow words).
+fn nullable_i64(seed: u64, n: usize, domain: i64, null_pct: u64) -> (Vec<i64>, Vec<bool>) {
+    let keys = (0..n as u64).map(|i| (mix(seed ^ i) % domain as u64) as i64).collect();
+    let valid = (0..n as u64).map(|i| mix(seed.wrapping_mul(31) ^ i) % 100 >= null_pct).collect();
+    (keys, valid)
+}
+
+#[test]
+fn null_equal_null_join_larger_than_memory_completes_in_chunks() {
+    let Some((_d, s, _g)) = setup("null_equal_null_join_larger_than_memory_completes_in_chunks") else { return };
+    // Finding 2: 2^20 x 2^20 i64 keys, 5% NULL, NULL = NULL: about 2.75 billion rows (22 GB of
+    // maps), delivered to the host in chunks; count and checksum against the CPU, per key.
+    let n = if reduced() { 1usize << 12 } else { 1usize << 20 };
+    let (lk, lv) = nullable_i64(1, n, n as i64, 5);
+    let (rk, rv) = nullable_i64(2, n, n as i64, 5);
+    // The CPU side: per key (None = NULL), the count and the sum of g (left) or h (right).
+    let groups = |keys: &[i64], valid: &[bool], side_left: bool| {
+        let mut m: HashMap<Option<i64>, (u64, u64)> = HashMap::new();
+        for (i, (&k, &v)) in keys.iter().zip(valid).enumerate() {
+            let e = m.entry(v.then_some(k)).or_default();
+            e.0 += 1;
+            let g = if side_left { mix(i as u64) } else { mix(i as u64 ^ 0x5555_5555_0000_0000) | 1 };
+            e.1 = e.1.wrapping_add(g);
+        }
+        m
+    };
+    let (gl, gr) = (groups(&lk, &lv, true), groups(&rk, &rv, false));
+    let (mut want_rows, mut want_sum) = (0u64, 0u64);
+    for (k, (cl, sl)) in &gl {
+        if let Some((cr, sr)) = gr.get(k) {
+            want_rows += cl * cr;
+            want_sum = want_sum.wrapping_add(sl.wrapping_mul(*sr));
+        }
+    }
+    let (dlk, drk) = (s.copy_from_host(&lk).unwrap(), s.copy_from_host(&rk).unwrap());
+    let (dlv, drv) = (s.copy_from_host(&pack_validity(&lv)).unwrap(), s.copy_from_host(&pack_validity(&rv)).unwrap());
+    let kl = Keys::with_validity(vec![KeyColumn { values: DeviceColumn::I64(dlk.view()), validity: Some(dlv.view()) }]).unwrap();
+    let kr = Keys::with_validity(vec![KeyColumn { values: DeviceColumn::I64(drk.view()), validity: Some(drv.view()) }]).unwrap();
+    let opts = JoinOptions { null_equality: NullEquality::NullEqualsNull, ..JoinOptions::default() };
+    assert_eq!(sort_merge_join_size(&s, &kl, &kr, JoinType::Inner, opts).unwrap(), want_rows, "join_size");
+    let (mut rows, mut sum, mut chunks) = (0u64, 0u64, 0usize);
+    let t = std::time::Instant::now();
+    let budget = if reduced() { ChunkBudget::Bytes(8 * 100_000) } else { ChunkBudget::default() };
+    let stats = join_chunks_to_host(&s, &kl, &kr, JoinType::Inner, opts, budget, HostStreamOptions::default(), |c| {
+        let (l, r) = c.maps()?;
+        assert_eq!(l.len() as u64, c.rows());
+        let (n, x) = par_sum(l.len(), |range| {
+            let mut acc = 0u64;
+            for k in range.clone() {
+                acc = acc.wrapping_add(pair_sum(l[k].get().expect("inner rows"), r[k].get().expect("inner rows")));
+            }
+            (range.len() as u64, acc)
+        });
+        rows += n;
+        sum = sum.wrapping_add(x);
+        chunks += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!((rows, stats.rows), (want_rows, want_rows), "rows");
+    assert_eq!(sum, want_sum, "order-independent checksum");
+    println!(
+        "{n} x {n} i64, 5% NULL, NULL = NULL: {rows} rows in {chunks} chunks to the host in {:.2} s (copies {:.0}% overlapped)",
+        t.elapsed().as_secs_f64(),
+        100.0 * stats.overlap()
+    );
+    // Every chunk on the device within the default budget, too.
+    if !reduced() {
+        let it = join_chunks(&s, &kl, &kr, JoinType::Inner, opts, ChunkBudget::default()).unwrap();
+        assert!(it.plan().chunks.len() > 1, "22 GB of maps come in several chunks");
+        assert_eq!(it.total_rows(), want_rows);
+    }
+}
+
+#[test]
+fn eight_billion_rows_reach_the_host_in_chunks() {
+    let Some((_d, s, _g)) = setup("eight_billion_rows_reach_the_host_in_chunks") else { return };
+    // 2^16 x 2^17 rows of one key: 2^33 output rows (64 GiB of maps). In key order, then left
+    // row, then right row, output row i is (i >> 17, i & (2^17 - 1)): each chunk is checked
+    // row by row.
+    let (lb, rb) = if reduced() { (6u32, 8u32) } else { (16u32, 17u32) };
+    let (l, r) = (s.copy_from_host(&vec![7u32; 1 << lb]).unwrap(), s.copy_from_host(&vec![7u32; 1 << rb]).unwrap());
+    let (kl, kr) = (Keys::single(l.view()), Keys::single(r.view()));
+    let t = std::time::Instant::now();
+    let mut chunks = 0usize;
+    let budget = if reduced() { ChunkBudget::Bytes(8 * 1000) } else { ChunkBudget::Bytes(4 * GIB) };
+    let stats = join_chunks_to_host(&s, &kl, &kr, JoinType::Inner, JoinOptions::default(), budget, HostStreamOptions::default(), |c| {
+        let (lm, rm) = c.maps()?;
+        let start = c.output.start;
+        let (bad, _) = par_sum(lm.len(), |range| {
+            let mut bad = 0u64;
+            for k in range {
+                let i = start + k as u64;
+                let want = (RowId::new((i >> rb) as u32), RowId::new((i & ((1 << rb) - 1)) as u32));
+                bad += ((Some(lm[k]), Some(rm[k])) != want) as u64;
+            }
+            (bad, 0)
+        });
+        assert_eq!(bad, 0, "chunk {} (rows {:?}) has {bad} wrong rows", c.index, c.output);
+        chunks += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(stats.rows, 1u64 << (lb + rb));
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "2^{} rows to pinned host memory in {chunks} chunks: {secs:.2} s ({:.1} GB/s of maps, copies {:.0}% overlapped)",
+        lb + rb,
+        stats.rows as f64 * 8.0 / secs / 1e9,
+        100.0 * stats.overlap()
+    );
+}
+
+/// Resident set size of this process in bytes.
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()).unwrap_or(0) * 4096
+}
+
+#[test]
+fn a_thousand_joins_leave_memory_flat() {
+    let Some((d, s, _g)) = setup("a_thousand_joins_leave_memory_flat") else { return };
+    let (n, joins) = if reduced() { (1usize << 12, 60) } else { (1usize << 16, 1000) };
+    let left: Vec<u32> = (0..n as u64).map(|i| (mix(i) % (n as u64)) as u32).collect();
+    let right: Vec<u32> = (0..n as u64).map(|i| (mix(i + 77) % (n as u64 * 2)) as u32).collect();
+    let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
+    let (kl, kr) = (Keys::single(dl.view()), Keys::single(dr.view()));
+    let opts = JoinOptions::default();
+    let want = sort_merge_join(&s, &kl, &kr, JoinType::Inner, opts).unwrap().rows();
+    let used = || {
+        s.synchronize().unwrap();
+        let m = d.memory_info().unwrap();
+        (m.total - m.free, d.pool_memory().unwrap().in_use, rss())
+    };
+    let mut baseline = None;
+    for k in 0..joins {
+        let jt = JoinType::ALL[k % 8];
+        let rows = match k % 4 {
+            0 => sort_merge_join(&s, &kl, &kr, jt, opts).unwrap().rows(),
+            1 => interleave_join(&s, &kl, &kr, jt, opts).unwrap().rows(),
+            2 => hash_join(&s, &kl, &kr, jt, opts).unwrap().rows(),
+            _ => join_chunks(&s, &kl, &kr, jt, opts, ChunkBudget::Bytes(1 << 18)).unwrap().map(|c| c.unwrap().data.rows()).sum(),
+        };
+        if jt == JoinType::Inner {
+            assert_eq!(rows, want, "join {k}");
+        }
+        if k == 9 {
+            baseline = Some(used());
+        }
+    }
+    let (b_dev, b_pool, b_rss) = baseline.unwrap();
+    let (dev, pool, rss_now) = used();
+    println!("after 10 joins: device {} MiB, pool in use {} MiB, RSS {} MiB; after {joins}: {} / {} / {} MiB", b_dev / MIB, b_pool / MIB, b_rss / MIB, dev / MIB, pool / MIB, rss_now / MIB);
+    assert!(dev <= b_dev + 64 * MIB, "device memory grew from {b_dev} to {dev} bytes");
+    assert!(pool <= b_pool + 64 * MIB, "pool memory in use grew from {b_pool} to {pool} bytes");
+    assert!(rss_now <= b_rss + 64 * MIB, "resident memory grew from {b_rss} to {rss_now} bytes");
+}
