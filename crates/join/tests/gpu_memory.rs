@@ -306,7 +306,11 @@ fn a_thousand_joins_leave_memory_flat() {
     let (b_dev, b_pool, b_rss) = baseline.unwrap();
     let (dev, pool, rss_now) = used();
     println!("after 10 joins: device {} MiB, pool in use {} MiB, RSS {} MiB; after {joins}: {} / {} / {} MiB", b_dev / MIB, b_pool / MIB, b_rss / MIB, dev / MIB, pool / MIB, rss_now / MIB);
-    assert!(dev <= b_dev + 64 * MIB, "device memory grew from {b_dev} to {dev} bytes");
     assert!(pool <= b_pool + 64 * MIB, "pool memory in use grew from {b_pool} to {pool} bytes");
-    assert!(rss_now <= b_rss + 64 * MIB, "resident memory grew from {b_rss} to {rss_now} bytes");
+    // Reduced runs go under compute-sanitizer, several processes on the GPU at once and the
+    // tool's own bookkeeping in the process: device-wide and resident memory say nothing there.
+    if !reduced() {
+        assert!(dev <= b_dev + 64 * MIB, "device memory grew from {b_dev} to {dev} bytes");
+        assert!(rss_now <= b_rss + 64 * MIB, "resident memory grew from {b_rss} to {rss_now} bytes");
+    }
 }
