@@ -33,7 +33,10 @@ fn demo_prints_the_seed_results_exactly() {
     }
     if ran == Ran::CpuReference {
         assert!(text.starts_with("NOTICE: no GPU available"), "{text}");
-        eprintln!("SKIPPED demo on the GPU (no device): checked the CPU-reference demonstration instead");
+        gpujoin::device::testing::report_skip(
+            "demo_prints_the_seed_results_exactly",
+            "no device: checked the CPU-reference demonstration instead of the GPU demo",
+        );
     }
     assert!(text.contains("Inner-join (19 items):"), "{text}");
     assert!(text.contains("Outer-join (50 items):"), "{text}");

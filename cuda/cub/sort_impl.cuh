@@ -23,3 +23,16 @@
                 GJ_CALL(cub::DeviceRadixSort::SortKeys(temp, *temp_bytes, keys_in, keys_out, n,   \
                                                        begin_bit, end_bit, GJ_STREAM(stream))))    \
   }
+
+// SortPairs over cub::DoubleBuffer: the inputs are one of two ping-pong buffers, so the only
+// temporary storage is CUB's small bookkeeping; *selector (0 or 1) says which of the two holds the
+// sorted keys and values afterwards.
+#define GJ_DEF_SORT_PAIRS_DB(KN, K, VN, V)                                                              \
+  extern "C" int gj_cub_sort_pairs_db_##KN##_##VN(void *temp, size_t *temp_bytes, K *keys, K *keys_alt, \
+                                                   V *values, V *values_alt, int64_t n, int begin_bit,  \
+                                                   int end_bit, int *selector, gj_stream_t stream) {    \
+    GJ_NOEXCEPT(cub::DoubleBuffer<K> k(keys, keys_alt); cub::DoubleBuffer<V> v(values, values_alt);     \
+                cudaError_t e = cub::DeviceRadixSort::SortPairs(temp, *temp_bytes, k, v, n, begin_bit,  \
+                                                                end_bit, GJ_STREAM(stream));            \
+                *selector = k.selector; GJ_CALL(e))                                                     \
+  }

@@ -50,6 +50,16 @@ GJ_DECL_SORT_PAIRS_ALL_VALUES(i64, int64_t)
 GJ_DECL_SORT_PAIRS_ALL_VALUES(f32, float)
 GJ_DECL_SORT_PAIRS_ALL_VALUES(f64, double)
 
+/* ---- DeviceRadixSort::SortPairs (ascending) over a cub::DoubleBuffer: keys/values and their
+ * alternates are the ping-pong buffers (both overwritten); *selector = 0 when the result is in
+ * keys/values, 1 when in keys_alt/values_alt. Temporary storage is a few KiB. ---- */
+int gj_cub_sort_pairs_db_u32_u32(void *temp, size_t *temp_bytes, uint32_t *keys, uint32_t *keys_alt,
+                                 uint32_t *values, uint32_t *values_alt, int64_t n, int begin_bit,
+                                 int end_bit, int *selector, gj_stream_t stream);
+int gj_cub_sort_pairs_db_u64_u32(void *temp, size_t *temp_bytes, uint64_t *keys, uint64_t *keys_alt,
+                                 uint32_t *values, uint32_t *values_alt, int64_t n, int begin_bit,
+                                 int end_bit, int *selector, gj_stream_t stream);
+
 /* ---- DeviceRadixSort::SortKeys / SortKeysDescending. ---- */
 #define GJ_DECL_SORT_KEYS(KN, K)                                                                 \
   int gj_cub_sort_keys_##KN(void *temp, size_t *temp_bytes, const K *keys_in, K *keys_out, int64_t n, \

@@ -203,6 +203,36 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_cub_sort_pairs_db_u32_u32(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        keys: *mut u32,
+        keys_alt: *mut u32,
+        values: *mut u32,
+        values_alt: *mut u32,
+        n: i64,
+        begin_bit: ::std::os::raw::c_int,
+        end_bit: ::std::os::raw::c_int,
+        selector: *mut ::std::os::raw::c_int,
+        stream: gj_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_cub_sort_pairs_db_u64_u32(
+        temp: *mut ::std::os::raw::c_void,
+        temp_bytes: *mut usize,
+        keys: *mut u64,
+        keys_alt: *mut u64,
+        values: *mut u32,
+        values_alt: *mut u32,
+        n: i64,
+        begin_bit: ::std::os::raw::c_int,
+        end_bit: ::std::os::raw::c_int,
+        selector: *mut ::std::os::raw::c_int,
+        stream: gj_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_cub_sort_keys_u32(
         temp: *mut ::std::os::raw::c_void,
         temp_bytes: *mut usize,

@@ -44,9 +44,10 @@ pub(crate) fn matched_flags(stream: &Stream, rows: &DeviceView<'_, u32>, n: usiz
     Ok(f)
 }
 
-/// True when some row of the relation can match nothing (null or NaN keys under the options).
-pub(crate) fn any_never_match(stream: &Stream, img: &KeyImages) -> Result<bool> {
-    let f = img.never_match.view();
+/// True when some row of the relation can match nothing (null or NaN keys under the options):
+/// some of its "never matches" flags ([`KeyImages::never_match`]) is set.
+pub(crate) fn any_never_match(stream: &Stream, never_match: &DeviceView<'_, u8>) -> Result<bool> {
+    let f = *never_match;
     let words = f.len() / 4;
     // Sum the flags four at a time as u32 words (a non-zero byte makes a non-zero word), then
     // look at the last few bytes on the host.

@@ -476,7 +476,7 @@ fn prepare<'a>(stream: &Stream, left: &Keys<'a>, right: &Keys<'a>, opts: JoinOpt
     }
     let plan = KeyPlan::new(left, right, opts, 64);
     let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
-    let filtered = any_never_match(stream, &il)? || any_never_match(stream, &ir)?;
+    let filtered = any_never_match(stream, &il.never_match.view())? || any_never_match(stream, &ir.never_match.view())?;
     let rows = |img: &KeyImages| -> Result<RowLists> {
         if !filtered {
             return Ok((None, None));

@@ -12,9 +12,9 @@
 //! when keys are hashed or some keys are null/NaN under "never equal", after the matches in row
 //! order.
 
-use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
+use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
-use gpujoin_primitives::{exclusive_sum, gather, run_length_encode, select_flagged, sort_pairs, SortOrder, RLE_MAX_ITEMS};
+use gpujoin_primitives::{exclusive_sum, gather, run_length_encode, select_flagged, sort_pairs_owned, RLE_MAX_ITEMS};
 
 use crate::common::{any_never_match, from_inner_pairs, iota, kind, map_rows, offsets_u64, rows_where, verify, verify_flags};
 use crate::ffi;
@@ -32,25 +32,24 @@ struct Runs {
     ids: DeviceBuffer<u32>,
 }
 
-/// Steps 1-4: concatenate with table ids, stable sort, run-length encode, exclusive sum.
-fn sorted_runs(stream: &Stream, keys: &[DeviceView<'_, u64>], key_bits: u32, tbits: u32) -> Result<Runs> {
+/// Steps 1-4: concatenate with table ids, stable sort, run-length encode, exclusive sum. Takes
+/// the tables' derived keys and frees each once it is in the concatenation.
+fn sorted_runs(stream: &Stream, keys: Vec<DeviceBuffer<u64>>, key_bits: u32, tbits: u32) -> Result<Runs> {
     let n: usize = keys.iter().map(|k| k.len()).sum();
     if n as u64 > RLE_MAX_ITEMS {
         return Err(Error::too_large("interleave join rows of all tables together (run-length encoding uses 32-bit positions)", n as u64, RLE_MAX_ITEMS));
     }
     let mut derived = stream.alloc::<u64>(n)?;
     let mut at = 0usize;
-    for (t, k) in keys.iter().enumerate() {
+    for (t, k) in keys.into_iter().enumerate() {
         let d = derived.slice_mut(at..at + k.len()).as_mut_ptr();
         // SAFETY: k.len() rows into their slot of the concatenation.
-        launch(stream, "interleave derive", || unsafe { ffi::gj_j_interleave_derive(k.as_ptr(), k.len() as i64, tbits as i32, t as u64, d, stream.raw()) })?;
+        let kp = k.view().as_ptr();
+        launch(stream, "interleave derive", || unsafe { ffi::gj_j_interleave_derive(kp, k.len() as i64, tbits as i32, t as u64, d, stream.raw()) })?;
         at += k.len();
     }
     let ids_in = iota(stream, n)?;
-    let mut sorted = stream.alloc::<u64>(n)?;
-    let mut ids = stream.alloc::<u32>(n)?;
-    sort_pairs(stream, &derived.view(), &ids_in.view(), &mut sorted.view_mut(), &mut ids.view_mut(), SortOrder::Ascending, Some(0..(key_bits + tbits).min(64)))?;
-    drop((derived, ids_in));
+    let (sorted, ids) = sort_pairs_owned(stream, derived, ids_in, Some(0..(key_bits + tbits).min(64)))?;
     let r = run_length_encode(stream, &sorted.view())?;
     let mut start = stream.alloc::<u32>(r.len())?;
     exclusive_sum(stream, &r.counts.view(), &mut start.view_mut())?;
@@ -98,13 +97,20 @@ pub fn interleave_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
     left.check_comparable(right)?;
     let mut ph = Phases::new(stream, "interleave_join");
     let plan = KeyPlan::new(left, right, opts, 63);
-    let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
+    let (mut il, mut ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
     ph.mark("key images");
     let (nl, nr) = (left.rows(), right.rows());
-    let filtered = any_never_match(stream, &il)? || any_never_match(stream, &ir)?;
+    let filtered = any_never_match(stream, &il.never_match.view())? || any_never_match(stream, &ir.never_match.view())?;
     ph.mark("null/NaN check");
+    if plan.exact {
+        // No verification: the column images (8 bytes a row and key column) go before the sort.
+        il.columns.clear();
+        ir.columns.clear();
+    }
     if plan.exact && !filtered {
-        let runs = sorted_runs(stream, &[il.derived.view(), ir.derived.view()], plan.bits, 1)?;
+        let (dl, dr) = (il.derived, ir.derived);
+        drop((il.flags, il.never_match, ir.flags, ir.never_match));
+        let runs = sorted_runs(stream, vec![dl, dr], plan.bits, 1)?;
         ph.mark("concat+sort+rle+scan");
         let (a, b) = expand_two(stream, &runs, nl, join_type)?;
         ph.mark("counts+expand");
@@ -117,11 +123,13 @@ pub fn interleave_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
         let (rl, rr) = (rows_where(stream, &il.never_match.view(), false, None)?, rows_where(stream, &ir.never_match.view(), false, None)?);
         let kl = gather(stream, &il.derived.view(), &rl.view(), 0)?;
         let kr = gather(stream, &ir.derived.view(), &rr.view(), 0)?;
-        let runs = sorted_runs(stream, &[kl.view(), kr.view()], bits, 1)?;
+        let runs = sorted_runs(stream, vec![kl, kr], bits, 1)?;
         let (a, b) = expand_two(stream, &runs, rl.len(), JoinType::Inner)?;
         (map_rows(stream, &a.view(), &rl.view())?, map_rows(stream, &b.view(), &rr.view())?)
     } else {
-        let runs = sorted_runs(stream, &[il.derived.view(), ir.derived.view()], bits, 1)?;
+        // The hashes go into the concatenation; the images stay for the verification.
+        let (dl, dr) = (std::mem::replace(&mut il.derived, stream.alloc(0)?), std::mem::replace(&mut ir.derived, stream.alloc(0)?));
+        let runs = sorted_runs(stream, vec![dl, dr], bits, 1)?;
         ph.mark("concat+sort+rle+scan");
         expand_two(stream, &runs, nl, JoinType::Inner)?
     };
@@ -147,8 +155,8 @@ pub fn interleave_join_many(stream: &Stream, tables: &[Keys<'_>], opts: JoinOpti
     let imgs = tables.iter().map(|t| images(stream, t, plan)).collect::<Result<Vec<KeyImages>>>()?;
     let rows = imgs.iter().map(|i| rows_where(stream, &i.never_match.view(), false, None)).collect::<Result<Vec<_>>>()?;
     let keys = imgs.iter().zip(&rows).map(|(i, r)| gather(stream, &i.derived.view(), &r.view(), 0)).collect::<Result<Vec<_>>>()?;
-    let views: Vec<_> = keys.iter().map(|k| k.view()).collect();
-    let r = sorted_runs(stream, &views, if plan.exact { plan.bits } else { 64 - tbits }, tbits)?;
+    let lens: Vec<usize> = keys.iter().map(|k| k.len()).collect();
+    let r = sorted_runs(stream, keys, if plan.exact { plan.bits } else { 64 - tbits }, tbits)?;
     let g = r.runs.len();
     let mut counts = stream.alloc::<u64>(g)?;
     let c = counts.view_mut().as_mut_ptr();
@@ -159,9 +167,9 @@ pub fn interleave_join_many(stream: &Stream, tables: &[Keys<'_>], opts: JoinOpti
     let total_usize = usize::try_from(total).map_err(|_| Error::too_large("join output rows", total, usize::MAX as u64))?;
     let mut bases = Vec::with_capacity(tables.len());
     let mut acc = 0u32;
-    for k in &keys {
+    for len in &lens {
         bases.push(acc);
-        acc += k.len() as u32;
+        acc += *len as u32;
     }
     let dbases = stream.copy_from_host(&bases)?;
     let mut out = stream.alloc::<u32>(total_usize * tables.len())?;

@@ -317,8 +317,8 @@ pub(crate) fn images(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<
 /// dense rank of each row's full key among the rows `left_rows` of `left` and `right_rows` of
 /// `right`, so that two rows get the same rank exactly when their keys are equal.
 ///
-/// The ranks of the left rows come first, then those of the right rows, one `u32` each; the
-/// second value is the bits the ranks need. The steps: the rows' images (and null bits) side by
+/// Returns the ranks of the left rows, those of the right rows (one `u32` each) and the bits
+/// the ranks need. The steps: the rows' images (and null bits) side by
 /// side, a stable radix sort of row ids by each image column and then by the null bits (least
 /// significant first, so equal keys end up adjacent), a head flag where a key differs from the
 /// one before, an inclusive scan of the heads (the rank), and a scatter back to the rows.
@@ -331,17 +331,17 @@ pub(crate) fn dense_ranks(
     left_rows: &DeviceView<'_, u32>,
     right: &KeyImages,
     right_rows: &DeviceView<'_, u32>,
-) -> Result<(DeviceBuffer<u32>, u32)> {
+) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>, u32)> {
     use gpujoin_primitives::{gather, gather_into, inclusive_sum, iota_u32, scatter, sort_pairs, SortOrder};
     let (a, b) = (left_rows.len(), right_rows.len());
     let n = a + b;
     if n as u64 >= u32::MAX as u64 {
         return Err(Error::too_large("rows of both sides whose composite keys are ranked", n as u64, u32::MAX as u64 - 1));
     }
-    let mut ranks = stream.alloc::<u32>(n)?;
     if n == 0 {
-        return Ok((ranks, 1));
+        return Ok((stream.alloc::<u32>(0)?, stream.alloc::<u32>(0)?, 1));
     }
+    let mut ranks = stream.alloc::<u32>(n)?;
     // The images and null bits of the rows, left rows first.
     let ncols = left.columns.len();
     let mut images = Vec::with_capacity(ncols);
@@ -389,5 +389,8 @@ pub(crate) fn dense_ranks(
     drop(heads);
     scatter(stream, &sorted_ranks.view(), &ids.view(), &mut ranks.view_mut())?;
     let bits = (u32::BITS - ((n - 1) as u32).leading_zeros()).max(1);
-    Ok((ranks, bits))
+    let mut right_ranks = stream.alloc::<u32>(b)?;
+    stream.copy_device_to_device(&ranks.slice(a..), &mut right_ranks.view_mut())?;
+    ranks.truncate(a);
+    Ok((ranks, right_ranks, bits))
 }

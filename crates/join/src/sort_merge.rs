@@ -19,7 +19,7 @@
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
-use gpujoin_primitives::{count_offsets, gather, inclusive_sum, merge_path_partitions, sort_pairs, sorted_search, Bound, SearchKey, SearchOutputs, SortOrder};
+use gpujoin_primitives::{count_offsets, gather, inclusive_sum, merge_path_partitions, sort_pairs_owned, sorted_search, Bound, SearchKey, SearchOutputs, SortPairsOwned};
 
 use crate::common::{any_never_match, from_inner_pairs, iota, narrow, rows_where, verify};
 use crate::ffi;
@@ -218,26 +218,19 @@ fn merge_fused<K: SortedKey>(
     Ok(Some(GatherMaps::new(join_type, out_a, out_b)))
 }
 
-/// Sorts `keys` (with row ids `rows`, or `0..n`) on their low `bits` bits.
-pub(crate) fn sort_with_rows<K: gpujoin_primitives::SortPairsWith<u32>>(
+/// Sorts `keys` with row ids `rows` (or `0..n`) on their low `bits` bits, in the keys' and
+/// rows' own buffers plus one more pair ([`sort_pairs_owned`]).
+pub(crate) fn sort_with_rows<K: SortPairsOwned>(
     stream: &Stream,
-    keys: &DeviceView<'_, K>,
-    rows: Option<&DeviceView<'_, u32>>,
+    keys: DeviceBuffer<K>,
+    rows: Option<DeviceBuffer<u32>>,
     bits: u32,
 ) -> Result<(DeviceBuffer<K>, DeviceBuffer<u32>)> {
-    let n = keys.len();
-    let ids;
     let rows = match rows {
-        Some(r) => *r,
-        None => {
-            ids = iota(stream, n)?;
-            ids.view()
-        }
+        Some(r) => r,
+        None => iota(stream, keys.len())?,
     };
-    let mut sk = stream.alloc::<K>(n)?;
-    let mut sr = stream.alloc::<u32>(n)?;
-    sort_pairs(stream, keys, &rows, &mut sk.view_mut(), &mut sr.view_mut(), SortOrder::Ascending, Some(0..bits.clamp(1, K::BITS)))?;
-    Ok((sk, sr))
+    sort_pairs_owned(stream, keys, rows, Some(0..bits.clamp(1, K::BITS)))
 }
 
 /// The derived keys of the rows that can match (all rows when `rows` is `None`), sorted, with
@@ -248,18 +241,57 @@ enum SortedSide {
     Wide(DeviceBuffer<u64>, DeviceBuffer<u32>),
 }
 
-fn sorted_side(stream: &Stream, img: &crate::keys::KeyImages, rows: Option<&DeviceBuffer<u32>>, plan: KeyPlan) -> Result<SortedSide> {
-    let gathered = rows.map(|r| gather(stream, &img.derived.view(), &r.view(), 0)).transpose()?;
-    let keys = gathered.as_ref().map_or(img.derived.view(), |k| k.view());
-    let rows = rows.map(|r| r.view());
-    if plan.bits <= 32 || !plan.exact {
-        let k32 = narrow(stream, &keys)?;
-        let (k, r) = sort_with_rows(stream, &k32.view(), rows.as_ref(), plan.bits.min(32))?;
+impl SortedSide {
+    /// Rows sorted.
+    fn len(&self) -> usize {
+        match self {
+            SortedSide::Narrow(k, _) | SortedSide::Wide(_, k) => k.len(),
+        }
+    }
+}
+
+/// Sorts derived keys (owned) with their rows; narrowed to 32 bits first when `narrow_keys`.
+fn sort_side(stream: &Stream, keys: DeviceBuffer<u64>, rows: Option<DeviceBuffer<u32>>, bits: u32, narrow_keys: bool) -> Result<SortedSide> {
+    if narrow_keys {
+        let k32 = narrow(stream, &keys.view())?;
+        drop(keys);
+        let (k, r) = sort_with_rows(stream, k32, rows, bits.min(32))?;
         Ok(SortedSide::Narrow(k, r))
     } else {
-        let (k, r) = sort_with_rows(stream, &keys, rows.as_ref(), plan.bits)?;
+        let (k, r) = sort_with_rows(stream, keys, rows, bits)?;
         Ok(SortedSide::Wide(k, r))
     }
+}
+
+/// The hashed keys of one side's rows that can match, sorted (the images stay for verification).
+fn sorted_side(stream: &Stream, img: &crate::keys::KeyImages, rows: Option<DeviceBuffer<u32>>, plan: KeyPlan) -> Result<SortedSide> {
+    let keys = match &rows {
+        Some(r) => gather(stream, &img.derived.view(), &r.view(), 0)?,
+        None => {
+            let mut k = stream.alloc::<u64>(img.derived.len())?;
+            stream.copy_device_to_device(&img.derived.view(), &mut k.view_mut())?;
+            k
+        }
+    };
+    sort_side(stream, keys, rows, plan.bits, plan.bits <= 32 || !plan.exact)
+}
+
+/// One side of a join on exact derived keys, sorted with its row ids; only the sorted keys and
+/// rows stay on the device (the key images go before the sort, which is where the peak is).
+/// Also returns the rows that can match nothing (a NULL or NaN key under "never equal").
+fn exact_side(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<(SortedSide, usize)> {
+    debug_assert!(plan.exact);
+    let crate::keys::KeyImages { columns, flags, derived, never_match } = images(stream, keys, plan)?;
+    drop((columns, flags));
+    let rows = if any_never_match(stream, &never_match.view())? { Some(rows_where(stream, &never_match.view(), false, None)?) } else { None };
+    drop(never_match);
+    let derived = match &rows {
+        Some(r) => gather(stream, &derived.view(), &r.view(), 0)?,
+        None => derived,
+    };
+    let sorted = sort_side(stream, derived, rows, plan.bits, plan.bits <= 32)?;
+    let never = keys.rows() - sorted.len();
+    Ok((sorted, never))
 }
 
 fn merge_sides(stream: &Stream, l: &SortedSide, r: &SortedSide, join_type: JoinType) -> Result<GatherMaps> {
@@ -279,34 +311,37 @@ pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
     left.check_comparable(right)?;
     let mut ph = Phases::new(stream, "sort_merge_join");
     let plan = KeyPlan::new(left, right, opts, 64);
-    let (mut il, mut ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
-    ph.mark("key images");
     let (nl, nr) = (left.rows(), right.rows());
-    let filtered = any_never_match(stream, &il)? || any_never_match(stream, &ir)?;
-    ph.mark("null/NaN check");
     if plan.exact {
-        // Exact derived keys need no verification: the column images (8 bytes a row and key
-        // column) go before the sort, which is where the peak is.
-        il.columns.clear();
-        ir.columns.clear();
+        let (sl, never_l) = exact_side(stream, left, plan)?;
+        let (sr, never_r) = exact_side(stream, right, plan)?;
+        ph.mark("key images + sort both sides");
+        if never_l == 0 && never_r == 0 {
+            let m = merge_sides(stream, &sl, &sr, join_type);
+            ph.mark("merge");
+            return m;
+        }
+        let (a, b) = merge_sides(stream, &sl, &sr, JoinType::Inner)?.into_raw();
+        drop((sl, sr));
+        ph.mark("merge");
+        return from_inner_pairs(stream, a, b, nl, nr, join_type);
     }
-    // Rows that can match at all.
+    // Hashed keys: candidates on the hashes, verified against the images.
+    let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
+    ph.mark("key images");
+    let filtered = any_never_match(stream, &il.never_match.view())? || any_never_match(stream, &ir.never_match.view())?;
     let (rl, rr) = if filtered {
         (Some(rows_where(stream, &il.never_match.view(), false, None)?), Some(rows_where(stream, &ir.never_match.view(), false, None)?))
     } else {
         (None, None)
     };
-    let sl = sorted_side(stream, &il, rl.as_ref(), plan)?;
-    let sr = sorted_side(stream, &ir, rr.as_ref(), plan)?;
+    let sl = sorted_side(stream, &il, rl, plan)?;
+    let sr = sorted_side(stream, &ir, rr, plan)?;
     ph.mark("sort both sides");
-    if plan.exact && !filtered {
-        let m = merge_sides(stream, &sl, &sr, join_type);
-        ph.mark("merge");
-        return m;
-    }
     let (a, b) = merge_sides(stream, &sl, &sr, JoinType::Inner)?.into_raw();
+    drop((sl, sr));
     ph.mark("merge");
-    let (a, b) = if plan.exact { (a, b) } else { verify(stream, &a.view(), &b.view(), &il, &ir)? };
+    let (a, b) = verify(stream, &a.view(), &b.view(), &il, &ir)?;
     ph.mark("verify");
     from_inner_pairs(stream, a, b, nl, nr, join_type)
 }
@@ -322,37 +357,50 @@ pub fn sort_merge_join_size(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, 
     if !plan.exact {
         return Ok(sort_merge_join(stream, left, right, join_type, opts)?.rows());
     }
-    let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
-    let (rl, rr) = (rows_where(stream, &il.never_match.view(), false, None)?, rows_where(stream, &ir.never_match.view(), false, None)?);
-    let kl = gather(stream, &il.derived.view(), &rl.view(), 0)?;
-    let kr = gather(stream, &ir.derived.view(), &rr.view(), 0)?;
-    let (skl, _) = sort_with_rows(stream, &kl.view(), Some(&rl.view()), plan.bits)?;
-    let (skr, _) = sort_with_rows(stream, &kr.view(), Some(&rr.view()), plan.bits)?;
-    drop((kl, kr));
-    let (never_l, never_r) = ((left.rows() - rl.len()) as u64, (right.rows() - rr.len()) as u64);
+    let (sl, never_l) = exact_side(stream, left, plan)?;
+    let (sr, never_r) = exact_side(stream, right, plan)?;
+    let c = match (&sl, &sr) {
+        (SortedSide::Narrow(a, _), SortedSide::Narrow(b, _)) => count_sorted(stream, &a.view(), &b.view(), join_type)?,
+        (SortedSide::Wide(a, _), SortedSide::Wide(b, _)) => count_sorted(stream, &a.view(), &b.view(), join_type)?,
+        _ => return Err(Error::invalid("internal: sides sorted with different key widths")),
+    };
+    let (a_un, b_un) = (sl.len() as u64 - c.a_matched + never_l as u64, sr.len() as u64 - c.b_matched + never_r as u64);
+    Ok(match join_type {
+        JoinType::Inner => c.inner,
+        JoinType::Left => c.inner + a_un,
+        JoinType::Right => c.inner + b_un,
+        JoinType::Full => c.inner + a_un + b_un,
+        JoinType::LeftSemi => c.a_matched,
+        JoinType::LeftAnti => a_un,
+        JoinType::RightSemi => c.b_matched,
+        JoinType::RightAnti => b_un,
+    })
+}
+
+/// Counts of a join of sorted keys: inner pairs (when the join type has them) and the rows of
+/// each side with a match.
+struct SortedCounts {
+    inner: u64,
+    a_matched: u64,
+    b_matched: u64,
+}
+
+fn count_sorted<K: SearchKey>(stream: &Stream, a: &DeviceView<'_, K>, b: &DeviceView<'_, K>, join_type: JoinType) -> Result<SortedCounts> {
     let all = SearchOutputs { a_index: true, a_match: true, b_match: true };
-    let lower = sorted_search(stream, &skl.view(), &skr.view(), Bound::Lower, all)?;
+    let lower = sorted_search(stream, a, b, Bound::Lower, all)?;
     let a_matched = rows_where(stream, &lower.a_match.unwrap().view(), true, None)?.len() as u64;
     let b_matched = rows_where(stream, &lower.b_match.unwrap().view(), true, None)?.len() as u64;
-    let (a_un, b_un) = (skl.len() as u64 - a_matched + never_l, skr.len() as u64 - b_matched + never_r);
-    let inner = || -> Result<u64> {
-        let ub = sorted_search(stream, &skl.view(), &skr.view(), Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
-        let n = skl.len();
+    let inner = if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
+        let ub = sorted_search(stream, a, b, Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
+        let n = a.len();
         let mut counts = stream.alloc::<u32>(n)?;
         let c = counts.view_mut().as_mut_ptr();
         let lb = lower.a_index.as_ref().unwrap();
         // SAFETY: n entries each.
         launch(stream, "merge counts", || unsafe { ffi::gj_j_merge_counts(lb.view().as_ptr(), ub.view().as_ptr(), n as i64, 0, c, stream.raw()) })?;
-        Ok(count_offsets(stream, &counts.view())?.1)
+        count_offsets(stream, &counts.view())?.1
+    } else {
+        0
     };
-    Ok(match join_type {
-        JoinType::Inner => inner()?,
-        JoinType::Left => inner()? + a_un,
-        JoinType::Right => inner()? + b_un,
-        JoinType::Full => inner()? + a_un + b_un,
-        JoinType::LeftSemi => a_matched,
-        JoinType::LeftAnti => a_un,
-        JoinType::RightSemi => b_matched,
-        JoinType::RightAnti => b_un,
-    })
+    Ok(SortedCounts { inner, a_matched, b_matched })
 }

@@ -156,3 +156,71 @@ pub fn sort_keys_new<K: RadixKey>(stream: &Stream, keys: &DeviceView<'_, K>, ord
     sort_keys(stream, keys, &mut k.view_mut(), order, None)?;
     Ok(k)
 }
+
+type SortPairsOwnedFn<K> = unsafe extern "C" fn(
+    *mut std::ffi::c_void,
+    *mut usize,
+    *mut K,
+    *mut K,
+    *mut u32,
+    *mut u32,
+    i64,
+    i32,
+    i32,
+    *mut i32,
+    sys::gj_stream_t,
+) -> i32;
+
+/// Keys [`sort_pairs_owned`] sorts with `u32` values: `u32` and `u64`.
+pub trait SortPairsOwned: RadixKey {
+    #[doc(hidden)]
+    const SORT_PAIRS_DB: SortPairsOwnedFn<Self>;
+}
+impl SortPairsOwned for u32 {
+    const SORT_PAIRS_DB: SortPairsOwnedFn<u32> = sys::gj_cub_sort_pairs_db_u32_u32;
+}
+impl SortPairsOwned for u64 {
+    const SORT_PAIRS_DB: SortPairsOwnedFn<u64> = sys::gj_cub_sort_pairs_db_u64_u32;
+}
+
+/// Sorts `(keys, values)` ascending by key (stable), taking the buffers: they and one more pair
+/// of the same size are CUB's ping-pong buffers, so the sort needs `n * (K + 4)` bytes beside
+/// its inputs instead of the `2 * n * (K + 4)` of [`sort_pairs`] (an output pair plus CUB's
+/// temporary copy). Returns the sorted pair; the other is freed.
+///
+/// ```no_run
+/// # use gpujoin_primitives::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let keys = s.copy_from_host(&[3u64, 1, 2])?;
+/// let rows = s.copy_from_host(&[0u32, 1, 2])?;
+/// let (k, r) = sort_pairs_owned(s, keys, rows, None)?;
+/// assert_eq!((k.to_vec()?, r.to_vec()?), (vec![1, 2, 3], vec![1, 2, 0]));
+/// # Ok(()) }
+/// ```
+pub fn sort_pairs_owned<K: SortPairsOwned>(
+    stream: &Stream,
+    mut keys: DeviceBuffer<K>,
+    mut values: DeviceBuffer<u32>,
+    bits: Option<Range<u32>>,
+) -> Result<(DeviceBuffer<K>, DeviceBuffer<u32>)> {
+    let n = keys.len();
+    check_same_len("keys", n, "values", values.len())?;
+    let (b0, b1) = bit_range::<K>(bits)?;
+    if n <= 1 {
+        return Ok((keys, values));
+    }
+    let mut keys_alt = stream.alloc::<K>(n)?;
+    let mut values_alt = stream.alloc::<u32>(n)?;
+    let mut selector = 0i32;
+    {
+        let (k, ka) = (keys.view_mut().as_mut_ptr(), keys_alt.view_mut().as_mut_ptr());
+        let (v, va) = (values.view_mut().as_mut_ptr(), values_alt.view_mut().as_mut_ptr());
+        let sel = &mut selector as *mut i32;
+        // SAFETY: four live device ranges of n items, owned here for the call; CUB writes the
+        // selector on the host.
+        with_temp(stream, "cub::DeviceRadixSort::SortPairs (DoubleBuffer)", |t, tb| unsafe {
+            K::SORT_PAIRS_DB(t, tb, k, ka, v, va, n as i64, b0, b1, sel, stream.raw())
+        })?;
+    }
+    Ok(if selector == 0 { (keys, values) } else { (keys_alt, values_alt) })
+}

@@ -28,7 +28,7 @@ use std::ops::Range;
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
-use gpujoin_primitives::{count_offsets, exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsWith};
+use gpujoin_primitives::{count_offsets, exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsOwned};
 
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
@@ -68,10 +68,10 @@ struct Merged {
     unmatched_right: Option<DeviceBuffer<u32>>,
 }
 
-fn merge_bounds<K: SortedKey + SortPairsWith<u32>>(
+fn merge_bounds<K: SortedKey + SortPairsOwned>(
     stream: &Stream,
-    (left_keys, left_rows): (&DeviceView<'_, K>, &DeviceView<'_, u32>),
-    (right_keys, right_rows): (&DeviceView<'_, K>, &DeviceView<'_, u32>),
+    (left_keys, left_rows): (DeviceBuffer<K>, DeviceBuffer<u32>),
+    (right_keys, right_rows): (DeviceBuffer<K>, DeviceBuffer<u32>),
     bits: u32,
     join_type: JoinType,
 ) -> Result<Merged> {
@@ -138,18 +138,17 @@ impl EquiChunkSource {
             let kr = gather(stream, &ir.derived.view(), &mr.view(), 0)?;
             drop((il, ir));
             if plan.bits <= 32 {
-                let (kl, kr) = (narrow(stream, &kl.view())?, narrow(stream, &kr.view())?);
-                merge_bounds(stream, (&kl.view(), &ml.view()), (&kr.view(), &mr.view()), plan.bits, join_type)?
+                let (kl32, kr32) = (narrow(stream, &kl.view())?, narrow(stream, &kr.view())?);
+                drop((kl, kr));
+                merge_bounds(stream, (kl32, ml), (kr32, mr), plan.bits, join_type)?
             } else {
-                merge_bounds(stream, (&kl.view(), &ml.view()), (&kr.view(), &mr.view()), plan.bits, join_type)?
+                merge_bounds(stream, (kl, ml), (kr, mr), plan.bits, join_type)?
             }
         } else {
-            let (ranks, bits) = dense_ranks(stream, &il, &ml.view(), &ir, &mr.view())?;
+            let (kl, kr, bits) = dense_ranks(stream, &il, &ml.view(), &ir, &mr.view())?;
             drop((il, ir));
-            let (kl, kr) = ranks.view().split_at(ml.len());
-            merge_bounds(stream, (&kl, &ml.view()), (&kr, &mr.view()), bits, join_type)?
+            merge_bounds(stream, (kl, ml), (kr, mr), bits, join_type)?
         };
-        drop((ml, mr));
         let tail_right = match merged.unmatched_right {
             Some(u) if !never_right.is_empty() => crate::common::concat(stream, &[u.view(), never_right.view()])?,
             Some(u) => u,

@@ -84,7 +84,7 @@ fn scalar_keys<'a>(stream: &Stream, l: &Keys<'a>, r: &Keys<'a>, opts: crate::typ
         return Ok(None);
     }
     let (il, ir) = (images(stream, l, plan)?, images(stream, r, plan)?);
-    if any_never_match(stream, &il)? || any_never_match(stream, &ir)? {
+    if any_never_match(stream, &il.never_match.view())? || any_never_match(stream, &ir.never_match.view())? {
         return Ok(None);
     }
     Ok(Some(if plan.bits <= 32 {
