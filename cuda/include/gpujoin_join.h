@@ -121,6 +121,9 @@ int gj_j_verify_pairs(const uint32_t *a, const uint32_t *b, int64_t n, const uin
                       const uint64_t *const *imgs_b, int ncols, const uint8_t *flags_a,
                       const uint8_t *flags_b, uint8_t *ok, gj_j_stream_t stream);
 
+/* counts[at[i]] += 1 for every i with keep[i] != 0 (keep NULL: every i); atomic. */
+int gj_j_count_at(const uint32_t *at, const uint8_t *keep, int64_t n, uint32_t *counts, gj_j_stream_t stream);
+
 /* out[i] = the null bits (0x55 mask) of flags[rows[i]] (rows NULL: of flags[i]); flags NULL: 0. */
 int gj_j_null_bits(const uint8_t *flags, const uint32_t *rows, int64_t n, uint32_t *out, gj_j_stream_t stream);
 

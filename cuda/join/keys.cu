@@ -125,6 +125,13 @@ __global__ void mark_kernel(const uint32_t *rows, int64_t n, uint8_t *flags) {
   }
 }
 
+// counts[at[i]] += 1 for every i with keep[i] (keep NULL: every i).
+__global__ void count_at_kernel(const uint32_t *at, const uint8_t *keep, int64_t n, uint32_t *counts) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    if (!keep || keep[i]) atomicAdd(&counts[at[i]], 1u);
+}
+
 __global__ void map_rows_kernel(const uint32_t *rows, const uint32_t *map, int64_t n, uint32_t *out) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -176,6 +183,12 @@ extern "C" int gj_j_verify_pairs(const uint32_t *a, const uint32_t *b, int64_t n
 extern "C" int gj_j_mark_rows(const uint32_t *rows, int64_t n, uint8_t *flags, gj_j_stream_t s) {
   if (n <= 0) return 0;
   mark_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(rows, n, flags);
+  return launch_status();
+}
+
+extern "C" int gj_j_count_at(const uint32_t *at, const uint8_t *keep, int64_t n, uint32_t *counts, gj_j_stream_t s) {
+  if (n <= 0) return 0;
+  count_at_kernel<<<grid(n), 256, 0, (cudaStream_t)s>>>(at, keep, n, counts);
   return launch_status();
 }
 

@@ -331,6 +331,15 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_j_count_at(
+        at: *const u32,
+        keep: *const u8,
+        n: i64,
+        counts: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_j_null_bits(
         flags: *const u8,
         rows: *const u32,

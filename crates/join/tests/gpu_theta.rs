@@ -156,6 +156,10 @@ fn chunks_concatenate_to_the_one_shot_join() {
                 let budget = ChunkBudget::Bytes(8 * budget_rows);
                 let source = e(ThetaChunkSource::new(&s, &dl, &dr, &p, jt), "chunk source")?;
                 let path = source.path();
+                // Equality conjuncts are joined on, not run as a nested loop (issue 10).
+                if choose_path(&p) == ThetaPath::Mixed && nl > 0 && nr > 0 && matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
+                    prop_assert_eq!(path, "mixed", "{} {:?}", shape, jt);
+                }
                 let chunks = e(theta_join_chunks(&s, &dl, &dr, &p, jt, budget), "chunks")?;
                 let total = chunks.total_rows();
                 let (mut cl, mut cr) = (Vec::new(), Vec::new());

@@ -31,6 +31,7 @@ use gpujoin_primitives::cuda::{launch, with_temp};
 use gpujoin_primitives::{count_offsets, exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsOwned};
 
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
+use super::tail::Tail;
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
 use crate::common::{narrow, rows_where};
 use crate::ffi;
@@ -52,10 +53,8 @@ pub struct EquiChunkSource {
     lower: DeviceBuffer<u32>,
     upper: DeviceBuffer<u32>,
     offsets: DeviceBuffer<u64>,
-    /// The tail's left rows (no right row), or the one map of a semi/anti join with a left map.
-    tail_left: DeviceBuffer<u32>,
-    /// The tail's right rows (no left row), or the one map of a right semi/anti join.
-    tail_right: DeviceBuffer<u32>,
+    /// The rows no left row owns (or the one map of a semi/anti join).
+    tail: Tail,
 }
 
 /// Sorted keys, bounds, counts and the unmatched right rows in key order (steps 1-3).
@@ -122,8 +121,7 @@ impl EquiChunkSource {
                 lower: empty()?,
                 upper: empty()?,
                 offsets: stream.alloc_zeroed::<u64>(1)?,
-                tail_left,
-                tail_right,
+                tail: Tail { left: tail_left, right: tail_right },
             });
         }
         // 0. One scalar key per row that can match; the rows that cannot.
@@ -161,8 +159,7 @@ impl EquiChunkSource {
             lower: merged.lower,
             upper: merged.upper,
             offsets: merged.offsets,
-            tail_left: never_left,
-            tail_right,
+            tail: Tail { left: never_left, right: tail_right },
         })
     }
 
@@ -173,6 +170,12 @@ impl EquiChunkSource {
 
     fn is_semi_or_anti(&self) -> bool {
         !matches!(self.join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full)
+    }
+
+    /// The left rows that can match, in key order (position `i` of [`ChunkSource::offsets`]
+    /// is left row `sorted_left_rows()[i]`).
+    pub(crate) fn sorted_left_rows(&self) -> DeviceView<'_, u32> {
+        self.left_rows.view()
     }
 }
 
@@ -240,39 +243,11 @@ impl ChunkSource for EquiChunkSource {
     }
 
     fn tail_rows(&self) -> u64 {
-        (self.tail_left.len() + self.tail_right.len()) as u64
+        self.tail.rows()
     }
 
     fn produce_tail(&self, stream: &Stream, range: Range<u64>) -> Result<GatherMaps> {
-        let (a, total) = (self.tail_left.len(), self.tail_left.len() + self.tail_right.len());
-        if range.start >= range.end || range.end > total as u64 {
-            return Err(Error::invalid(format!("tail rows {range:?} of {total}")));
-        }
-        let (s, e) = (range.start as usize, range.end as usize);
-        let jt = self.join_type;
-        // The tail's left rows come first (with no right row), then its right rows (no left row);
-        // a semi or anti join's tail is its one map.
-        let (left_part, right_part) = (s.min(a)..e.min(a), s.max(a) - a..e.max(a) - a);
-        let copy = |src: &DeviceBuffer<u32>, part: Range<usize>, none_before: usize, none_after: usize| -> Result<DeviceBuffer<u32>> {
-            let mut out = stream.alloc::<u32>(none_before + part.len() + none_after)?;
-            let at = none_before + part.len();
-            stream.fill_u32_bits(&mut out.slice_mut(..none_before), gpujoin_primitives::NO_ROW)?;
-            stream.copy_device_to_device(&src.slice(part), &mut out.slice_mut(none_before..at))?;
-            stream.fill_u32_bits(&mut out.slice_mut(at..), gpujoin_primitives::NO_ROW)?;
-            Ok(out)
-        };
-        if self.is_semi_or_anti() {
-            let none = stream.alloc::<u32>(0)?;
-            return Ok(if jt.has_left_map() {
-                GatherMaps::new(jt, copy(&self.tail_left, left_part, 0, 0)?, none)
-            } else {
-                GatherMaps::new(jt, none, copy(&self.tail_right, right_part, 0, 0)?)
-            });
-        }
-        let (nl, nr) = (left_part.len(), right_part.len());
-        let left = copy(&self.tail_left, left_part, 0, nr)?;
-        let right = copy(&self.tail_right, right_part, nl, 0)?;
-        Ok(GatherMaps::new(jt, left, right))
+        self.tail.produce(stream, self.join_type, range)
     }
 }
 

@@ -211,7 +211,7 @@ impl HostStreamer {
         let options = self.options;
         let started = Instant::now();
         let depth = options.depth.max(2);
-        let budget_bytes = budget.resolve(stream.device())?;
+        let budget_bytes = budget.resolve_for_host(stream.device())?;
         let plan = plan(stream, source, budget_bytes)?;
         let mut stats = StreamStats { budget_bytes, rows_per_chunk: plan.rows_per_chunk, ..StreamStats::default() };
         stats.plan_ms = started.elapsed().as_secs_f64() * 1e3;

@@ -36,6 +36,7 @@
 mod equi;
 mod host;
 mod plan;
+pub(crate) mod tail;
 
 use std::ops::Range;
 
@@ -178,6 +179,20 @@ impl ChunkBudget {
     pub const MARGIN: u64 = 256 << 20;
     /// Smallest budget [`ChunkBudget::FromFreeMemory`] returns.
     pub const MIN_DEFAULT: u64 = 16 << 20;
+
+    /// Largest chunk [`ChunkBudget::FromFreeMemory`] gives when chunks are streamed to the host:
+    /// each chunk in flight needs a pinned buffer of its size (page-locking costs tens of
+    /// milliseconds per GiB), and smaller chunks overlap copies with production sooner.
+    pub const HOST_DEFAULT_MAX: u64 = 1 << 30;
+
+    /// The budget in bytes for chunks streamed to the host from `device`: as
+    /// [`ChunkBudget::resolve`], at most [`ChunkBudget::HOST_DEFAULT_MAX`] for the default.
+    pub fn resolve_for_host(self, device: &Device) -> Result<u64> {
+        match self {
+            ChunkBudget::Bytes(b) => Ok(b),
+            ChunkBudget::FromFreeMemory => Ok(self.resolve(device)?.min(Self::HOST_DEFAULT_MAX)),
+        }
+    }
 
     /// The budget in bytes for `device`.
     pub fn resolve(self, device: &Device) -> Result<u64> {

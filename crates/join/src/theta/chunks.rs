@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 
+use super::mixed_chunks::MixedChunks;
 use super::nested_loop::NestedLoopJoin;
 use super::sorted::SortedThetaJoin;
 use super::{check_columns, choose_path, gather_columns, ThetaPath};
@@ -17,6 +18,8 @@ use crate::types::JoinType;
 
 enum Prepared<'a> {
     Sorted(Box<SortedThetaJoin<'a>>),
+    /// Equality conjuncts joined like an equi-join, the rest a filter ([`super::mixed_chunks`]).
+    Mixed(Box<MixedChunks>),
     /// `unmatched`: the right rows without a match (`Right`/`Full`), the tail of the output.
     NestedLoop { join: Box<NestedLoopJoin<'a>>, unmatched: Option<DeviceBuffer<u32>> },
     /// Semi and anti joins the prepared joins do not produce per left row: computed whole
@@ -27,12 +30,13 @@ enum Prepared<'a> {
 /// A theta join whose gather maps come in chunks ([`ChunkSource`]).
 ///
 /// Paths: the sorted join ([`ThetaPath::Sorted`]) for `Inner`, `Left`, `LeftSemi` and
-/// `LeftAnti`; the nested loop for every other predicate and for `Right`/`Full` (pairs per left
-/// row, then the unmatched right rows as the tail); `RightSemi`/`RightAnti` (and the nested
-/// loop's left semi/anti joins) are computed whole — they hold at most one side's rows — and
-/// handed out as tail chunks. Predicates with equality conjuncts run as a nested loop here
-/// (the mixed hash path does not count per left row). Row order: the path's, as documented in
-/// [`super::sorted`] and [`super::nested_loop`].
+/// `LeftAnti`; for predicates with fixed-width equality conjuncts ([`ThetaPath::Mixed`]) and
+/// `Inner`/`Left`/`Right`/`Full`, an equi-join on them with the rest of the predicate as a filter
+/// ([`super::mixed_chunks`]); the nested loop for every other predicate and for `Right`/`Full`
+/// (pairs per left row, then the unmatched right rows as the tail); semi and anti joins the
+/// prepared joins do not produce per left row are computed whole — they hold at most one side's
+/// rows — and handed out as tail chunks. Row order: the path's, as documented in
+/// [`super::sorted`], [`super::mixed_chunks`] and [`super::nested_loop`].
 pub struct ThetaChunkSource<'a> {
     join_type: JoinType,
     prepared: Prepared<'a>,
@@ -43,11 +47,15 @@ impl<'a> ThetaChunkSource<'a> {
     pub fn new(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
         pred.check_schemas(&left.schema(), &right.schema())?;
         let path = choose_path(pred);
-        let prepared = match (path, join_type) {
-            (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) => {
+        let mixed_keys = super::nested_loop::mixed_keys(left, right, pred, super::nested_loop::Strategy::Auto);
+        let prepared = match (path, join_type, mixed_keys) {
+            (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti, _) => {
                 Prepared::Sorted(Box::new(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?))
             }
-            (_, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) => {
+            (ThetaPath::Mixed, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full, Some(keys)) => {
+                Prepared::Mixed(Box::new(MixedChunks::prepare(stream, left, right, pred, &keys, join_type, ChunkBudget::FromFreeMemory)?))
+            }
+            (_, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full, _) => {
                 let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
                 let unmatched = if join_type.keeps_unmatched_right() { Some(join.unmatched_right(stream)?) } else { None };
                 Prepared::NestedLoop { join: Box::new(join), unmatched }
@@ -62,10 +70,12 @@ impl<'a> ThetaChunkSource<'a> {
         self.join_type
     }
 
-    /// Which prepared join produces the chunks: `"sorted"`, `"nested loop"` or `"whole"`.
+    /// Which prepared join produces the chunks: `"sorted"`, `"mixed"`, `"nested loop"` or
+    /// `"whole"`.
     pub fn path(&self) -> &'static str {
         match self.prepared {
             Prepared::Sorted(_) => "sorted",
+            Prepared::Mixed(_) => "mixed",
             Prepared::NestedLoop { .. } => "nested loop",
             Prepared::Whole { .. } => "whole",
         }
@@ -75,6 +85,7 @@ impl<'a> ThetaChunkSource<'a> {
     fn produce_rows(&self, stream: &Stream, rows: Range<u64>) -> Result<GatherMaps> {
         match &self.prepared {
             Prepared::Sorted(j) => j.produce(stream, rows),
+            Prepared::Mixed(j) => j.produce_rows(stream, rows),
             Prepared::NestedLoop { join, .. } => join.produce(stream, rows),
             Prepared::Whole { .. } => Err(Error::invalid("internal: a whole theta join has no left-row chunks")),
         }
@@ -109,6 +120,7 @@ impl ChunkSource for ThetaChunkSource<'_> {
     fn left_rows(&self) -> u64 {
         match &self.prepared {
             Prepared::Sorted(j) => j.left_rows() as u64,
+            Prepared::Mixed(j) => j.left_rows(),
             Prepared::NestedLoop { join, .. } => join.left_rows(),
             Prepared::Whole { .. } => 0,
         }
@@ -117,6 +129,7 @@ impl ChunkSource for ThetaChunkSource<'_> {
     fn offsets(&self) -> DeviceView<'_, u64> {
         match &self.prepared {
             Prepared::Sorted(j) => j.offsets(),
+            Prepared::Mixed(j) => j.offsets(),
             Prepared::NestedLoop { join, .. } => join.offsets(),
             Prepared::Whole { no_offsets, .. } => no_offsets.view(),
         }
@@ -127,6 +140,9 @@ impl ChunkSource for ThetaChunkSource<'_> {
     }
 
     fn produce(&self, stream: &Stream, range: &ChunkRange) -> Result<GatherMaps> {
+        if let Prepared::Mixed(j) = &self.prepared {
+            return j.produce(stream, range);
+        }
         // A chunk that starts or ends inside a left row (only when that row alone is larger
         // than the budget) is cut from the row's whole output.
         let maps = self.produce_rows(stream, range.rows.clone())?;
@@ -136,6 +152,7 @@ impl ChunkSource for ThetaChunkSource<'_> {
     fn tail_rows(&self) -> u64 {
         match &self.prepared {
             Prepared::NestedLoop { unmatched: Some(u), .. } => u.len() as u64,
+            Prepared::Mixed(j) => j.tail_rows(),
             Prepared::Whole { maps, .. } => maps.rows(),
             _ => 0,
         }
@@ -144,6 +161,7 @@ impl ChunkSource for ThetaChunkSource<'_> {
     fn produce_tail(&self, stream: &Stream, range: Range<u64>) -> Result<GatherMaps> {
         let (a, e) = (range.start as usize, range.end as usize);
         match &self.prepared {
+            Prepared::Mixed(j) => j.produce_tail(stream, range),
             Prepared::NestedLoop { unmatched: Some(u), .. } => {
                 let mut l = stream.alloc::<u32>(e - a)?;
                 stream.fill_u32_bits(&mut l.view_mut(), u32::MAX)?;

@@ -31,6 +31,7 @@
 //! ```
 
 mod chunks;
+mod mixed_chunks;
 pub mod nested_loop;
 pub mod sorted;
 

@@ -610,7 +610,7 @@ pub fn nested_loop_join_size_with(
 // Mixed joins: equality conjuncts by hash join, the rest as a filter.
 
 /// The equality pairs to hash on (at most 4, fixed-width), when the mixed path applies.
-fn mixed_keys(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, strategy: Strategy) -> Option<Vec<(usize, usize)>> {
+pub(crate) fn mixed_keys(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, strategy: Strategy) -> Option<Vec<(usize, usize)>> {
     if strategy != Strategy::Auto || left.rows() == 0 || right.rows() == 0 {
         return None;
     }
@@ -623,35 +623,61 @@ fn mixed_keys(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredi
     (!parts.is_empty()).then_some(parts)
 }
 
-fn mixed_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, keys: &[(usize, usize)], join_type: JoinType) -> Result<GatherMaps> {
+/// The equality columns of a mixed join as keys of both sides, and the options that give them
+/// the predicate's IEEE equality (-0.0 == 0.0, key images normalize zeros; NaN equals nothing).
+pub(crate) fn mixed_key_columns<'a>(left: &'a DeviceRelation, right: &'a DeviceRelation, keys: &[(usize, usize)]) -> Result<(Keys<'a>, Keys<'a>, JoinOptions)> {
     fn key_cols(rel: &DeviceRelation, cols: impl Iterator<Item = usize>) -> Result<Keys<'_>> {
         let cols = cols
             .map(|c| rel.column(c).as_key_column().ok_or_else(|| Error::invalid("internal: a string key column")))
             .collect::<Result<Vec<_>>>()?;
         Keys::new(cols)
     }
-    let lk = key_cols(left, keys.iter().map(|k| k.0))?;
-    let rk = key_cols(right, keys.iter().map(|k| k.1))?;
-    // IEEE equality: -0.0 == 0.0 (key images normalize zeros), NaN equals nothing.
     let opts = JoinOptions { nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::default() };
-    let (a, b) = hash_join(stream, &lk, &rk, JoinType::Inner, opts)?.into_raw();
-    // The filter: the residual when every equality part was hashed on, else the whole predicate.
-    let all_hashed = pred.equality_parts().len() == keys.len();
-    let filter = if all_hashed { pred.residual() } else { pred.clone() };
-    let (a, b) = if matches!(filter.predicate(), Predicate::True) || a.is_empty() {
-        (a, b)
-    } else {
+    Ok((key_cols(left, keys.iter().map(|k| k.0))?, key_cols(right, keys.iter().map(|k| k.1))?, opts))
+}
+
+/// What a mixed join checks on the pairs its hash join on `keys` finds: the residual when every
+/// equality part was hashed on, else the whole predicate; nothing when that is `TRUE`.
+pub(crate) struct PairFilter {
+    code: Option<(DeviceCode, CodeRange)>,
+}
+
+impl PairFilter {
+    /// The filter of `pred` after a hash join on `keys`, on the device.
+    pub(crate) fn new(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, keys: &[(usize, usize)]) -> Result<Self> {
+        let all_hashed = pred.equality_parts().len() == keys.len();
+        let filter = if all_hashed { pred.residual() } else { pred.clone() };
+        if matches!(filter.predicate(), Predicate::True) {
+            return Ok(PairFilter { code: None });
+        }
         let mut code = program::Code::default();
         let range = code.predicate(&filter)?;
-        let dc = DeviceCode::upload(stream, &code, left, right)?;
+        Ok(PairFilter { code: Some((DeviceCode::upload(stream, &code, left, right)?, range)) })
+    }
+
+    /// 1 where pair `(a[i], b[i])` passes; `None` when every pair does.
+    pub(crate) fn flags(&self, stream: &Stream, a: &DeviceView<'_, u32>, b: &DeviceView<'_, u32>) -> Result<Option<DeviceBuffer<u8>>> {
+        let Some((dc, range)) = &self.code else { return Ok(None) };
         let n = a.len();
         let mut keep = stream.alloc::<u8>(n)?;
-        let (ap, bp, kp) = (a.view().as_ptr(), b.view().as_ptr(), keep.view_mut().as_mut_ptr());
-        // SAFETY: n pairs of valid row ids; keep has n flags.
-        launch(stream, "mixed join: filter pairs", || unsafe {
-            ffi::gj_t_filter_pairs(&dc.interp, range.start, range.len, ap, bp, n as i64, kp, stream.raw())
-        })?;
-        (select_flagged(stream, &a.view(), &keep.view())?, select_flagged(stream, &b.view(), &keep.view())?)
+        if n > 0 {
+            let (ap, bp, kp) = (a.as_ptr(), b.as_ptr(), keep.view_mut().as_mut_ptr());
+            // SAFETY: n pairs of valid row ids; keep has n flags.
+            launch(stream, "mixed join: filter pairs", || unsafe {
+                ffi::gj_t_filter_pairs(&dc.interp, range.start, range.len, ap, bp, n as i64, kp, stream.raw())
+            })?;
+        }
+        Ok(Some(keep))
+    }
+}
+
+fn mixed_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, keys: &[(usize, usize)], join_type: JoinType) -> Result<GatherMaps> {
+    let (lk, rk, opts) = mixed_key_columns(left, right, keys)?;
+    let (a, b) = hash_join(stream, &lk, &rk, JoinType::Inner, opts)?.into_raw();
+    let filter = PairFilter::new(stream, left, right, pred, keys)?;
+    let (a, b) = match filter.flags(stream, &a.view(), &b.view())? {
+        Some(keep) => (select_flagged(stream, &a.view(), &keep.view())?, select_flagged(stream, &b.view(), &keep.view())?),
+        None => (a, b),
     };
     from_inner_pairs(stream, a, b, left.rows(), right.rows(), join_type)
 }
