@@ -14,6 +14,7 @@
 //! | indexed nested-loop join (numeric and string keys) | [`indexed_nested_loop::SortedIndex`], [`indexed_nested_loop::indexed_nested_loop_join`] | 003 |
 //! | theta joins: sorted (inequality, band), nested loop, mixed; aggregates | [`theta::theta_join`], [`theta::theta_aggregate`], [`theta::theta_materialize`] | 003, 004 |
 //! | results larger than device memory: chunks, host streaming | [`chunked::join_chunks`], [`theta::theta_join_chunks`], [`chunked::stream_to_host`] | 003, 004 |
+//! | peak device memory of every algorithm as a formula of its sizes | [`memory::peak_bytes`], [`memory::working_bytes`] | issue 10 |
 pub mod chunked;
 mod common;
 pub mod datagen;
@@ -33,6 +34,7 @@ pub mod indexed_nested_loop;
 pub mod interleave;
 pub mod keys;
 pub mod maps;
+pub mod memory;
 pub mod predicate;
 pub mod reference;
 pub mod sort_merge;
