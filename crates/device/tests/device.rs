@@ -49,11 +49,14 @@ fn buffers_views_copies_pinned_memory_and_events() {
     // Mismatched lengths and out-of-range pinned copies are errors.
     assert!(s.copy_device_to_device(&src.view(), &mut buf.slice_mut(0..4)).is_err());
     assert!(s.copy_to_pinned_async(&buf.view(), &mut pinned, 1).is_err());
-    // Allocation far beyond the device is OutOfMemory with the sizes.
-    match s.alloc::<u8>(1 << 50) {
-        Err(Error::OutOfMemory { requested, .. }) => assert_eq!(requested, 1 << 50),
-        Err(e) => panic!("unexpected error: {e}"),
-        Ok(_) => panic!("allocated a petabyte"),
+    // Allocation far beyond the device is OutOfMemory with the sizes. (Not under a sanitizer,
+    // GPUJOIN_TEST_SIZE=small, which reports the driver's refusal as an API error.)
+    if !gpujoin_device::testing::reduced() {
+        match s.alloc::<u8>(1 << 50) {
+            Err(Error::OutOfMemory { requested, .. }) => assert_eq!(requested, 1 << 50),
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(_) => panic!("allocated a petabyte"),
+        }
     }
     // Zero-length buffers work.
     let empty = s.alloc::<u32>(0).unwrap();

@@ -162,8 +162,10 @@ fn chunks_concatenate_to_the_one_shot_result() {
     let Some(s) = stream("chunks_concatenate_to_the_one_shot_result") else {
         return;
     };
-    let sizes = prop_oneof![Just(0usize), Just(1), 2usize..40, 40usize..700];
-    // `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer): fewer cases.
+    // `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer): fewer cases of at most 24 rows a side
+    // (a one-row budget makes a chunk of every output row, each a few launches).
+    let top = gpujoin_device::testing::rows(700, 24);
+    let sizes = prop_oneof![Just(0usize), Just(1), 2usize..top.min(40), top.min(40)..top.max(41)];
     let n_cases = gpujoin_device::testing::cases(48, 12);
     let strat =
         (sizes.clone(), sizes, prop_oneof![Just(1u32), 2u32..8, 8u32..2000], prop_oneof![Just(1u64), 2u64..64, 64u64..4096], 0usize..8);
@@ -180,8 +182,10 @@ fn every_join_type_with_signed_wide_keys() {
     let Some(s) = stream("every_join_type_with_signed_wide_keys") else {
         return;
     };
-    let left: Vec<i64> = (0..501).map(|i| (i % 37) as i64 * -1_000_000_007 + (i % 3) as i64).collect();
-    let right: Vec<i64> = (0..333).map(|i| (i % 41) as i64 * -1_000_000_007 + (i % 5) as i64).collect();
+    // Reduced (sanitizer) runs: a tenth of the rows, the same budgets.
+    let (nl, nr) = (gpujoin_device::testing::rows(501, 51), gpujoin_device::testing::rows(333, 33));
+    let left: Vec<i64> = (0..nl).map(|i| (i % 37) as i64 * -1_000_000_007 + (i % 3) as i64).collect();
+    let right: Vec<i64> = (0..nr).map(|i| (i % 41) as i64 * -1_000_000_007 + (i % 5) as i64).collect();
     for jt in JoinType::ALL {
         for budget in [8, 24, 800, 1 << 20] {
             check_chunked(&s, &left, &right, jt, budget, HostColumn::I64).unwrap();
@@ -251,8 +255,11 @@ fn host_streaming_yields_the_same_rows() {
         return;
     };
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(42);
-    let left: Vec<u32> = (0..3000).map(|_| rand::Rng::gen_range(&mut rng, 0..500)).collect();
-    let right: Vec<u32> = (0..2000).map(|_| rand::Rng::gen_range(&mut rng, 0..700)).collect();
+    // Reduced (sanitizer) runs: a tenth of the rows and domains.
+    let (nl, nr) = (gpujoin_device::testing::rows(3000, 300), gpujoin_device::testing::rows(2000, 200));
+    let (dom_l, dom_r) = (nl as u32 / 6, nr as u32 * 7 / 20);
+    let left: Vec<u32> = (0..nl).map(|_| rand::Rng::gen_range(&mut rng, 0..dom_l)).collect();
+    let right: Vec<u32> = (0..nr).map(|_| rand::Rng::gen_range(&mut rng, 0..dom_r)).collect();
     let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
     for jt in JoinType::ALL {
         let src = EquiChunkSource::new(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();

@@ -89,14 +89,17 @@ fn allocations_trim_the_pool_instead_of_failing() {
     assert!(released >= second, "trim_memory released {released} bytes, want at least {second}");
     let pool = d.pool_memory().unwrap();
     assert!(pool.reserved <= pool.in_use + 64 * MIB, "after trimming the pool holds {pool:?}");
-    // A request the device cannot hold is OutOfMemory with every figure.
-    match s.alloc::<u8>(2 * total as usize) {
-        Err(Error::OutOfMemory { requested, free, reserved, in_use }) => {
-            assert_eq!(requested, 2 * total);
-            assert!(free <= total && reserved >= in_use, "free {free}, reserved {reserved}, in use {in_use}");
+    // A request the device cannot hold is OutOfMemory with every figure. (Not under a sanitizer,
+    // which reports the driver's refusal as an API error.)
+    if !reduced() {
+        match s.alloc::<u8>(2 * total as usize) {
+            Err(Error::OutOfMemory { requested, free, reserved, in_use }) => {
+                assert_eq!(requested, 2 * total);
+                assert!(free <= total && reserved >= in_use, "free {free}, reserved {reserved}, in use {in_use}");
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(_) => panic!("allocated twice the device"),
         }
-        Err(e) => panic!("unexpected error: {e}"),
-        Ok(_) => panic!("allocated twice the device"),
     }
     // Threshold 0: a synchronization returns freed memory to the device.
     d.set_release_threshold(0).unwrap();
