@@ -33,9 +33,9 @@ use gpujoin_primitives::{count_offsets, exclusive_sum, gather, sorted_search, Bo
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
 use super::tail::Tail;
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
-use crate::common::{narrow, rows_where};
+use crate::common::{iota, narrow, rows_where};
 use crate::ffi;
-use crate::keys::{dense_ranks, images, KeyPlan, Keys};
+use crate::keys::{dense_ranks, images, DeviceColumn, KeyPlan, Keys};
 use crate::maps::GatherMaps;
 use crate::sort_merge::{sort_merge_join, sort_with_rows, SortedKey};
 use crate::types::{JoinOptions, JoinType, RowId};
@@ -96,6 +96,32 @@ fn merge_bounds<K: SortedKey + SortPairsOwned>(
     Ok(Merged { left_rows, right_rows, lower: lb, upper, offsets, unmatched_right })
 }
 
+/// Steps 1-3 straight on the key column when both sides have one `u32` or `u64` column without
+/// a validity (no key images, no rows to set aside); `None` for any other keys.
+fn plain_unsigned_keys(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType) -> Result<Option<Merged>> {
+    fn owned<T: gpujoin_device::Pod>(stream: &Stream, v: &DeviceView<'_, T>) -> Result<DeviceBuffer<T>> {
+        let mut b = stream.alloc::<T>(v.len())?;
+        stream.copy_device_to_device(v, &mut b.view_mut())?;
+        Ok(b)
+    }
+    let (l, r) = (left.columns(), right.columns());
+    if l.len() != 1 || r.len() != 1 || l[0].validity.is_some() || r[0].validity.is_some() {
+        return Ok(None);
+    }
+    let rows = || -> Result<_> { Ok((iota(stream, left.rows())?, iota(stream, right.rows())?)) };
+    Ok(match (l[0].values, r[0].values) {
+        (DeviceColumn::U32(a), DeviceColumn::U32(b)) => {
+            let (ml, mr) = rows()?;
+            Some(merge_bounds(stream, (owned(stream, &a)?, ml), (owned(stream, &b)?, mr), 32, join_type)?)
+        }
+        (DeviceColumn::U64(a), DeviceColumn::U64(b)) => {
+            let (ml, mr) = rows()?;
+            Some(merge_bounds(stream, (owned(stream, &a)?, ml), (owned(stream, &b)?, mr), 64, join_type)?)
+        }
+        _ => None,
+    })
+}
+
 impl EquiChunkSource {
     /// Prepares the keys, sorts, searches and counts (steps 0-3). Waits for the stream a few
     /// times (whether any key can match nothing, the total).
@@ -124,7 +150,19 @@ impl EquiChunkSource {
                 tail: Tail { left: tail_left, right: tail_right },
             });
         }
-        // 0. One scalar key per row that can match; the rows that cannot.
+        // 0. One scalar key per row that can match; the rows that cannot. Plain unsigned keys
+        // (one column, no validity) are their own scalar keys: every row can match.
+        if let Some(merged) = plain_unsigned_keys(stream, left, right, join_type)? {
+            return Ok(EquiChunkSource {
+                join_type,
+                left_rows: merged.left_rows,
+                right_rows: merged.right_rows,
+                lower: merged.lower,
+                upper: merged.upper,
+                offsets: merged.offsets,
+                tail: Tail { left: empty()?, right: merged.unmatched_right.map_or_else(empty, Ok)? },
+            });
+        }
         let plan = KeyPlan::new(left, right, opts, 64);
         let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
         let ml = rows_where(stream, &il.never_match.view(), false, None)?;
