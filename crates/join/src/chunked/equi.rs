@@ -67,6 +67,27 @@ struct Merged {
     unmatched_right: Option<DeviceBuffer<u32>>,
 }
 
+impl Merged {
+    /// The chunk source of the merged rows; `never_left` and `never_right` (rows that can match
+    /// nothing, kept by the join type) go to the tail, the right ones after the unmatched right rows.
+    fn into_source(self, stream: &Stream, join_type: JoinType, never_left: DeviceBuffer<u32>, never_right: DeviceBuffer<u32>) -> Result<EquiChunkSource> {
+        let tail_right = match self.unmatched_right {
+            Some(u) if !never_right.is_empty() => crate::common::concat(stream, &[u.view(), never_right.view()])?,
+            Some(u) => u,
+            None => never_right,
+        };
+        Ok(EquiChunkSource {
+            join_type,
+            left_rows: self.left_rows,
+            right_rows: self.right_rows,
+            lower: self.lower,
+            upper: self.upper,
+            offsets: self.offsets,
+            tail: Tail { left: never_left, right: tail_right },
+        })
+    }
+}
+
 fn merge_bounds<K: SortedKey + SortPairsOwned>(
     stream: &Stream,
     (left_keys, left_rows): (DeviceBuffer<K>, DeviceBuffer<u32>),
@@ -153,15 +174,7 @@ impl EquiChunkSource {
         // 0. One scalar key per row that can match; the rows that cannot. Plain unsigned keys
         // (one column, no validity) are their own scalar keys: every row can match.
         if let Some(merged) = plain_unsigned_keys(stream, left, right, join_type)? {
-            return Ok(EquiChunkSource {
-                join_type,
-                left_rows: merged.left_rows,
-                right_rows: merged.right_rows,
-                lower: merged.lower,
-                upper: merged.upper,
-                offsets: merged.offsets,
-                tail: Tail { left: empty()?, right: merged.unmatched_right.map_or_else(empty, Ok)? },
-            });
+            return merged.into_source(stream, join_type, empty()?, empty()?);
         }
         let plan = KeyPlan::new(left, right, opts, 64);
         let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
@@ -185,20 +198,7 @@ impl EquiChunkSource {
             drop((il, ir));
             merge_bounds(stream, (kl, ml), (kr, mr), bits, join_type)?
         };
-        let tail_right = match merged.unmatched_right {
-            Some(u) if !never_right.is_empty() => crate::common::concat(stream, &[u.view(), never_right.view()])?,
-            Some(u) => u,
-            None => never_right,
-        };
-        Ok(EquiChunkSource {
-            join_type,
-            left_rows: merged.left_rows,
-            right_rows: merged.right_rows,
-            lower: merged.lower,
-            upper: merged.upper,
-            offsets: merged.offsets,
-            tail: Tail { left: never_left, right: tail_right },
-        })
+        merged.into_source(stream, join_type, never_left, never_right)
     }
 
     /// The join type.
