@@ -122,14 +122,8 @@ fn merge_sorted<K: SortedKey>(
     // 2. Equality counts from the upper bound.
     let ub = sorted_search(stream, a, b, Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
     let n = a.len();
-    let mut counts = stream.alloc::<u32>(n)?;
-    let c = counts.view_mut().as_mut_ptr();
-    let keep = join_type.keeps_unmatched_left() as i32;
-    // SAFETY: n entries each.
-    launch(stream, "merge counts", || unsafe { ffi::gj_j_merge_counts(lb.view().as_ptr(), ub.view().as_ptr(), n as i64, keep, c, stream.raw()) })?;
     // 3. Scan: offsets and the left/inner total.
-    let (offsets, left_total) = count_offsets(stream, &counts.view())?;
-    drop(counts);
+    let (offsets, left_total) = merge_offsets(stream, &lb.view(), &ub.view(), join_type.keeps_unmatched_left())?;
     // 5 (sized first). Unmatched B rows for right/full joins.
     let right_rows = if join_type.keeps_unmatched_right() {
         Some(rows_where(stream, &lower.b_match.as_ref().unwrap().view(), false, b_rows)?)
@@ -148,6 +142,22 @@ fn merge_sorted<K: SortedKey>(
     }
     append_right_rows(stream, &mut out_a, &mut out_b, left_total as usize, right_rows)?;
     Ok(GatherMaps::new(join_type, out_a, out_b))
+}
+
+/// Steps 2-3: the output rows of each A row (`upper - lower` equal B keys; 1 for an A row without
+/// any when `keep_unmatched`, as left and full joins keep it) scanned into 64-bit offsets, and
+/// their total.
+///
+/// Example: lower `[0, 2, 2]`, upper `[2, 2, 5]` give counts 2, 0 (1 kept), 3 and offsets
+/// `[0, 2, 2, 5]` (`[0, 2, 3, 6]` kept).
+pub(crate) fn merge_offsets(stream: &Stream, lower: &DeviceView<'_, u32>, upper: &DeviceView<'_, u32>, keep_unmatched: bool) -> Result<(DeviceBuffer<u64>, u64)> {
+    let n = lower.len();
+    gpujoin_device::check_same_len("lower bounds", n, "upper bounds", upper.len())?;
+    let mut counts = stream.alloc::<u32>(n)?;
+    let c = counts.view_mut().as_mut_ptr();
+    // SAFETY: n entries each.
+    launch(stream, "merge counts", || unsafe { ffi::gj_j_merge_counts(lower.as_ptr(), upper.as_ptr(), n as i64, keep_unmatched as i32, c, stream.raw()) })?;
+    count_offsets(stream, &counts.view())
 }
 
 /// Allocates maps for `left_total` inner/left rows plus `right_total` unmatched right rows;
@@ -392,13 +402,7 @@ fn count_sorted<K: SearchKey>(stream: &Stream, a: &DeviceView<'_, K>, b: &Device
     let b_matched = rows_where(stream, &lower.b_match.unwrap().view(), true, None)?.len() as u64;
     let inner = if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
         let ub = sorted_search(stream, a, b, Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
-        let n = a.len();
-        let mut counts = stream.alloc::<u32>(n)?;
-        let c = counts.view_mut().as_mut_ptr();
-        let lb = lower.a_index.as_ref().unwrap();
-        // SAFETY: n entries each.
-        launch(stream, "merge counts", || unsafe { ffi::gj_j_merge_counts(lb.view().as_ptr(), ub.view().as_ptr(), n as i64, 0, c, stream.raw()) })?;
-        count_offsets(stream, &counts.view())?.1
+        merge_offsets(stream, &lower.a_index.as_ref().unwrap().view(), &ub.view(), false)?.1
     } else {
         0
     };

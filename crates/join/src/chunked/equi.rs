@@ -28,7 +28,7 @@ use std::ops::Range;
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
-use gpujoin_primitives::{count_offsets, exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsOwned};
+use gpujoin_primitives::{exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsOwned};
 
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
 use super::tail::Tail;
@@ -37,7 +37,7 @@ use crate::common::{iota, narrow, rows_where};
 use crate::ffi;
 use crate::keys::{dense_ranks, images, DeviceColumn, KeyPlan, Keys};
 use crate::maps::GatherMaps;
-use crate::sort_merge::{sort_merge_join, sort_with_rows, SortedKey};
+use crate::sort_merge::{merge_offsets, sort_merge_join, sort_with_rows, SortedKey};
 use crate::types::{JoinOptions, JoinType, RowId};
 
 /// An equi-join, ready to be produced in chunks (see the module docs).
@@ -104,15 +104,8 @@ fn merge_bounds<K: SortedKey + SortPairsOwned>(
     let upper = sorted_search(stream, &lk.view(), &rk.view(), Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap();
     drop((lk, rk));
     // 3. Counts and offsets; the unmatched right rows.
-    let n = left_rows.len();
     let (lb, b_match) = (lower.a_index.unwrap(), lower.b_match);
-    let mut counts = stream.alloc::<u32>(n)?;
-    let c = counts.view_mut().as_mut_ptr();
-    let keep = join_type.keeps_unmatched_left() as i32;
-    // SAFETY: n entries each.
-    launch(stream, "chunked merge counts", || unsafe { ffi::gj_j_merge_counts(lb.view().as_ptr(), upper.view().as_ptr(), n as i64, keep, c, stream.raw()) })?;
-    let (offsets, _total) = count_offsets(stream, &counts.view())?;
-    drop(counts);
+    let (offsets, _total) = merge_offsets(stream, &lb.view(), &upper.view(), join_type.keeps_unmatched_left())?;
     let unmatched_right = b_match.map(|m| rows_where(stream, &m.view(), false, Some(&right_rows.view()))).transpose()?;
     Ok(Merged { left_rows, right_rows, lower: lb, upper, offsets, unmatched_right })
 }
