@@ -175,6 +175,21 @@ pub(crate) fn offsets_u64(stream: &Stream, counts: &DeviceView<'_, u64>) -> Resu
     Ok((off, last))
 }
 
+/// With a [`JoinOptions::output_budget`](crate::JoinOptions), counts the join's exact output
+/// ([`crate::join_size`], no output allocated) and returns
+/// [`gpujoin_device::Error::OutputTooLarge`] when its gather maps are over the budget; without
+/// one, does nothing.
+pub(crate) fn check_output_budget(stream: &Stream, left: &crate::Keys<'_>, right: &crate::Keys<'_>, join_type: JoinType, opts: crate::JoinOptions) -> Result<()> {
+    let Some(budget) = opts.output_budget else { return Ok(()) };
+    let rows = crate::sort_merge::sort_merge_join_size(stream, left, right, join_type, crate::JoinOptions { output_budget: None, ..opts })?;
+    let per_row = 4 * (join_type.has_left_map() as u64 + join_type.has_right_map() as u64);
+    let bytes = rows.saturating_mul(per_row);
+    if bytes > budget {
+        return Err(gpujoin_device::Error::OutputTooLarge { rows, bytes, available: budget });
+    }
+    Ok(())
+}
+
 /// Allocates `maps` gather maps of `rows` rows each. When the device cannot hold them, the error
 /// is [`gpujoin_device::Error::OutputTooLarge`] with the rows, bytes and free memory (pointing
 /// to the count-only and chunked calls), not a bare allocation failure.

@@ -1141,6 +1141,8 @@ fn finish_um(stream: &Stream, maps: GatherMaps, req: &Request<'_, '_>, mut clock
 fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions, req: &Request<'_, '_>) -> Result<JoinedRelation> {
     check_payloads("left", left.rows(), req.left_payloads)?;
     check_payloads("right", right.rows(), req.right_payloads)?;
+    left.check_comparable(right)?;
+    crate::common::check_output_budget(stream, left, right, req.join_type, opts)?;
     let clock = Clock::start(stream)?;
     match prepare(stream, left, right, opts)? {
         AnyPrepared::U32(p) => phj::<u32>(stream, p, req, clock),
@@ -1289,6 +1291,8 @@ fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, mu
 
 /// Non-partitioned hash join with its statistics (see [`hash_join`]).
 pub fn hash_join_with_stats(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
+    left.check_comparable(right)?;
+    crate::common::check_output_budget(stream, left, right, join_type, opts)?;
     let clock = Clock::start(stream)?;
     match prepare(stream, left, right, opts)? {
         AnyPrepared::U32(p) => nphj::<u32>(stream, p, join_type, clock),

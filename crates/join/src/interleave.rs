@@ -95,6 +95,7 @@ fn expand_two(stream: &Stream, r: &Runs, n_left: usize, join_type: JoinType) -> 
 /// ```
 pub fn interleave_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
     left.check_comparable(right)?;
+    crate::common::check_output_budget(stream, left, right, join_type, opts)?;
     let mut ph = Phases::new(stream, "interleave_join");
     let plan = KeyPlan::new(left, right, opts, 63);
     let (mut il, mut ir) = (images(stream, left, plan)?, images(stream, right, plan)?);

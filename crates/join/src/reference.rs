@@ -662,8 +662,7 @@ mod tests {
 
     const DEFAULT: JoinOptions = JoinOptions {
         null_equality: NullEquality::NullEqualsNothing,
-        nan_equality: NanEquality::NanEqualsNan,
-    };
+        nan_equality: NanEquality::NanEqualsNan, output_budget: None };
 
     fn id(i: u32) -> RowId {
         RowId::new(i).unwrap()
@@ -1013,6 +1012,7 @@ mod tests {
                     } else {
                         NanEquality::NanEqualsNan
                     },
+                    output_budget: None,
                 };
                 (make_keys(&specs, &lcells), make_keys(&specs, &rcells), opts)
             })

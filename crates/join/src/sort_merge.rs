@@ -319,6 +319,7 @@ fn merge_sides(stream: &Stream, l: &SortedSide, r: &SortedSide, join_type: JoinT
 /// the full keys, so collisions never add or lose rows.
 pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
     left.check_comparable(right)?;
+    crate::common::check_output_budget(stream, left, right, join_type, opts)?;
     let mut ph = Phases::new(stream, "sort_merge_join");
     let plan = KeyPlan::new(left, right, opts, 64);
     let (nl, nr) = (left.rows(), right.rows());
@@ -358,14 +359,20 @@ pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
 
 /// The exact number of rows [`sort_merge_join`] returns.
 ///
-/// For keys that pack exactly into 64 bits (single columns, narrow composites) this counts
-/// without allocating the output. Wider composite keys are hashed, and the count then needs
-/// the candidate pairs verified, which materializes them.
+/// Counts without allocating the output: keys that pack exactly into 64 bits (single columns,
+/// narrow composites) by sorted searches on the packed keys, wider composites on exact dense
+/// ranks of their keys (as [`crate::chunked::EquiChunkSource`] does); semi and anti joins, whose
+/// output is at most one side's rows, by running them.
 pub fn sort_merge_join_size(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<u64> {
     left.check_comparable(right)?;
     let plan = KeyPlan::new(left, right, opts, 64);
     if !plan.exact {
-        return Ok(sort_merge_join(stream, left, right, join_type, opts)?.rows());
+        // Hashed keys: the chunked source counts on exact dense ranks of the keys.
+        use crate::chunked::ChunkSource;
+        let src = crate::chunked::EquiChunkSource::new(stream, left, right, join_type, opts)?;
+        let offsets = src.offsets();
+        let per_left_row = stream.copy_to_host(&offsets.slice(offsets.len() - 1..))?[0];
+        return Ok(per_left_row + src.tail_rows());
     }
     let (sl, never_l) = exact_side(stream, left, plan)?;
     let (sr, never_r) = exact_side(stream, right, plan)?;

@@ -147,6 +147,19 @@ pub enum NanEquality {
 pub struct JoinOptions {
     pub null_equality: NullEquality,
     pub nan_equality: NanEquality,
+    /// The most bytes the join's gather maps may take (8 a row with both maps, 4 for semi and
+    /// anti joins). With a budget, the sort-merge, interleave and hash joins first count their
+    /// exact output ([`crate::join_size`], no output allocated) and return
+    /// [`gpujoin_device::Error::OutputTooLarge`] before any other work when it is over; the
+    /// chunked calls ([`crate::chunked::join_chunks`]) deliver such outputs. `None` (the
+    /// default): as much as the device holds.
+    pub output_budget: Option<u64>,
+}
+
+impl JoinOptions {
+    /// SQL's equality: NULL keys match nothing, NaN matches NaN, no output budget.
+    pub const DEFAULT: JoinOptions =
+        JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, output_budget: None };
 }
 
 /// The element type of a key column.

@@ -317,3 +317,65 @@ fn a_thousand_joins_leave_memory_flat() {
         assert!(rss_now <= b_rss + 64 * MIB, "resident memory grew from {b_rss} to {rss_now} bytes");
     }
 }
+
+#[test]
+fn an_output_budget_is_refused_before_the_join_runs() {
+    let Some((d, s, _g)) = setup("an_output_budget_is_refused_before_the_join_runs") else { return };
+    // 1000 x 1000 rows of one key: 10^6 output rows, 8 * 10^6 bytes of maps.
+    let (l, r) = (s.copy_from_host(&vec![1u32; 1000]).unwrap(), s.copy_from_host(&vec![1u32; 1000]).unwrap());
+    let (kl, kr) = (Keys::single(l.view()), Keys::single(r.view()));
+    type Run = fn(&Stream, &Keys<'_>, &Keys<'_>, JoinType, JoinOptions) -> gpujoin_device::Result<u64>;
+    let algorithms: [(&str, Run); 4] = [
+        ("sort_merge_join", |s, l, r, jt, o| sort_merge_join(s, l, r, jt, o).map(|m| m.rows())),
+        ("interleave_join", |s, l, r, jt, o| interleave_join(s, l, r, jt, o).map(|m| m.rows())),
+        ("hash_join", |s, l, r, jt, o| hash_join(s, l, r, jt, o).map(|m| m.rows())),
+        ("partitioned_hash_join", |s, l, r, jt, o| {
+            gpujoin_join::partitioned_hash_join(s, l, r, jt, o, gpujoin_join::Materialization::Unclustered).map(|h| h.maps.rows())
+        }),
+    ];
+    for (name, run) in algorithms {
+        for (jt, rows, per_row) in [(JoinType::Inner, 1_000_000u64, 8u64), (JoinType::LeftSemi, 1000, 4)] {
+            let bytes = rows * per_row;
+            let over = JoinOptions { output_budget: Some(bytes - 1), ..JoinOptions::default() };
+            d.reset_peak_memory().unwrap();
+            match run(&s, &kl, &kr, jt, over) {
+                Err(Error::OutputTooLarge { rows: r, bytes: b, available }) => {
+                    assert_eq!((r, b, available), (rows, bytes, bytes - 1), "{name} {jt:?}");
+                }
+                other => panic!("{name} {jt:?} over its budget: {other:?}"),
+            }
+            // Refused after the count alone: nothing near the output was allocated.
+            let peak = d.peak_memory().unwrap();
+            if jt == JoinType::Inner {
+                assert!(peak < bytes / 2, "{name} {jt:?}: {peak} bytes at the peak of a refused join of {bytes} bytes");
+            }
+            let at = JoinOptions { output_budget: Some(bytes), ..JoinOptions::default() };
+            assert_eq!(run(&s, &kl, &kr, jt, at).unwrap(), rows, "{name} {jt:?} within its budget");
+        }
+    }
+    // The chunked calls deliver such outputs (a budget does not apply to them).
+    let tight = JoinOptions { output_budget: Some(8), ..JoinOptions::default() };
+    let rows: u64 = join_chunks(&s, &kl, &kr, JoinType::Inner, tight, ChunkBudget::Bytes(1 << 20)).unwrap().map(|c| c.unwrap().data.rows()).sum();
+    assert_eq!(rows, 1_000_000);
+}
+
+#[test]
+fn join_size_of_wide_composite_keys_allocates_no_output() {
+    let Some((d, s, _g)) = setup("join_size_of_wide_composite_keys_allocates_no_output") else { return };
+    // Two i64 key columns (128 bits: hashed by the joins, ranked by the count): 2000 x 2000 rows
+    // over 2 distinct keys, 2 * 1000^2 = 2 * 10^6 output rows (16 MB of maps).
+    let a: Vec<i64> = (0..2000).map(|i| (i % 2) as i64 * (1 << 40)).collect();
+    let b: Vec<i64> = (0..2000).map(|i| -((i % 2) as i64)).collect();
+    let (da, db) = (s.copy_from_host(&a).unwrap(), s.copy_from_host(&b).unwrap());
+    let keys = || Keys::new(vec![DeviceColumn::I64(da.view()), DeviceColumn::I64(db.view())]).unwrap();
+    let (kl, kr) = (keys(), keys());
+    d.reset_peak_memory().unwrap();
+    let n = sort_merge_join_size(&s, &kl, &kr, JoinType::Inner, JoinOptions::default()).unwrap();
+    let peak = d.peak_memory().unwrap();
+    assert_eq!(n, 2_000_000);
+    assert!(peak < 4 << 20, "join_size of wide composite keys peaked at {peak} bytes (the maps would be 16 MB)");
+    for jt in JoinType::ALL {
+        let want = sort_merge_join(&s, &kl, &kr, jt, JoinOptions::default()).unwrap().rows();
+        assert_eq!(sort_merge_join_size(&s, &kl, &kr, jt, JoinOptions::default()).unwrap(), want, "{jt:?}");
+    }
+}

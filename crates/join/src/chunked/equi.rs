@@ -144,6 +144,8 @@ impl EquiChunkSource {
     /// side, and (wide composite keys only) both sides together at `u32::MAX` rows or more.
     pub fn new(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<Self> {
         left.check_comparable(right)?;
+        // The output comes in chunks: an output budget does not apply.
+        let opts = JoinOptions { output_budget: None, ..opts };
         for (side, n) in [("left", left.rows()), ("right", right.rows())] {
             if n as u64 > RowId::MAX_ROWS {
                 return Err(Error::too_large(format!("{side} rows"), n as u64, RowId::MAX_ROWS));
