@@ -140,9 +140,6 @@ impl ChunkSource for ThetaChunkSource<'_> {
     }
 
     fn produce(&self, stream: &Stream, range: &ChunkRange) -> Result<GatherMaps> {
-        if let Prepared::Mixed(j) = &self.prepared {
-            return j.produce(stream, range);
-        }
         // A chunk that starts or ends inside a left row (only when that row alone is larger
         // than the budget) is cut from the row's whole output.
         let maps = self.produce_rows(stream, range.rows.clone())?;

@@ -24,9 +24,9 @@ use std::ops::Range;
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::cuda::launch;
-use gpujoin_primitives::{count_offsets, scatter, select_flagged};
+use gpujoin_primitives::{count_offsets, scatter};
 
-use super::nested_loop::{mixed_key_columns, PairFilter};
+use super::nested_loop::{keep_pairs, mixed_key_columns, PairFilter};
 use crate::chunked::tail::Tail;
 use crate::chunked::{ChunkBudget, ChunkRange, ChunkSource, EquiChunkSource, JoinChunks};
 use crate::common::{iota, map_rows, rows_where};
@@ -89,10 +89,7 @@ impl MixedChunks {
                 // SAFETY: `at` holds key-order positions below n; keep (if any) has one flag per pair.
                 launch(stream, "mixed chunks: count", || unsafe { ffi::gj_j_count_at(ap, kp, at.len() as i64, cp, stream.raw()) })?;
             }
-            let (a, b) = match keep {
-                Some(k) => (select_flagged(stream, &a.view(), &k.view())?, select_flagged(stream, &b.view(), &k.view())?),
-                None => (a, b),
-            };
+            let (a, b) = keep_pairs(stream, a, b, keep.as_ref())?;
             mark(stream, &a.view(), &mut left_matched)?;
             mark(stream, &b.view(), &mut right_matched)?;
         }
@@ -123,7 +120,8 @@ impl MixedChunks {
         self.offsets.view()
     }
 
-    /// The passing pairs of whole left rows `rows` (key-order positions), in order.
+    /// Step 3 for whole left rows `rows` (key-order positions): their passing pairs, in order (a
+    /// chunk that splits a row is cut from these by the caller).
     pub(crate) fn produce_rows(&self, stream: &Stream, rows: Range<u64>) -> Result<GatherMaps> {
         let (r0, r1) = (rows.start as usize, rows.end as usize);
         let off = self.candidates.offsets();
@@ -138,27 +136,8 @@ impl MixedChunks {
         }
         let whole = ChunkRange { output: c0..c1, rows: rows.clone(), first_row_offset: c0, last_row_offset: None };
         let (a, b) = self.candidates.produce(stream, &whole)?.into_raw();
-        let (a, b) = match self.filter.flags(stream, &a.view(), &b.view())? {
-            Some(k) => (select_flagged(stream, &a.view(), &k.view())?, select_flagged(stream, &b.view(), &k.view())?),
-            None => (a, b),
-        };
+        let (a, b) = self.filter.apply(stream, a, b)?;
         Ok(GatherMaps::new(self.join_type, a, b))
-    }
-
-    /// Step 3: the output rows of `range`.
-    pub(crate) fn produce(&self, stream: &Stream, range: &ChunkRange) -> Result<GatherMaps> {
-        let maps = self.produce_rows(stream, range.rows.clone())?;
-        if range.is_row_aligned() {
-            return Ok(maps);
-        }
-        let (skip, len) = (range.skip_in_first_row() as usize, range.len() as usize);
-        let (a, b) = maps.into_raw();
-        let cut = |m: DeviceBuffer<u32>| -> Result<DeviceBuffer<u32>> {
-            let mut out = stream.alloc::<u32>(len)?;
-            stream.copy_device_to_device(&m.slice(skip..skip + len), &mut out.view_mut())?;
-            Ok(out)
-        };
-        Ok(GatherMaps::new(self.join_type, cut(a)?, cut(b)?))
     }
 
     /// Rows after the per-left-row part.

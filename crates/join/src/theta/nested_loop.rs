@@ -669,16 +669,31 @@ impl PairFilter {
         }
         Ok(Some(keep))
     }
+
+    /// The pairs `(a[i], b[i])` that pass, in order.
+    pub(crate) fn apply(&self, stream: &Stream, a: DeviceBuffer<u32>, b: DeviceBuffer<u32>) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
+        let keep = self.flags(stream, &a.view(), &b.view())?;
+        keep_pairs(stream, a, b, keep.as_ref())
+    }
+}
+
+/// The pairs `(a[i], b[i])` whose `keep[i]` is set, in order (all of them without flags).
+pub(crate) fn keep_pairs(
+    stream: &Stream,
+    a: DeviceBuffer<u32>,
+    b: DeviceBuffer<u32>,
+    keep: Option<&DeviceBuffer<u8>>,
+) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
+    match keep {
+        Some(k) => Ok((select_flagged(stream, &a.view(), &k.view())?, select_flagged(stream, &b.view(), &k.view())?)),
+        None => Ok((a, b)),
+    }
 }
 
 fn mixed_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, keys: &[(usize, usize)], join_type: JoinType) -> Result<GatherMaps> {
     let (lk, rk, opts) = mixed_key_columns(left, right, keys)?;
     let (a, b) = hash_join(stream, &lk, &rk, JoinType::Inner, opts)?.into_raw();
-    let filter = PairFilter::new(stream, left, right, pred, keys)?;
-    let (a, b) = match filter.flags(stream, &a.view(), &b.view())? {
-        Some(keep) => (select_flagged(stream, &a.view(), &keep.view())?, select_flagged(stream, &b.view(), &keep.view())?),
-        None => (a, b),
-    };
+    let (a, b) = PairFilter::new(stream, left, right, pred, keys)?.apply(stream, a, b)?;
     from_inner_pairs(stream, a, b, left.rows(), right.rows(), join_type)
 }
 
