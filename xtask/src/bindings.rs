@@ -10,6 +10,7 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("cuda/include/gpujoin_theta.h", "crates/join/src/ffi_theta.rs", "gj_t_.*"),
     ("cuda/include/gpujoin_theta_sort.h", "crates/join/src/ffi_theta_sort.rs", "gj_ts_.*"),
     ("cuda/include/gpujoin_inlj.h", "crates/join/src/ffi_inlj.rs", "gj_i_.*"),
+    ("cuda/include/gpujoin_table.h", "crates/join/src/ffi_table.rs", "gj_tb_.*"),
 ];
 
 fn generate(header: &std::path::Path, prefix: &str) -> crate::Result<String> {

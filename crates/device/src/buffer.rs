@@ -103,6 +103,15 @@ impl<T: Pod> DeviceBuffer<T> {
         DeviceBuffer { ptr: me.ptr, len: me.len, stream, _marker: PhantomData }
     }
 
+    /// The same memory as raw bytes (`len * size_of::<T>()` of them), e.g. an Arrow buffer.
+    pub fn into_bytes(self) -> DeviceBuffer<u8> {
+        let bytes = self.len * std::mem::size_of::<T>();
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: we move the fields out of a buffer whose destructor will not run.
+        let stream = unsafe { std::ptr::read(&me.stream) };
+        DeviceBuffer { ptr: me.ptr, len: bytes, stream, _marker: PhantomData }
+    }
+
     /// Shortens the buffer to `len` elements (the memory is kept until drop).
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
@@ -198,6 +207,16 @@ impl<'a, T> DeviceView<'a, T> {
     pub fn cast<U: Pod>(self) -> DeviceView<'a, U> {
         assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<U>(), "cast between types of different sizes");
         DeviceView { ptr: self.ptr, len: self.len, _marker: PhantomData }
+    }
+}
+
+impl<'a> DeviceView<'a, u8> {
+    /// The bytes as elements of `U`: `None` when the address is not aligned for `U` or the
+    /// length is not a multiple of its size (Arrow buffers imported from elsewhere may be either).
+    pub fn reinterpret<U: Pod>(self) -> Option<DeviceView<'a, U>> {
+        let size = std::mem::size_of::<U>();
+        let aligned = self.ptr % std::mem::align_of::<U>() as u64 == 0;
+        (size > 0 && aligned && self.len % size == 0).then_some(DeviceView { ptr: self.ptr, len: self.len / size, _marker: PhantomData })
     }
 }
 

@@ -32,6 +32,16 @@ pub enum Error {
          use the count-only `join_size` call and chunked retrieval (`join_chunks`) instead"
     )]
     OutputTooLarge { rows: u64, bytes: u64, available: u64 },
+    /// A column name that the table does not have.
+    #[error("unknown column {name:?}; the table has {available}")]
+    UnknownColumn { name: String, available: String },
+    /// Two things that must have comparable types do not, e.g. a key column of each side.
+    #[error("{what}: {left} cannot be compared with {right}")]
+    TypeMismatch { what: String, left: String, right: String },
+    /// A valid input that the asked-for operation cannot serve (an explicit join algorithm and
+    /// a key type, ...), refused before any device work: what was asked and why not.
+    #[error("{what} is not supported: {reason}")]
+    Unsupported { what: String, reason: String },
 }
 
 /// Result with gpujoin's [`Error`].

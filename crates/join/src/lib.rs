@@ -26,6 +26,8 @@ mod ffi_hash;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi_inlj;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+mod ffi_table;
+#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi_theta;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi_theta_sort;
@@ -35,9 +37,11 @@ pub mod interleave;
 pub mod keys;
 pub mod maps;
 pub mod memory;
+pub mod plan;
 pub mod predicate;
 pub mod reference;
 pub mod sort_merge;
+pub mod table;
 pub mod theta;
 pub mod theta_reference;
 mod trace;
@@ -45,6 +49,7 @@ pub mod types;
 pub mod wide;
 
 pub use hash_join::{hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
+pub use plan::{Algorithm as JoinAlgorithm, Gather, Join, JoinOutput};
 pub use interleave::{interleave_join, interleave_join_many};
 pub use keys::{pack_validity, set_hash_mask_for_tests, DeviceColumn, DeviceKeys, KeyColumn, Keys};
 pub use maps::{map_validity, materialize, materialize_unchecked, GatherMaps, Materialized, Payload, Side};

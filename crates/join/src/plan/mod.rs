@@ -1,0 +1,578 @@
+//! The front door: one [`Join`] builder over two tables, for every join type, key type and
+//! algorithm.
+//!
+//! ```no_run
+//! use gpujoin_join::plan::{Algorithm, Join};
+//! use gpujoin_join::table::{HostColumn, HostTable, Table};
+//! use gpujoin_join::JoinType;
+//! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
+//! let orders = Table::upload(s, &HostTable::new(vec![
+//!     ("order", HostColumn::from_values(vec![10i64, 11, 12])),
+//!     ("cust", HostColumn::utf8(["ann", "bob", "zoe"])),
+//! ])?)?;
+//! let customers = Table::upload(s, &HostTable::new(vec![
+//!     ("id", HostColumn::utf8(["bob", "ann"])),
+//!     ("city", HostColumn::utf8_options([Some("Oslo"), None])),
+//! ])?)?;
+//! let out = Join::new(JoinType::Left)
+//!     .on(&orders, &["cust"], &customers, &["id"])
+//!     .select(&["order"], &["city"])
+//!     .run(s)?;
+//! // order 10 -> ann -> NULL city, 11 -> bob -> "Oslo", 12 -> zoe -> no customer: NULL
+//! assert_eq!(out.rows, 3);
+//! println!("{} because {}", out.algorithm.name(), out.reason);
+//! let table = out.table.to_host()?;
+//! # Ok(()) }
+//! ```
+//!
+//! | algorithm | for | output order |
+//! |---|---|---|
+//! | [`Algorithm::SortedMerge`] | inputs already sorted by one integer key without nulls (ModernGPU) | by key; left rows, then right rows, in input order |
+//! | [`Algorithm::SortMerge`] | any keys; the paper's SMJ-UM / SMJ-OM | by key |
+//! | [`Algorithm::Interleave`] | any keys (seed 001) | by key |
+//! | [`Algorithm::Hash`] | one global hash table (NPHJ); small build sides | probe-side order within hash buckets |
+//! | [`Algorithm::PartitionedHash`] | radix-partitioned hash join; PHJ-UM / PHJ-OM | by partition |
+//! | [`Algorithm::IndexedNestedLoop`] | a sorted index of the right side probed by binary search; one key column without nulls | left row order |
+//!
+//! Every order is deterministic (the same inputs give the same order on every run); only the
+//! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
+
+mod keys;
+
+use gpujoin_device::{Error, Result, Stream};
+
+use crate::chunked::{ChunkBudget, EquiChunkSource, JoinChunks};
+use crate::hash_join::{JoinStats, Materialization};
+use crate::keys::Keys;
+use crate::maps::{GatherMaps, Side};
+use crate::table::{Column, ColumnView, DataType, Table, TableView};
+use crate::types::{JoinOptions, JoinType, NanEquality, NullEquality, RowId};
+use crate::wide;
+
+/// How payload columns are gathered through the join's result (the paper's materialization).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gather {
+    /// From the input rows through gather maps (the paper's GFUR, "UM").
+    Unclustered,
+    /// The first payload column travels with the keys through the transform, the others are
+    /// transformed one at a time and gathered from the transformed order (GFTR, "OM"): 4- and
+    /// 8-byte payload columns without nulls, keys of at most 64 bits without nulls.
+    Clustered,
+}
+
+/// The join algorithm: [`Algorithm::Auto`] or an explicit one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Algorithm {
+    /// Chosen from the input (see [`Join::explain`]), with its reason.
+    #[default]
+    Auto,
+    /// ModernGPU's merge of inputs sorted by key (checked on the device: unsorted input is an
+    /// [`Error::Unsupported`]).
+    SortedMerge,
+    /// Sort both sides, merge.
+    SortMerge(Gather),
+    /// The interleave join.
+    Interleave,
+    /// The non-partitioned hash join.
+    Hash,
+    /// The partitioned hash join.
+    PartitionedHash(Gather),
+    /// A sorted index of the right side probed from the left.
+    IndexedNestedLoop,
+}
+
+impl Algorithm {
+    /// Every explicit algorithm.
+    pub const EXPLICIT: [Algorithm; 8] = [
+        Algorithm::SortedMerge,
+        Algorithm::SortMerge(Gather::Unclustered),
+        Algorithm::SortMerge(Gather::Clustered),
+        Algorithm::Interleave,
+        Algorithm::Hash,
+        Algorithm::PartitionedHash(Gather::Unclustered),
+        Algorithm::PartitionedHash(Gather::Clustered),
+        Algorithm::IndexedNestedLoop,
+    ];
+
+    /// A short name (the paper's where it has one).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Auto => "auto",
+            Algorithm::SortedMerge => "sorted merge",
+            Algorithm::SortMerge(Gather::Unclustered) => "SMJ-UM",
+            Algorithm::SortMerge(Gather::Clustered) => "SMJ-OM",
+            Algorithm::Interleave => "interleave",
+            Algorithm::Hash => "NPHJ",
+            Algorithm::PartitionedHash(Gather::Unclustered) => "PHJ-UM",
+            Algorithm::PartitionedHash(Gather::Clustered) => "PHJ-OM",
+            Algorithm::IndexedNestedLoop => "indexed nested loop",
+        }
+    }
+
+    fn wide(self) -> Option<wide::Algorithm> {
+        Some(match self {
+            Algorithm::SortMerge(Gather::Unclustered) => wide::Algorithm::SmjUm,
+            Algorithm::SortMerge(Gather::Clustered) => wide::Algorithm::SmjOm,
+            Algorithm::PartitionedHash(Gather::Unclustered) => wide::Algorithm::PhjUm,
+            Algorithm::PartitionedHash(Gather::Clustered) => wide::Algorithm::PhjOm,
+            Algorithm::Hash => wide::Algorithm::Nphj,
+            _ => return None,
+        })
+    }
+
+    fn from_wide(a: wide::Algorithm) -> Algorithm {
+        match a {
+            wide::Algorithm::SmjUm => Algorithm::SortMerge(Gather::Unclustered),
+            wide::Algorithm::SmjOm => Algorithm::SortMerge(Gather::Clustered),
+            wide::Algorithm::PhjUm => Algorithm::PartitionedHash(Gather::Unclustered),
+            wide::Algorithm::PhjOm => Algorithm::PartitionedHash(Gather::Clustered),
+            wide::Algorithm::Nphj | wide::Algorithm::Auto => Algorithm::Hash,
+        }
+    }
+}
+
+/// A join of two tables, built step by step and run by one of its terminals ([`Join::run`],
+/// [`Join::count`], [`Join::chunks`], [`Join::explain`]).
+#[derive(Clone)]
+pub struct Join<'a> {
+    join_type: JoinType,
+    left: Option<TableView<'a>>,
+    right: Option<TableView<'a>>,
+    left_on: Vec<String>,
+    right_on: Vec<String>,
+    select_left: Vec<String>,
+    select_right: Vec<String>,
+    options: JoinOptions,
+    algorithm: Algorithm,
+    stats: bool,
+}
+
+/// What [`Join::run`] returns.
+pub struct JoinOutput {
+    /// Output rows.
+    pub rows: u64,
+    /// Gather maps into the input rows (`None` for the clustered gathers, which work with
+    /// positions in the transformed inputs).
+    pub maps: Option<GatherMaps>,
+    /// The selected columns of both sides, materialized: left ones first; a column name selected
+    /// on both sides is prefixed `left.` / `right.`. Rows without a partner on a side are null
+    /// in that side's columns.
+    pub table: Table,
+    /// The algorithm that ran (never `Auto`).
+    pub algorithm: Algorithm,
+    /// Why it ran.
+    pub reason: String,
+    /// Per-phase device times and peak memory, when asked for ([`Join::with_stats`]).
+    pub stats: Option<JoinStats>,
+}
+
+/// What [`Join::explain`] says about a join before running it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explain {
+    pub join_type: JoinType,
+    /// The algorithm that will run, or `Auto` where the choice samples the data at run time.
+    pub algorithm: Algorithm,
+    pub reason: String,
+    /// Each key pair: left name, right name, type, and how it is prepared.
+    pub keys: Vec<(String, String, DataType, &'static str)>,
+}
+
+impl std::fmt::Display for Explain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{:?} join: {} ({})", self.join_type, self.algorithm.name(), self.reason)?;
+        for (l, r, t, how) in &self.keys {
+            writeln!(f, "  key {l} = {r}: {t}, compared as {how}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<'a> From<&'a Table> for TableView<'a> {
+    fn from(t: &'a Table) -> TableView<'a> {
+        t.view()
+    }
+}
+
+/// Inputs up to this many rows together are joined by the non-partitioned hash join.
+pub const TINY_ROWS: u64 = 1 << 12;
+
+impl<'a> Join<'a> {
+    /// A join of `join_type` (SQL semantics: NULL keys match nothing, NaN matches NaN).
+    pub fn new(join_type: JoinType) -> Join<'a> {
+        Join {
+            join_type,
+            left: None,
+            right: None,
+            left_on: Vec::new(),
+            right_on: Vec::new(),
+            select_left: Vec::new(),
+            select_right: Vec::new(),
+            options: JoinOptions::DEFAULT,
+            algorithm: Algorithm::Auto,
+            stats: false,
+        }
+    }
+
+    /// The two tables and their key columns (pairwise equal).
+    pub fn on(mut self, left: impl Into<TableView<'a>>, left_on: &[&str], right: impl Into<TableView<'a>>, right_on: &[&str]) -> Join<'a> {
+        self.left = Some(left.into());
+        self.right = Some(right.into());
+        self.left_on = left_on.iter().map(|s| s.to_string()).collect();
+        self.right_on = right_on.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The columns of each side to materialize into [`JoinOutput::table`] (none by default).
+    pub fn select(mut self, left: &[&str], right: &[&str]) -> Join<'a> {
+        self.select_left = left.iter().map(|s| s.to_string()).collect();
+        self.select_right = right.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Whether NULL keys match each other.
+    pub fn null_equality(mut self, e: NullEquality) -> Join<'a> {
+        self.options.null_equality = e;
+        self
+    }
+
+    /// Whether NaN keys match each other.
+    pub fn nan_equality(mut self, e: NanEquality) -> Join<'a> {
+        self.options.nan_equality = e;
+        self
+    }
+
+    /// The most bytes the gather maps may take ([`JoinOptions::output_budget`]).
+    pub fn output_budget(mut self, bytes: u64) -> Join<'a> {
+        self.options.output_budget = Some(bytes);
+        self
+    }
+
+    /// The algorithm ([`Algorithm::Auto`] by default).
+    pub fn algorithm(mut self, a: Algorithm) -> Join<'a> {
+        self.algorithm = a;
+        self
+    }
+
+    /// Measure per-phase times and the peak device memory (waits for the device at the end and
+    /// resets the device's peak-memory counter).
+    pub fn with_stats(mut self) -> Join<'a> {
+        self.stats = true;
+        self
+    }
+
+    fn inputs(&self) -> Result<Inputs<'a>> {
+        let (Some(l), Some(r)) = (&self.left, &self.right) else {
+            return Err(Error::invalid("a join needs its tables and keys: call `on` first"));
+        };
+        if self.left_on.is_empty() || self.left_on.len() != self.right_on.len() {
+            return Err(Error::invalid(format!("{} left key columns and {} right key columns: give one or more pairs", self.left_on.len(), self.right_on.len())));
+        }
+        let lk = self.left_on.iter().map(|n| l.column(n)).collect::<Result<Vec<_>>>()?;
+        let rk = self.right_on.iter().map(|n| r.column(n)).collect::<Result<Vec<_>>>()?;
+        for (i, (a, b)) in lk.iter().zip(&rk).enumerate() {
+            if !a.data_type().is_comparable_with(b.data_type()) {
+                return Err(Error::TypeMismatch {
+                    what: format!("key pair {i} ({} = {})", self.left_on[i], self.right_on[i]),
+                    left: a.data_type().to_string(),
+                    right: b.data_type().to_string(),
+                });
+            }
+        }
+        for (side, t) in [("left", l), ("right", r)] {
+            if t.rows() as u64 > RowId::MAX_ROWS {
+                return Err(Error::too_large(format!("{side} rows"), t.rows() as u64, RowId::MAX_ROWS));
+            }
+        }
+        let ls = self.select_left.iter().map(|n| l.column(n)).collect::<Result<Vec<_>>>()?;
+        let rs = self.select_right.iter().map(|n| r.column(n)).collect::<Result<Vec<_>>>()?;
+        if !ls.is_empty() && !self.join_type.has_left_map() {
+            return Err(Error::invalid(format!("a {:?} join returns no left rows: select no left columns", self.join_type)));
+        }
+        if !rs.is_empty() && !self.join_type.has_right_map() {
+            return Err(Error::invalid(format!("a {:?} join returns no right rows: select no right columns", self.join_type)));
+        }
+        Ok(Inputs { left_keys: lk, right_keys: rk, left_select: ls, right_select: rs, left_rows: l.rows(), right_rows: r.rows() })
+    }
+
+    /// The algorithm that will run and why, and how each key is compared; checks the names and
+    /// types. No device work.
+    pub fn explain(&self) -> Result<Explain> {
+        let inputs = self.inputs()?;
+        let (algorithm, reason) = match self.algorithm {
+            Algorithm::Auto => self.auto(&inputs),
+            a => {
+                self.check_explicit(a, &inputs)?;
+                (a, "requested".to_string())
+            }
+        };
+        let keys = self
+            .left_on
+            .iter()
+            .zip(&self.right_on)
+            .zip(&inputs.left_keys)
+            .map(|((l, r), c)| (l.clone(), r.clone(), c.data_type(), keys::describe(c.data_type())))
+            .collect();
+        Ok(Explain { join_type: self.join_type, algorithm, reason, keys })
+    }
+
+    /// Auto, from what is known without device work.
+    fn auto(&self, i: &Inputs<'_>) -> (Algorithm, String) {
+        let total = i.left_rows as u64 + i.right_rows as u64;
+        if total <= TINY_ROWS {
+            return (Algorithm::Hash, format!("tiny inputs ({total} rows together): one global hash table, the fewest passes"));
+        }
+        match self.clustered_refusal(i) {
+            None if !i.left_select.is_empty() || !i.right_select.is_empty() => {
+                (Algorithm::Auto, "the paper's decision tree over the sizes, the payload widths and a sampled match ratio and skew, at run time".into())
+            }
+            None => (Algorithm::PartitionedHash(Gather::Unclustered), "no payload to materialize: the partitioned hash join's maps".into()),
+            Some(why) => (Algorithm::PartitionedHash(Gather::Unclustered), format!("the partitioned hash join with unclustered gathers ({why})")),
+        }
+    }
+
+    /// Why the clustered gathers cannot serve this input (`None`: they can).
+    fn clustered_refusal(&self, i: &Inputs<'_>) -> Option<String> {
+        let words: usize = i.left_keys.iter().map(|c| keys::words(c.data_type())).sum();
+        let bits: usize = i.left_keys.iter().map(|c| if c.data_type().is_string() { 32 } else { c.data_type().byte_width().unwrap_or(4).max(4) * 8 }).sum();
+        if bits > 64 || words > 2 {
+            return Some(format!("keys of {bits} bits; the clustered gathers take keys of at most 64"));
+        }
+        if let Some((n, _)) = self.left_on.iter().zip(&i.left_keys).chain(self.right_on.iter().zip(&i.right_keys)).find(|(_, c)| c.validity().is_some()) {
+            return Some(format!("key column {n} has a validity bitmap"));
+        }
+        if self.options.nan_equality == NanEquality::NanNeverEqual && i.left_keys.iter().any(|c| c.data_type().is_float()) {
+            return Some("float keys whose NaN equals nothing".into());
+        }
+        let names = self.select_left.iter().zip(&i.left_select).chain(self.select_right.iter().zip(&i.right_select));
+        for (n, c) in names {
+            if !matches!(c.data_type().byte_width(), Some(4 | 8)) {
+                return Some(format!("payload column {n} is {}; the clustered gathers take 4- and 8-byte types", c.data_type()));
+            }
+            if c.validity().is_some() {
+                return Some(format!("payload column {n} has a validity bitmap"));
+            }
+        }
+        None
+    }
+
+    fn check_explicit(&self, a: Algorithm, i: &Inputs<'_>) -> Result<()> {
+        let refuse = |reason: String| Err(Error::Unsupported { what: format!("the {} join", a.name()), reason });
+        let single_numeric = |ints_only: bool| -> Option<String> {
+            if i.left_keys.len() != 1 {
+                return Some(format!("{} key columns; it takes one", i.left_keys.len()));
+            }
+            let (n, c) = (&self.left_on[0], i.left_keys[0]);
+            let t = c.data_type();
+            if ints_only && !matches!(t, DataType::Int32 | DataType::Int64 | DataType::UInt32 | DataType::UInt64 | DataType::Date32 | DataType::Date64 | DataType::Timestamp(_)) {
+                return Some(format!("key column {n} is {t}; it takes 32- and 64-bit integer keys"));
+            }
+            if matches!(t, DataType::Decimal128(..)) {
+                return Some(format!("key column {n} is {t}; it takes one key word"));
+            }
+            if t.is_float() && self.options.nan_equality == NanEquality::NanEqualsNan {
+                return Some(format!("key column {n} is {t} and NaN equals NaN; its index leaves NaN out (use NanNeverEqual)"));
+            }
+            if let Some((n, _)) = self.left_on.iter().zip(&i.left_keys).chain(self.right_on.iter().zip(&i.right_keys)).find(|(_, c)| c.validity().is_some()) {
+                return Some(format!("key column {n} has a validity bitmap; it takes keys without nulls"));
+            }
+            None
+        };
+        match a {
+            Algorithm::Auto => Ok(()),
+            Algorithm::SortedMerge => single_numeric(true).map_or(Ok(()), refuse),
+            Algorithm::IndexedNestedLoop => single_numeric(false).map_or(Ok(()), refuse),
+            Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => self.clustered_refusal(i).map_or(Ok(()), refuse),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the join: maps and the selected columns materialized.
+    pub fn run(&self, stream: &Stream) -> Result<JoinOutput> {
+        let inputs = self.inputs()?;
+        let (algorithm, reason) = match self.algorithm {
+            Algorithm::Auto => self.auto(&inputs),
+            a => {
+                self.check_explicit(a, &inputs)?;
+                (a, "requested".to_string())
+            }
+        };
+        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
+        let (l, r) = (lk.keys()?, rk.keys()?);
+        let jt = self.join_type;
+        let clustered = matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered));
+        if clustered {
+            return self.run_wide(stream, &inputs, &l, &r, algorithm, reason);
+        }
+        let clock = if self.stats { Some(crate::common::Clock::start(stream)?) } else { None };
+        let mut clock = clock;
+        if let Some(c) = clock.as_mut() {
+            c.mark(stream)?;
+        }
+        let maps = match algorithm {
+            Algorithm::SortedMerge => {
+                crate::common::check_output_budget(stream, &l, &r, jt, self.options)?;
+                sorted_merge(stream, &inputs, jt)?
+            }
+            Algorithm::SortMerge(_) => crate::sort_merge::sort_merge_join(stream, &l, &r, jt, self.options)?,
+            Algorithm::Interleave => crate::interleave::interleave_join(stream, &l, &r, jt, self.options)?,
+            Algorithm::Hash => crate::hash_join::hash_join(stream, &l, &r, jt, self.options)?,
+            Algorithm::PartitionedHash(_) => crate::hash_join::partitioned_hash_join(stream, &l, &r, jt, self.options, Materialization::Unclustered)?.maps,
+            Algorithm::IndexedNestedLoop => {
+                crate::common::check_output_budget(stream, &l, &r, jt, self.options)?;
+                let index_col = keys::owned_single(stream, &rk)?;
+                let probe = keys::owned_single(stream, &lk)?;
+                let index = crate::indexed_nested_loop::SortedIndex::build(stream, &index_col)?;
+                index.join(stream, &probe, Side::Left, jt)?
+            }
+            Algorithm::Auto => unreachable!("handled above"),
+        };
+        if let Some(c) = clock.as_mut() {
+            c.mark(stream)?;
+        }
+        let table = self.materialize(stream, &inputs, &maps)?;
+        let stats = match clock {
+            Some(mut c) => {
+                c.mark(stream)?;
+                let mut s = JoinStats::default();
+                c.finish(&mut s)?;
+                Some(s)
+            }
+            None => None,
+        };
+        Ok(JoinOutput { rows: maps.rows(), maps: Some(maps), table, algorithm, reason, stats })
+    }
+
+    fn run_wide(&self, stream: &Stream, i: &Inputs<'a>, l: &Keys<'_>, r: &Keys<'_>, algorithm: Algorithm, reason: String) -> Result<JoinOutput> {
+        let lp = i.left_select.iter().map(payload_view).collect::<Result<Vec<_>>>()?;
+        let rp = i.right_select.iter().map(payload_view).collect::<Result<Vec<_>>>()?;
+        let wl = wide::WideRelation::new(l.clone(), lp)?;
+        let wr = wide::WideRelation::new(r.clone(), rp)?;
+        let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
+        let opts = wide::WideJoinOptions { keys: self.options, output: wide::Output::Relation };
+        let out = wide::join(stream, &wl, &wr, self.join_type, wa, opts)?;
+        let ran = Algorithm::from_wide(out.algorithm);
+        if algorithm != Algorithm::Auto && ran != algorithm {
+            // The pre-checks should make this impossible; never substitute silently.
+            return Err(Error::Unsupported { what: format!("the {} join", algorithm.name()), reason: format!("it ran as {}: {}", ran.name(), out.reason) });
+        }
+        let reason = if algorithm == Algorithm::Auto { format!("{reason}: {}", out.reason) } else { reason };
+        let mut columns = Vec::new();
+        for (side, m, names, cols) in [(Side::Left, out.left, &self.select_left, &i.left_select), (Side::Right, out.right, &self.select_right, &i.right_select)] {
+            let Some(m) = m else { continue };
+            let validity = m.validity.map(|v| v.into_bytes());
+            let mut validity = validity;
+            for ((name, col), p) in names.iter().zip(cols).zip(m.columns) {
+                let bytes = payload_bytes(p);
+                let v = match &validity {
+                    Some(v) => Some(copy_bytes(stream, v)?),
+                    None => None,
+                };
+                columns.push((self.output_name(side, name), Column::from_buffers(col.data_type(), out.rows as usize, bytes, None, v)?));
+            }
+            validity.take();
+        }
+        Ok(JoinOutput { rows: out.rows, maps: out.maps, table: Table::new(columns)?, algorithm: ran, reason, stats: self.stats.then_some(out.stats) })
+    }
+
+    fn output_name(&self, side: Side, name: &str) -> String {
+        let (this, other, prefix) = match side {
+            Side::Left => (&self.select_left, &self.select_right, "left."),
+            Side::Right => (&self.select_right, &self.select_left, "right."),
+        };
+        let _ = this;
+        if other.iter().any(|o| o == name) {
+            format!("{prefix}{name}")
+        } else {
+            name.to_string()
+        }
+    }
+
+    fn materialize(&self, stream: &Stream, i: &Inputs<'_>, maps: &GatherMaps) -> Result<Table> {
+        let mut columns = Vec::new();
+        for (side, names, cols) in [(Side::Left, &self.select_left, &i.left_select), (Side::Right, &self.select_right, &i.right_select)] {
+            if cols.is_empty() {
+                continue;
+            }
+            let map = maps.side(side).expect("checked: the side has a map").cast::<u32>();
+            for (name, c) in names.iter().zip(cols) {
+                columns.push((self.output_name(side, name), crate::table::kernels::gather(stream, c, &map, maps.nullable(side))?));
+            }
+        }
+        Table::new(columns)
+    }
+
+    /// The exact number of output rows, without allocating the output.
+    pub fn count(&self, stream: &Stream) -> Result<u64> {
+        let inputs = self.inputs()?;
+        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
+        crate::sort_merge::sort_merge_join_size(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)
+    }
+
+    /// The gather maps in chunks of at most `budget` bytes each, for outputs of any size (the
+    /// chunked equi-join; the algorithm setting does not apply). Output order: as
+    /// [`Algorithm::SortMerge`].
+    pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<EquiChunkSource>> {
+        let inputs = self.inputs()?;
+        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
+        let source = EquiChunkSource::new(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)?;
+        JoinChunks::new(stream, source, budget)
+    }
+}
+
+struct Inputs<'a> {
+    left_keys: Vec<ColumnView<'a>>,
+    right_keys: Vec<ColumnView<'a>>,
+    left_select: Vec<ColumnView<'a>>,
+    right_select: Vec<ColumnView<'a>>,
+    left_rows: usize,
+    right_rows: usize,
+}
+
+fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType) -> Result<GatherMaps> {
+    let (a, b) = (&i.left_keys[0], &i.right_keys[0]);
+    for (side, c) in [("left", a), ("right", b)] {
+        let d = crate::table::kernels::count_descents(stream, c)?;
+        if d > 0 {
+            return Err(Error::Unsupported { what: "the sorted merge join".into(), reason: format!("the {side} keys are not sorted ({d} descents)") });
+        }
+    }
+    let err = || Error::invalid("misaligned key values");
+    match a.data_type() {
+        DataType::Int32 | DataType::Date32 => crate::sort_merge::sorted_merge_join(stream, &a.typed::<i32>().ok_or_else(err)?, &b.typed::<i32>().ok_or_else(err)?, jt),
+        DataType::UInt32 => crate::sort_merge::sorted_merge_join(stream, &a.typed::<u32>().ok_or_else(err)?, &b.typed::<u32>().ok_or_else(err)?, jt),
+        DataType::UInt64 => crate::sort_merge::sorted_merge_join(stream, &a.typed::<u64>().ok_or_else(err)?, &b.typed::<u64>().ok_or_else(err)?, jt),
+        _ => crate::sort_merge::sorted_merge_join(stream, &a.typed::<i64>().ok_or_else(err)?, &b.typed::<i64>().ok_or_else(err)?, jt),
+    }
+}
+
+fn payload_view<'v>(c: &ColumnView<'v>) -> Result<crate::keys::DeviceColumn<'v>> {
+    use crate::keys::DeviceColumn as D;
+    let err = || Error::invalid(format!("payload of type {}", c.data_type()));
+    Ok(match c.data_type() {
+        DataType::Int32 | DataType::Date32 => D::I32(c.typed().ok_or_else(err)?),
+        DataType::UInt32 => D::U32(c.typed().ok_or_else(err)?),
+        DataType::Float32 => D::F32(c.typed().ok_or_else(err)?),
+        DataType::Float64 => D::F64(c.typed().ok_or_else(err)?),
+        DataType::UInt64 => D::U64(c.typed().ok_or_else(err)?),
+        DataType::Int64 | DataType::Date64 | DataType::Timestamp(_) => D::I64(c.typed().ok_or_else(err)?),
+        _ => return Err(err()),
+    })
+}
+
+fn payload_bytes(p: crate::maps::Payload) -> gpujoin_device::DeviceBuffer<u8> {
+    use crate::maps::Payload as P;
+    match p {
+        P::I32(b) => b.into_bytes(),
+        P::I64(b) => b.into_bytes(),
+        P::U32(b) => b.into_bytes(),
+        P::U64(b) => b.into_bytes(),
+        P::F32(b) => b.into_bytes(),
+        P::F64(b) => b.into_bytes(),
+    }
+}
+
+fn copy_bytes(stream: &Stream, v: &gpujoin_device::DeviceBuffer<u8>) -> Result<gpujoin_device::DeviceBuffer<u8>> {
+    let mut out = stream.alloc::<u8>(v.len())?;
+    stream.copy_device_to_device(&v.view(), &mut out.view_mut())?;
+    Ok(out)
+}
