@@ -15,9 +15,10 @@ mod common;
 use common::Harness;
 use gpujoin::device::{DeviceBuffer, Pod, Stream};
 use gpujoin::join::{
-    datagen, hash_join_tuning_for_tests, hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys,
+    hash_join_tuning_for_tests, hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys,
     Materialization,
 };
+use gpujoin_testkit::datagen;
 
 /// Not `paper_pkfk`: `benches/wide.rs` times those cases through `wide::join` (Auto and each
 /// algorithm); this file keeps the direct PHJ/NPHJ calls for tuning and profiling.

@@ -3,7 +3,9 @@
 //! Relational joins on the GPU. Every algorithm returns [`GatherMaps`] (left and right
 //! [`RowId`]s with an explicit [`RowId::NONE`] for the null side of outer rows); payload columns
 //! are gathered through them separately ([`materialize`]). Each algorithm has its own module and
-//! is checked against the CPU reference in [`mod@reference`].
+//! is checked against the CPU references of the `gpujoin-testkit` crate (`gpujoin_testkit::reference`
+//! for equi-joins, `gpujoin_testkit::theta_reference` for theta joins), which also holds the data
+//! generators of the tests and benchmarks (`gpujoin_testkit::datagen`).
 //!
 //! | algorithm | entry points | seed |
 //! |---|---|---|
@@ -17,7 +19,6 @@
 //! | peak device memory of every algorithm as a formula of its sizes | [`memory::peak_bytes`], [`memory::working_bytes`] | issue 10 |
 pub mod chunked;
 mod common;
-pub mod datagen;
 pub mod device_relation;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi;
@@ -36,10 +37,8 @@ pub mod keys;
 pub mod maps;
 pub mod memory;
 pub mod predicate;
-pub mod reference;
 pub mod sort_merge;
 pub mod theta;
-pub mod theta_reference;
 mod trace;
 pub mod types;
 pub mod wide;

@@ -23,12 +23,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use gpujoin_device::testing::{cases, reduced, rows};
 use gpujoin_device::{DeviceBuffer, Stream};
-use gpujoin_join::reference;
 use gpujoin_join::{
-    datagen, hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads,
+    hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads,
     set_hash_mask_for_tests, DeviceColumn, DeviceKeys, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, KeyType, Keys, Materialization,
     NanEquality, NullEquality, Payload, RowId, Side,
 };
+use gpujoin_testkit::datagen;
+use gpujoin_testkit::reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;

@@ -32,13 +32,14 @@ use gpujoin_device::testing::{cases, pick, rows};
 
 use gpujoin_device::{DeviceBuffer, Error, Pod, Stream};
 use gpujoin_join::chunked::{join_chunks, ChunkBudget};
-use gpujoin_join::reference::{self, vectors};
 use gpujoin_join::{
-    datagen, force_general_merge_path_for_tests, interleave_join, interleave_join_many, materialize, materialize_unchecked,
+    force_general_merge_path_for_tests, interleave_join, interleave_join_many, materialize, materialize_unchecked,
     set_hash_mask_for_tests, sort_merge_join, sort_merge_join_size, sorted_merge_join, DeviceColumn, DeviceKeys, GatherMaps,
     HostColumn, HostKeys, JoinOptions, JoinType, KeyColumn, KeyType, Keys, NanEquality, NullEquality, Payload, RowId, Side,
     SortedKey,
 };
+use gpujoin_testkit::datagen;
+use gpujoin_testkit::reference::{self, vectors};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;

@@ -25,9 +25,10 @@ use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation};
 use gpujoin_join::theta::{choose_path, theta_join, ThetaPath};
 use gpujoin_join::wide::{self, Algorithm, Output, WideJoinOptions, WideRelation};
 use gpujoin_join::{
-    datagen, hash_join, interleave_join, partitioned_hash_join, partitioned_hash_join_with_payloads, sort_merge_join, sort_merge_join_size, sorted_merge_join,
+    hash_join, interleave_join, partitioned_hash_join, partitioned_hash_join_with_payloads, sort_merge_join, sort_merge_join_size, sorted_merge_join,
     DeviceColumn, JoinOptions, JoinType, Keys, Materialization, Side,
 };
+use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

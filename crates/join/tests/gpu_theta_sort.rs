@@ -16,8 +16,8 @@ use gpujoin_join::theta::sorted::{
     sorted_theta_materialize, SortedThetaJoin,
 };
 use gpujoin_join::theta::{Agg, AggValue};
-use gpujoin_join::theta_reference::{theta_aggregate, theta_aggregate_per_left_row, theta_join, theta_join_size};
 use gpujoin_join::{JoinType, RowId};
+use gpujoin_testkit::theta_reference::{theta_aggregate, theta_aggregate_per_left_row, theta_join, theta_join_size};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;

@@ -60,7 +60,7 @@ use crate::device_relation::{DeviceColumnData, DeviceRelation};
 use crate::ffi_theta_sort as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, CmpOp, DataType, RangeCondition, Scalar};
-use crate::theta_reference::{Agg, AggValue};
+use super::{Agg, AggValue};
 use crate::types::{JoinType, RowId};
 
 static POISON: AtomicBool = AtomicBool::new(false);
@@ -602,8 +602,9 @@ pub fn sorted_theta_join_size(stream: &Stream, left: &DeviceRelation, right: &De
 }
 
 /// `agg` of `column` over the pairs of the inner sort-based theta join, without materializing
-/// them (semantics of [`crate::theta_reference::theta_aggregate`]; float sums may round
-/// differently: prefix sums in `f64`).
+/// them (semantics of [`Agg`], those of the CPU reference
+/// `gpujoin_testkit::theta_reference::theta_aggregate`; float sums may round differently: prefix
+/// sums in `f64`).
 pub fn sorted_theta_aggregate(
     stream: &Stream,
     left: &DeviceRelation,
@@ -616,8 +617,8 @@ pub fn sorted_theta_aggregate(
     Ok(aggregate_on_condition(stream, left, right, &cond, agg, column, false)?.0)
 }
 
-/// For each left row, `agg` of `column` over its matching right rows (semantics of
-/// [`crate::theta_reference::theta_aggregate_per_left_row`]).
+/// For each left row, `agg` of `column` over its matching right rows (semantics of the CPU
+/// reference `gpujoin_testkit::theta_reference::theta_aggregate_per_left_row`).
 pub fn sorted_theta_aggregate_per_left_row(
     stream: &Stream,
     left: &DeviceRelation,

@@ -540,7 +540,7 @@ mod tests {
 
     #[test]
     fn sampled_skew_separates_zipf_from_uniform() {
-        use crate::datagen::{foreign_keys_uniform, zipf_keys};
+        use gpujoin_testkit::datagen::{foreign_keys_uniform, zipf_keys};
         let n = 1 << 20;
         let sample = |keys: &[u32]| -> SampledSkew {
             let m = SAMPLE_ROWS;
