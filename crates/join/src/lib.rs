@@ -7,6 +7,12 @@
 //! for equi-joins, `gpujoin_testkit::theta_reference` for theta joins), which also holds the data
 //! generators of the tests and benchmarks (`gpujoin_testkit::datagen`).
 //!
+//! The cargo feature `testing` (tests and benchmarks only) adds test-only knobs to single calls,
+//! never process-wide: `JoinOptions::testing` (`TestingOptions`: the merge join's general path,
+//! a weak hash, the partitioned hash join's tuning), `sorted_merge_join_with`,
+//! `theta::sorted::SortedTesting` (poisoned outputs, the aggregate path) and
+//! `wide::sample_for_tests`.
+//!
 //! | algorithm | entry points | seed |
 //! |---|---|---|
 //! | ModernGPU sort-merge join | [`sorted_merge_join`] (sorted keys), [`sort_merge_join`] (any keys), [`sort_merge_join_size`] | 000 |
@@ -43,13 +49,15 @@ mod trace;
 pub mod types;
 pub mod wide;
 
-pub use hash_join::{hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
+pub use hash_join::{hash_join, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
 pub use interleave::{interleave_join, interleave_join_many};
-pub use keys::{pack_validity, set_hash_mask_for_tests, DeviceColumn, DeviceKeys, KeyColumn, Keys};
+pub use keys::{pack_validity, DeviceColumn, DeviceKeys, KeyColumn, Keys};
 pub use maps::{map_validity, materialize, materialize_unchecked, GatherMaps, Materialized, Payload, Side};
-pub use sort_merge::{force_general_merge_path_for_tests, sort_merge_join, sort_merge_join_size, sorted_merge_join, SortedKey};
+pub use sort_merge::{sort_merge_join, sort_merge_join_size, sorted_merge_join, SortedKey};
 
 /// The exact row count of an equi-join of `left` and `right` (any join type, any keys), without
 /// allocating the output when the keys pack into 64 bits: [`sort_merge_join_size`].
 pub use sort_merge::sort_merge_join_size as join_size;
 pub use types::*;
+#[cfg(feature = "testing")]
+pub use sort_merge::sorted_merge_join_with;

@@ -137,7 +137,7 @@ fn host_keys(c: &ColumnData) -> Option<HostKeys> {
 /// For numeric keys: the test reference agrees with the crate's hash-join reference.
 fn cross_check_reference(left: &ColumnData, right: &ColumnData, jt: JoinType, want: &[(RowId, RowId)]) -> Result<(), TestCaseError> {
     let (Some(l), Some(r)) = (host_keys(left), host_keys(right)) else { return Ok(()) };
-    let opts = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, output_budget: None };
+    let opts = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT };
     let crate_ref = reference::join(&l, &r, jt, opts).unwrap();
     let mut mine = want.to_vec();
     reference::sort_pairs(&mut mine);

@@ -33,7 +33,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const MIB: u64 = 1 << 20;
-const OPTS: JoinOptions = JoinOptions { null_equality: gpujoin_join::NullEquality::NullEqualsNothing, nan_equality: gpujoin_join::NanEquality::NanEqualsNan, output_budget: None };
+const OPTS: JoinOptions = JoinOptions { null_equality: gpujoin_join::NullEquality::NullEqualsNothing, nan_equality: gpujoin_join::NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT };
 
 fn mib(b: u64) -> f64 {
     b as f64 / MIB as f64

@@ -667,9 +667,7 @@ mod tests {
     use proptest::prelude::*;
     use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, RngSeed};
 
-    const DEFAULT: JoinOptions = JoinOptions {
-        null_equality: NullEquality::NullEqualsNothing,
-        nan_equality: NanEquality::NanEqualsNan, output_budget: None };
+    const DEFAULT: JoinOptions = JoinOptions::DEFAULT;
 
     fn id(i: u32) -> RowId {
         RowId::new(i).unwrap()
@@ -1019,7 +1017,7 @@ mod tests {
                     } else {
                         NanEquality::NanEqualsNan
                     },
-                    output_budget: None,
+                    ..JoinOptions::DEFAULT
                 };
                 (make_keys(&specs, &lcells), make_keys(&specs, &rcells), opts)
             })
