@@ -29,7 +29,8 @@ use gpujoin::join::chunked::{ChunkBudget, ChunkSource, EquiChunkSource, HostStre
 use gpujoin::join::device_relation::DeviceRelation;
 use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation};
 use gpujoin::join::theta::{theta_join_size, ThetaColumnsSource};
-use gpujoin::join::{datagen, pack_validity, sort_merge_join, JoinOptions, JoinType, KeyColumn, Keys};
+use gpujoin::join::{pack_validity, sort_merge_join, JoinOptions, JoinType, KeyColumn, Keys};
+use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

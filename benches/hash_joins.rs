@@ -15,9 +15,10 @@ mod common;
 use common::Harness;
 use gpujoin::device::{DeviceBuffer, Pod, Stream};
 use gpujoin::join::{
-    datagen, hash_join_tuning_for_tests, hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys,
-    Materialization,
+    hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys, Materialization,
+    TestingOptions,
 };
+use gpujoin_testkit::datagen;
 
 /// Not `paper_pkfk`: `benches/wide.rs` times those cases through `wide::join` (Auto and each
 /// algorithm); this file keeps the direct PHJ/NPHJ calls for tuning and profiling.
@@ -32,14 +33,15 @@ fn upload<T: Pod>(s: &Stream, keys: &[T], payloads: usize) -> Side<T> {
     Side { keys: s.copy_from_host(keys).unwrap(), payloads: (0..payloads).map(|_| s.copy_from_host(keys).unwrap()).collect() }
 }
 
-fn phj_case<T: Pod>(h: &mut Harness, case: &str, r: &Side<T>, f: &Side<T>, mode: Materialization, bytes: u64, rows: u64)
+/// `opts`: `JoinOptions::default()` but where a sweep forces the partition bits.
+#[allow(clippy::too_many_arguments)]
+fn phj_case<T: Pod>(h: &mut Harness, case: &str, r: &Side<T>, f: &Side<T>, mode: Materialization, opts: JoinOptions, bytes: u64, rows: u64)
 where
     for<'a> DeviceColumn<'a>: From<gpujoin::device::DeviceView<'a, T>>,
 {
     let (kr, kf) = (Keys::single(r.keys.view()), Keys::single(f.keys.view()));
     let pr: Vec<DeviceColumn> = r.payloads.iter().map(|b| b.view().into()).collect();
     let pf: Vec<DeviceColumn> = f.payloads.iter().map(|b| b.view().into()).collect();
-    let opts = JoinOptions::default();
     let elements = (r.keys.len() + f.keys.len()) as u64;
     h.case(GROUP, case, bytes, elements, |s| {
         let out = partitioned_hash_join_with_payloads(s, &kr, &pr, &kf, &pf, JoinType::Inner, opts, mode).unwrap();
@@ -79,14 +81,13 @@ fn main() {
         if std::env::var_os("GPUJOIN_HASH_SWEEP").is_some() {
             // Partition bits forced around the automatic choice (16 here); dense keys split evenly.
             for bits in [14, 15, 16, 17] {
-                hash_join_tuning_for_tests(bits, 0);
-                phj_case(&mut h, &format!("narrow_4b4b_phj_om_bits{bits}"), &rn, &fnn, Materialization::Clustered, io(4, 4, 1), rows);
+                let opts = JoinOptions { testing: TestingOptions { partition_bits: bits, ..TestingOptions::DEFAULT }, ..JoinOptions::default() };
+                phj_case(&mut h, &format!("narrow_4b4b_phj_om_bits{bits}"), &rn, &fnn, Materialization::Clustered, opts, io(4, 4, 1), rows);
             }
-            hash_join_tuning_for_tests(0, 0);
             return;
         }
-        phj_case(&mut h, "narrow_4b4b_phj_um", &rn, &fnn, Materialization::Unclustered, io(4, 4, 1), rows);
-        phj_case(&mut h, "narrow_4b4b_phj_om", &rn, &fnn, Materialization::Clustered, io(4, 4, 1), rows);
+        phj_case(&mut h, "narrow_4b4b_phj_um", &rn, &fnn, Materialization::Unclustered, JoinOptions::default(), io(4, 4, 1), rows);
+        phj_case(&mut h, "narrow_4b4b_phj_om", &rn, &fnn, Materialization::Clustered, JoinOptions::default(), io(4, 4, 1), rows);
 
         // The non-partitioned hash join, payloads gathered through its maps.
         let (kr, kf) = (Keys::single(rn.keys.view()), Keys::single(fnn.keys.view()));
@@ -104,7 +105,7 @@ fn main() {
         // Wide: two payload columns per side.
         rn.payloads.push(r2);
         fnn.payloads.push(f2);
-        phj_case(&mut h, "wide_4b4b_phj_om", &rn, &fnn, Materialization::Clustered, io(4, 4, 2), rows);
+        phj_case(&mut h, "wide_4b4b_phj_om", &rn, &fnn, Materialization::Clustered, JoinOptions::default(), io(4, 4, 2), rows);
     }
 
     // 8-byte keys and payloads.
@@ -113,5 +114,5 @@ fn main() {
     drop((r, f));
     let (rs, fs) = (upload(&s, &r8, 1), upload(&s, &f8, 1));
     drop((r8, f8));
-    phj_case(&mut h, "narrow_8b8b_phj_om", &rs, &fs, Materialization::Clustered, io(8, 8, 1), rows);
+    phj_case(&mut h, "narrow_8b8b_phj_om", &rs, &fs, Materialization::Clustered, JoinOptions::default(), io(8, 8, 1), rows);
 }

@@ -13,11 +13,11 @@ mod common;
 
 use common::{time_ms, Harness};
 use gpujoin::device::Stream;
-use gpujoin::join::datagen;
 use gpujoin::join::device_relation::DeviceColumnData;
 use gpujoin::join::indexed_nested_loop::SortedIndex;
 use gpujoin::join::predicate::ColumnData;
 use gpujoin::join::{JoinType, Side};
+use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

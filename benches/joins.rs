@@ -9,7 +9,8 @@
 mod common;
 
 use common::Harness;
-use gpujoin::join::{datagen, interleave_join, materialize_unchecked, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys};
+use gpujoin::join::{interleave_join, materialize_unchecked, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys};
+use gpujoin_testkit::datagen;
 
 /// Runs `f` once with per-phase tracing (GPUJOIN_TRACE) on, so the log shows where time goes.
 fn traced(f: impl FnOnce()) {

@@ -20,7 +20,8 @@ use gpujoin::join::device_relation::DeviceRelation;
 use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation, Side};
 use gpujoin::join::theta::nested_loop::{nested_loop_aggregate, nested_loop_join_with, Strategy};
 use gpujoin::join::theta::{Agg, AggValue};
-use gpujoin::join::{datagen, JoinType};
+use gpujoin::join::{JoinType};
+use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -32,7 +32,8 @@ mod common;
 use common::Harness;
 use gpujoin::device::{DeviceBuffer, DeviceView, Pod, Stream};
 use gpujoin::join::wide::{self, join_sequence, Algorithm, WideJoinOptions, WideRelation};
-use gpujoin::join::{datagen, DeviceColumn, JoinOptions, JoinType, Keys};
+use gpujoin::join::{DeviceColumn, JoinOptions, JoinType, Keys};
+use gpujoin_testkit::datagen;
 
 const GROUP: &str = "paper_pkfk";
 

@@ -5,8 +5,9 @@
 use std::fmt::Write;
 
 use crate::device::{Device, Result, Stream, Timer};
-use crate::join::reference::{self, vectors};
-use crate::join::{datagen, interleave_join, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys, RowId};
+use crate::join::{interleave_join, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys, RowId};
+use gpujoin_testkit::datagen;
+use gpujoin_testkit::reference::{self, vectors};
 
 macro_rules! wln {
     ($o:expr) => { let _ = writeln!($o); };

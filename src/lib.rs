@@ -2,7 +2,8 @@
 //!
 //! Relational joins on NVIDIA GPUs. This facade re-exports the layers:
 //! [`device`] (context, streams, buffers), [`primitives`] (sort, scan, search, gather...) and
-//! [`join`] (every join algorithm, with CPU references).
+//! [`join`] (every join algorithm). The CPU references and data generators of the tests live in
+//! the `gpujoin-testkit` crate, which [`demo`] uses too.
 pub mod demo;
 
 pub use gpujoin_device as device;

@@ -3,7 +3,7 @@
 //! the GPU.
 
 use gpujoin::demo::{run, Ran};
-use gpujoin::join::reference::vectors;
+use gpujoin_testkit::reference::vectors;
 
 /// The `(aIndex, bIndex)` rows listed under a section title.
 fn listed_pairs(text: &str, title: &str) -> Vec<(i64, i64)> {

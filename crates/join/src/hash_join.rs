@@ -64,8 +64,6 @@
 //! key up (count pass), a scan gives the offsets, and a load-balancing search writes the pairs:
 //! probe rows in input order, each with its build matches in input order.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::cuda::{launch, with_temp};
 use gpujoin_primitives::{count_offsets, gather_into_unchecked, sort_keys, sort_pairs, PartitionKey, RadixKey, SortOrder, SortPairsWith};
@@ -183,33 +181,14 @@ const TARGET_ROWS: usize = 1024;
 /// Probe rows per work item at most.
 const PROBE_SPLIT: u32 = 16384;
 
-static FORCE_BITS: AtomicU32 = AtomicU32::new(0);
-static FORCE_SPLIT: AtomicU32 = AtomicU32::new(0);
-
-/// Test support: partition on exactly `partition_bits` bits (0: automatic) and give each work
-/// item at most `probe_split` probe rows (0: the default 16384), so that small inputs exercise
-/// oversized partitions (several build chunks) and split probe ranges. Affects every join of the
-/// process; use in tests only.
-#[doc(hidden)]
-pub fn hash_join_tuning_for_tests(partition_bits: u32, probe_split: u32) {
-    FORCE_BITS.store(partition_bits.min(24), Ordering::SeqCst);
-    FORCE_SPLIT.store(probe_split, Ordering::SeqCst);
-}
-
-fn partition_bits(build_rows: usize) -> u32 {
-    let forced = FORCE_BITS.load(Ordering::SeqCst);
-    if forced > 0 {
-        return forced;
+/// The partition bits for `build_rows` build rows (`forced`: tests,
+/// [`JoinOptions::forced_partition_bits`]).
+fn partition_bits(build_rows: usize, forced: Option<u32>) -> u32 {
+    if let Some(bits) = forced {
+        return bits;
     }
     let parts = build_rows.div_ceil(TARGET_ROWS).max(1);
     (usize::BITS - (parts - 1).leading_zeros()).clamp(1, 24)
-}
-
-fn probe_split() -> u32 {
-    match FORCE_SPLIT.load(Ordering::SeqCst) {
-        0 => PROBE_SPLIT,
-        s => s,
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -671,9 +650,9 @@ impl Work {
     }
 }
 
-fn work_items<K: Pod>(stream: &Stream, build: &Transformed<K>, probe: &Transformed<K>, bits: u32) -> Result<Work> {
+/// `split`: the most probe rows of a work item.
+fn work_items<K: Pod>(stream: &Stream, build: &Transformed<K>, probe: &Transformed<K>, bits: u32, split: u32) -> Result<Work> {
     let parts = 1usize << bits;
-    let split = probe_split();
     let mut per_part = stream.alloc::<u64>(parts)?;
     let mut max_build = stream.alloc_zeroed::<u32>(1)?;
     let (bo, po) = (build.offsets.view().as_ptr(), probe.offsets.view().as_ptr());
@@ -768,7 +747,7 @@ struct Request<'p, 'a> {
     with_payloads: bool,
 }
 
-fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_>, mut clock: Clock) -> Result<JoinedRelation> {
+fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_>, opts: JoinOptions, mut clock: Clock) -> Result<JoinedRelation> {
     let jt = req.join_type;
     let verifying = p.verify.is_some();
     let om = req.mode == Materialization::Clustered && !verifying;
@@ -782,7 +761,9 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     let carry_first = om && !om_maps;
     let (nl, nr) = (p.left.kept_len(), p.right.kept_len());
     let build_left = nl < nr;
-    let bits = partition_bits(nl.min(nr));
+    let forced_bits = opts.forced_partition_bits();
+    let split = opts.forced_probe_split().unwrap_or(PROBE_SPLIT);
+    let bits = partition_bits(nl.min(nr), forced_bits);
     let mut stats = JoinStats { partition_bits: bits, build_side: Some(if build_left { Side::Left } else { Side::Right }), ..JoinStats::default() };
 
     // 1. Transform.
@@ -793,9 +774,9 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     let (tl, tr, work) = loop {
         let tl = transform_side(stream, &p.left, om, lp.first().filter(|_| carry_first), bits)?;
         let tr = transform_side(stream, &p.right, om, rp.first().filter(|_| carry_first), bits)?;
-        let work = if build_left { work_items(stream, &tl, &tr, bits)? } else { work_items(stream, &tr, &tl, bits)? };
+        let work = if build_left { work_items(stream, &tl, &tr, bits, split)? } else { work_items(stream, &tr, &tl, bits, split)? };
         // Raw keys whose low bits crowd one partition: mix them and partition again.
-        if work.max_build > chunk && !p.mixed && FORCE_BITS.load(Ordering::SeqCst) == 0 {
+        if work.max_build > chunk && !p.mixed && forced_bits.is_none() {
             drop((tl, tr, work));
             p.mix(stream)?;
             continue;
@@ -1145,8 +1126,8 @@ fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions
     crate::common::check_output_budget(stream, left, right, req.join_type, opts)?;
     let clock = Clock::start(stream)?;
     match prepare(stream, left, right, opts)? {
-        AnyPrepared::U32(p) => phj::<u32>(stream, p, req, clock),
-        AnyPrepared::U64(p) => phj::<u64>(stream, p, req, clock),
+        AnyPrepared::U32(p) => phj::<u32>(stream, p, req, opts, clock),
+        AnyPrepared::U64(p) => phj::<u64>(stream, p, req, opts, clock),
     }
 }
 

@@ -234,6 +234,8 @@ pub(crate) struct KeyPlan {
     /// Null keys equal each other and some column is nullable: one null bit per column.
     pub null_equal: bool,
     pub nan_never_equal: bool,
+    /// The bits kept of every hashed key (all but in tests: [`JoinOptions::hash_mask`]).
+    pub hash_mask: u64,
 }
 
 impl KeyPlan {
@@ -247,18 +249,9 @@ impl KeyPlan {
             bits: if bits <= budget { bits } else { 64 },
             null_equal,
             nan_never_equal: opts.nan_equality == crate::NanEquality::NanNeverEqual,
+            hash_mask: opts.hash_mask(),
         }
     }
-}
-
-static HASH_MASK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
-
-/// Test support: keeps only the bits of `mask` of every hashed key, so that composite keys
-/// collide massively and the verification of candidate matches is exercised. `u64::MAX`
-/// restores the full hash. Affects every join of the process; use in tests only.
-#[doc(hidden)]
-pub fn set_hash_mask_for_tests(mask: u64) {
-    HASH_MASK.store(mask, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Computes the images and derived keys of `keys` under `plan`.
@@ -304,7 +297,7 @@ pub(crate) fn images(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<
             (!plan.exact) as i32,
             plan.null_equal as i32,
             plan.nan_never_equal as i32,
-            HASH_MASK.load(std::sync::atomic::Ordering::SeqCst),
+            plan.hash_mask,
             d,
             nm,
             s,

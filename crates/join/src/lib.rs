@@ -3,7 +3,15 @@
 //! Relational joins on the GPU. Every algorithm returns [`GatherMaps`] (left and right
 //! [`RowId`]s with an explicit [`RowId::NONE`] for the null side of outer rows); payload columns
 //! are gathered through them separately ([`materialize`]). Each algorithm has its own module and
-//! is checked against the CPU reference in [`mod@reference`].
+//! is checked against the CPU references of the `gpujoin-testkit` crate (`gpujoin_testkit::reference`
+//! for equi-joins, `gpujoin_testkit::theta_reference` for theta joins), which also holds the data
+//! generators of the tests and benchmarks (`gpujoin_testkit::datagen`).
+//!
+//! The cargo feature `testing` (tests and benchmarks only) adds test-only knobs to single calls,
+//! never process-wide: `JoinOptions::testing` (`TestingOptions`: the merge join's general path,
+//! a weak hash, the partitioned hash join's tuning), `sorted_merge_join_with`,
+//! `theta::sorted::SortedTesting` (poisoned outputs, the aggregate path) and
+//! `wide::sample_for_tests`.
 //!
 //! | algorithm | entry points | seed |
 //! |---|---|---|
@@ -17,7 +25,6 @@
 //! | peak device memory of every algorithm as a formula of its sizes | [`memory::peak_bytes`], [`memory::working_bytes`] | issue 10 |
 pub mod chunked;
 mod common;
-pub mod datagen;
 pub mod device_relation;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi;
@@ -39,23 +46,23 @@ pub mod maps;
 pub mod memory;
 pub mod plan;
 pub mod predicate;
-pub mod reference;
 pub mod sort_merge;
 pub mod table;
 pub mod theta;
-pub mod theta_reference;
 mod trace;
 pub mod types;
 pub mod wide;
 
-pub use hash_join::{hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
+pub use hash_join::{hash_join, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
 pub use plan::{Algorithm as JoinAlgorithm, Gather, Join, JoinOutput};
 pub use interleave::{interleave_join, interleave_join_many};
-pub use keys::{pack_validity, set_hash_mask_for_tests, DeviceColumn, DeviceKeys, KeyColumn, Keys};
+pub use keys::{pack_validity, DeviceColumn, DeviceKeys, KeyColumn, Keys};
 pub use maps::{map_validity, materialize, materialize_unchecked, GatherMaps, Materialized, Payload, Side};
-pub use sort_merge::{force_general_merge_path_for_tests, sort_merge_join, sort_merge_join_size, sorted_merge_join, SortedKey};
+pub use sort_merge::{sort_merge_join, sort_merge_join_size, sorted_merge_join, SortedKey};
 
 /// The exact row count of an equi-join of `left` and `right` (any join type, any keys), without
 /// allocating the output when the keys pack into 64 bits: [`sort_merge_join_size`].
 pub use sort_merge::sort_merge_join_size as join_size;
 pub use types::*;
+#[cfg(feature = "testing")]
+pub use sort_merge::sorted_merge_join_with;

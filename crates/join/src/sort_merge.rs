@@ -52,16 +52,6 @@ sorted_key!(u64, gj_j_merge_count_u64, gj_j_merge_write_u64);
 sorted_key!(i32, gj_j_merge_count_i32, gj_j_merge_write_i32);
 sorted_key!(i64, gj_j_merge_count_i64, gj_j_merge_write_i64);
 
-static FORCE_GENERAL_PATH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Test support: always take the general (load-balancing search) expansion instead of the
-/// fused per-tile one, which otherwise runs whenever no tile produces more than 4 tiles' worth of
-/// rows. Affects every join of the process; use in tests only.
-#[doc(hidden)]
-pub fn force_general_merge_path_for_tests(on: bool) {
-    FORCE_GENERAL_PATH.store(on, std::sync::atomic::Ordering::SeqCst);
-}
-
 fn check_rows(side: &str, n: usize) -> Result<()> {
     if n as u64 > RowId::MAX_ROWS {
         return Err(Error::too_large(format!("{side} rows"), n as u64, RowId::MAX_ROWS));
@@ -85,10 +75,26 @@ fn check_rows(side: &str, n: usize) -> Result<()> {
 pub fn sorted_merge_join<K: SortedKey>(stream: &Stream, a: &DeviceView<'_, K>, b: &DeviceView<'_, K>, join_type: JoinType) -> Result<GatherMaps> {
     check_rows("left", a.len())?;
     check_rows("right", b.len())?;
-    merge_sorted(stream, a, b, None, None, join_type)
+    merge_sorted(stream, a, b, None, None, join_type, false)
+}
+
+/// [`sorted_merge_join`] with the test-only knobs of [`TestingOptions`](crate::TestingOptions) (of which it reads
+/// `force_general_merge_path`). Only with the feature `testing`.
+#[cfg(feature = "testing")]
+pub fn sorted_merge_join_with<K: SortedKey>(
+    stream: &Stream,
+    a: &DeviceView<'_, K>,
+    b: &DeviceView<'_, K>,
+    join_type: JoinType,
+    testing: crate::types::TestingOptions,
+) -> Result<GatherMaps> {
+    check_rows("left", a.len())?;
+    check_rows("right", b.len())?;
+    merge_sorted(stream, a, b, None, None, join_type, testing.force_general_merge_path)
 }
 
 /// The core on sorted keys; `a_rows`/`b_rows` map sorted positions to original rows.
+/// `force_general`: skip the fused per-tile path (tests, [`JoinOptions::force_general_merge_path`]).
 fn merge_sorted<K: SortedKey>(
     stream: &Stream,
     a: &DeviceView<'_, K>,
@@ -96,6 +102,7 @@ fn merge_sorted<K: SortedKey>(
     a_rows: Option<&DeviceView<'_, u32>>,
     b_rows: Option<&DeviceView<'_, u32>>,
     join_type: JoinType,
+    force_general: bool,
 ) -> Result<GatherMaps> {
     let empty = || stream.alloc::<u32>(0);
     // Semi and anti joins need only the match flags of one side.
@@ -111,8 +118,10 @@ fn merge_sorted<K: SortedKey>(
         let rows = rows_where(stream, &flags.view(), join_type == JoinType::RightSemi, b_rows)?;
         return Ok(GatherMaps::new(join_type, empty()?, rows));
     }
-    if let Some(maps) = merge_fused(stream, a, b, a_rows, b_rows, join_type)? {
-        return Ok(maps);
+    if !force_general {
+        if let Some(maps) = merge_fused(stream, a, b, a_rows, b_rows, join_type)? {
+            return Ok(maps);
+        }
     }
     // The general path: every step a pass of its own, any skew.
     // 1. Lower bound of A in B, with match flags of B for right joins.
@@ -186,9 +195,6 @@ fn merge_fused<K: SortedKey>(
     b_rows: Option<&DeviceView<'_, u32>>,
     join_type: JoinType,
 ) -> Result<Option<GatherMaps>> {
-    if FORCE_GENERAL_PATH.load(std::sync::atomic::Ordering::SeqCst) {
-        return Ok(None);
-    }
     let mut ph = Phases::new(stream, "merge_fused");
     // SAFETY: a constant.
     let tile = unsafe { ffi::gj_j_merge_tile_items() } as usize;
@@ -304,10 +310,11 @@ fn exact_side(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<(Sorted
     Ok((sorted, never))
 }
 
-fn merge_sides(stream: &Stream, l: &SortedSide, r: &SortedSide, join_type: JoinType) -> Result<GatherMaps> {
+fn merge_sides(stream: &Stream, l: &SortedSide, r: &SortedSide, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
+    let general = opts.force_general_merge_path();
     match (l, r) {
-        (SortedSide::Narrow(kl, rl), SortedSide::Narrow(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type),
-        (SortedSide::Wide(kl, rl), SortedSide::Wide(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type),
+        (SortedSide::Narrow(kl, rl), SortedSide::Narrow(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type, general),
+        (SortedSide::Wide(kl, rl), SortedSide::Wide(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type, general),
         _ => Err(Error::invalid("internal: sides sorted with different key widths")),
     }
 }
@@ -328,11 +335,11 @@ pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
         let (sr, never_r) = exact_side(stream, right, plan)?;
         ph.mark("key images + sort both sides");
         if never_l == 0 && never_r == 0 {
-            let m = merge_sides(stream, &sl, &sr, join_type);
+            let m = merge_sides(stream, &sl, &sr, join_type, opts);
             ph.mark("merge");
             return m;
         }
-        let (a, b) = merge_sides(stream, &sl, &sr, JoinType::Inner)?.into_raw();
+        let (a, b) = merge_sides(stream, &sl, &sr, JoinType::Inner, opts)?.into_raw();
         drop((sl, sr));
         ph.mark("merge");
         return from_inner_pairs(stream, a, b, nl, nr, join_type);
@@ -349,7 +356,7 @@ pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
     let sl = sorted_side(stream, &il, rl, plan)?;
     let sr = sorted_side(stream, &ir, rr, plan)?;
     ph.mark("sort both sides");
-    let (a, b) = merge_sides(stream, &sl, &sr, JoinType::Inner)?.into_raw();
+    let (a, b) = merge_sides(stream, &sl, &sr, JoinType::Inner, opts)?.into_raw();
     drop((sl, sr));
     ph.mark("merge");
     let (a, b) = verify(stream, &a.view(), &b.view(), &il, &ir)?;

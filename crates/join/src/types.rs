@@ -154,12 +154,93 @@ pub struct JoinOptions {
     /// chunked calls ([`crate::chunked::join_chunks`]) deliver such outputs. `None` (the
     /// default): as much as the device holds.
     pub output_budget: Option<u64>,
+    /// Paths and tunings forced for this call, for tests only (feature `testing`).
+    #[cfg(feature = "testing")]
+    pub testing: TestingOptions,
 }
 
 impl JoinOptions {
     /// SQL's equality: NULL keys match nothing, NaN matches NaN, no output budget.
-    pub const DEFAULT: JoinOptions =
-        JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, output_budget: None };
+    pub const DEFAULT: JoinOptions = JoinOptions {
+        null_equality: NullEquality::NullEqualsNothing,
+        nan_equality: NanEquality::NanEqualsNan,
+        output_budget: None,
+        #[cfg(feature = "testing")]
+        testing: TestingOptions::DEFAULT,
+    };
+
+    /// Whether the merge join must skip its fused per-tile path ([`TestingOptions`]).
+    pub(crate) fn force_general_merge_path(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.testing.force_general_merge_path;
+        #[cfg(not(feature = "testing"))]
+        false
+    }
+
+    /// The bits kept of every hashed key ([`TestingOptions`]; all of them without the feature).
+    pub(crate) fn hash_mask(&self) -> u64 {
+        #[cfg(feature = "testing")]
+        return self.testing.hash_mask;
+        #[cfg(not(feature = "testing"))]
+        u64::MAX
+    }
+
+    /// The partition bits the partitioned hash join must use, when forced ([`TestingOptions`]).
+    pub(crate) fn forced_partition_bits(&self) -> Option<u32> {
+        #[cfg(feature = "testing")]
+        return (self.testing.partition_bits > 0).then_some(self.testing.partition_bits.min(24));
+        #[cfg(not(feature = "testing"))]
+        None
+    }
+
+    /// The most probe rows per work item of the partitioned hash join, when forced
+    /// ([`TestingOptions`]).
+    pub(crate) fn forced_probe_split(&self) -> Option<u32> {
+        #[cfg(feature = "testing")]
+        return (self.testing.probe_split > 0).then_some(self.testing.probe_split);
+        #[cfg(not(feature = "testing"))]
+        None
+    }
+}
+
+/// Paths and tunings a test forces on one join call ([`JoinOptions::testing`]), so that small
+/// inputs exercise what otherwise only large or unlucky ones reach. Only with the cargo feature
+/// `testing` of gpujoin-join (the workspace's tests and benchmarks enable it); the default changes
+/// nothing.
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TestingOptions {
+    /// The sort-merge join always takes the general (load-balancing search) expansion instead of
+    /// the fused per-tile one, which otherwise runs whenever no tile produces more than 4 tiles'
+    /// worth of rows.
+    pub force_general_merge_path: bool,
+    /// Only these bits of every hashed key are kept, so that composite keys collide massively and
+    /// the verification of candidate matches is exercised; `u64::MAX` (the default): the full hash.
+    pub hash_mask: u64,
+    /// The partitioned hash join partitions on exactly this many bits (at most 24; 0, the
+    /// default: automatic), so that small inputs make oversized partitions (several build chunks).
+    pub partition_bits: u32,
+    /// The partitioned hash join gives each work item at most this many probe rows (0, the
+    /// default: 16384), so that small inputs split probe ranges.
+    pub probe_split: u32,
+}
+
+#[cfg(feature = "testing")]
+impl TestingOptions {
+    /// Nothing forced.
+    pub const DEFAULT: TestingOptions = TestingOptions {
+        force_general_merge_path: false,
+        hash_mask: u64::MAX,
+        partition_bits: 0,
+        probe_split: 0,
+    };
+}
+
+#[cfg(feature = "testing")]
+impl Default for TestingOptions {
+    fn default() -> Self {
+        TestingOptions::DEFAULT
+    }
 }
 
 /// The element type of a key column.

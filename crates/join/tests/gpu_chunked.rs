@@ -14,8 +14,8 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Stream};
 use gpujoin_join::chunked::{
     join_chunks, join_chunks_to_host, stream_to_host, ChunkBudget, EquiChunkSource, HostStreamOptions, JoinChunks,
 };
-use gpujoin_join::reference;
 use gpujoin_join::{sort_merge_join, sort_merge_join_size, DeviceColumn, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, Keys, RowId};
+use gpujoin_testkit::reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 

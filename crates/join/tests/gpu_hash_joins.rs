@@ -9,8 +9,10 @@
 //! materialized payloads compare as sorted multisets of output rows (the payload values of both
 //! sides, `None` on a null side) with host-side gathers through the reference pairs.
 //!
-//! Every test holds [`LOCK`]: the tuning knobs (`hash_join_tuning_for_tests`), the hash mask
-//! (`set_hash_mask_for_tests`) and the peak-memory counter are process-wide.
+//! Every test holds [`LOCK`]: the device's peak-memory counter, which the joins' statistics
+//! reset and read, is process-wide. The tuning (partition bits, probe rows per work item) and
+//! the weak hash are test-only options of each call (`JoinOptions::testing`, the feature
+//! `testing`): [`tuned`], [`weak_hash`].
 //!
 //! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer property cases and smaller PK-FK
 //! and large joins (2^18 build rows: still 256 partitions, several transform chunks); the
@@ -23,12 +25,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use gpujoin_device::testing::{cases, reduced, rows};
 use gpujoin_device::{DeviceBuffer, Stream};
-use gpujoin_join::reference;
 use gpujoin_join::{
-    datagen, hash_join, hash_join_tuning_for_tests, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads,
-    set_hash_mask_for_tests, DeviceColumn, DeviceKeys, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, KeyType, Keys, Materialization,
-    NanEquality, NullEquality, Payload, RowId, Side,
+    hash_join, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads,
+    DeviceColumn, DeviceKeys, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, KeyType, Keys, Materialization,
+    NanEquality, NullEquality, Payload, RowId, Side, TestingOptions,
 };
+use gpujoin_testkit::datagen;
+use gpujoin_testkit::reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
@@ -47,36 +50,15 @@ fn lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Sets the tuning knobs while alive; restores the defaults on drop (also on failure).
-struct Tuning;
-
-impl Tuning {
-    fn set(bits: u32, split: u32) -> Tuning {
-        hash_join_tuning_for_tests(bits, split);
-        Tuning
-    }
+/// `opts` with the partitioned hash join on `bits` partition bits (0: automatic) and at most
+/// `split` probe rows per work item (0: the default).
+fn tuned(opts: JoinOptions, bits: u32, split: u32) -> JoinOptions {
+    JoinOptions { testing: TestingOptions { partition_bits: bits, probe_split: split, ..opts.testing }, ..opts }
 }
 
-impl Drop for Tuning {
-    fn drop(&mut self) {
-        hash_join_tuning_for_tests(0, 0);
-    }
-}
-
-/// Keeps 2 bits of every hashed key while alive (massive collisions of hashed composites).
-struct WeakHash;
-
-impl WeakHash {
-    fn install() -> WeakHash {
-        set_hash_mask_for_tests(0b11);
-        WeakHash
-    }
-}
-
-impl Drop for WeakHash {
-    fn drop(&mut self) {
-        set_hash_mask_for_tests(u64::MAX);
-    }
+/// `opts` keeping 2 bits of every hashed key (massive collisions of hashed composites).
+fn weak_hash(opts: JoinOptions) -> JoinOptions {
+    JoinOptions { testing: TestingOptions { hash_mask: 0b11, ..opts.testing }, ..opts }
 }
 
 /// (partition bits, probe rows per item): automatic; one bit (huge partitions: several build
@@ -116,13 +98,13 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
     }
 }
 
-const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, output_budget: None };
+const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT };
 
 const ALL_OPTIONS: [JoinOptions; 4] = [
     DEFAULT,
-    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, output_budget: None },
-    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, output_budget: None },
-    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanNeverEqual, output_budget: None },
+    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT },
+    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT },
+    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT },
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,10 +123,7 @@ fn gpu_maps(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, op
     let (dl, dr) = (DeviceKeys::upload(s, l)?, DeviceKeys::upload(s, r)?);
     poison_for(s, l.rows() + r.rows());
     match algo {
-        Algo::Phj(bits, split) => {
-            let _t = Tuning::set(bits, split);
-            Ok(partitioned_hash_join(s, &dl.keys(), &dr.keys(), jt, opts, Materialization::Unclustered)?.maps)
-        }
+        Algo::Phj(bits, split) => Ok(partitioned_hash_join(s, &dl.keys(), &dr.keys(), jt, tuned(opts, bits, split), Materialization::Unclustered)?.maps),
         Algo::Nphj => hash_join(s, &dl.keys(), &dr.keys(), jt, opts),
     }
 }
@@ -426,8 +405,8 @@ fn composite_nullable_nan_keys_match_reference_under_every_option() {
         let domain = rng.gen_range(1..12);
         let nulls = [0.0, 0.0, 0.1, 0.5][rng.gen_range(0..4)];
         let (l, r) = (pool_keys(&mut rng, &types, domain, nl, nulls), pool_keys(&mut rng, &types, domain, nr, nulls));
-        let _w = weak.then(WeakHash::install);
         let opts = ALL_OPTIONS[rng.gen_range(0..4)];
+        let opts = if weak { weak_hash(opts) } else { opts };
         for algo in [Algo::Phj(0, 0), Algo::Phj(1, 100), Algo::Nphj] {
             for jt in JoinType::ALL {
                 check_maps(&s, algo, &l, &r, jt, opts, &format!("types {types:?} nulls {nulls} weak hash {weak}"))?;
@@ -531,9 +510,8 @@ fn materialized_payloads_match_host_gathers() {
         for mode in [Materialization::Unclustered, Materialization::Clustered] {
             for jt in JoinType::ALL {
                 for &(bits, split) in &TUNINGS[..2] {
-                    let _t = Tuning::set(bits, split);
                     let what = format!("shape {shape:?} key kind {kind} spread {spread}, {ncl} + {ncr} payloads, tuning {bits}/{split}");
-                    check_payload_join(&s, &l, &lp, &r, &rp, jt, opts, mode, &what)?;
+                    check_payload_join(&s, &l, &lp, &r, &rp, jt, tuned(opts, bits, split), mode, &what)?;
                 }
             }
         }

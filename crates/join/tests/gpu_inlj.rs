@@ -21,8 +21,8 @@ use gpujoin_device::{DeviceBuffer, Error, Stream};
 use gpujoin_join::device_relation::DeviceColumnData;
 use gpujoin_join::indexed_nested_loop::{indexed_nested_loop_join, indexed_nested_loop_join_size, SortedIndex};
 use gpujoin_join::predicate::ColumnData;
-use gpujoin_join::reference;
 use gpujoin_join::{HostColumn, HostKeys, JoinOptions, JoinType, NanEquality, NullEquality, RowId, Side};
+use gpujoin_testkit::reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
@@ -137,7 +137,7 @@ fn host_keys(c: &ColumnData) -> Option<HostKeys> {
 /// For numeric keys: the test reference agrees with the crate's hash-join reference.
 fn cross_check_reference(left: &ColumnData, right: &ColumnData, jt: JoinType, want: &[(RowId, RowId)]) -> Result<(), TestCaseError> {
     let (Some(l), Some(r)) = (host_keys(left), host_keys(right)) else { return Ok(()) };
-    let opts = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, output_budget: None };
+    let opts = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT };
     let crate_ref = reference::join(&l, &r, jt, opts).unwrap();
     let mut mine = want.to_vec();
     reference::sort_pairs(&mut mine);

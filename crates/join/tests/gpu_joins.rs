@@ -9,14 +9,12 @@
 //! unmatched B rows last in B order; semi/anti rows in A or B order), which is exactly the
 //! reference's canonical order, so its output is also compared in order.
 //!
-//! `set_hash_mask_for_tests` is a process-wide global, and it changes how every hashed key (a
-//! composite wider than 64 bits for the sort-merge join, wider than 63 bits for the interleave
-//! join, which includes single 64-bit columns) is derived. Every test that joins hashed keys
-//! therefore holds [`LOCK`] for its whole duration, and so does the weak-hash test that sets it.
-//!
-//! `force_general_merge_path_for_tests` is another global: it makes the merge join skip its
-//! fused per-tile path. The tests that run the merge join on both paths hold [`PATH_LOCK`] (never
-//! together with [`LOCK`]), so that each path they mean to test is the one taken.
+//! Two test-only options of the join calls (`JoinOptions::testing`, the feature `testing`) force
+//! what small inputs would not reach: `hash_mask` keeps 2 bits of every hashed key (a composite
+//! wider than 64 bits for the sort-merge join, wider than 63 bits for the interleave join, which
+//! includes single 64-bit columns), so that candidate matches collide massively
+//! ([`weak_hash`]); `force_general_merge_path` makes the merge join skip its fused per-tile path
+//! ([`MergePath`]). They apply to the call that carries them only.
 //!
 //! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer property cases and the large
 //! test at 2^18 rows (thousands of merge-path tiles); the 2^32-pair size count keeps its 2^16
@@ -26,19 +24,18 @@ mod common;
 use common::{canonical_pairs, diff, fail, stream, uniform};
 
 use std::cell::Cell;
-use std::sync::{Mutex, MutexGuard};
 
 use gpujoin_device::testing::{cases, pick, rows};
 
-use gpujoin_device::{DeviceBuffer, Error, Pod, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Stream};
 use gpujoin_join::chunked::{join_chunks, ChunkBudget};
-use gpujoin_join::reference::{self, vectors};
 use gpujoin_join::{
-    datagen, force_general_merge_path_for_tests, interleave_join, interleave_join_many, materialize, materialize_unchecked,
-    set_hash_mask_for_tests, sort_merge_join, sort_merge_join_size, sorted_merge_join, DeviceColumn, DeviceKeys, GatherMaps,
-    HostColumn, HostKeys, JoinOptions, JoinType, KeyColumn, KeyType, Keys, NanEquality, NullEquality, Payload, RowId, Side,
-    SortedKey,
+    interleave_join, interleave_join_many, materialize, materialize_unchecked, sort_merge_join, sort_merge_join_size, sorted_merge_join,
+    sorted_merge_join_with, DeviceColumn, DeviceKeys, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, KeyColumn, KeyType, Keys,
+    NanEquality, NullEquality, Payload, RowId, Side, SortedKey, TestingOptions,
 };
+use gpujoin_testkit::datagen;
+use gpujoin_testkit::reference::{self, vectors};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
@@ -51,33 +48,10 @@ use rand::{Rng, SeedableRng};
 
 const POISON: u8 = 0xAB;
 
-/// Held by every test that joins hashed keys (see the module docs).
-static LOCK: Mutex<()> = Mutex::new(());
-
-fn hashed_keys_lock() -> MutexGuard<'static, ()> {
-    // A test that failed while holding the lock poisons it; the others still run.
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+/// `opts` keeping only 2 bits of every hashed key (4 hash values: massive collisions).
+fn weak_hash(opts: JoinOptions) -> JoinOptions {
+    JoinOptions { testing: TestingOptions { hash_mask: 0b11, ..opts.testing }, ..opts }
 }
-
-/// Keeps only 2 bits of every hashed key while alive (4 hash values: massive collisions);
-/// restores the full hash on drop, also when an assertion fails.
-struct WeakHash;
-
-impl WeakHash {
-    fn install() -> WeakHash {
-        set_hash_mask_for_tests(0b11);
-        WeakHash
-    }
-}
-
-impl Drop for WeakHash {
-    fn drop(&mut self) {
-        set_hash_mask_for_tests(u64::MAX);
-    }
-}
-
-/// Held by the tests that choose the merge join's path (fused per-tile or general).
-static PATH_LOCK: Mutex<()> = Mutex::new(());
 
 /// Which path of the merge join a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,23 +62,10 @@ enum MergePath {
     General,
 }
 
-/// Holds [`PATH_LOCK`] and forces the general merge path (or not) while alive; restores the
-/// default on drop, also when an assertion fails.
-struct PathGuard {
-    _lock: MutexGuard<'static, ()>,
-}
-
-impl PathGuard {
-    fn new(path: MergePath) -> PathGuard {
-        let lock = PATH_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        force_general_merge_path_for_tests(path == MergePath::General);
-        PathGuard { _lock: lock }
-    }
-}
-
-impl Drop for PathGuard {
-    fn drop(&mut self) {
-        force_general_merge_path_for_tests(false);
+impl MergePath {
+    /// `opts` taking this path.
+    fn opts(self, opts: JoinOptions) -> JoinOptions {
+        JoinOptions { testing: TestingOptions { force_general_merge_path: self == MergePath::General, ..opts.testing }, ..opts }
     }
 }
 
@@ -135,14 +96,14 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
 }
 
 const DEFAULT: JoinOptions =
-    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, output_budget: None };
+    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT };
 
 /// The four combinations of null and NaN equality.
 const ALL_OPTIONS: [JoinOptions; 4] = [
     DEFAULT,
-    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, output_budget: None },
-    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, output_budget: None },
-    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanNeverEqual, output_budget: None },
+    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT },
+    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT },
+    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT },
 ];
 
 const ALL_TYPES: [KeyType; 6] = [KeyType::I32, KeyType::I64, KeyType::U32, KeyType::U64, KeyType::F32, KeyType::F64];
@@ -174,10 +135,15 @@ enum Algo {
     Chunked,
 }
 
-fn sorted_entry<K: SortedKey + Pod>(s: &Stream, a: &[K], b: &[K], jt: JoinType) -> gpujoin_device::Result<GatherMaps> {
+/// `sorted_merge_join`, or `sorted_merge_join_with` when `opts` force something.
+fn sorted_entry<K: SortedKey + Pod>(s: &Stream, a: &[K], b: &[K], jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<GatherMaps> {
     let (da, db) = (s.copy_from_host(a)?, s.copy_from_host(b)?);
     poison_for(s, a.len() + b.len());
-    sorted_merge_join(s, &da.view(), &db.view(), jt)
+    if opts.testing == TestingOptions::DEFAULT {
+        sorted_merge_join(s, &da.view(), &db.view(), jt)
+    } else {
+        sorted_merge_join_with(s, &da.view(), &db.view(), jt, opts.testing)
+    }
 }
 
 /// Runs `algo` on host keys (uploaded here).
@@ -187,10 +153,10 @@ fn gpu_join(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, op
             assert!(l.columns.len() == 1 && r.columns.len() == 1, "sorted_merge_join takes one column");
             assert!(l.validity[0].is_none() && r.validity[0].is_none(), "sorted_merge_join has no nulls");
             match (&l.columns[0], &r.columns[0]) {
-                (HostColumn::U32(a), HostColumn::U32(b)) => sorted_entry(s, a, b, jt),
-                (HostColumn::U64(a), HostColumn::U64(b)) => sorted_entry(s, a, b, jt),
-                (HostColumn::I32(a), HostColumn::I32(b)) => sorted_entry(s, a, b, jt),
-                (HostColumn::I64(a), HostColumn::I64(b)) => sorted_entry(s, a, b, jt),
+                (HostColumn::U32(a), HostColumn::U32(b)) => sorted_entry(s, a, b, jt, opts),
+                (HostColumn::U64(a), HostColumn::U64(b)) => sorted_entry(s, a, b, jt, opts),
+                (HostColumn::I32(a), HostColumn::I32(b)) => sorted_entry(s, a, b, jt, opts),
+                (HostColumn::I64(a), HostColumn::I64(b)) => sorted_entry(s, a, b, jt, opts),
                 _ => panic!("sorted_merge_join takes u32/u64/i32/i64 columns of one type"),
             }
         }
@@ -462,7 +428,7 @@ fn shapes_property(s: &Stream, algo: Algo, types: &[KeyType], cases: u32, seed: 
                 }
                 let (hl, hr) = (HostKeys::single(l), HostKeys::single(r));
                 for jt in JoinType::ALL {
-                    check_join(s, algo, &hl, &hr, jt, DEFAULT, &format!("shape {shape:?} type {ty:?} spread {spread}, {path:?} path"))?;
+                    check_join(s, algo, &hl, &hr, jt, path.opts(DEFAULT), &format!("shape {shape:?} type {ty:?} spread {spread}, {path:?} path"))?;
                 }
             }
         }
@@ -596,13 +562,17 @@ fn sizes() -> impl Strategy<Value = usize> {
 fn mgpu_demo_sorted_merge_join_returns_the_printed_pairs_in_order() {
     let Some(s) = stream("mgpu_demo_sorted_merge_join_returns_the_printed_pairs_in_order") else { return };
     for path in MERGE_PATHS {
-        let _path = PathGuard::new(path);
         mgpu_demo(&s, path);
     }
 }
 
 fn mgpu_demo(s: &Stream, path: MergePath) {
     let s = s.clone();
+    let opts = path.opts(DEFAULT);
+    let sorted_merge_join = |s: &Stream, a: &DeviceView<'_, i32>, b: &DeviceView<'_, i32>, jt| match path {
+        MergePath::Default => sorted_merge_join(s, a, b, jt),
+        MergePath::General => sorted_merge_join_with(s, a, b, jt, opts.testing),
+    };
     let a = s.copy_from_host(&vectors::MGPU_A_KEYS).unwrap();
     let b = s.copy_from_host(&vectors::MGPU_B_KEYS).unwrap();
     poison_for(&s, 60);
@@ -620,8 +590,8 @@ fn mgpu_demo(s: &Stream, path: MergePath) {
     for jt in JoinType::ALL {
         for algo in [Algo::SortedMerge, Algo::SortMerge, Algo::Interleave] {
             let what = format!("MGPU demo, {path:?} path");
-            check_join(&s, algo, &ha, &hb, jt, DEFAULT, &what).unwrap_or_else(|e| panic!("{e}"));
-            check_join(&s, algo, &hb, &ha, jt, DEFAULT, &format!("{what}, sides swapped")).unwrap_or_else(|e| panic!("{e}"));
+            check_join(&s, algo, &ha, &hb, jt, opts, &what).unwrap_or_else(|e| panic!("{e}"));
+            check_join(&s, algo, &hb, &ha, jt, opts, &format!("{what}, sides swapped")).unwrap_or_else(|e| panic!("{e}"));
         }
     }
 
@@ -663,7 +633,6 @@ fn interleave_worked_example_left_join_has_the_10_rows() {
 fn sorted_merge_join_matches_reference_on_every_shape_and_integer_type() {
     let Some(s) = stream("sorted_merge_join_matches_reference_on_every_shape_and_integer_type") else { return };
     for path in MERGE_PATHS {
-        let _path = PathGuard::new(path);
         shapes_property(&s, Algo::SortedMerge, &SORTED_TYPES, cases(10, 2), 0x5047_ED01, path);
     }
 }
@@ -673,7 +642,6 @@ fn sort_merge_join_matches_reference_on_every_shape_and_key_type() {
     let Some(s) = stream("sort_merge_join_matches_reference_on_every_shape_and_key_type") else { return };
     // Single columns of at most 64 bits are exact for the sort-merge join: no hashing.
     for path in MERGE_PATHS {
-        let _path = PathGuard::new(path);
         shapes_property(&s, Algo::SortMerge, &ALL_TYPES, cases(6, 2), 0x5047_ED02, path);
     }
 }
@@ -682,7 +650,6 @@ fn sort_merge_join_matches_reference_on_every_shape_and_key_type() {
 fn interleave_join_matches_reference_on_every_shape_and_key_type() {
     let Some(s) = stream("interleave_join_matches_reference_on_every_shape_and_key_type") else { return };
     // Single 64-bit columns are hashed by the interleave join (63-bit budget).
-    let _lock = hashed_keys_lock();
     shapes_property(&s, Algo::Interleave, &ALL_TYPES, cases(10, 2), 0x5047_ED03, MergePath::Default);
 }
 
@@ -693,7 +660,6 @@ fn interleave_join_matches_reference_on_every_shape_and_key_type() {
 #[test]
 fn composite_null_nan_keys_match_reference_under_every_option() {
     let Some(s) = stream("composite_null_nan_keys_match_reference_under_every_option") else { return };
-    let _lock = hashed_keys_lock(); // wide composites are hashed
     run(cases(96, 12), 0x5E3A_0001, (any::<u64>(), 1usize..=4, sizes(), sizes()), |(seed, ncols, nl, nr)| {
         let mut rng = StdRng::seed_from_u64(seed);
         let specs: Vec<ColSpec> = (0..ncols)
@@ -720,7 +686,6 @@ fn composite_null_nan_keys_match_reference_under_every_option() {
 #[test]
 fn float_zero_nan_infinity_rules() {
     let Some(s) = stream("float_zero_nan_infinity_rules") else { return };
-    let _lock = hashed_keys_lock(); // f64 is hashed by the interleave join
     // Left: 0.0, -0.0, NaN, -NaN, NaN with a payload, +inf, -inf, 1.0.
     // Right: -0.0, NaN with another payload, +inf, -inf, signaling NaN, 2.0.
     let l64 = [0.0, -0.0, f64::NAN, -f64::NAN, f64::from_bits(0x7FF8_0000_0000_1234), f64::INFINITY, f64::NEG_INFINITY, 1.0];
@@ -769,7 +734,6 @@ fn float_zero_nan_infinity_rules() {
 #[test]
 fn null_key_rules_under_both_null_equalities() {
     let Some(s) = stream("null_key_rules_under_both_null_equalities") else { return };
-    let _lock = hashed_keys_lock(); // nullable i64 under NullEqualsNull is hashed (65 bits)
     let p = |v: &[(u32, u32)]| sorted(v.iter().map(|&(a, b)| (id(a), id(b))).collect());
     // Left: 1, null(1), null(7), 2. Right: null(0), 1, null(2), 2. Hidden values under nulls
     // must not matter, and a null must never equal a value.
@@ -834,8 +798,6 @@ const WIDE_LAYOUTS: [&[KeyType]; 9] = [
 #[test]
 fn weak_hash_collisions_never_add_or_lose_rows() {
     let Some(s) = stream("weak_hash_collisions_never_add_or_lose_rows") else { return };
-    let _lock = hashed_keys_lock();
-    let _weak = WeakHash::install(); // dropped (full hash restored) before the lock
     // With 4 hash values, any case with more than 4 distinct keys must collide.
     let colliding_cases = Cell::new(0u32);
     let n_cases = cases(10, 3);
@@ -848,7 +810,7 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
             if distinct_keys(&l, &r) > 4 {
                 colliding_cases.set(colliding_cases.get() + 1);
             }
-            for opts in ALL_OPTIONS {
+            for opts in ALL_OPTIONS.map(weak_hash) {
                 for jt in JoinType::ALL {
                     for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
                         check_join(&s, algo, &l, &r, jt, opts, &format!("weak hash, columns {layout:?}"))?;
@@ -859,7 +821,7 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
         }
         // Several tables on hashed (u64) keys.
         let codes: Vec<Vec<Option<u64>>> = (0..3).map(|_| (0..rng.gen_range(0..60)).map(|_| Some(rng.gen_range(0..9))).collect()).collect();
-        for opts in [DEFAULT, ALL_OPTIONS[1]] {
+        for opts in [DEFAULT, ALL_OPTIONS[1]].map(weak_hash) {
             check_many(&s, KeyType::U64, true, &codes, opts, "weak hash")?;
         }
         Ok(())
@@ -876,7 +838,6 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
 #[test]
 fn join_size_matches_reference_for_every_join_type() {
     let Some(s) = stream("join_size_matches_reference_for_every_join_type") else { return };
-    let _lock = hashed_keys_lock(); // wide composites are hashed
     run(cases(8, 2), 0x512E_0001, (shape_params(), any::<bool>()), |(p, spread)| {
         let mut rng = StdRng::seed_from_u64(p.seed);
         // Exact keys: single columns of every type, every shape.
@@ -986,7 +947,6 @@ fn check_many(s: &Stream, ty: KeyType, spread: bool, codes: &[Vec<Option<u64>>],
 #[test]
 fn interleave_join_many_matches_brute_force_n_way() {
     let Some(s) = stream("interleave_join_many_matches_brute_force_n_way") else { return };
-    let _lock = hashed_keys_lock(); // 64-bit keys are hashed
     let tables = prop_oneof![3 => Just(3usize), 3 => Just(4usize), 1 => Just(2usize)];
     run(cases(96, 16), 0x4A11_0003, (tables, any::<u64>(), 1u64..=8, 0u8..=3, any::<bool>()), |(nt, seed, domain, null_eighths, spread)| {
         let mut rng = StdRng::seed_from_u64(seed);

@@ -25,14 +25,15 @@ use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation};
 use gpujoin_join::theta::{choose_path, theta_join, ThetaPath};
 use gpujoin_join::wide::{self, Algorithm, Output, WideJoinOptions, WideRelation};
 use gpujoin_join::{
-    datagen, hash_join, interleave_join, partitioned_hash_join, partitioned_hash_join_with_payloads, sort_merge_join, sort_merge_join_size, sorted_merge_join,
+    hash_join, interleave_join, partitioned_hash_join, partitioned_hash_join_with_payloads, sort_merge_join, sort_merge_join_size, sorted_merge_join,
     DeviceColumn, JoinOptions, JoinType, Keys, Materialization, Side,
 };
+use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const MIB: u64 = 1 << 20;
-const OPTS: JoinOptions = JoinOptions { null_equality: gpujoin_join::NullEquality::NullEqualsNothing, nan_equality: gpujoin_join::NanEquality::NanEqualsNan, output_budget: None };
+const OPTS: JoinOptions = JoinOptions { null_equality: gpujoin_join::NullEquality::NullEqualsNothing, nan_equality: gpujoin_join::NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT };
 
 fn mib(b: u64) -> f64 {
     b as f64 / MIB as f64

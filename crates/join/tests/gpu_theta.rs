@@ -13,13 +13,13 @@ use gpujoin_device::Stream;
 use gpujoin_join::chunked::{stream_to_host, ChunkBudget, HostStreamOptions};
 use gpujoin_join::device_relation::{DeviceColumnData, DeviceRelation};
 use gpujoin_join::predicate::{col_l, col_r, lit, CheckedPredicate, ColumnData, Predicate, Relation, Side};
-use gpujoin_join::reference::pairs_from_maps;
 use gpujoin_join::theta::{
     choose_path, theta_aggregate, theta_aggregate_per_left_row, theta_join, theta_join_chunks, theta_join_size, theta_materialize, theta_materialize_chunks,
     Agg, AggValue, ThetaChunkSource, ThetaColumnsSource, ThetaPath,
 };
-use gpujoin_join::theta_reference;
 use gpujoin_join::{JoinType, RowId};
+use gpujoin_testkit::reference::pairs_from_maps;
+use gpujoin_testkit::theta_reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;

@@ -21,8 +21,8 @@ use gpujoin_join::theta::nested_loop::{
     nested_loop_join_with, NestedLoopJoin, Strategy as Path,
 };
 use gpujoin_join::theta::{Agg, AggValue};
-use gpujoin_join::theta_reference::{theta_aggregate, theta_aggregate_per_left_row, theta_join};
 use gpujoin_join::{GatherMaps, JoinType, RowId};
+use gpujoin_testkit::theta_reference::{theta_aggregate, theta_aggregate_per_left_row, theta_join};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;

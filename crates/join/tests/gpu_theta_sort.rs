@@ -11,13 +11,10 @@ use gpujoin_device::testing::{cases, pick, rows};
 use gpujoin_device::Stream;
 use gpujoin_join::device_relation::{DeviceColumnData, DeviceRelation};
 use gpujoin_join::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, ColumnData, DataType, Predicate, RangeCondition, Relation, Scalar, Side};
-use gpujoin_join::theta::sorted::{
-    aggregate_via, poison_outputs_for_tests, AggregatePath, SMALL_RIGHT_MAX, sorted_theta_aggregate, sorted_theta_aggregate_per_left_row, sorted_theta_join, sorted_theta_join_size,
-    sorted_theta_materialize, SortedThetaJoin,
-};
+use gpujoin_join::theta::sorted::{AggregatePath, SortedTesting, SortedThetaJoin, SMALL_RIGHT_MAX};
 use gpujoin_join::theta::{Agg, AggValue};
-use gpujoin_join::theta_reference::{theta_aggregate, theta_aggregate_per_left_row, theta_join, theta_join_size};
-use gpujoin_join::{JoinType, RowId};
+use gpujoin_join::{GatherMaps, JoinType, RowId};
+use gpujoin_testkit::theta_reference::{theta_aggregate, theta_aggregate_per_left_row, theta_join, theta_join_size};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
@@ -43,9 +40,53 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
 }
 
 fn stream(name: &str) -> Option<Stream> {
-    let s = common::stream(name)?;
-    poison_outputs_for_tests(true);
-    Some(s)
+    common::stream(name)
+}
+
+// Every entry point of the sort-based theta join runs with its outputs poisoned (0xFF before the
+// kernels write them, so that unwritten elements show): the test-only `SortedTesting` options.
+
+const POISONED: SortedTesting = SortedTesting { poison_outputs: true, aggregate_path: AggregatePath::Auto };
+
+type R<T> = gpujoin_device::Result<T>;
+
+fn sorted_theta_join(s: &Stream, l: &DeviceRelation, r: &DeviceRelation, p: &CheckedPredicate, jt: JoinType) -> R<GatherMaps> {
+    POISONED.join(s, l, r, p, jt)
+}
+
+fn sorted_theta_join_size(s: &Stream, l: &DeviceRelation, r: &DeviceRelation, p: &CheckedPredicate, jt: JoinType) -> R<u64> {
+    POISONED.join_size(s, l, r, p, jt)
+}
+
+fn sorted_theta_aggregate(s: &Stream, l: &DeviceRelation, r: &DeviceRelation, p: &CheckedPredicate, agg: Agg, col: Option<(Side, usize)>) -> R<AggValue> {
+    POISONED.aggregate(s, l, r, p, agg, col)
+}
+
+fn sorted_theta_aggregate_per_left_row(s: &Stream, l: &DeviceRelation, r: &DeviceRelation, p: &CheckedPredicate, agg: Agg, col: Option<(Side, usize)>) -> R<Vec<AggValue>> {
+    POISONED.aggregate_per_left_row(s, l, r, p, agg, col)
+}
+
+fn sorted_theta_materialize(s: &Stream, l: &DeviceRelation, r: &DeviceRelation, p: &CheckedPredicate, lc: &[usize], rc: &[usize]) -> R<Vec<DeviceColumnData>> {
+    POISONED.materialize(s, l, r, p, lc, rc)
+}
+
+fn prepare<'a>(s: &Stream, l: &'a DeviceRelation, r: &'a DeviceRelation, cond: &RangeCondition, jt: JoinType) -> R<SortedThetaJoin<'a>> {
+    POISONED.prepare(s, l, r, cond, jt)
+}
+
+/// The aggregate on `cond` through `path`.
+#[allow(clippy::too_many_arguments)]
+fn aggregate_via(
+    s: &Stream,
+    l: &DeviceRelation,
+    r: &DeviceRelation,
+    cond: &RangeCondition,
+    agg: Agg,
+    col: Option<(Side, usize)>,
+    per_row: bool,
+    path: AggregatePath,
+) -> R<(AggValue, Vec<AggValue>)> {
+    SortedTesting { aggregate_path: path, ..POISONED }.aggregate_on_condition(s, l, r, cond, agg, col, per_row)
 }
 
 /// Small-domain values (shifted by `shift`), with 12% specials when `specials`.
@@ -250,7 +291,7 @@ fn check_chunks_and_materialize(s: &Stream, c: &Case, seed: u64) -> Result<(), T
     let mut cuts = [0, rng.gen_range(0..=n), rng.gen_range(0..=n), n];
     cuts.sort();
     for jt in [JoinType::Inner, JoinType::Left, JoinType::LeftSemi, JoinType::LeftAnti] {
-        let join = e(SortedThetaJoin::prepare(s, &dl, &dr, &cond, jt), "prepare")?;
+        let join = e(prepare(s, &dl, &dr, &cond, jt), "prepare")?;
         prop_assert_eq!(join.left_rows(), c.left.rows());
         let offsets = join.offsets().to_vec_for_test(s);
         prop_assert_eq!(offsets.len(), c.left.rows() + 1);
@@ -458,7 +499,7 @@ fn theta_sort_rejects_other_predicates() {
     assert!(sorted_theta_aggregate(&s, &d, &d, &eq, Agg::Count, None).is_err());
     let lt = col_l(0).less(col_r(0)).check(&rel.schema(), &rel.schema()).unwrap();
     let cond = lt.band_or_inequality().unwrap();
-    assert!(SortedThetaJoin::prepare(&s, &d, &d, &cond, JoinType::Full).is_err());
+    assert!(prepare(&s, &d, &d, &cond, JoinType::Full).is_err());
     // Schema mismatch.
     let other = DeviceRelation::upload(&s, &Relation::new(vec![ColumnData::I64(vec![1])]).unwrap()).unwrap();
     assert!(sorted_theta_join(&s, &other, &d, &lt, JoinType::Inner).is_err());

@@ -24,7 +24,8 @@ use std::sync::{Mutex, MutexGuard};
 use gpujoin_device::testing::{cases, reduced, rows};
 use gpujoin_device::{DeviceBuffer, Stream};
 use gpujoin_join::wide::{self, join_sequence, Algorithm, WideJoinOptions, WideRelation};
-use gpujoin_join::{datagen, reference, DeviceColumn, DeviceKeys, HostColumn, HostKeys, JoinOptions, JoinType, Keys, Materialized, NanEquality, NullEquality, Payload, RowId};
+use gpujoin_join::{DeviceColumn, DeviceKeys, HostColumn, HostKeys, JoinOptions, JoinType, Keys, Materialized, NanEquality, NullEquality, Payload, RowId};
+use gpujoin_testkit::{datagen, reference};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
@@ -49,7 +50,7 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
     }
 }
 
-const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, output_budget: None };
+const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT };
 
 const ALGOS: [Algorithm; 6] = [Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj, Algorithm::Auto];
 
@@ -301,7 +302,7 @@ fn other_key_kinds_match_reference() {
     let mut rng = StdRng::seed_from_u64(5);
     let a: Vec<u32> = uniform(&mut rng, 700, 300).into_iter().map(|k| k as u32).collect();
     let b: Vec<u32> = uniform(&mut rng, 1500, 300).into_iter().map(|k| k as u32).collect();
-    let nullable_opts = [DEFAULT, JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, output_budget: None }];
+    let nullable_opts = [DEFAULT, JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT }];
     let mut cases: Vec<(String, HostKeys, HostKeys, JoinOptions)> = vec![
         // Signed and float keys (derived keys of the sort-merge joins).
         ("i32".into(), HostKeys::single(HostColumn::I32(a.iter().map(|&k| k as i32 - 150).collect())), HostKeys::single(HostColumn::I32(b.iter().map(|&k| k as i32 - 150).collect())), DEFAULT),

@@ -30,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+mod aggregate;
 mod chunks;
 mod mixed_chunks;
 pub mod nested_loop;
@@ -42,7 +43,7 @@ use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, RangeCondition};
 use crate::types::JoinType;
 
-pub use crate::theta_reference::{Agg, AggValue};
+pub use aggregate::{Agg, AggValue};
 pub use chunks::{theta_join_chunks, theta_materialize_chunks, ThetaChunkSource, ThetaColumnsSource};
 
 /// The algorithm a theta join runs ([`choose_path`]).
@@ -119,8 +120,9 @@ pub fn theta_join_size(stream: &Stream, left: &DeviceRelation, right: &DeviceRel
 }
 
 /// `agg` of `column` over the matching pairs, without materializing them (COUNT needs no
-/// column). Semantics as [`crate::theta_reference::theta_aggregate`]; float sums may round
-/// differently (another summation order).
+/// column). Semantics as [`Agg`] (those of the CPU reference
+/// `gpujoin_testkit::theta_reference::theta_aggregate`); float sums may round differently
+/// (another summation order).
 pub fn theta_aggregate(
     stream: &Stream,
     left: &DeviceRelation,

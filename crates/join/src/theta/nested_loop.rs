@@ -56,7 +56,7 @@ use crate::hash_join::hash_join;
 use crate::keys::Keys;
 use crate::maps::GatherMaps;
 use crate::predicate::{CheckedPredicate, DataType, Predicate, Side};
-use crate::theta_reference::{Agg, AggValue};
+use super::{Agg, AggValue};
 use crate::types::{JoinOptions, JoinType, NanEquality, RowId};
 use program::{CodeRange, CombineMode, Leaf, Program, SideValue};
 
@@ -749,8 +749,8 @@ fn aggregate_partials(
 }
 
 /// `agg` of `column` (`(side, index)`; `None` only for [`Agg::Count`]) over the pairs that
-/// satisfy `pred`, without materializing them (the semantics of
-/// [`theta_aggregate`](crate::theta_reference::theta_aggregate); a float SUM may round
+/// satisfy `pred`, without materializing them (the semantics of [`Agg`], those of the CPU
+/// reference `gpujoin_testkit::theta_reference::theta_aggregate`; a float SUM may round
 /// differently: it adds in another order).
 ///
 /// Errors: as [`NestedLoopJoin::prepare`]; [`Error::InvalidArgument`] when SUM/MIN/MAX has no
@@ -793,8 +793,8 @@ pub fn nested_loop_aggregate(
 }
 
 /// For each left row, `agg` of `column` over the right rows it joins with (COUNT 0 and
-/// [`AggValue::None`] for SUM/MIN/MAX where nothing matches): the semantics of
-/// [`theta_aggregate_per_left_row`](crate::theta_reference::theta_aggregate_per_left_row).
+/// [`AggValue::None`] for SUM/MIN/MAX where nothing matches): the semantics of the CPU reference
+/// `gpujoin_testkit::theta_reference::theta_aggregate_per_left_row`.
 ///
 /// Errors as [`nested_loop_aggregate`].
 pub fn nested_loop_aggregate_per_left_row(

@@ -50,7 +50,6 @@
 
 use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::cuda::launch;
@@ -60,21 +59,14 @@ use crate::device_relation::{DeviceColumnData, DeviceRelation};
 use crate::ffi_theta_sort as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, CmpOp, DataType, RangeCondition, Scalar};
-use crate::theta_reference::{Agg, AggValue};
+use super::{Agg, AggValue};
 use crate::types::{JoinType, RowId};
 
-static POISON: AtomicBool = AtomicBool::new(false);
-
-/// Test support: fill every output buffer with 0xFF bytes before the kernels write it, so that
-/// unwritten elements show. Affects the whole process; use in tests only.
-#[doc(hidden)]
-pub fn poison_outputs_for_tests(on: bool) {
-    POISON.store(on, Ordering::SeqCst);
-}
-
-fn alloc_out<T: Pod>(stream: &Stream, n: usize) -> Result<DeviceBuffer<T>> {
+/// A new output buffer of `n` elements; `poison` (tests, `SortedTesting::poison_outputs`):
+/// filled with 0xFF bytes before the kernels write it, so that unwritten elements show.
+fn alloc_out<T: Pod>(stream: &Stream, n: usize, poison: bool) -> Result<DeviceBuffer<T>> {
     let mut b = stream.alloc::<T>(n)?;
-    if POISON.load(Ordering::SeqCst) {
+    if poison {
         stream.memset_bytes(&mut b.view_mut(), 0xFF)?;
     }
     Ok(b)
@@ -242,14 +234,14 @@ fn raw_mut(c: &mut DeviceColumnData) -> *mut c_void {
 }
 
 /// A new (poisoned in tests) numeric column of `n` rows.
-fn alloc_column(stream: &Stream, t: DataType, n: usize) -> Result<DeviceColumnData> {
+fn alloc_column(stream: &Stream, t: DataType, n: usize, poison: bool) -> Result<DeviceColumnData> {
     Ok(match t {
-        DataType::I32 => DeviceColumnData::I32(alloc_out(stream, n)?),
-        DataType::I64 => DeviceColumnData::I64(alloc_out(stream, n)?),
-        DataType::U32 => DeviceColumnData::U32(alloc_out(stream, n)?),
-        DataType::U64 => DeviceColumnData::U64(alloc_out(stream, n)?),
-        DataType::F32 => DeviceColumnData::F32(alloc_out(stream, n)?),
-        DataType::F64 => DeviceColumnData::F64(alloc_out(stream, n)?),
+        DataType::I32 => DeviceColumnData::I32(alloc_out(stream, n, poison)?),
+        DataType::I64 => DeviceColumnData::I64(alloc_out(stream, n, poison)?),
+        DataType::U32 => DeviceColumnData::U32(alloc_out(stream, n, poison)?),
+        DataType::U64 => DeviceColumnData::U64(alloc_out(stream, n, poison)?),
+        DataType::F32 => DeviceColumnData::F32(alloc_out(stream, n, poison)?),
+        DataType::F64 => DeviceColumnData::F64(alloc_out(stream, n, poison)?),
         DataType::Utf8 => return Err(Error::invalid("sorted theta join: string columns are not supported here")),
     })
 }
@@ -413,18 +405,24 @@ pub struct SortedThetaJoin<'a> {
     ranges: Ranges,
     offsets: DeviceBuffer<u64>,
     total: u64,
+    /// Poison the outputs (tests).
+    poison: bool,
 }
 
 impl<'a> SortedThetaJoin<'a> {
     /// Sorts the right side, finds every left row's range and scans the output counts.
     /// Errors: `InvalidArgument` for another join type, missing or mistyped columns.
     pub fn prepare(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<Self> {
+        Self::prepare_with(stream, left, right, cond, join_type, false)
+    }
+
+    fn prepare_with(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<Self> {
         if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
             return Err(Error::invalid(format!("SortedThetaJoin::prepare: join type {join_type:?} is not produced per left row; use sorted_theta_join")));
         }
         let mut ranges = Ranges::compute(stream, left, right, cond, Some(count_mode(join_type)))?;
         let (offsets, total) = ranges.scan_counts(stream)?;
-        Ok(SortedThetaJoin { left, right, join_type, ranges, offsets, total })
+        Ok(SortedThetaJoin { left, right, join_type, ranges, offsets, total, poison })
     }
 
     /// Left rows of the join.
@@ -463,9 +461,9 @@ impl<'a> SortedThetaJoin<'a> {
     pub fn produce(&self, stream: &Stream, rows: Range<u64>) -> Result<GatherMaps> {
         let (begin, n) = self.output_span(stream, &rows)?;
         let len = output_len(n)?;
-        let mut left_map = alloc_out::<u32>(stream, len)?;
+        let mut left_map = alloc_out::<u32>(stream, len, self.poison)?;
         let with_right = matches!(self.join_type, JoinType::Inner | JoinType::Left);
-        let mut right_map = alloc_out::<u32>(stream, if with_right { len } else { 0 })?;
+        let mut right_map = alloc_out::<u32>(stream, if with_right { len } else { 0 }, self.poison)?;
         if n > 0 {
             let lp = left_map.view_mut().as_mut_ptr();
             let rp = if with_right { right_map.view_mut().as_mut_ptr() } else { std::ptr::null_mut() };
@@ -496,7 +494,7 @@ impl<'a> SortedThetaJoin<'a> {
         let mut sorted_cols = Vec::with_capacity(right_cols.len());
         for &c in right_cols {
             let col = self.right.column(c);
-            let mut out = alloc_column(stream, col.data_type(), n_right)?;
+            let mut out = alloc_column(stream, col.data_type(), n_right, self.poison)?;
             let (_, src, bytes) = raw(col)?;
             let (dst, perm) = (raw_mut(&mut out), self.ranges.perm.view().as_ptr());
             // SAFETY: src and dst hold n_right elements of `bytes` bytes; perm n_right rows.
@@ -507,13 +505,13 @@ impl<'a> SortedThetaJoin<'a> {
         let mut descs = Vec::new();
         for &c in left_cols {
             let col = self.left.column(c);
-            let mut out = alloc_column(stream, col.data_type(), len)?;
+            let mut out = alloc_column(stream, col.data_type(), len, self.poison)?;
             let (_, src, bytes) = raw(col)?;
             descs.push(ffi::gj_ts_out_col { src, dst: raw_mut(&mut out), elem_bytes: bytes, from_right: 0 });
             outputs.push(out);
         }
         for col in &sorted_cols {
-            let mut out = alloc_column(stream, col.data_type(), len)?;
+            let mut out = alloc_column(stream, col.data_type(), len, self.poison)?;
             let (_, src, bytes) = raw(col)?;
             descs.push(ffi::gj_ts_out_col { src, dst: raw_mut(&mut out), elem_bytes: bytes, from_right: 1 });
             outputs.push(out);
@@ -549,8 +547,12 @@ pub fn sorted_theta_join(stream: &Stream, left: &DeviceRelation, right: &DeviceR
 
 /// [`sorted_theta_join`] on a [`RangeCondition`] directly.
 pub fn join_on_condition(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<GatherMaps> {
+    join_on_condition_with(stream, left, right, cond, join_type, false)
+}
+
+fn join_on_condition_with(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<GatherMaps> {
     if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
-        let join = SortedThetaJoin::prepare(stream, left, right, cond, join_type)?;
+        let join = SortedThetaJoin::prepare_with(stream, left, right, cond, join_type, poison)?;
         return join.produce(stream, 0..left.rows() as u64);
     }
     let n_left = left.rows();
@@ -567,8 +569,8 @@ pub fn join_on_condition(stream: &Stream, left: &DeviceRelation, right: &DeviceR
             let (offsets, first) = r.scan_counts(stream)?;
             let total = first + unmatched.len() as u64;
             let len = output_len(total)?;
-            let mut lmap = alloc_out::<u32>(stream, len)?;
-            let mut rmap = alloc_out::<u32>(stream, len)?;
+            let mut lmap = alloc_out::<u32>(stream, len, poison)?;
+            let mut rmap = alloc_out::<u32>(stream, len, poison)?;
             if first > 0 {
                 let (lp, rp) = (lmap.view_mut().as_mut_ptr(), rmap.view_mut().as_mut_ptr());
                 expand_into(stream, &offsets.view(), &r, 0..n_left as u64, 0, first, lp, rp)?;
@@ -602,8 +604,9 @@ pub fn sorted_theta_join_size(stream: &Stream, left: &DeviceRelation, right: &De
 }
 
 /// `agg` of `column` over the pairs of the inner sort-based theta join, without materializing
-/// them (semantics of [`crate::theta_reference::theta_aggregate`]; float sums may round
-/// differently: prefix sums in `f64`).
+/// them (semantics of [`Agg`], those of the CPU reference
+/// `gpujoin_testkit::theta_reference::theta_aggregate`; float sums may round differently: prefix
+/// sums in `f64`).
 pub fn sorted_theta_aggregate(
     stream: &Stream,
     left: &DeviceRelation,
@@ -616,8 +619,8 @@ pub fn sorted_theta_aggregate(
     Ok(aggregate_on_condition(stream, left, right, &cond, agg, column, false)?.0)
 }
 
-/// For each left row, `agg` of `column` over its matching right rows (semantics of
-/// [`crate::theta_reference::theta_aggregate_per_left_row`]).
+/// For each left row, `agg` of `column` over its matching right rows (semantics of the CPU
+/// reference `gpujoin_testkit::theta_reference::theta_aggregate_per_left_row`).
 pub fn sorted_theta_aggregate_per_left_row(
     stream: &Stream,
     left: &DeviceRelation,
@@ -640,21 +643,30 @@ pub fn aggregate_on_condition(
     column: Option<(Side, usize)>,
     per_row: bool,
 ) -> Result<(AggValue, Vec<AggValue>)> {
-    aggregate_via(stream, left, right, cond, agg, column, per_row, AggregatePath::Auto)
+    aggregate_via(stream, left, right, cond, agg, column, per_row, AggregatePath::Auto, false)
 }
 
-/// How an aggregate sorts the right side and builds its structure (test support).
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AggregatePath {
-    /// [`AggregatePath::Small`] where it applies, else [`AggregatePath::General`].
-    Auto,
-    /// Right sides of at most [`SMALL_RIGHT_MAX`] rows, aggregates other than MIN/MAX of a right
-    /// column: sort and prefix sums in two kernels, one allocation (`InvalidArgument` elsewhere).
-    Small,
-    /// CUB radix sort, then the structure (prefix sums, running MIN/MAX or a sparse table).
-    General,
+/// Private, so that [`AggregatePath`] is public only with the feature `testing`.
+mod aggregate_path {
+    /// How an aggregate sorts the right side and builds its structure (tests choose it:
+    /// `SortedTesting::aggregate_path`; public only with the feature `testing`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    pub enum AggregatePath {
+        /// [`AggregatePath::Small`] where it applies, else [`AggregatePath::General`].
+        #[default]
+        Auto,
+        /// Right sides of at most [`SMALL_RIGHT_MAX`](super::SMALL_RIGHT_MAX) rows, aggregates other than MIN/MAX of a right
+        /// column: sort and prefix sums in two kernels, one allocation (`InvalidArgument` elsewhere).
+        Small,
+        /// CUB radix sort, then the structure (prefix sums, running MIN/MAX or a sparse table).
+        General,
+    }
 }
+#[cfg(feature = "testing")]
+pub use aggregate_path::AggregatePath;
+#[cfg(not(feature = "testing"))]
+use aggregate_path::AggregatePath;
 
 /// The most right rows of the small aggregate path.
 pub const SMALL_RIGHT_MAX: usize = ffi::GJ_TS_SMALL_MAX as usize;
@@ -714,10 +726,9 @@ fn cell_words(bytes: &[u8]) -> [u64; 4] {
     w
 }
 
-/// [`aggregate_on_condition`] through a chosen [`AggregatePath`] (test support).
-#[doc(hidden)]
+/// [`aggregate_on_condition`] through a chosen [`AggregatePath`], outputs poisoned or not.
 #[allow(clippy::too_many_arguments)]
-pub fn aggregate_via(
+fn aggregate_via(
     stream: &Stream,
     left: &DeviceRelation,
     right: &DeviceRelation,
@@ -726,6 +737,7 @@ pub fn aggregate_via(
     column: Option<(Side, usize)>,
     per_row: bool,
     path: AggregatePath,
+    poison: bool,
 ) -> Result<(AggValue, Vec<AggValue>)> {
     // The column: checked like the reference does.
     let col = match column {
@@ -865,12 +877,12 @@ pub fn aggregate_via(
         })
     };
     let result = if per_row {
-        let mut rows = alloc_out::<[u64; 4]>(stream, n_left)?;
+        let mut rows = alloc_out::<[u64; 4]>(stream, n_left, poison)?;
         run(rows.view_mut().as_mut_ptr() as *mut ffi::gj_ts_cell, std::ptr::null_mut())?;
         let cells = rows.to_vec()?;
         (AggValue::None, cells.into_iter().map(|c| cell_value(c, agg, float)).collect())
     } else {
-        if POISON.load(Ordering::SeqCst) {
+        if poison {
             stream.memset_bytes(&mut ws.slice_mut(layout.total..layout.total + CELL_BYTES), 0xFF)?;
         }
         run(std::ptr::null_mut(), at(layout.total) as *mut ffi::gj_ts_cell)?;
@@ -896,6 +908,83 @@ pub fn sorted_theta_materialize(
     let cond = check_schemas(left, right, pred)?;
     let join = SortedThetaJoin::prepare(stream, left, right, &cond, JoinType::Inner)?;
     join.materialize(stream, 0..left.rows() as u64, left_cols, right_cols)
+}
+
+/// Test-only knobs of the sort-based theta join (the feature `testing`), and its entry points
+/// that take them: each method is the function of the same name without them
+/// ([`sorted_theta_join`], [`sorted_theta_join_size`], [`sorted_theta_aggregate`],
+/// [`sorted_theta_aggregate_per_left_row`], [`sorted_theta_materialize`],
+/// [`SortedThetaJoin::prepare`], [`aggregate_on_condition`]). The default changes nothing.
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SortedTesting {
+    /// Fill every output buffer with 0xFF bytes before the kernels write it, so that unwritten
+    /// elements show.
+    pub poison_outputs: bool,
+    /// How aggregates sort the right side and build their structure (`Small` where it does not
+    /// apply is an `InvalidArgument` error).
+    pub aggregate_path: AggregatePath,
+}
+
+#[cfg(feature = "testing")]
+impl SortedTesting {
+    /// [`sorted_theta_join`].
+    pub fn join(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
+        let cond = check_schemas(left, right, pred)?;
+        join_on_condition_with(stream, left, right, &cond, join_type, self.poison_outputs)
+    }
+
+    /// [`sorted_theta_join_size`] (which writes no output).
+    pub fn join_size(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
+        sorted_theta_join_size(stream, left, right, pred, join_type)
+    }
+
+    /// [`SortedThetaJoin::prepare`].
+    pub fn prepare<'a>(&self, stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<SortedThetaJoin<'a>> {
+        SortedThetaJoin::prepare_with(stream, left, right, cond, join_type, self.poison_outputs)
+    }
+
+    /// [`sorted_theta_aggregate`].
+    pub fn aggregate(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, agg: Agg, column: Option<(Side, usize)>) -> Result<AggValue> {
+        let cond = check_schemas(left, right, pred)?;
+        Ok(self.aggregate_on_condition(stream, left, right, &cond, agg, column, false)?.0)
+    }
+
+    /// [`sorted_theta_aggregate_per_left_row`].
+    pub fn aggregate_per_left_row(
+        &self,
+        stream: &Stream,
+        left: &DeviceRelation,
+        right: &DeviceRelation,
+        pred: &CheckedPredicate,
+        agg: Agg,
+        column: Option<(Side, usize)>,
+    ) -> Result<Vec<AggValue>> {
+        let cond = check_schemas(left, right, pred)?;
+        Ok(self.aggregate_on_condition(stream, left, right, &cond, agg, column, true)?.1)
+    }
+
+    /// [`aggregate_on_condition`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn aggregate_on_condition(
+        &self,
+        stream: &Stream,
+        left: &DeviceRelation,
+        right: &DeviceRelation,
+        cond: &RangeCondition,
+        agg: Agg,
+        column: Option<(Side, usize)>,
+        per_row: bool,
+    ) -> Result<(AggValue, Vec<AggValue>)> {
+        aggregate_via(stream, left, right, cond, agg, column, per_row, self.aggregate_path, self.poison_outputs)
+    }
+
+    /// [`sorted_theta_materialize`].
+    pub fn materialize(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<DeviceColumnData>> {
+        let cond = check_schemas(left, right, pred)?;
+        let join = self.prepare(stream, left, right, &cond, JoinType::Inner)?;
+        join.materialize(stream, 0..left.rows() as u64, left_cols, right_cols)
+    }
 }
 
 #[cfg(test)]

@@ -377,7 +377,8 @@ fn sample(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions
 
 /// Test support: the sampled match ratio and skew of `probe` against `build`, by the streaming
 /// pass where the keys allow it (`general` false) or by the general join (`general` true).
-#[doc(hidden)]
+/// Only with the feature `testing`.
+#[cfg(feature = "testing")]
 pub fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
     build.check_comparable(probe)?;
     if general {
@@ -540,7 +541,7 @@ mod tests {
 
     #[test]
     fn sampled_skew_separates_zipf_from_uniform() {
-        use crate::datagen::{foreign_keys_uniform, zipf_keys};
+        use gpujoin_testkit::datagen::{foreign_keys_uniform, zipf_keys};
         let n = 1 << 20;
         let sample = |keys: &[u32]| -> SampledSkew {
             let m = SAMPLE_ROWS;

@@ -42,7 +42,7 @@ mod auto;
 mod sequence;
 mod smj;
 
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub use auto::sample_for_tests;
 pub use auto::{choose, choose_sort_merge, Features, SampledSkew, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, SAMPLE_ROWS, TINY_ROWS};
 pub use sequence::{join_sequence, SequenceOutput, SequenceStep};

@@ -5,8 +5,8 @@ pub mod payloads;
 
 use gpujoin_device::testing::device_or_skip;
 use gpujoin_device::Stream;
-use gpujoin_join::reference;
 use gpujoin_join::{GatherMaps, JoinType, RowId};
+use gpujoin_testkit::reference;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rand::rngs::StdRng;

@@ -1,5 +1,5 @@
 //! CPU reference theta joins: every left row against every right row under a
-//! [`CheckedPredicate`] (see [`predicate`](crate::predicate) for the comparison semantics). The
+//! [`CheckedPredicate`] (see [`predicate`](gpujoin_join::predicate) for the comparison semantics). The
 //! GPU nested-loop, theta and sort-based joins are checked against these.
 //!
 //! * [`theta_join`] returns `(left row, right row)` pairs for any [`JoinType`], with the same
@@ -12,7 +12,8 @@
 //!
 //! ```
 //! use gpujoin_join::predicate::{col_l, col_r, ColumnData, DataType, Relation};
-//! use gpujoin_join::{theta_reference::theta_join, JoinType, RowId};
+//! use gpujoin_join::{JoinType, RowId};
+//! use gpujoin_testkit::theta_reference::theta_join;
 //! let l = Relation::new(vec![ColumnData::I32(vec![1, 5])])?;
 //! let r = Relation::new(vec![ColumnData::I32(vec![3])])?;
 //! let p = col_l(0).greater(col_r(0)).check(&l.schema(), &r.schema())?;
@@ -23,10 +24,13 @@
 //! ```
 
 use gpujoin_device::{Error, Result};
+use gpujoin_join::predicate::{CheckedPredicate, ColumnData, Relation, Side};
+/// The aggregates and their results: the library's own types ([`gpujoin_join::theta::Agg`]),
+/// re-exported so that a test can name them next to the reference functions.
+pub use gpujoin_join::theta::{Agg, AggValue};
+use gpujoin_join::types::{JoinType, RowId};
 
-use crate::predicate::{CheckedPredicate, ColumnData, Relation, Side};
 use crate::reference::sort_pairs;
-use crate::types::{JoinType, RowId};
 
 /// Joins `left` and `right` on `pred` and returns the pairs in canonical order.
 ///
@@ -40,7 +44,8 @@ use crate::types::{JoinType, RowId};
 ///
 /// ```
 /// use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation};
-/// use gpujoin_join::{theta_reference::theta_join, JoinType, RowId};
+/// use gpujoin_join::{JoinType, RowId};
+/// use gpujoin_testkit::theta_reference::theta_join;
 /// let l = Relation::new(vec![ColumnData::utf8(["b", "é"])])?;
 /// let r = Relation::new(vec![ColumnData::utf8(["a", "z"])])?;
 /// let p = col_l(0).less(col_r(0)).check(&l.schema(), &r.schema())?;
@@ -73,7 +78,8 @@ pub fn theta_join(
 ///
 /// ```
 /// use gpujoin_join::predicate::{ColumnData, Predicate, Relation};
-/// use gpujoin_join::{theta_reference::theta_join_size, JoinType};
+/// use gpujoin_join::JoinType;
+/// use gpujoin_testkit::theta_reference::theta_join_size;
 /// let l = Relation::new(vec![ColumnData::U32(vec![0; 300])])?;
 /// let r = Relation::new(vec![ColumnData::U32(vec![0; 200])])?;
 /// let p = Predicate::True.check(&l.schema(), &r.schema())?;
@@ -124,52 +130,6 @@ fn walk(left: &Relation, right: &Relation, pred: &CheckedPredicate, join_type: J
         };
         if keep {
             emit(RowId::NONE, row_id(r));
-        }
-    }
-}
-
-/// An aggregate over the matching pairs of a theta join.
-///
-/// * `Count`: the number of matching pairs (a column, if given, is only checked to exist);
-/// * `Sum`: integers exactly (as `i128`), floats in `f64` in canonical pair order (IEEE: a NaN
-///   or `inf + -inf` makes it NaN); f32 values are widened exactly to f64 first;
-/// * `Min`/`Max`: by value; NaNs are ignored unless every value is NaN (then NaN); when `-0.0`
-///   and `0.0` tie, the first in canonical pair order is kept.
-///
-/// ```
-/// use gpujoin_join::theta_reference::Agg;
-/// assert_ne!(Agg::Sum, Agg::Count);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Agg {
-    Count,
-    Sum,
-    Min,
-    Max,
-}
-
-/// The result of an [`Agg`]: `Int` for COUNT and for SUM/MIN/MAX of an integer column, `Float`
-/// for SUM/MIN/MAX of a float column, `None` for SUM/MIN/MAX over no pairs (SQL NULL).
-///
-/// ```
-/// use gpujoin_join::theta_reference::AggValue;
-/// assert_eq!(AggValue::Int(3).as_f64(), Some(3.0));
-/// assert_eq!(AggValue::None.as_f64(), None);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum AggValue {
-    Int(i128),
-    Float(f64),
-    None,
-}
-
-impl AggValue {
-    /// The value as `f64` (rounded for large integers); `None` for [`AggValue::None`].
-    pub fn as_f64(self) -> Option<f64> {
-        match self {
-            AggValue::Int(v) => Some(v as f64),
-            AggValue::Float(v) => Some(v),
-            AggValue::None => None,
         }
     }
 }
@@ -280,7 +240,7 @@ fn value_of(col: Option<(Side, &ColumnData)>, l: usize, r: usize) -> Option<Num>
 ///
 /// ```
 /// use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation, Side};
-/// use gpujoin_join::theta_reference::{theta_aggregate, Agg, AggValue};
+/// use gpujoin_testkit::theta_reference::{theta_aggregate, Agg, AggValue};
 /// // SUM(S.x) WHERE R.a > S.a
 /// let r = Relation::new(vec![ColumnData::I32(vec![5, 1])])?;
 /// let s = Relation::new(vec![ColumnData::I32(vec![3, 4, 9]), ColumnData::I64(vec![10, 20, 30])])?;
@@ -315,7 +275,7 @@ pub fn theta_aggregate(
 ///
 /// ```
 /// use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation, Side};
-/// use gpujoin_join::theta_reference::{theta_aggregate_per_left_row, Agg, AggValue};
+/// use gpujoin_testkit::theta_reference::{theta_aggregate_per_left_row, Agg, AggValue};
 /// let l = Relation::new(vec![ColumnData::F64(vec![5.0, 0.0])])?;
 /// let r = Relation::new(vec![ColumnData::F64(vec![1.5, 2.5, f64::NAN])])?;
 /// let p = col_l(0).greater(col_r(0)).check(&l.schema(), &r.schema())?;
@@ -349,7 +309,7 @@ pub fn theta_aggregate_per_left_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::predicate::{col_l, col_r, lit, CmpOp, DataType, Expr, Predicate, Scalar};
+    use gpujoin_join::predicate::{col_l, col_r, lit, CmpOp, DataType, Expr, Predicate, Scalar};
     use proptest::prelude::*;
     use proptest::test_runner::{Config as ProptestConfig, RngSeed};
 
@@ -806,14 +766,14 @@ mod tests {
                 for j in 0..r.rows() {
                     let (a, b) = (tv_col(&l.columns[t], i), tv_col(&r.columns[t], j));
                     let want = match shape.clone().unwrap() {
-                        crate::predicate::RangeCondition::Inequality { op, .. } => match op {
+                        gpujoin_join::predicate::RangeCondition::Inequality { op, .. } => match op {
                             CmpOp::Lt => a < b,
                             CmpOp::Le => a <= b,
                             CmpOp::Gt => a > b,
                             CmpOp::Ge => a >= b,
                             _ => unreachable!(),
                         },
-                        crate::predicate::RangeCondition::Band { width, .. } => {
+                        gpujoin_join::predicate::RangeCondition::Band { width, .. } => {
                             // Exact integer band; floats in the column's type.
                             match (a, b, width) {
                                 (TV::F32(a), TV::F32(b), Scalar::F32(c)) => b - c <= a && a <= b + c,

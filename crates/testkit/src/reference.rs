@@ -13,7 +13,7 @@
 //!
 //! Two rows match when every key column is equal:
 //!
-//! * values compare as [`KeyScalar::normalized`](crate::types::KeyScalar::normalized) images:
+//! * values compare as [`KeyScalar::normalized`](gpujoin_join::types::KeyScalar::normalized) images:
 //!   `-0.0 == 0.0`, and under [`NanEquality::NanEqualsNan`] every NaN equals every NaN; under
 //!   [`NanEquality::NanNeverEqual`] a row with a NaN in any key column matches nothing;
 //! * a null (validity `false`) in any key column: under [`NullEquality::NullEqualsNothing`] the
@@ -34,7 +34,7 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use gpujoin_device::{Error, Result};
 
-use crate::types::{
+use gpujoin_join::types::{
     HostColumn, HostKeys, JoinOptions, JoinType, NanEquality, NullEquality, RowId, MAX_KEY_COLUMNS,
 };
 
@@ -46,7 +46,8 @@ use crate::types::{
 /// [`Error::TooLarge`] when the output cannot be held in host memory.
 ///
 /// ```
-/// use gpujoin_join::{reference, HostColumn, HostKeys, JoinOptions, JoinType, RowId};
+/// use gpujoin_join::{HostColumn, HostKeys, JoinOptions, JoinType, RowId};
+/// use gpujoin_testkit::reference;
 /// let l = HostKeys::single(HostColumn::I32(vec![1, 2, 2]));
 /// let r = HostKeys::single(HostColumn::I32(vec![2, 3]));
 /// let id = |i| RowId::new(i).unwrap();
@@ -85,7 +86,8 @@ pub fn join(
 /// Errors as [`join`] (without the output-size one).
 ///
 /// ```
-/// use gpujoin_join::{reference, HostColumn, HostKeys, JoinOptions, JoinType};
+/// use gpujoin_join::{HostColumn, HostKeys, JoinOptions, JoinType};
+/// use gpujoin_testkit::reference;
 /// let l = HostKeys::single(HostColumn::U64(vec![7; 1000]));
 /// let r = HostKeys::single(HostColumn::U64(vec![7; 1000]));
 /// assert_eq!(reference::join_size(&l, &r, JoinType::Inner, JoinOptions::default())?, 1_000_000);
@@ -104,10 +106,11 @@ pub fn join_size(left: &HostKeys, right: &HostKeys, join_type: JoinType, opts: J
 ///
 /// Key equality is evaluated column by column from its definition (integer `==`; float `==`,
 /// which makes `-0.0 == 0.0`, plus the NaN rule; the null rule), independently of
-/// [`KeyScalar::normalized`](crate::types::KeyScalar::normalized).
+/// [`KeyScalar::normalized`](gpujoin_join::types::KeyScalar::normalized).
 ///
 /// ```
-/// use gpujoin_join::{reference, HostColumn, HostKeys, JoinOptions, JoinType, RowId};
+/// use gpujoin_join::{HostColumn, HostKeys, JoinOptions, JoinType, RowId};
+/// use gpujoin_testkit::reference;
 /// let l = HostKeys::single(HostColumn::F64(vec![-0.0, f64::NAN]));
 /// let r = HostKeys::single(HostColumn::F64(vec![0.0, f64::NAN]));
 /// let id = |i| RowId::new(i).unwrap();
@@ -163,7 +166,8 @@ pub fn join_brute_force(
 /// Sorts pairs into the canonical order: by left row, then right row, [`RowId::NONE`] last.
 ///
 /// ```
-/// use gpujoin_join::{reference, RowId};
+/// use gpujoin_join::RowId;
+/// use gpujoin_testkit::reference;
 /// let id = |i| RowId::new(i).unwrap();
 /// let mut pairs = vec![(RowId::NONE, id(0)), (id(1), RowId::NONE), (id(1), id(0))];
 /// reference::sort_pairs(&mut pairs);
@@ -184,7 +188,8 @@ pub fn sort_pairs(pairs: &mut [(RowId, RowId)]) {
 /// padded with [`RowId::NONE`], so the comparison with [`join`] fails visibly.
 ///
 /// ```
-/// use gpujoin_join::{reference, JoinType, RowId};
+/// use gpujoin_join::{JoinType, RowId};
+/// use gpujoin_testkit::reference;
 /// let id = |i| RowId::new(i).unwrap();
 /// let pairs = reference::pairs_from_maps(&[id(2), id(0)], &[], JoinType::LeftSemi);
 /// assert_eq!(pairs, vec![(id(0), RowId::NONE), (id(2), RowId::NONE)]);
@@ -209,7 +214,8 @@ pub fn pairs_from_maps(left: &[RowId], right: &[RowId], join_type: JoinType) -> 
 /// is not empty.
 ///
 /// ```
-/// use gpujoin_join::{reference, JoinType, RowId};
+/// use gpujoin_join::{JoinType, RowId};
+/// use gpujoin_testkit::reference;
 /// let id = |i| RowId::new(i).unwrap();
 /// assert!(reference::try_pairs_from_maps(&[id(0)], &[id(0)], JoinType::LeftSemi).is_err());
 /// assert!(reference::try_pairs_from_maps(&[id(0)], &[], JoinType::Inner).is_err());
@@ -507,7 +513,7 @@ fn values_equal(a: &HostColumn, i: usize, b: &HostColumn, j: usize, nan: NanEqua
 /// Pairs are `(left row, right row)` as `u32` with [`NONE`](vectors::NONE) (`u32::MAX`, the bits
 /// of [`RowId::NONE`]) for "no row"; [`to_pairs`](vectors::to_pairs) turns them into `RowId`s.
 pub mod vectors {
-    use crate::types::{HostColumn, HostKeys, RowId};
+    use gpujoin_join::types::{HostColumn, HostKeys, RowId};
 
     /// "No matching row" in the `u32` pair lists (the bits of [`RowId::NONE`]).
     pub const NONE: u32 = u32::MAX;
@@ -633,7 +639,8 @@ pub mod vectors {
     /// The pairs as [`RowId`]s ([`NONE`] becomes [`RowId::NONE`]), in the order given.
     ///
     /// ```
-    /// use gpujoin_join::{reference::vectors, RowId};
+    /// use gpujoin_join::RowId;
+    /// use gpujoin_testkit::reference::vectors;
     /// assert_eq!(vectors::to_pairs(&[(3, vectors::NONE)]), vec![(RowId::new(3).unwrap(), RowId::NONE)]);
     /// ```
     pub fn to_pairs(pairs: &[(u32, u32)]) -> Vec<(RowId, RowId)> {
@@ -644,7 +651,7 @@ pub mod vectors {
     /// One `I32` key column without nulls.
     ///
     /// ```
-    /// use gpujoin_join::reference::vectors;
+    /// use gpujoin_testkit::reference::vectors;
     /// assert_eq!(vectors::i32_keys(&vectors::MGPU_A_KEYS).rows(), 30);
     /// ```
     pub fn i32_keys(keys: &[i32]) -> HostKeys {
@@ -656,13 +663,11 @@ pub mod vectors {
 mod tests {
     use super::vectors::*;
     use super::*;
-    use crate::types::KeyType;
+    use gpujoin_join::types::KeyType;
     use proptest::prelude::*;
     use proptest::test_runner::{Config as ProptestConfig, RngAlgorithm, RngSeed};
 
-    const DEFAULT: JoinOptions = JoinOptions {
-        null_equality: NullEquality::NullEqualsNothing,
-        nan_equality: NanEquality::NanEqualsNan, output_budget: None };
+    const DEFAULT: JoinOptions = JoinOptions::DEFAULT;
 
     fn id(i: u32) -> RowId {
         RowId::new(i).unwrap()
@@ -1012,7 +1017,7 @@ mod tests {
                     } else {
                         NanEquality::NanEqualsNan
                     },
-                    output_budget: None,
+                    ..JoinOptions::DEFAULT
                 };
                 (make_keys(&specs, &lcells), make_keys(&specs, &rcells), opts)
             })

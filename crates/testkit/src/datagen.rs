@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use crate::types::{HostColumn, HostKeys, MAX_KEY_COLUMNS};
+use gpujoin_join::types::{HostColumn, HostKeys, MAX_KEY_COLUMNS};
 
 /// Number of distinct `u32` values (2^32).
 const U32_VALUES: u64 = 1 << 32;
@@ -39,7 +39,7 @@ fn check_u32_domain(what: &str, count: usize) -> Result<()> {
 /// Errors: [`Error::InvalidArgument`] when `n > 2^32`.
 ///
 /// ```
-/// use gpujoin_join::datagen::shuffled_dense_keys;
+/// use gpujoin_testkit::datagen::shuffled_dense_keys;
 /// let mut keys = shuffled_dense_keys(5, 42)?; // e.g. [3, 0, 4, 1, 2]
 /// keys.sort();
 /// assert_eq!(keys, vec![0, 1, 2, 3, 4]);
@@ -56,7 +56,7 @@ pub fn shuffled_dense_keys(n: usize, seed: u64) -> Result<Vec<u32>> {
 /// The keys `0..n` as `u64`, each once, in random order (8-byte primary keys).
 ///
 /// ```
-/// use gpujoin_join::datagen::shuffled_dense_keys_u64;
+/// use gpujoin_testkit::datagen::shuffled_dense_keys_u64;
 /// let mut keys = shuffled_dense_keys_u64(3, 7); // e.g. [2, 0, 1]
 /// keys.sort();
 /// assert_eq!(keys, vec![0, 1, 2]);
@@ -73,7 +73,7 @@ pub fn shuffled_dense_keys_u64(n: usize, seed: u64) -> Vec<u64> {
 /// Errors: [`Error::InvalidArgument`] when `r_len > 2^32`, or `r_len == 0` while `s_len > 0`.
 ///
 /// ```
-/// use gpujoin_join::datagen::foreign_keys_uniform;
+/// use gpujoin_testkit::datagen::foreign_keys_uniform;
 /// let mut s = foreign_keys_uniform(3, 6, 1)?; // e.g. [2, 0, 1, 1, 0, 2]
 /// s.sort();
 /// assert_eq!(s, vec![0, 0, 1, 1, 2, 2]);
@@ -97,7 +97,7 @@ pub fn foreign_keys_uniform(r_len: usize, s_len: usize, seed: u64) -> Result<Vec
 /// `r_len == 0`, or when there are misses but no `u32` key is `>= r_len`.
 ///
 /// ```
-/// use gpujoin_join::datagen::foreign_keys_match_ratio;
+/// use gpujoin_testkit::datagen::foreign_keys_match_ratio;
 /// let s = foreign_keys_match_ratio(100, 1000, 0.25, 3)?;
 /// assert_eq!(s.iter().filter(|&&k| k < 100).count(), 250);
 /// # Ok::<(), gpujoin_device::Error>(())
@@ -139,7 +139,7 @@ pub fn foreign_keys_match_ratio(r_len: usize, s_len: usize, ratio: f64, seed: u6
 /// negative or not finite, or when the table cannot be allocated.
 ///
 /// ```
-/// use gpujoin_join::datagen::zipf_keys;
+/// use gpujoin_testkit::datagen::zipf_keys;
 /// let keys = zipf_keys(10_000, 100, 1.0, 9)?; // e.g. [0, 3, 0, 41, 1, ...]
 /// let zeros = keys.iter().filter(|&&k| k == 0).count();
 /// let ones = keys.iter().filter(|&&k| k == 1).count();
@@ -181,7 +181,7 @@ pub fn zipf_keys(n: usize, domain: usize, exponent: f64, seed: u64) -> Result<Ve
 /// Errors: [`Error::InvalidArgument`] when `lo > hi`.
 ///
 /// ```
-/// use gpujoin_join::datagen::sorted_random;
+/// use gpujoin_testkit::datagen::sorted_random;
 /// let keys = sorted_random(30, 100, 130, 5)?; // e.g. [100, 101, 101, 104, ...]
 /// assert!(keys.windows(2).all(|w| w[0] <= w[1]));
 /// assert!(keys.iter().all(|k| (100..=130).contains(k)));
@@ -203,7 +203,7 @@ pub fn sorted_random(n: usize, lo: i32, hi: i32, seed: u64) -> Result<Vec<i32>> 
 /// Errors: [`Error::InvalidArgument`] when `null_fraction` is not in `[0, 1]`.
 ///
 /// ```
-/// use gpujoin_join::datagen::random_validity;
+/// use gpujoin_testkit::datagen::random_validity;
 /// assert_eq!(random_validity(3, 0.0, 1)?, vec![true, true, true]);
 /// assert_eq!(random_validity(2, 1.0, 1)?, vec![false, false]);
 /// # Ok::<(), gpujoin_device::Error>(())
@@ -227,7 +227,8 @@ pub fn random_validity(n: usize, null_fraction: f64, seed: u64) -> Result<Vec<bo
 /// Errors: [`Error::InvalidArgument`] when `columns` is 0 or above [`MAX_KEY_COLUMNS`].
 ///
 /// ```
-/// use gpujoin_join::{datagen::composite_keys, HostColumn};
+/// use gpujoin_join::HostColumn;
+/// use gpujoin_testkit::datagen::composite_keys;
 /// let keys = composite_keys(&[0, 5], 3)?;
 /// assert_eq!(keys.columns[0], HostColumn::U32(vec![0, 5]));
 /// assert_eq!(keys.columns[2], HostColumn::I32(vec![-1, -6]));
@@ -356,7 +357,7 @@ fn helper2(x: f64) -> f64 {
 /// Errors: as [`zipf_keys`].
 ///
 /// ```
-/// use gpujoin_join::datagen::zipf_keys_fast;
+/// use gpujoin_testkit::datagen::zipf_keys_fast;
 /// let keys = zipf_keys_fast(10_000, 100, 1.0, 9)?;
 /// let zeros = keys.iter().filter(|&&k| k == 0).count();
 /// let ones = keys.iter().filter(|&&k| k == 1).count();
@@ -409,7 +410,7 @@ impl PkFkWorkload {
     /// [`foreign_keys_match_ratio`]).
     ///
     /// ```
-    /// use gpujoin_join::datagen::PkFkWorkload;
+    /// use gpujoin_testkit::datagen::PkFkWorkload;
     /// let w = PkFkWorkload { match_ratio: 0.5, zipf: Some(1.0), ..PkFkWorkload::uniform(1000, 4000, 7) };
     /// let (r, s) = w.generate()?;
     /// assert_eq!((r.len(), s.len()), (1000, 4000));
@@ -441,7 +442,7 @@ impl PkFkWorkload {
 /// Widens 4-byte keys to 8-byte ones (the paper's 8-byte workloads), on all cores.
 ///
 /// ```
-/// assert_eq!(gpujoin_join::datagen::widen(&[1, 2]), vec![1u64, 2]);
+/// assert_eq!(gpujoin_testkit::datagen::widen(&[1, 2]), vec![1u64, 2]);
 /// ```
 pub fn widen(keys: &[u32]) -> Vec<u64> {
     let mut out = vec![0u64; keys.len()];
@@ -459,7 +460,7 @@ pub fn widen(keys: &[u32]) -> Vec<u64> {
 mod tests {
     use super::*;
     use crate::reference;
-    use crate::types::{JoinOptions, JoinType};
+    use gpujoin_join::types::{JoinOptions, JoinType};
 
     fn counts(keys: &[u32], domain: usize) -> Vec<usize> {
         let mut c = vec![0; domain];
