@@ -19,6 +19,7 @@
 // Non-partitioned hash join: the build side sorted by key; every run of equal keys goes into one
 // global open-addressing table (key, first sorted position, count); probe rows look their key
 // up, and the pairs are expanded by load-balancing search.
+#include "gpujoin/launch.cuh"
 #include "gpujoin/lbs.cuh"
 #include "gpujoin_hash.h"
 
@@ -32,7 +33,7 @@ constexpr uint32_t FULL = 0xffffffffu;
 __device__ __forceinline__ uint32_t slot_hash(uint32_t k) { return fmix32(k ^ 0x9E3779B9u); }
 __device__ __forceinline__ uint32_t slot_hash(uint64_t k) { return (uint32_t)fmix64(k ^ 0x9E3779B97F4A7C15ull); }
 
-inline int grid(int64_t n) { return blocks_for(n, 256 * 4, 132 * 32); }
+inline int grid(int64_t n) { return blocks_for_sms(n, 256 * 4, tuning::kStreamBlocksPerSm); }
 
 // ---------------------------------------------------------------------------------------------
 // Key preparation

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "gpujoin/common.cuh"
+#include "gpujoin/launch.cuh"
 #include "gpujoin_theta.h"
 
 namespace {
@@ -1079,7 +1080,7 @@ __global__ void bits_to_flags_kernel(const uint32_t *bits, int64_t n, uint8_t *f
 extern "C" int gj_t_eval_rows(const gj_t_interp *ip, int32_t start, int32_t len, int32_t side, int64_t n,
                               int32_t out_kind, void *out, gj_t_stream_t s) {
   if (n <= 0) return 0;
-  eval_rows_kernel<<<blocks_for(n, 256, 132 * 16), 256, 0, (cudaStream_t)s>>>(*ip, start, len, side, n, out_kind,
+  eval_rows_kernel<<<blocks_for_sms(n, 256, tuning::kTileBlocksPerSm), 256, 0, (cudaStream_t)s>>>(*ip, start, len, side, n, out_kind,
                                                                                out);
   return launch_status();
 }
@@ -1098,7 +1099,7 @@ extern "C" int gj_t_nlj_count(const gj_t_nlj *p, int64_t ob_begin, int64_t ob_en
 extern "C" int gj_t_nlj_fixup(uint32_t *counts, int64_t n, int32_t chunks, int32_t keep, uint8_t *matched,
                               gj_t_stream_t s) {
   if (n <= 0) return 0;
-  fixup_kernel<<<blocks_for(n, 256, 132 * 16), 256, 0, (cudaStream_t)s>>>(counts, n, chunks, keep, matched);
+  fixup_kernel<<<blocks_for_sms(n, 256, tuning::kTileBlocksPerSm), 256, 0, (cudaStream_t)s>>>(counts, n, chunks, keep, matched);
   return launch_status();
 }
 
@@ -1109,7 +1110,7 @@ extern "C" int gj_t_finish_scan(uint64_t *off, const uint32_t *counts, int64_t n
 }
 
 extern "C" int gj_t_row_offsets(const uint64_t *off, int64_t n, int32_t chunks, uint64_t *out, gj_t_stream_t s) {
-  row_offsets_kernel<<<blocks_for(n + 1, 256, 132 * 16), 256, 0, (cudaStream_t)s>>>(off, n, chunks, out);
+  row_offsets_kernel<<<blocks_for_sms(n + 1, 256, tuning::kTileBlocksPerSm), 256, 0, (cudaStream_t)s>>>(off, n, chunks, out);
   return launch_status();
 }
 
@@ -1143,7 +1144,7 @@ extern "C" int gj_t_nlj_agg(const gj_t_nlj *p, gj_t_acc *partials, gj_t_stream_t
 extern "C" int gj_t_agg_rows(const gj_t_acc *parts, int64_t n, int32_t chunks, int32_t agg, int32_t is_float,
                              gj_t_acc *out, gj_t_stream_t s) {
   if (n <= 0) return 0;
-  agg_rows_kernel<<<blocks_for(n, 256, 132 * 16), 256, 0, (cudaStream_t)s>>>(parts, n, chunks, agg, is_float != 0,
+  agg_rows_kernel<<<blocks_for_sms(n, 256, tuning::kTileBlocksPerSm), 256, 0, (cudaStream_t)s>>>(parts, n, chunks, agg, is_float != 0,
                                                                              out);
   return launch_status();
 }
@@ -1158,12 +1159,12 @@ extern "C" int gj_t_agg_reduce(const gj_t_acc *in, int64_t n, int32_t agg, int32
 extern "C" int gj_t_filter_pairs(const gj_t_interp *ip, int32_t start, int32_t len, const uint32_t *a,
                                  const uint32_t *b, int64_t n, uint8_t *keep, gj_t_stream_t s) {
   if (n <= 0) return 0;
-  filter_pairs_kernel<<<blocks_for(n, 256, 132 * 16), 256, 0, (cudaStream_t)s>>>(*ip, start, len, a, b, n, keep);
+  filter_pairs_kernel<<<blocks_for_sms(n, 256, tuning::kTileBlocksPerSm), 256, 0, (cudaStream_t)s>>>(*ip, start, len, a, b, n, keep);
   return launch_status();
 }
 
 extern "C" int gj_t_bits_to_flags(const uint32_t *bits, int64_t n, uint8_t *flags, gj_t_stream_t s) {
   if (n <= 0) return 0;
-  bits_to_flags_kernel<<<blocks_for(n, 256, 132 * 16), 256, 0, (cudaStream_t)s>>>(bits, n, flags);
+  bits_to_flags_kernel<<<blocks_for_sms(n, 256, tuning::kTileBlocksPerSm), 256, 0, (cudaStream_t)s>>>(bits, n, flags);
   return launch_status();
 }

@@ -21,6 +21,7 @@
 #include <cub/block/block_radix_sort.cuh>
 
 #include "gpujoin/common.cuh"
+#include "gpujoin/launch.cuh"
 #include "gpujoin_theta_sort.h"
 
 namespace {
@@ -34,7 +35,7 @@ constexpr int AGG_PARTIALS = 1024;
 constexpr int EXPAND_TILE = THREADS * 8;
 constexpr uint64_t SIGN64 = 0x8000000000000000ull;
 
-inline int grid_for(int64_t n, int per_block = THREADS * 4) { return blocks_for(n, per_block, 132 * 32); }
+inline int grid_for(int64_t n, int per_block = THREADS * 4) { return blocks_for_sms(n, per_block, tuning::kStreamBlocksPerSm); }
 
 __device__ __forceinline__ bool is_float_type(int t) { return t == GJ_TS_F32 || t == GJ_TS_F64; }
 __device__ __forceinline__ bool is_signed_int(int t) { return t == GJ_TS_I32 || t == GJ_TS_I64; }
@@ -365,7 +366,7 @@ int device_scan(Src src, int64_t n, Op op, Store store, void *temp, cudaStream_t
   T *tile_sums = (T *)temp;
   const int64_t tiles = (n + SCAN_TILE - 1) / SCAN_TILE;
   if (n == 0) return 0;  // the single entry (position 0) is never read: every range is empty
-  const int g = blocks_for(tiles, 1, 132 * 16);
+  const int g = blocks_for_sms(tiles, 1, tuning::kTileBlocksPerSm);
   scan_reduce_kernel<T, Op, Src><<<g, THREADS, 0, s>>>(src, n, op, tile_sums);
   scan_tiles_kernel<T, Op><<<1, THREADS, 0, s>>>(tile_sums, tiles, op);
   scan_down_kernel<T, Op, Src, Store><<<g, THREADS, 0, s>>>(src, n, op, tile_sums, store);
@@ -911,7 +912,7 @@ int gj_ts_expand(const uint64_t *offsets, const uint32_t *lo, const uint32_t *hi
   cudaStream_t s = (cudaStream_t)stream;
   const int64_t tiles = (int64_t)((out_count + EXPAND_TILE - 1) / EXPAND_TILE);
   MapEmit emit{lo, hi, perm, left_out, right_out};
-  expand_kernel<<<blocks_for(tiles, 1, 132 * 16), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
+  expand_kernel<<<blocks_for_sms(tiles, 1, tuning::kTileBlocksPerSm), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
   return launch_status();
 }
 
@@ -927,7 +928,7 @@ int gj_ts_materialize(const uint64_t *offsets, const uint32_t *lo, int64_t row_b
   emit.cols.n = ncols;
   for (int c = 0; c < GJ_TS_MAX_OUT_COLS; ++c) emit.cols.c[c] = c < ncols ? cols[c] : gj_ts_out_col{nullptr, nullptr, 4, 0};
   const int64_t tiles = (int64_t)((out_count + EXPAND_TILE - 1) / EXPAND_TILE);
-  expand_kernel<<<blocks_for(tiles, 1, 132 * 16), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
+  expand_kernel<<<blocks_for_sms(tiles, 1, tuning::kTileBlocksPerSm), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
   return launch_status();
 }
 
