@@ -5,6 +5,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include "gpujoin/common.cuh"
+#include "gpujoin/launch.cuh"
 #include "gpujoin/lbs.cuh"
 #include "gpujoin_inlj.h"
 
@@ -12,11 +13,10 @@ namespace {
 using namespace gj;
 
 constexpr int NT = 256;
-constexpr int GRID_CAP = 132 * 32;
 constexpr int EXPAND_VT = 8, EXPAND_NV = NT * EXPAND_VT;
 
 inline cudaStream_t cs(gj_i_stream_t s) { return static_cast<cudaStream_t>(s); }
-inline int grid(int64_t n) { return blocks_for(n, NT * 4, GRID_CAP); }
+inline int grid(int64_t n) { return blocks_for_sms(n, NT * 4, tuning::kStreamBlocksPerSm); }
 inline size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
 // Unsigned image type of a numeric key.

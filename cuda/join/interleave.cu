@@ -1,5 +1,6 @@
 // Interleave join kernels: derived keys of the concatenated tables, per-run output counts after
 // the stable sort and run-length encoding, and the expansion of the selected runs.
+#include "gpujoin/launch.cuh"
 #include "gpujoin/lbs.cuh"
 #include "gpujoin_join.h"
 
@@ -116,14 +117,14 @@ __global__ void __launch_bounds__(NT) expand_n_kernel(const uint64_t *offsets, i
 extern "C" int gj_j_interleave_derive(const uint64_t *image, int64_t n, int tbits, uint64_t table, uint64_t *keys,
                                       gj_j_stream_t s) {
   if (n <= 0) return 0;
-  derive_kernel<<<blocks_for(n, 256 * 4, 132 * 32), 256, 0, (cudaStream_t)s>>>(image, n, tbits, table, keys);
+  derive_kernel<<<blocks_for_sms(n, 256 * 4, tuning::kStreamBlocksPerSm), 256, 0, (cudaStream_t)s>>>(image, n, tbits, table, keys);
   return launch_status();
 }
 
 extern "C" int gj_j_interleave_counts(const uint64_t *runs, const uint32_t *len, int64_t num_runs, gj_j_kind kind,
                                       uint64_t *out, gj_j_stream_t s) {
   if (num_runs <= 0) return 0;
-  counts_kernel<<<blocks_for(num_runs, 256 * 4, 132 * 32), 256, 0, (cudaStream_t)s>>>(runs, len, num_runs, kind, out);
+  counts_kernel<<<blocks_for_sms(num_runs, 256 * 4, tuning::kStreamBlocksPerSm), 256, 0, (cudaStream_t)s>>>(runs, len, num_runs, kind, out);
   return launch_status();
 }
 
@@ -142,7 +143,7 @@ extern "C" int gj_j_interleave_expand(void *temp, size_t *temp_bytes, const uint
 extern "C" int gj_j_interleave_counts_n(const uint64_t *runs, const uint32_t *len, int64_t num_runs, int tables,
                                         int tbits, uint64_t *out, gj_j_stream_t s) {
   if (num_runs <= 0) return 0;
-  counts_n_kernel<<<blocks_for(num_runs, 256 * 4, 132 * 32), 256, 0, (cudaStream_t)s>>>(runs, len, num_runs, tables,
+  counts_n_kernel<<<blocks_for_sms(num_runs, 256 * 4, tuning::kStreamBlocksPerSm), 256, 0, (cudaStream_t)s>>>(runs, len, num_runs, tables,
                                                                                        tbits, out);
   return launch_status();
 }

@@ -1,5 +1,6 @@
 // Key images, derived (packed or hashed) keys, verification of hashed matches, and row flags.
 #include "gpujoin/common.cuh"
+#include "gpujoin/launch.cuh"
 #include "gpujoin_join.h"
 
 namespace {
@@ -140,7 +141,7 @@ __global__ void map_rows_kernel(const uint32_t *rows, const uint32_t *map, int64
   }
 }
 
-inline int grid(int64_t n) { return blocks_for(n, 256 * 4, 132 * 32); }
+inline int grid(int64_t n) { return blocks_for_sms(n, 256 * 4, tuning::kStreamBlocksPerSm); }
 }  // namespace
 
 #define GJ_J_DEF_IMAGE(TN, T)                                                                          \

@@ -1,5 +1,6 @@
 // Sort-merge (ModernGPU RelationalJoin) kernels: equality counts and the Cartesian expansion
 // by load-balancing search.
+#include "gpujoin/launch.cuh"
 #include "gpujoin/lbs.cuh"
 #include "gpujoin_join.h"
 
@@ -34,7 +35,7 @@ __global__ void __launch_bounds__(NT) merge_expand_kernel(const uint64_t *offset
 extern "C" int gj_j_merge_counts(const uint32_t *lb, const uint32_t *ub, int64_t n, int keep_unmatched,
                                  uint32_t *counts, gj_j_stream_t s) {
   if (n <= 0) return 0;
-  merge_counts_kernel<<<blocks_for(n, 256 * 4, 132 * 32), 256, 0, (cudaStream_t)s>>>(lb, ub, n, keep_unmatched != 0,
+  merge_counts_kernel<<<blocks_for_sms(n, 256 * 4, tuning::kStreamBlocksPerSm), 256, 0, (cudaStream_t)s>>>(lb, ub, n, keep_unmatched != 0,
                                                                                     counts);
   return launch_status();
 }

@@ -19,8 +19,13 @@
 #include <type_traits>
 
 #include <cub/block/block_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/tabulate_output_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 
 #include "gpujoin/common.cuh"
+#include "gpujoin/launch.cuh"
 #include "gpujoin_theta_sort.h"
 
 namespace {
@@ -28,13 +33,11 @@ using namespace gj;
 
 typedef __int128 i128;
 constexpr int THREADS = 256;
-constexpr int SCAN_ITEMS = 8;
-constexpr int SCAN_TILE = THREADS * SCAN_ITEMS;
 constexpr int AGG_PARTIALS = 1024;
 constexpr int EXPAND_TILE = THREADS * 8;
 constexpr uint64_t SIGN64 = 0x8000000000000000ull;
 
-inline int grid_for(int64_t n, int per_block = THREADS * 4) { return blocks_for(n, per_block, 132 * 32); }
+inline int grid_for(int64_t n, int per_block = THREADS * 4) { return blocks_for_sms(n, per_block, tuning::kStreamBlocksPerSm); }
 
 __device__ __forceinline__ bool is_float_type(int t) { return t == GJ_TS_F32 || t == GJ_TS_F64; }
 __device__ __forceinline__ bool is_signed_int(int t) { return t == GJ_TS_I32 || t == GJ_TS_I64; }
@@ -278,9 +281,13 @@ __global__ void cover_flags_kernel(const uint64_t *cover, int64_t n, uint8_t *fl
 
 // ---------------------------------------------------------------------------------------------
 // A device-wide scan for any value type: out[0] = identity, out[p + 1] = op(in[0..=p]), through
-// a store functor (which may place position p anywhere). Tiles reduce, one block scans the tile
-// sums, tiles rescan with their carry.
+// a store functor (which may place position p anywhere). CUB's DeviceScan::InclusiveScan reads
+// src(j) through a counting iterator and hands position j's inclusive value to store(j + 1, .);
+// a one-thread kernel stores the identity at position 0. Integer sums and MIN/MAX are exact; the
+// double part of a float sum is pseudo-associative, so (as CUB documents) its rounding follows the
+// look-back order and may differ in the last bits from run to run.
 // ---------------------------------------------------------------------------------------------
+// A block-wide inclusive scan over THREADS values in shared memory `sh` (the small sort's).
 template <class T, class Op>
 __device__ T block_inclusive_scan(T v, T *sh, Op op) {
   const int tid = threadIdx.x;
@@ -300,75 +307,54 @@ __device__ T block_inclusive_scan(T v, T *sh, Op op) {
   return v;
 }
 
-template <class T, class Op, class Src>
-__global__ void scan_reduce_kernel(Src src, int64_t n, Op op, T *tile_sums) {
-  __shared__ T sh[THREADS];
-  const int64_t tiles = (n + SCAN_TILE - 1) / SCAN_TILE;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    T acc = op.identity();
-    const int64_t j0 = tile * SCAN_TILE + (int64_t)threadIdx.x * SCAN_ITEMS;
-    for (int k = 0; k < SCAN_ITEMS; ++k)
-      if (j0 + k < n) acc = op(acc, src(j0 + k));
-    T total = block_inclusive_scan(acc, sh, op);
-    if (threadIdx.x == blockDim.x - 1) tile_sums[tile] = total;
-    __syncthreads();
-  }
+template <class Op, class Store>
+__global__ void scan_head_kernel(Op op, Store store) {
+  store(0, op.identity());
 }
 
-// In place: tile_sums becomes the exclusive scan of itself.
-template <class T, class Op>
-__global__ void scan_tiles_kernel(T *tile_sums, int64_t tiles, Op op) {
-  __shared__ T sh[THREADS];
-  T carry = op.identity();
-  for (int64_t base = 0; base < tiles; base += blockDim.x) {
-    const int64_t j = base + threadIdx.x;
-    T v = j < tiles ? tile_sums[j] : op.identity();
-    T inc = block_inclusive_scan(v, sh, op);
-    T last = sh[blockDim.x - 1];
-    if (j < tiles) {
-      T exc = threadIdx.x ? sh[threadIdx.x - 1] : op.identity();
-      tile_sums[j] = op(carry, exc);
-    }
-    (void)inc;
-    carry = op(carry, last);
-    __syncthreads();
-  }
+// Hands position j's inclusive value to store(j + 1, .).
+template <class T, class Store>
+struct ShiftedStore {
+  Store store;
+  __device__ void operator()(int64_t j, const T &v) const { store(j + 1, v); }
+};
+
+// Item j as the old tile scan folded it, op(identity, src(j)): the same values for every
+// associative op here, and the same bits where op(identity, x) is not x itself (a float sum's
+// -0.0 becomes +0.0, a MIN/MAX of a NaN the canonical NaN).
+template <class T, class Src, class Op>
+struct SeededSrc {
+  Src src;
+  Op op;
+  __device__ T operator()(int64_t j) const { return op(op.identity(), src(j)); }
+};
+
+// The CUB scan's input and output iterators.
+template <class T, class Src, class Op>
+auto scan_input(Src src, Op op) {
+  return thrust::make_transform_iterator(thrust::make_counting_iterator<int64_t>(0), SeededSrc<T, Src, Op>{src, op});
+}
+template <class T, class Store>
+auto scan_output(Store store) {
+  return thrust::tabulate_output_iterator<ShiftedStore<T, Store>, thrust::use_default, int64_t>(ShiftedStore<T, Store>{store});
 }
 
+// CUB's temporary storage for a scan of n items of type T (temp == NULL: only the size).
 template <class T, class Op, class Src, class Store>
-__global__ void scan_down_kernel(Src src, int64_t n, Op op, const T *tile_prefix, Store store) {
-  __shared__ T sh[THREADS];
-  const int64_t tiles = (n + SCAN_TILE - 1) / SCAN_TILE;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int64_t j0 = tile * SCAN_TILE + (int64_t)threadIdx.x * SCAN_ITEMS;
-    T vals[SCAN_ITEMS];
-    T acc = op.identity();
-    for (int k = 0; k < SCAN_ITEMS; ++k) {
-      vals[k] = j0 + k < n ? src(j0 + k) : op.identity();
-      acc = op(acc, vals[k]);
-    }
-    block_inclusive_scan(acc, sh, op);
-    T run = op(tile_prefix[tile], threadIdx.x ? sh[threadIdx.x - 1] : op.identity());
-    if (j0 == 0) store(0, op.identity());
-    for (int k = 0; k < SCAN_ITEMS; ++k) {
-      if (j0 + k < n) {
-        run = op(run, vals[k]);
-        store(j0 + k + 1, run);
-      }
-    }
-    __syncthreads();
-  }
+cudaError_t cub_inclusive_scan(void *temp, size_t &temp_bytes, Src src, int64_t n, Op op, Store store, cudaStream_t s) {
+  return cub::DeviceScan::InclusiveScan(temp, temp_bytes, scan_input<T>(src, op), scan_output<T>(store), op, n, s);
 }
 
+// `temp` holds gj_ts_scan_temp_bytes(n) bytes (at least what CUB asks for this scan).
 template <class T, class Op, class Src, class Store>
 int device_scan(Src src, int64_t n, Op op, Store store, void *temp, cudaStream_t s) {
-  T *tile_sums = (T *)temp;
-  const int64_t tiles = (n + SCAN_TILE - 1) / SCAN_TILE;
   if (n == 0) return 0;  // the single entry (position 0) is never read: every range is empty
-  const int g = blocks_for(tiles, 1, 132 * 16);
-  scan_reduce_kernel<T, Op, Src><<<g, THREADS, 0, s>>>(src, n, op, tile_sums);
-  scan_tiles_kernel<T, Op><<<1, THREADS, 0, s>>>(tile_sums, tiles, op);
-  scan_down_kernel<T, Op, Src, Store><<<g, THREADS, 0, s>>>(src, n, op, tile_sums, store);
+  size_t temp_bytes = 0;
+  int rc = (int)cub_inclusive_scan<T>(nullptr, temp_bytes, src, n, op, store, s);
+  if (rc) return rc;
+  scan_head_kernel<Op, Store><<<1, 1, 0, s>>>(op, store);
+  if ((rc = launch_status())) return rc;
+  if ((rc = (int)cub_inclusive_scan<T>(temp, temp_bytes, src, n, op, store, s))) return rc;
   return launch_status();
 }
 
@@ -911,7 +897,7 @@ int gj_ts_expand(const uint64_t *offsets, const uint32_t *lo, const uint32_t *hi
   cudaStream_t s = (cudaStream_t)stream;
   const int64_t tiles = (int64_t)((out_count + EXPAND_TILE - 1) / EXPAND_TILE);
   MapEmit emit{lo, hi, perm, left_out, right_out};
-  expand_kernel<<<blocks_for(tiles, 1, 132 * 16), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
+  expand_kernel<<<blocks_for_sms(tiles, 1, tuning::kTileBlocksPerSm), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
   return launch_status();
 }
 
@@ -927,7 +913,7 @@ int gj_ts_materialize(const uint64_t *offsets, const uint32_t *lo, int64_t row_b
   emit.cols.n = ncols;
   for (int c = 0; c < GJ_TS_MAX_OUT_COLS; ++c) emit.cols.c[c] = c < ncols ? cols[c] : gj_ts_out_col{nullptr, nullptr, 4, 0};
   const int64_t tiles = (int64_t)((out_count + EXPAND_TILE - 1) / EXPAND_TILE);
-  expand_kernel<<<blocks_for(tiles, 1, 132 * 16), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
+  expand_kernel<<<blocks_for_sms(tiles, 1, tuning::kTileBlocksPerSm), THREADS, 0, s>>>(offsets, row_begin, row_end, out_begin, out_count, emit);
   return launch_status();
 }
 
@@ -950,7 +936,27 @@ int gj_ts_cover_flags(const uint64_t *cover, int64_t n_right, uint8_t *flags, gj
   return launch_status();
 }
 
-int64_t gj_ts_scan_temp_bytes(int64_t n) { return ((n + SCAN_TILE - 1) / SCAN_TILE + 1) * 32; }
+// The most CUB asks for any of the scans of gj_ts_prefix_sum and gj_ts_running_minmax over n items
+// (0 if it cannot be asked; the scan then fails with the same error).
+int64_t gj_ts_scan_temp_bytes(int64_t n) {
+  if (n <= 0) return 0;
+  cudaStream_t s = 0;
+  size_t most = 0, b = 0;
+  const MinMax mm{0, 0};
+  if (cub_inclusive_scan<FSum>(nullptr, b = 0, FloatSrc{GJ_TS_F64, nullptr, nullptr}, n, SumF{},
+                               PrefixStore<FSum>{nullptr}, s) == cudaSuccess && b > most)
+    most = b;
+  if (cub_inclusive_scan<i128>(nullptr, b = 0, IntSrc{GJ_TS_I64, nullptr, nullptr}, n, SumI128{},
+                               PrefixStore<i128>{nullptr}, s) == cudaSuccess && b > most)
+    most = b;
+  if (cub_inclusive_scan<uint64_t>(nullptr, b = 0, MinMaxSrc{GJ_TS_I64, nullptr, nullptr, nullptr, mm}, n, mm,
+                                   PrefixStore<uint64_t>{nullptr}, s) == cudaSuccess && b > most)
+    most = b;
+  if (cub_inclusive_scan<uint64_t>(nullptr, b = 0, MinMaxSrc{GJ_TS_I64, nullptr, nullptr, nullptr, mm}, n, mm,
+                                   SuffixStore{nullptr, nullptr}, s) == cudaSuccess && b > most)
+    most = b;
+  return (int64_t)most;
+}
 
 int gj_ts_prefix_sum(int type, const void *col, const uint32_t *perm, int64_t n, void *out, void *temp,
                      gj_ts_stream_t stream) {

@@ -1,5 +1,6 @@
 // Gather, scatter, iota and fill.
 #include "gpujoin/common.cuh"
+#include "gpujoin/launch.cuh"
 #include "gpujoin_kernels.h"
 
 namespace {
@@ -58,10 +59,7 @@ __global__ void fill_kernel(T *out, int64_t n, T value) {
 }
 
 int grid_for(int64_t n, int per_thread) {
-  int dev = 0, sms = 132;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  return blocks_for(n, NT * per_thread, sms * 16);
+  return blocks_for_sms(n, NT * per_thread, tuning::kTileBlocksPerSm);
 }
 }  // namespace
 

@@ -16,6 +16,7 @@
 // the last tile of a portion hands the running digit offsets to the next portion.
 #include <cub/block/block_scan.cuh>
 #include "gpujoin/common.cuh"
+#include "gpujoin/launch.cuh"
 #include "gpujoin_kernels.h"
 
 namespace {
@@ -317,11 +318,9 @@ int partition_pairs(void *temp, size_t *temp_bytes, const K *keys_in, const V *v
 
   int rc = (int)cudaMemsetAsync(t, 0, hist_bytes + ticket_bytes, s);
   if (rc) return rc;
-  int dev = 0, sms = 132;
-  if ((rc = (int)cudaGetDevice(&dev))) return rc;
-  if ((rc = (int)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))) return rc;
+  const int sms = sm_count();
   // A histogram block counts at most n / (4 * sms) <= 2^30 keys, so 32-bit shared counters hold.
-  histogram_kernel<K><<<blocks_for(n, HIST_NT * HIST_ITEMS, sms * 4), HIST_NT, 0, s>>>(keys_in, n, begin_bit, end_bit,
+  histogram_kernel<K><<<blocks_for(n, HIST_NT * HIST_ITEMS, sms * tuning::kHistogramBlocksPerSm), HIST_NT, 0, s>>>(keys_in, n, begin_bit, end_bit,
                                                                                       passes, hist);
   const int64_t bins_stride = (portions + 1) * RADIX;
   scan_bins_kernel<<<passes, RADIX, 0, s>>>(hist, bins, bins_stride);

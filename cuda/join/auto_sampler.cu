@@ -1,0 +1,120 @@
+// Hash join: the sampled match ratio of Algorithm::Auto (see hash.cuh).
+#include "hash.cuh"
+
+namespace {
+using namespace gj;
+using namespace gj::hash;
+
+// ---------------------------------------------------------------------------------------------
+// Sampled match ratio (Algorithm::Auto)
+// ---------------------------------------------------------------------------------------------
+constexpr int SAMPLE_MAX = 4096, SAMPLE_SLOTS = 2 * SAMPLE_MAX, SNT = 256;
+
+// out[i] = keys[i * n / m].
+template <class K>
+__global__ void sample_gather_kernel(const K *keys, int64_t n, int64_t m, K *out) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride)
+    out[i] = keys[i * (n / m) + (i * (n % m)) / m];  // floor(i * n / m) without overflow
+}
+
+// The key as the join compares it; false: it matches nothing. mode 0: integer bits; 1: f32;
+// 2: f64 (-0.0 is 0.0; NaN: one value, or nothing when nan_never).
+template <class K>
+__device__ __forceinline__ bool canon(K k, int mode, int nan_never, K &out) {
+  if (mode == 1) {
+    uint32_t b = (uint32_t)k;
+    if ((b & 0x7fffffffu) == 0) b = 0;
+    else if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu)) {
+      if (nan_never) return false;
+      b = 0x7fc00000u;
+    }
+    out = (K)b;
+  } else if (mode == 2) {
+    uint64_t b = (uint64_t)k;
+    if ((b & 0x7fffffffffffffffull) == 0) b = 0;
+    else if ((b & 0x7ff0000000000000ull) == 0x7ff0000000000000ull && (b & 0x000fffffffffffffull)) {
+      if (nan_never) return false;
+      b = 0x7ff8000000000000ull;
+    }
+    out = (K)b;
+  } else {
+    out = k;
+  }
+  return true;
+}
+
+__device__ __forceinline__ uint32_t sample_slot(uint64_t k) {
+  return (uint32_t)fmix64(k ^ 0x51ED27A3C4B2F6D1ull) & (SAMPLE_SLOTS - 1);
+}
+
+// Every block puts the m sample keys in a shared-memory set (slot: 1 + the index of the first
+// sample entry of that key to claim it), then streams its share of the build keys; a build key
+// in the set flags that entry. Duplicate sample keys are resolved by the caller (by key).
+template <class K>
+__global__ void __launch_bounds__(SNT) sample_match_kernel(const K *sample, int64_t m, const K *build, int64_t n,
+                                                           int mode, int nan_never, uint8_t *flags) {
+  __shared__ K skey[SAMPLE_MAX];
+  __shared__ unsigned short slot[SAMPLE_SLOTS];
+  for (int i = threadIdx.x; i < SAMPLE_SLOTS; i += SNT) slot[i] = 0;
+  for (int i = threadIdx.x; i < m; i += SNT) skey[i] = sample[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < m; i += SNT) {
+    K k;
+    if (!canon<K>(skey[i], mode, nan_never, k)) continue;
+    uint32_t s = sample_slot((uint64_t)k);
+    while (true) {
+      const unsigned short prev = atomicCAS(&slot[s], (unsigned short)0, (unsigned short)(i + 1));
+      if (prev == 0) break;
+      K other;
+      canon<K>(skey[prev - 1], mode, nan_never, other);
+      if (other == k) break;
+      s = (s + 1) & (SAMPLE_SLOTS - 1);
+    }
+  }
+  __syncthreads();
+  const int64_t stride = (int64_t)gridDim.x * SNT;
+  for (int64_t j = (int64_t)blockIdx.x * SNT + threadIdx.x; j < n; j += stride) {
+    K k;
+    if (!canon<K>(build[j], mode, nan_never, k)) continue;
+    uint32_t s = sample_slot((uint64_t)k);
+    while (true) {
+      const unsigned short e = slot[s];
+      if (e == 0) break;
+      K other;
+      canon<K>(skey[e - 1], mode, nan_never, other);
+      if (other == k) {
+        if (!flags[e - 1]) flags[e - 1] = 1;
+        break;
+      }
+      s = (s + 1) & (SAMPLE_SLOTS - 1);
+    }
+  }
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// C ABI
+// ---------------------------------------------------------------------------------------------
+extern "C" int64_t gj_h_sample_max(void) { return SAMPLE_MAX; }
+
+#define GJ_H_DEF_SAMPLE(KN, K)                                                                            \
+  extern "C" int gj_h_sample_gather_##KN(const K *keys, int64_t n, int64_t m, K *out, gj_h_stream_t s) { \
+    if (n < 0 || m < 0 || m > n) return (int)cudaErrorInvalidValue;                                      \
+    if (m == 0) return 0;                                                                                 \
+    sample_gather_kernel<K><<<grid(m), 256, 0, (cudaStream_t)s>>>(keys, n, m, out);                       \
+    return launch_status();                                                                               \
+  }                                                                                                       \
+  extern "C" int gj_h_sample_match_##KN(const K *sample, int64_t m, const K *build, int64_t n, int mode,  \
+                                        int nan_never, uint8_t *flags, gj_h_stream_t s) {                 \
+    if (m < 0 || m > SAMPLE_MAX || n < 0 || mode < 0 || mode > 2) return (int)cudaErrorInvalidValue;      \
+    if (m == 0 || n == 0) return 0;                                                                       \
+    const int64_t want = (n + (int64_t)SNT * 16 - 1) / ((int64_t)SNT * 16);                               \
+    const int blocks = (int)(want < 1024 ? want : 1024);                                                  \
+    sample_match_kernel<K><<<blocks, SNT, 0, (cudaStream_t)s>>>(sample, m, build, n, mode, nan_never,     \
+                                                               flags);                                   \
+    return launch_status();                                                                               \
+  }
+GJ_H_DEF_SAMPLE(u32, uint32_t)
+GJ_H_DEF_SAMPLE(u64, uint64_t)
+
