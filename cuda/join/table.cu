@@ -5,16 +5,16 @@
 #include <cub/device/device_scan.cuh>
 
 #include "gpujoin/common.cuh"
+#include "gpujoin/launch.cuh"
 #include "gpujoin_table.h"
 
 namespace {
 using namespace gj;
 
 constexpr int NT = 256;
-constexpr int GRID_CAP = 1 << 16;
 
 inline cudaStream_t cs(gj_tb_stream_t s) { return static_cast<cudaStream_t>(s); }
-inline int grid(int64_t n) { return blocks_for(n, NT * 4, GRID_CAP); }
+inline int grid(int64_t n) { return blocks_for(n, NT * 4, grid_cap(tuning::kStreamBlocksPerSm)); }
 inline size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
 #define GRID_STRIDE(i, n)                                                                \
@@ -293,7 +293,7 @@ extern "C" int gj_tb_string_lengths(gj_tb_strings col, const uint32_t *map, int6
 extern "C" int gj_tb_gather_string_bytes(gj_tb_strings col, const uint32_t *map, int64_t n, const int64_t *out_offsets,
                                          uint8_t *out_bytes, gj_tb_stream_t stream) {
   if (n <= 0) return 0;
-  gather_string_bytes_kernel<<<blocks_for(n, NT / 32, GRID_CAP), NT, 0, cs(stream)>>>(col, map, n, out_offsets,
+  gather_string_bytes_kernel<<<blocks_for(n, NT / 32, grid_cap(tuning::kStreamBlocksPerSm)), NT, 0, cs(stream)>>>(col, map, n, out_offsets,
                                                                                      out_bytes);
   return launch_status();
 }
