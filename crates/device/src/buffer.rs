@@ -210,6 +210,22 @@ impl<'a, T> DeviceView<'a, T> {
     }
 }
 
+impl DeviceBuffer<u8> {
+    /// The bytes as elements of `U` (the inverse of [`DeviceBuffer::into_bytes`]); the buffer
+    /// back when its length is not a multiple of `U`'s size.
+    pub fn into_typed<U: Pod>(self) -> std::result::Result<DeviceBuffer<U>, DeviceBuffer<u8>> {
+        let size = std::mem::size_of::<U>();
+        if size == 0 || self.len % size != 0 || self.ptr % std::mem::align_of::<U>() as u64 != 0 {
+            return Err(self);
+        }
+        let len = self.len / size;
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: we move the fields out of a buffer whose destructor will not run.
+        let stream = unsafe { std::ptr::read(&me.stream) };
+        Ok(DeviceBuffer { ptr: me.ptr, len, stream, _marker: PhantomData })
+    }
+}
+
 impl<'a> DeviceView<'a, u8> {
     /// The bytes as elements of `U`: `None` when the address is not aligned for `U` or the
     /// length is not a multiple of its size (Arrow buffers imported from elsewhere may be either).

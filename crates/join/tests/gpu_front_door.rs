@@ -439,3 +439,191 @@ fn clustered_gathers_and_auto_on_wide_inputs() {
         }
     }
 }
+
+// ---- Filters, theta joins and aggregates --------------------------------------------------------
+
+use gpujoin_join::predicate::{col_l, col_r, lit, CmpOp, Expr, Predicate, Scalar, Side as PSide};
+use gpujoin_join::theta::{Agg, AggValue};
+
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+enum V<'a> {
+    I(i128),
+    F(f64),
+    S(&'a [u8]),
+}
+
+fn eval_expr<'a>(e: &'a Expr, l: &'a HostTable, i: usize, r: &'a HostTable, j: usize) -> V<'a> {
+    match e {
+        Expr::Column { side, index } => {
+            let v = if *side == PSide::Left { l.columns()[*index].value(i) } else { r.columns()[*index].value(j) };
+            match v {
+                Value::Int(x) => V::I(x),
+                Value::Bool(b) => V::I(b as i128),
+                Value::Float(x) => V::F(x),
+                Value::Str(s) => V::S(s),
+                Value::Null => panic!("filters take no nulls"),
+            }
+        }
+        Expr::Literal(s) => match s {
+            Scalar::I32(x) => V::I(*x as i128),
+            Scalar::I64(x) => V::I(*x as i128),
+            Scalar::U32(x) => V::I(*x as i128),
+            Scalar::U64(x) => V::I(*x as i128),
+            Scalar::F32(x) => V::F(*x as f64),
+            Scalar::F64(x) => V::F(*x),
+            Scalar::Utf8(s) => V::S(s.as_bytes()),
+        },
+        Expr::Add(a, b) | Expr::Sub(a, b) => {
+            let sign = if matches!(e, Expr::Add(..)) { 1 } else { -1 };
+            match (eval_expr(a, l, i, r, j), eval_expr(b, l, i, r, j)) {
+                (V::I(x), V::I(y)) => V::I(x + sign as i128 * y),
+                (V::F(x), V::F(y)) => V::F(x + sign as f64 * y),
+                _ => panic!("arithmetic on strings"),
+            }
+        }
+    }
+}
+
+fn eval(p: &Predicate, l: &HostTable, i: usize, r: &HostTable, j: usize) -> bool {
+    match p {
+        Predicate::Cmp { op, left, right } => {
+            let (a, b) = (eval_expr(left, l, i, r, j), eval_expr(right, l, i, r, j));
+            op.holds(a.partial_cmp(&b))
+        }
+        Predicate::And(v) => v.iter().all(|q| eval(q, l, i, r, j)),
+        Predicate::Or(v) => v.iter().any(|q| eval(q, l, i, r, j)),
+        Predicate::Not(q) => !eval(q, l, i, r, j),
+        Predicate::True => true,
+    }
+}
+
+/// The reference of keys (SQL equality, NaN equal) AND a predicate, any join type.
+fn reference_filtered(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], pred: &Predicate, jt: JoinType, nulls: NullEquality) -> Vec<(Option<u32>, Option<u32>)> {
+    let lc: Vec<Vec<Value<'_>>> = lk.iter().map(|n| l.column(n).unwrap().values()).collect();
+    let rc: Vec<Vec<Value<'_>>> = rk.iter().map(|n| r.column(n).unwrap().values()).collect();
+    let (nl, nr) = (l.rows(), r.rows());
+    let (mut lm, mut rm, mut pairs) = (vec![false; nl], vec![false; nr], Vec::new());
+    for i in 0..nl {
+        for j in 0..nr {
+            if lc.iter().zip(&rc).all(|(a, b)| value_eq(a[i], b[j], nulls, NanEquality::NanEqualsNan)) && eval(pred, l, i, r, j) {
+                lm[i] = true;
+                rm[j] = true;
+                if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
+                    pairs.push((Some(i as u32), Some(j as u32)));
+                }
+            }
+        }
+    }
+    let lrows = |want: bool| (0..nl).filter(move |&i| lm[i] == want).map(|i| (Some(i as u32), None));
+    let rrows = |want: bool| (0..nr).filter(move |&j| rm[j] == want).map(|j| (None, Some(j as u32)));
+    match jt {
+        JoinType::Left => pairs.extend(lrows(false)),
+        JoinType::Right => pairs.extend(rrows(false)),
+        JoinType::Full => {
+            pairs.extend(lrows(false));
+            pairs.extend(rrows(false));
+        }
+        JoinType::LeftSemi => pairs.extend(lrows(true)),
+        JoinType::LeftAnti => pairs.extend(lrows(false)),
+        JoinType::RightSemi => pairs.extend(rrows(true)),
+        JoinType::RightAnti => pairs.extend(rrows(false)),
+        JoinType::Inner => {}
+    }
+    pairs.sort();
+    pairs
+}
+
+fn theta_table(rng: &mut StdRng, n: usize) -> HostTable {
+    HostTable::new(vec![
+        ("a", HostColumn::from_values((0..n).map(|_| rng.gen_range(-50..50)).collect::<Vec<i32>>())),
+        ("f", HostColumn::from_values((0..n).map(|_| rng.gen_range(-8..8) as f64 * 0.25).collect::<Vec<f64>>())),
+        ("s", HostColumn::utf8((0..n).map(|_| format!("s{}", rng.gen_range(0..20))))),
+        ("d", key_column(rng, DataType::Date32, n, 30, 0, false)),
+        ("k", key_column(rng, DataType::Int64, n, 12, 10, false)),
+        ("t", HostColumn::from_values((0..n).map(|_| rng.gen_range(0..4)).collect::<Vec<i8>>())),
+    ])
+    .unwrap()
+}
+
+#[test]
+fn filters_theta_joins_and_aggregates() {
+    let Some(s) = stream("filters_theta_joins_and_aggregates") else { return };
+    let mut rng = StdRng::seed_from_u64(17);
+    // Column indices: a 0, f 1, s 2, d 3, k 4 (nullable), t 5.
+    let preds: Vec<(&str, Predicate)> = vec![
+        ("inequality", col_l(0).less(col_r(0))),
+        ("band", col_l(0).greater_eq(col_r(0) - lit(2i32)).and(col_l(0).less_eq(col_r(0) + lit(2i32)))),
+        ("or", col_l(0).greater(col_r(0)).or(col_l(2).equals(col_r(2)))),
+        ("strings", col_l(2).less(col_r(2))),
+        ("mixed", col_l(0).equals(col_r(0) - lit(1i32)).and(col_l(1).less(col_r(1)))),
+        ("dates and narrow", col_l(3).less_eq(col_r(3)).and(!col_l(5).equals(col_r(5)))),
+        ("literal", col_l(1).greater(lit(0.5f64)).and(Predicate::cmp(CmpOp::Ne, col_r(2), lit("s3")))),
+    ];
+    let algs = [Algorithm::Auto, Algorithm::ThetaSorted, Algorithm::ThetaNestedLoop, Algorithm::ThetaMixed];
+    for (nl, nr) in [(0usize, 5usize), (1, 1), (37, 61), (400, 300)] {
+        let (hl, hr) = (theta_table(&mut rng, nl), theta_table(&mut rng, nr));
+        let (lt, rt) = (Table::upload(&s, &hl).unwrap(), Table::upload(&s, &hr).unwrap());
+        for (name, pred) in &preds {
+            for jt in JoinType::ALL {
+                let want = reference_filtered(&hl, &[], &hr, &[], pred, jt, NullEquality::NullEqualsNothing);
+                for alg in algs {
+                    let j = Join::new(jt).tables(&lt, &rt).filter(pred.clone()).algorithm(alg);
+                    let out = match j.run(&s) {
+                        Ok(o) => o,
+                        Err(Error::Unsupported { .. }) if alg != Algorithm::Auto && alg != Algorithm::ThetaNestedLoop => continue,
+                        Err(e) => panic!("{name} {nl}x{nr} {jt:?} {}: {e}", alg.name()),
+                    };
+                    let (l, r) = out.maps.as_ref().unwrap().to_host().unwrap();
+                    assert_eq!(from_maps(&l, &r), want, "{name} {nl}x{nr} {jt:?} {} ({})", out.algorithm.name(), out.reason);
+                    assert_eq!(j.count(&s).unwrap(), want.len() as u64, "count: {name} {jt:?} {}", alg.name());
+                }
+            }
+            // Aggregates of the inner theta join (no pairs written) against the reference pairs.
+            let inner = reference_filtered(&hl, &[], &hr, &[], pred, JoinType::Inner, NullEquality::NullEqualsNothing);
+            let j = Join::new(JoinType::Inner).tables(&lt, &rt).filter(pred.clone());
+            assert_eq!(j.aggregate(&s, Agg::Count, None).unwrap(), AggValue::Int(inner.len() as i128), "{name}");
+            let a: Vec<i128> = inner.iter().map(|p| if let Value::Int(x) = hr.column("a").unwrap().value(p.1.unwrap() as usize) { x } else { 0 }).collect();
+            let want_sum = if a.is_empty() { AggValue::None } else { AggValue::Int(a.iter().sum()) };
+            assert_eq!(j.aggregate(&s, Agg::Sum, Some((gpujoin_join::Side::Right, "a"))).unwrap(), want_sum, "{name}: SUM(r.a)");
+            let want_max = a.iter().max().map_or(AggValue::None, |&m| AggValue::Int(m));
+            assert_eq!(j.aggregate(&s, Agg::Max, Some((gpujoin_join::Side::Right, "a"))).unwrap(), want_max, "{name}: MAX(r.a)");
+        }
+        // Keys (nullable Int64) and a filter, through every equi algorithm that takes them.
+        let pred = col_l(1).greater(col_r(1));
+        for jt in JoinType::ALL {
+            for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
+                let want = reference_filtered(&hl, &["k"], &hr, &["k"], &pred, jt, nulls);
+                for alg in [Algorithm::Auto, Algorithm::SortMerge(Gather::Unclustered), Algorithm::Interleave, Algorithm::Hash, Algorithm::PartitionedHash(Gather::Unclustered)] {
+                    let j = Join::new(jt).on(&lt, &["k"], &rt, &["k"]).null_equality(nulls).filter(pred.clone()).algorithm(alg).select(&[], &[]);
+                    let out = j.run(&s).unwrap_or_else(|e| panic!("keys+filter {jt:?} {}: {e}", alg.name()));
+                    let (l, r) = out.maps.as_ref().unwrap().to_host().unwrap();
+                    assert_eq!(from_maps(&l, &r), want, "keys+filter {nl}x{nr} {jt:?} {nulls:?} {}", alg.name());
+                    assert_eq!(j.count(&s).unwrap(), want.len() as u64);
+                }
+                // A LEFT join's aggregate skips the null side.
+                if jt == JoinType::Left {
+                    let j = Join::new(jt).on(&lt, &["k"], &rt, &["k"]).null_equality(nulls).filter(pred.clone());
+                    let vals: Vec<f64> = want.iter().filter_map(|p| p.1).map(|r| if let Value::Float(x) = hr.column("f").unwrap().value(r as usize) { x } else { 0.0 }).collect();
+                    let got = j.aggregate(&s, Agg::Count, Some((gpujoin_join::Side::Right, "f"))).unwrap();
+                    assert_eq!(got, AggValue::Int(vals.len() as i128));
+                    let got = j.aggregate(&s, Agg::Min, Some((gpujoin_join::Side::Right, "f"))).unwrap();
+                    assert_eq!(got, vals.iter().copied().reduce(f64::min).map_or(AggValue::None, AggValue::Float));
+                }
+            }
+        }
+    }
+    // Filters on nullable or decimal columns, and theta algorithms on NaN-equal float keys: typed refusals.
+    let h = HostTable::new(vec![("k", HostColumn::from_options(vec![Some(1i64), None])), ("f", HostColumn::from_values(vec![1.0f64, 2.0]))]).unwrap();
+    let t = Table::upload(&s, &h).unwrap();
+    let e = Join::new(JoinType::Inner).tables(&t, &t).filter(col_l(0).less(col_r(0))).run(&s).err().unwrap();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    let e = Join::new(JoinType::Inner).on(&t, &["f"], &t, &["f"]).algorithm(Algorithm::ThetaMixed).run(&s).err().unwrap();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    let e = Join::new(JoinType::Inner).tables(&t, &t).algorithm(Algorithm::Hash).run(&s).err().unwrap();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    // The Cartesian product: no keys, no filter.
+    let out = Join::new(JoinType::Inner).tables(&t, &t).run(&s).unwrap();
+    assert_eq!(out.rows, 4);
+    let ex = Join::new(JoinType::Inner).tables(&t, &t).filter(col_l(1).less(col_r(1))).explain().unwrap();
+    assert_eq!(ex.algorithm, Algorithm::ThetaSorted, "{ex}");
+}

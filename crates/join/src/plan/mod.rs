@@ -37,6 +37,7 @@
 //! Every order is deterministic (the same inputs give the same order on every run); only the
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
 
+mod filter;
 mod keys;
 
 use gpujoin_device::{Error, Result, Stream};
@@ -45,6 +46,8 @@ use crate::chunked::{ChunkBudget, EquiChunkSource, JoinChunks};
 use crate::hash_join::{JoinStats, Materialization};
 use crate::keys::Keys;
 use crate::maps::{GatherMaps, Side};
+use crate::predicate::{col_l, col_r, CheckedPredicate, Expr, Predicate};
+use crate::theta::{Agg, AggValue};
 use crate::table::{Column, ColumnView, DataType, Table, TableView};
 use crate::types::{JoinOptions, JoinType, NanEquality, NullEquality, RowId};
 use crate::wide;
@@ -79,11 +82,18 @@ pub enum Algorithm {
     PartitionedHash(Gather),
     /// A sorted index of the right side probed from the left.
     IndexedNestedLoop,
+    /// Theta join, sort-based: a single inequality or band between two numeric columns.
+    ThetaSorted,
+    /// Theta join, nested loop over tiles: any predicate.
+    ThetaNestedLoop,
+    /// Theta join, mixed: a hash join on the predicate's numeric equality conjuncts, the rest
+    /// filtering the candidate pairs.
+    ThetaMixed,
 }
 
 impl Algorithm {
     /// Every explicit algorithm.
-    pub const EXPLICIT: [Algorithm; 8] = [
+    pub const EXPLICIT: [Algorithm; 11] = [
         Algorithm::SortedMerge,
         Algorithm::SortMerge(Gather::Unclustered),
         Algorithm::SortMerge(Gather::Clustered),
@@ -92,7 +102,15 @@ impl Algorithm {
         Algorithm::PartitionedHash(Gather::Unclustered),
         Algorithm::PartitionedHash(Gather::Clustered),
         Algorithm::IndexedNestedLoop,
+        Algorithm::ThetaSorted,
+        Algorithm::ThetaNestedLoop,
+        Algorithm::ThetaMixed,
     ];
+
+    /// The theta-join family (the keys become equality conjuncts of the predicate).
+    pub fn is_theta(self) -> bool {
+        matches!(self, Algorithm::ThetaSorted | Algorithm::ThetaNestedLoop | Algorithm::ThetaMixed)
+    }
 
     /// A short name (the paper's where it has one).
     pub fn name(self) -> &'static str {
@@ -106,6 +124,9 @@ impl Algorithm {
             Algorithm::PartitionedHash(Gather::Unclustered) => "PHJ-UM",
             Algorithm::PartitionedHash(Gather::Clustered) => "PHJ-OM",
             Algorithm::IndexedNestedLoop => "indexed nested loop",
+            Algorithm::ThetaSorted => "theta sorted",
+            Algorithm::ThetaNestedLoop => "theta nested loop",
+            Algorithm::ThetaMixed => "theta mixed",
         }
     }
 
@@ -145,6 +166,7 @@ pub struct Join<'a> {
     options: JoinOptions,
     algorithm: Algorithm,
     stats: bool,
+    filter: Option<Predicate>,
 }
 
 /// What [`Join::run`] returns.
@@ -210,7 +232,34 @@ impl<'a> Join<'a> {
             options: JoinOptions::DEFAULT,
             algorithm: Algorithm::Auto,
             stats: false,
+            filter: None,
         }
+    }
+
+    /// The two tables of a join without key columns (a theta join on [`Join::filter`], or the
+    /// Cartesian product without one).
+    pub fn tables(self, left: impl Into<TableView<'a>>, right: impl Into<TableView<'a>>) -> Join<'a> {
+        self.on(left, &[], right, &[])
+    }
+
+    /// A predicate the output pairs must also pass (after the keys), over the columns of the
+    /// two tables: `col_l(i)` / `col_r(i)` is column `i` of the left / right table (see
+    /// [`Join::left`], [`Join::right`]). Outer joins add the rows without a passing partner.
+    pub fn filter(mut self, predicate: Predicate) -> Join<'a> {
+        self.filter = Some(predicate);
+        self
+    }
+
+    /// The left table's column `name` as an expression for [`Join::filter`].
+    pub fn left(&self, name: &str) -> Result<Expr> {
+        let t = self.left.as_ref().ok_or_else(|| Error::invalid("call `on` or `tables` first"))?;
+        Ok(col_l(t.names().iter().position(|n| n == name).ok_or_else(|| Error::UnknownColumn { name: name.into(), available: format!("{:?}", t.names()) })?))
+    }
+
+    /// The right table's column `name` as an expression for [`Join::filter`].
+    pub fn right(&self, name: &str) -> Result<Expr> {
+        let t = self.right.as_ref().ok_or_else(|| Error::invalid("call `on` or `tables` first"))?;
+        Ok(col_r(t.names().iter().position(|n| n == name).ok_or_else(|| Error::UnknownColumn { name: name.into(), available: format!("{:?}", t.names()) })?))
     }
 
     /// The two tables and their key columns (pairwise equal).
@@ -264,8 +313,8 @@ impl<'a> Join<'a> {
         let (Some(l), Some(r)) = (&self.left, &self.right) else {
             return Err(Error::invalid("a join needs its tables and keys: call `on` first"));
         };
-        if self.left_on.is_empty() || self.left_on.len() != self.right_on.len() {
-            return Err(Error::invalid(format!("{} left key columns and {} right key columns: give one or more pairs", self.left_on.len(), self.right_on.len())));
+        if self.left_on.len() != self.right_on.len() {
+            return Err(Error::invalid(format!("{} left key columns and {} right key columns: give them in pairs", self.left_on.len(), self.right_on.len())));
         }
         let lk = self.left_on.iter().map(|n| l.column(n)).collect::<Result<Vec<_>>>()?;
         let rk = self.right_on.iter().map(|n| r.column(n)).collect::<Result<Vec<_>>>()?;
@@ -298,13 +347,7 @@ impl<'a> Join<'a> {
     /// types. No device work.
     pub fn explain(&self) -> Result<Explain> {
         let inputs = self.inputs()?;
-        let (algorithm, reason) = match self.algorithm {
-            Algorithm::Auto => self.auto(&inputs),
-            a => {
-                self.check_explicit(a, &inputs)?;
-                (a, "requested".to_string())
-            }
-        };
+        let (algorithm, reason) = self.choose(&inputs)?;
         let keys = self
             .left_on
             .iter()
@@ -313,6 +356,95 @@ impl<'a> Join<'a> {
             .map(|((l, r), c)| (l.clone(), r.clone(), c.data_type(), keys::describe(c.data_type())))
             .collect();
         Ok(Explain { join_type: self.join_type, algorithm, reason, keys })
+    }
+
+    /// The algorithm and its reason, checked against the input (no device work).
+    fn choose(&self, i: &Inputs<'a>) -> Result<(Algorithm, String)> {
+        if self.algorithm.is_theta() || i.left_keys.is_empty() {
+            return self.choose_theta(i);
+        }
+        let (a, reason) = match self.algorithm {
+            Algorithm::Auto => self.auto(i),
+            a => {
+                self.check_explicit(a, i)?;
+                (a, "requested".to_string())
+            }
+        };
+        let Some(f) = &self.filter else { return Ok((a, reason)) };
+        self.check_filter_columns(f, i)?;
+        match a {
+            Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => {
+                Err(Error::Unsupported { what: format!("the {} join with a filter", a.name()), reason: "the clustered gathers materialize before the filter could drop pairs; use the unclustered gathers".into() })
+            }
+            Algorithm::Auto => Ok((Algorithm::PartitionedHash(Gather::Unclustered), "keys and a filter: the partitioned hash join on the keys, the filter on its pairs".into())),
+            a => Ok((a, format!("{reason}; the filter on its pairs"))),
+        }
+    }
+
+    /// The keys as equality conjuncts, and the filter.
+    fn theta_predicate(&self, i: &Inputs<'_>) -> Predicate {
+        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
+        let pos = |t: &TableView<'_>, n: &str| t.names().iter().position(|x| x == n).expect("checked");
+        let mut p = Predicate::True;
+        for (a, b) in self.left_on.iter().zip(&self.right_on) {
+            p = p.and(col_l(pos(l, a)).equals(col_r(pos(r, b))));
+        }
+        let _ = i;
+        match &self.filter {
+            Some(f) => p.and(f.clone()),
+            None => p,
+        }
+    }
+
+    /// Referenced columns that filters cannot take: nullable ones and decimals.
+    fn check_filter_columns(&self, pred: &Predicate, _i: &Inputs<'_>) -> Result<()> {
+        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
+        let mut err = None;
+        filter::visit(pred, &mut |side, index| {
+            let t = if side == Side::Left { l } else { r };
+            if let (Some(c), None) = (t.columns().get(index), &err) {
+                let name = &t.names()[index];
+                if c.validity().is_some() {
+                    err = Some(Error::Unsupported { what: format!("a filter on column {name}"), reason: "it has a validity bitmap; filters take columns without nulls".into() });
+                } else if matches!(c.data_type(), DataType::Decimal128(..)) {
+                    err = Some(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() });
+                }
+            }
+        });
+        err.map_or(Ok(()), Err)
+    }
+
+    /// The checked predicate on the lowered types of the whole tables (for choosing a path).
+    fn checked_on_schema(&self, pred: &Predicate) -> Result<CheckedPredicate> {
+        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
+        let schema = |t: &TableView<'_>| t.columns().iter().map(|c| filter::lowered_type(c.data_type())).collect::<Vec<_>>();
+        pred.check(&schema(l), &schema(r))
+    }
+
+    fn choose_theta(&self, i: &Inputs<'a>) -> Result<(Algorithm, String)> {
+        let a = self.algorithm;
+        let refuse = |reason: String| Err(Error::Unsupported { what: format!("the {} join", a.name()), reason });
+        if !a.is_theta() && a != Algorithm::Auto {
+            return refuse("no key columns: give keys, or use a theta algorithm with a filter".into());
+        }
+        if self.options.nan_equality == NanEquality::NanEqualsNan && i.left_keys.iter().any(|c| c.data_type().is_float()) {
+            return refuse("float keys where NaN equals NaN: theta predicates compare as IEEE (NaN equals nothing); use NanNeverEqual".into());
+        }
+        let pred = self.theta_predicate(i);
+        self.check_filter_columns(&pred, i)?;
+        let checked = self.checked_on_schema(&pred)?;
+        let path = crate::theta::choose_path(&checked);
+        let auto = match &path {
+            crate::theta::ThetaPath::Sorted(_) => Algorithm::ThetaSorted,
+            crate::theta::ThetaPath::Mixed => Algorithm::ThetaMixed,
+            crate::theta::ThetaPath::NestedLoop => Algorithm::ThetaNestedLoop,
+        };
+        match a {
+            Algorithm::Auto => Ok((auto, path.reason().to_string())),
+            Algorithm::ThetaSorted if auto != Algorithm::ThetaSorted => refuse("the predicate is not a single inequality or band between two numeric columns".into()),
+            Algorithm::ThetaMixed if auto != Algorithm::ThetaMixed => refuse("the predicate has no equality conjunct between numeric columns".into()),
+            a => Ok((a, "requested".into())),
+        }
     }
 
     /// Auto, from what is known without device work.
@@ -389,43 +521,17 @@ impl<'a> Join<'a> {
     /// Runs the join: maps and the selected columns materialized.
     pub fn run(&self, stream: &Stream) -> Result<JoinOutput> {
         let inputs = self.inputs()?;
-        let (algorithm, reason) = match self.algorithm {
-            Algorithm::Auto => self.auto(&inputs),
-            a => {
-                self.check_explicit(a, &inputs)?;
-                (a, "requested".to_string())
-            }
-        };
-        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
-        let (l, r) = (lk.keys()?, rk.keys()?);
-        let jt = self.join_type;
+        let (algorithm, reason) = self.choose(&inputs)?;
         let clustered = matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered));
         if clustered {
-            return self.run_wide(stream, &inputs, &l, &r, algorithm, reason);
+            let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
+            return self.run_wide(stream, &inputs, &lk.keys()?, &rk.keys()?, algorithm, reason);
         }
-        let clock = if self.stats { Some(crate::common::Clock::start(stream)?) } else { None };
-        let mut clock = clock;
+        let mut clock = if self.stats { Some(crate::common::Clock::start(stream)?) } else { None };
         if let Some(c) = clock.as_mut() {
             c.mark(stream)?;
         }
-        let maps = match algorithm {
-            Algorithm::SortedMerge => {
-                crate::common::check_output_budget(stream, &l, &r, jt, self.options)?;
-                sorted_merge(stream, &inputs, jt)?
-            }
-            Algorithm::SortMerge(_) => crate::sort_merge::sort_merge_join(stream, &l, &r, jt, self.options)?,
-            Algorithm::Interleave => crate::interleave::interleave_join(stream, &l, &r, jt, self.options)?,
-            Algorithm::Hash => crate::hash_join::hash_join(stream, &l, &r, jt, self.options)?,
-            Algorithm::PartitionedHash(_) => crate::hash_join::partitioned_hash_join(stream, &l, &r, jt, self.options, Materialization::Unclustered)?.maps,
-            Algorithm::IndexedNestedLoop => {
-                crate::common::check_output_budget(stream, &l, &r, jt, self.options)?;
-                let index_col = keys::owned_single(stream, &rk)?;
-                let probe = keys::owned_single(stream, &lk)?;
-                let index = crate::indexed_nested_loop::SortedIndex::build(stream, &index_col)?;
-                index.join(stream, &probe, Side::Left, jt)?
-            }
-            Algorithm::Auto => unreachable!("handled above"),
-        };
+        let maps = self.maps(stream, &inputs, algorithm)?;
         if let Some(c) = clock.as_mut() {
             c.mark(stream)?;
         }
@@ -440,6 +546,27 @@ impl<'a> Join<'a> {
             None => None,
         };
         Ok(JoinOutput { rows: maps.rows(), maps: Some(maps), table, algorithm, reason, stats })
+    }
+
+    /// The gather maps by `algorithm` (not a clustered one).
+    fn maps(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm) -> Result<GatherMaps> {
+        let jt = self.join_type;
+        if algorithm.is_theta() {
+            let pred = self.theta_predicate(i);
+            let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+            return theta_maps(stream, &low, algorithm, jt);
+        }
+        let (lk, rk) = keys::prepare(stream, &i.left_keys, &i.right_keys)?;
+        let (l, r) = (lk.keys()?, rk.keys()?);
+        let Some(f) = &self.filter else { return equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, jt, self.options) };
+        // Keys and a filter: the inner join on the keys, the filter on its pairs, then the join type.
+        let inner = equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, JoinType::Inner, JoinOptions { output_budget: None, ..self.options })?;
+        drop((l, r));
+        drop((lk, rk));
+        let (a, b) = inner.into_raw();
+        let low = filter::lower(stream, f, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+        let (a, b) = crate::theta::nested_loop::PairFilter::new(stream, &low.left, &low.right, &low.pred, &[])?.apply(stream, a, b)?;
+        crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)
     }
 
     fn run_wide(&self, stream: &Stream, i: &Inputs<'a>, l: &Keys<'_>, r: &Keys<'_>, algorithm: Algorithm, reason: String) -> Result<JoinOutput> {
@@ -502,10 +629,63 @@ impl<'a> Join<'a> {
     }
 
     /// The exact number of output rows, without allocating the output.
+    /// Equi-joins count without writing pairs; theta joins count where their path can
+    /// (sorted, nested loop); a join with keys and a filter runs to count.
     pub fn count(&self, stream: &Stream) -> Result<u64> {
         let inputs = self.inputs()?;
+        let (algorithm, _) = self.choose(&inputs)?;
+        if algorithm.is_theta() {
+            let pred = self.theta_predicate(&inputs);
+            let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+            return match algorithm {
+                Algorithm::ThetaSorted => crate::theta::sorted::sorted_theta_join_size(stream, &low.left, &low.right, &low.pred, self.join_type),
+                Algorithm::ThetaNestedLoop => crate::theta::nested_loop::nested_loop_join_size_with(stream, &low.left, &low.right, &low.pred, self.join_type, crate::theta::nested_loop::Strategy::NestedLoop),
+                _ => crate::theta::nested_loop::nested_loop_join_size_with(stream, &low.left, &low.right, &low.pred, self.join_type, crate::theta::nested_loop::Strategy::Auto),
+            };
+        }
+        if self.filter.is_some() {
+            return Ok(self.maps(stream, &inputs, algorithm)?.rows());
+        }
         let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
         crate::sort_merge::sort_merge_join_size(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)
+    }
+
+    /// COUNT/SUM/MIN/MAX over the join's output rows without returning them: `column` is a
+    /// column of one side (`None` with COUNT: the rows). NULLs (and the null side of outer rows)
+    /// are skipped; SUM/MIN/MAX over no values is [`AggValue::None`]. Inner theta joins aggregate
+    /// without writing pairs; other joins aggregate over their gather maps on the device.
+    pub fn aggregate(&self, stream: &Stream, agg: Agg, column: Option<(Side, &str)>) -> Result<AggValue> {
+        let inputs = self.inputs()?;
+        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
+        let col = match column {
+            Some((side, name)) => {
+                let t = if side == Side::Left { l } else { r };
+                let c = t.column(name)?;
+                if agg != Agg::Count && !matches!(filter::lowered_type(c.data_type()), crate::predicate::DataType::I32 | crate::predicate::DataType::I64 | crate::predicate::DataType::U32 | crate::predicate::DataType::U64 | crate::predicate::DataType::F32 | crate::predicate::DataType::F64) || matches!(c.data_type(), DataType::Decimal128(..)) {
+                    return Err(Error::Unsupported { what: format!("{agg:?} of column {name}"), reason: format!("it is {}; aggregates take integer, date, timestamp and float columns", c.data_type()) });
+                }
+                Some((side, t.names().iter().position(|n| n == name).expect("found"), c))
+            }
+            None if agg == Agg::Count => None,
+            None => return Err(Error::invalid(format!("{agg:?} needs a column"))),
+        };
+        let (algorithm, _) = self.choose(&inputs)?;
+        if algorithm.is_theta() && self.join_type == JoinType::Inner && col.is_none_or(|(_, _, c)| c.validity().is_none()) {
+            let pred = self.theta_predicate(&inputs);
+            let extra: Vec<(Side, usize)> = col.iter().map(|&(s, i, _)| (s, i)).collect();
+            let low = filter::lower(stream, &pred, l, r, &extra)?;
+            let column = col.map(|(s, i, _)| (s, if s == Side::Left { low.left_index[i] } else { low.right_index[i] }.expect("lowered")));
+            return crate::theta::theta_aggregate(stream, &low.left, &low.right, &low.pred, agg, column);
+        }
+        let maps = if matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered)) {
+            self.maps(stream, &inputs, Algorithm::PartitionedHash(Gather::Unclustered))?
+        } else {
+            self.maps(stream, &inputs, algorithm)?
+        };
+        let Some((side, _, c)) = col else { return Ok(AggValue::Int(maps.rows() as i128)) };
+        let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} rows to aggregate", self.join_type)))?;
+        let gathered = crate::table::kernels::gather(stream, &c, &map.cast::<u32>(), maps.nullable(side))?;
+        fold(&gathered.to_host()?, agg)
     }
 
     /// The gather maps in chunks of at most `budget` bytes each, for outputs of any size (the
@@ -513,6 +693,12 @@ impl<'a> Join<'a> {
     /// [`Algorithm::SortMerge`].
     pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<EquiChunkSource>> {
         let inputs = self.inputs()?;
+        if self.filter.is_some() || inputs.left_keys.is_empty() {
+            return Err(Error::Unsupported {
+                what: "chunks of a join with a filter".into(),
+                reason: "the front door chunks equi-joins only so far; use theta::theta_join_chunks on device relations".into(),
+            });
+        }
         let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
         let source = EquiChunkSource::new(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)?;
         JoinChunks::new(stream, source, budget)
@@ -526,6 +712,67 @@ struct Inputs<'a> {
     right_select: Vec<ColumnView<'a>>,
     left_rows: usize,
     right_rows: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &keys::PreparedKeys<'_>, rk: &keys::PreparedKeys<'_>, algorithm: Algorithm, jt: JoinType, options: JoinOptions) -> Result<GatherMaps> {
+    Ok(match algorithm {
+        Algorithm::SortedMerge => {
+            crate::common::check_output_budget(stream, l, r, jt, options)?;
+            sorted_merge(stream, i, jt)?
+        }
+        Algorithm::SortMerge(_) => crate::sort_merge::sort_merge_join(stream, l, r, jt, options)?,
+        Algorithm::Interleave => crate::interleave::interleave_join(stream, l, r, jt, options)?,
+        Algorithm::Hash => crate::hash_join::hash_join(stream, l, r, jt, options)?,
+        Algorithm::PartitionedHash(_) => crate::hash_join::partitioned_hash_join(stream, l, r, jt, options, Materialization::Unclustered)?.maps,
+        Algorithm::IndexedNestedLoop => {
+            crate::common::check_output_budget(stream, l, r, jt, options)?;
+            let index_col = keys::owned_single(stream, rk)?;
+            let probe = keys::owned_single(stream, lk)?;
+            let index = crate::indexed_nested_loop::SortedIndex::build(stream, &index_col)?;
+            index.join(stream, &probe, Side::Left, jt)?
+        }
+        a => return Err(Error::invalid(format!("internal: {} is not an equi-join algorithm", a.name()))),
+    })
+}
+
+fn theta_maps(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: JoinType) -> Result<GatherMaps> {
+    use crate::theta::nested_loop::{nested_loop_join_with, Strategy};
+    match algorithm {
+        Algorithm::ThetaSorted => crate::theta::sorted::sorted_theta_join(stream, &low.left, &low.right, &low.pred, jt),
+        Algorithm::ThetaNestedLoop => nested_loop_join_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::NestedLoop),
+        _ => nested_loop_join_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::Auto),
+    }
+}
+
+/// An aggregate of a column's valid values on the host.
+fn fold(c: &crate::table::HostColumn, agg: Agg) -> Result<AggValue> {
+    use crate::table::Value;
+    let vals: Vec<Value<'_>> = c.values().into_iter().filter(|v| *v != Value::Null).collect();
+    if agg == Agg::Count {
+        return Ok(AggValue::Int(vals.len() as i128));
+    }
+    if vals.is_empty() {
+        return Ok(AggValue::None);
+    }
+    Ok(match vals[0] {
+        Value::Float(_) => {
+            let f: Vec<f64> = vals.iter().map(|v| if let Value::Float(x) = v { *x } else { 0.0 }).collect();
+            AggValue::Float(match agg {
+                Agg::Sum => f.iter().sum(),
+                Agg::Min => f.iter().copied().fold(f64::INFINITY, |a, b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.min(b) }),
+                _ => f.iter().copied().fold(f64::NEG_INFINITY, |a, b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.max(b) }),
+            })
+        }
+        _ => {
+            let n: Vec<i128> = vals.iter().map(|v| if let Value::Int(x) = v { *x } else { 0 }).collect();
+            AggValue::Int(match agg {
+                Agg::Sum => n.iter().sum(),
+                Agg::Min => *n.iter().min().expect("non-empty"),
+                _ => *n.iter().max().expect("non-empty"),
+            })
+        }
+    })
 }
 
 fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType) -> Result<GatherMaps> {

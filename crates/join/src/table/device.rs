@@ -67,6 +67,12 @@ impl Column {
         Ok(c)
     }
 
+    /// The values, offsets and validity buffers (the column's offset is 0 where it was made on
+    /// the device, e.g. by a gather).
+    pub(crate) fn into_buffers(self) -> (DeviceBuffer<u8>, Option<DeviceBuffer<u8>>, Option<DeviceBuffer<u8>>) {
+        (self.values, self.offsets, self.validity)
+    }
+
     /// The borrowed view of the whole column.
     pub fn view(&self) -> ColumnView<'_> {
         ColumnView {

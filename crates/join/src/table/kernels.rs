@@ -126,6 +126,15 @@ pub(crate) fn count_descents(stream: &Stream, v: &ColumnView<'_>) -> Result<u64>
 /// Output row `k` is row `map[k]` of `v` (null where `map[k]` is no row or `v`'s row is null):
 /// a new column of the same type, offset 0, with a validity bitmap when `nullable` or `v` has one.
 pub(crate) fn gather(stream: &Stream, v: &ColumnView<'_>, map: &DeviceView<'_, u32>, nullable: bool) -> Result<Column> {
+    gather_as(stream, v, map, nullable, v.data_type())
+}
+
+/// [`gather`] into a column of `out_type`: the input's type, or the other string type (`Utf8`
+/// and `LargeUtf8` differ in their offsets only).
+pub(crate) fn gather_as(stream: &Stream, v: &ColumnView<'_>, map: &DeviceView<'_, u32>, nullable: bool, out_type: DataType) -> Result<Column> {
+    if !v.data_type().is_comparable_with(out_type) {
+        return Err(Error::invalid(format!("gathering a {} column as {out_type}", v.data_type())));
+    }
     let n = map.len();
     let s = stream.raw();
     let mp = map.as_ptr();
@@ -162,7 +171,7 @@ pub(crate) fn gather(stream: &Stream, v: &ColumnView<'_>, map: &DeviceView<'_, u
             let ep = ends.view().as_ptr() as *const i64;
             // SAFETY: `ends` are the exclusive sums of the lengths; `bytes` holds their total.
             launch(stream, "gather strings", || unsafe { ffi::gj_tb_gather_string_bytes(col, mp, n as i64, ep, b, s) })?;
-            let offsets = if t == DataType::Utf8 {
+            let offsets = if out_type == DataType::Utf8 {
                 if total > i32::MAX as u64 {
                     return Err(Error::too_large("bytes of a gathered Utf8 column (use LargeUtf8)", total, i32::MAX as u64));
                 }
@@ -186,5 +195,5 @@ pub(crate) fn gather(stream: &Stream, v: &ColumnView<'_>, map: &DeviceView<'_, u
             (out, None)
         }
     };
-    Column::from_buffers(v.data_type(), n, values, offsets, validity)
+    Column::from_buffers(out_type, n, values, offsets, validity)
 }

@@ -1,0 +1,159 @@
+//! Filters at the front door: the typed predicate tree of [`crate::predicate`] over the columns of
+//! the two tables (`col_l(i)` / `col_r(i)`: column `i` of the left / right table, or by name via
+//! [`super::Join::left`] / [`super::Join::right`]), lowered to the theta joins' device relations.
+//!
+//! Only the referenced columns are lowered: `Int8`/`Int16` are widened to `I32`,
+//! `UInt8`/`UInt16`/`Boolean` to `U32`, dates and timestamps keep their `i32`/`i64` layout,
+//! strings become large strings. Literals compare with the lowered type (`lit(5i32)` for an
+//! `Int8` or `Date32` column). `Decimal128` columns and columns with a validity bitmap cannot be
+//! filtered on yet ([`Error::Unsupported`]).
+
+use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
+
+use crate::device_relation::{DeviceColumnData as D, DeviceRelation};
+use crate::predicate::{CheckedPredicate, Expr, Predicate, Side};
+use crate::table::{ColumnView, DataType, TableView};
+
+/// The two device relations of a filter and the predicate over their columns.
+pub(crate) struct Lowered {
+    pub left: DeviceRelation,
+    pub right: DeviceRelation,
+    pub pred: CheckedPredicate,
+    /// Relation column of each table column that was lowered (`None`: not referenced).
+    pub left_index: Vec<Option<usize>>,
+    pub right_index: Vec<Option<usize>>,
+}
+
+fn visit_expr(e: &Expr, f: &mut impl FnMut(Side, usize)) {
+    match e {
+        Expr::Column { side, index } => f(*side, *index),
+        Expr::Literal(_) => {}
+        Expr::Add(a, b) | Expr::Sub(a, b) => {
+            visit_expr(a, f);
+            visit_expr(b, f);
+        }
+    }
+}
+
+pub(crate) fn visit(p: &Predicate, f: &mut impl FnMut(Side, usize)) {
+    match p {
+        Predicate::Cmp { left, right, .. } => {
+            visit_expr(left, f);
+            visit_expr(right, f);
+        }
+        Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| visit(q, f)),
+        Predicate::Not(q) => visit(q, f),
+        Predicate::True => {}
+    }
+}
+
+fn remap_expr(e: &Expr, m: &impl Fn(Side, usize) -> usize) -> Expr {
+    match e {
+        Expr::Column { side, index } => Expr::Column { side: *side, index: m(*side, *index) },
+        Expr::Literal(s) => Expr::Literal(s.clone()),
+        Expr::Add(a, b) => Expr::Add(Box::new(remap_expr(a, m)), Box::new(remap_expr(b, m))),
+        Expr::Sub(a, b) => Expr::Sub(Box::new(remap_expr(a, m)), Box::new(remap_expr(b, m))),
+    }
+}
+
+fn remap(p: &Predicate, m: &impl Fn(Side, usize) -> usize) -> Predicate {
+    match p {
+        Predicate::Cmp { op, left, right } => Predicate::Cmp { op: *op, left: remap_expr(left, m), right: remap_expr(right, m) },
+        Predicate::And(v) => Predicate::And(v.iter().map(|q| remap(q, m)).collect()),
+        Predicate::Or(v) => Predicate::Or(v.iter().map(|q| remap(q, m)).collect()),
+        Predicate::Not(q) => Predicate::Not(Box::new(remap(q, m))),
+        Predicate::True => Predicate::True,
+    }
+}
+
+fn copy<T: gpujoin_device::Pod>(stream: &Stream, v: &ColumnView<'_>) -> Result<DeviceBuffer<T>> {
+    let src = v.typed::<T>().ok_or_else(|| Error::invalid(format!("a {} column whose values are misaligned", v.data_type())))?;
+    let mut out = stream.alloc::<T>(src.len())?;
+    stream.copy_device_to_device(&src, &mut out.view_mut())?;
+    Ok(out)
+}
+
+/// The predicate type a column of `t` is lowered to (`Decimal128`, which filters refuse, reads
+/// as `U64` so that a predicate not referring to it still type-checks).
+pub(crate) fn lowered_type(t: DataType) -> crate::predicate::DataType {
+    use crate::predicate::DataType as P;
+    use DataType::*;
+    match t {
+        Int8 | Int16 | Int32 | Date32 => P::I32,
+        Int64 | Date64 | Timestamp(_) => P::I64,
+        UInt8 | UInt16 | UInt32 | Boolean => P::U32,
+        UInt64 | Decimal128(..) => P::U64,
+        Float32 => P::F32,
+        Float64 => P::F64,
+        Utf8 | LargeUtf8 => P::Utf8,
+    }
+}
+
+/// One table column as a column of a device relation (a copy, offset 0).
+pub(crate) fn relation_column(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Result<D> {
+    use DataType::*;
+    if v.validity().is_some() {
+        return Err(Error::Unsupported { what: format!("a filter on column {name}"), reason: "it has a validity bitmap; filters take columns without nulls".into() });
+    }
+    Ok(match v.data_type() {
+        Int32 | Date32 => D::I32(copy(stream, v)?),
+        Int64 | Date64 | Timestamp(_) => D::I64(copy(stream, v)?),
+        UInt32 => D::U32(copy(stream, v)?),
+        UInt64 => D::U64(copy(stream, v)?),
+        Float32 => D::F32(copy(stream, v)?),
+        Float64 => D::F64(copy(stream, v)?),
+        Int8 | Int16 => D::I32(crate::table::kernels::widen(stream, v)?.cast()),
+        UInt8 | UInt16 | Boolean => D::U32(crate::table::kernels::widen(stream, v)?),
+        Utf8 | LargeUtf8 => {
+            let rows = crate::common::iota(stream, v.len())?;
+            let c = crate::table::kernels::gather_as(stream, v, &rows.view(), false, LargeUtf8)?;
+            let (bytes, offsets, _) = c.into_buffers();
+            let offsets = offsets.expect("strings have offsets").into_typed::<i64>().map_err(|_| Error::invalid("internal: string offsets"))?;
+            D::Utf8 { offsets, bytes }
+        }
+        Decimal128(..) => return Err(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() }),
+    })
+}
+
+/// Lowers `pred` (over table columns) and, beside it, the `extra` table columns of each side
+/// (aggregated columns): relations of the referenced columns, in order of first reference.
+pub(crate) fn lower(stream: &Stream, pred: &Predicate, left: &TableView<'_>, right: &TableView<'_>, extra: &[(Side, usize)]) -> Result<Lowered> {
+    let mut refs: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+    let mut bad = None;
+    let mut note = |side: Side, index: usize| {
+        let (i, t) = match side {
+            Side::Left => (0, left),
+            Side::Right => (1, right),
+        };
+        if index >= t.columns().len() {
+            bad.get_or_insert(format!("the filter refers to {side:?} column {index}; the table has {}", t.columns().len()));
+        } else if !refs[i].contains(&index) {
+            refs[i].push(index);
+        }
+    };
+    visit(pred, &mut note);
+    extra.iter().for_each(|&(s, i)| note(s, i));
+    if let Some(b) = bad {
+        return Err(Error::invalid(b));
+    }
+    let build = |t: &TableView<'_>, cols: &[usize]| -> Result<DeviceRelation> {
+        let mut out = Vec::new();
+        for &c in cols {
+            out.push(relation_column(stream, &t.names()[c], &t.columns()[c])?);
+        }
+        if out.is_empty() {
+            // A side the predicate does not look at still has its rows.
+            out.push(D::U32(stream.alloc_zeroed::<u32>(t.rows())?));
+        }
+        DeviceRelation::from_columns(out)
+    };
+    let (l, r) = (build(left, &refs[0])?, build(right, &refs[1])?);
+    let index = |cols: &[usize], n: usize| -> Vec<Option<usize>> { (0..n).map(|c| cols.iter().position(|&x| x == c)).collect() };
+    let (li, ri) = (index(&refs[0], left.columns().len()), index(&refs[1], right.columns().len()));
+    let m = |side: Side, i: usize| match side {
+        Side::Left => li[i].expect("referenced"),
+        Side::Right => ri[i].expect("referenced"),
+    };
+    let pred = remap(pred, &m).check(&l.schema(), &r.schema())?;
+    Ok(Lowered { left: l, right: r, pred, left_index: li, right_index: ri })
+}
