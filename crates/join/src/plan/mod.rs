@@ -385,14 +385,13 @@ impl<'a> Join<'a> {
     fn theta_predicate(&self, i: &Inputs<'_>) -> Predicate {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
         let pos = |t: &TableView<'_>, n: &str| t.names().iter().position(|x| x == n).expect("checked");
-        let mut p = Predicate::True;
-        for (a, b) in self.left_on.iter().zip(&self.right_on) {
-            p = p.and(col_l(pos(l, a)).equals(col_r(pos(r, b))));
-        }
         let _ = i;
-        match &self.filter {
-            Some(f) => p.and(f.clone()),
-            None => p,
+        let mut parts: Vec<Predicate> = self.left_on.iter().zip(&self.right_on).map(|(a, b)| col_l(pos(l, a)).equals(col_r(pos(r, b)))).collect();
+        parts.extend(self.filter.clone());
+        match parts.len() {
+            0 => Predicate::True,
+            1 => parts.pop().expect("one"),
+            _ => Predicate::And(parts),
         }
     }
 
