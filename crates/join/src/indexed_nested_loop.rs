@@ -96,9 +96,56 @@ enum IndexKeys {
 /// # Ok(()) }
 /// ```
 pub struct SortedIndex<'a> {
-    column: &'a DeviceColumnData,
+    column: IndexedColumn<'a>,
     keys: IndexKeys,
     rows: DeviceBuffer<u32>,
+}
+
+/// The indexed column, borrowed or owned by the index.
+enum IndexedColumn<'a> {
+    Borrowed(&'a DeviceColumnData),
+    Owned(Box<DeviceColumnData>),
+}
+
+impl IndexedColumn<'_> {
+    fn get(&self) -> &DeviceColumnData {
+        match self {
+            IndexedColumn::Borrowed(c) => c,
+            IndexedColumn::Owned(c) => c,
+        }
+    }
+}
+
+impl SortedIndex<'static> {
+    /// [`SortedIndex::build`] over a column the index keeps.
+    pub fn build_owned(stream: &Stream, column: DeviceColumnData) -> Result<SortedIndex<'static>> {
+        let (keys, rows) = sort_index(stream, &column)?;
+        Ok(SortedIndex { column: IndexedColumn::Owned(Box::new(column)), keys, rows })
+    }
+}
+
+fn sort_index(stream: &Stream, column: &DeviceColumnData) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
+    check_rows("indexed column", column.len())?;
+    let desc = column_desc(column);
+    let n = column.len();
+    Ok(match column.data_type() {
+        DataType::Utf8 => {
+            let mut prefixes = stream.alloc::<u64>(n)?;
+            let mut rows = stream.alloc::<u32>(n)?;
+            let (p, r) = (prefixes.view_mut().as_mut_ptr(), rows.view_mut().as_mut_ptr());
+            // SAFETY: the column's offsets and bytes are live; outputs hold n entries.
+            with_temp(stream, "inlj: sort strings", |t, tb| unsafe { ffi::gj_i_sort_strings(t, tb, desc, p, r, stream.raw()) })?;
+            (IndexKeys::B64(prefixes), rows)
+        }
+        DataType::I64 | DataType::U64 | DataType::F64 => {
+            let (k, r) = sorted_images::<u64>(stream, column)?;
+            (IndexKeys::B64(k), r)
+        }
+        DataType::I32 | DataType::U32 | DataType::F32 => {
+            let (k, r) = sorted_images::<u32>(stream, column)?;
+            (IndexKeys::B32(k), r)
+        }
+    })
 }
 
 impl<'a> SortedIndex<'a> {
@@ -106,43 +153,23 @@ impl<'a> SortedIndex<'a> {
     /// many NaN rows to leave out). Errors: [`Error::TooLarge`] when the column has more than
     /// [`RowId::MAX_ROWS`] rows; device errors.
     pub fn build(stream: &Stream, column: &'a DeviceColumnData) -> Result<SortedIndex<'a>> {
-        check_rows("indexed column", column.len())?;
-        let desc = column_desc(column);
-        let n = column.len();
-        let (keys, rows) = match column.data_type() {
-            DataType::Utf8 => {
-                let mut prefixes = stream.alloc::<u64>(n)?;
-                let mut rows = stream.alloc::<u32>(n)?;
-                let (p, r) = (prefixes.view_mut().as_mut_ptr(), rows.view_mut().as_mut_ptr());
-                // SAFETY: the column's offsets and bytes are live; outputs hold n entries.
-                with_temp(stream, "inlj: sort strings", |t, tb| unsafe { ffi::gj_i_sort_strings(t, tb, desc, p, r, stream.raw()) })?;
-                (IndexKeys::B64(prefixes), rows)
-            }
-            DataType::I64 | DataType::U64 | DataType::F64 => {
-                let (k, r) = sorted_images::<u64>(stream, column)?;
-                (IndexKeys::B64(k), r)
-            }
-            DataType::I32 | DataType::U32 | DataType::F32 => {
-                let (k, r) = sorted_images::<u32>(stream, column)?;
-                (IndexKeys::B32(k), r)
-            }
-        };
-        Ok(SortedIndex { column, keys, rows })
+        let (keys, rows) = sort_index(stream, column)?;
+        Ok(SortedIndex { column: IndexedColumn::Borrowed(column), keys, rows })
     }
 
     /// The indexed column.
-    pub fn column(&self) -> &'a DeviceColumnData {
-        self.column
+    pub fn column(&self) -> &DeviceColumnData {
+        self.column.get()
     }
 
     /// The key type.
     pub fn data_type(&self) -> DataType {
-        self.column.data_type()
+        self.column.get().data_type()
     }
 
     /// Rows of the indexed column (NaN rows included).
     pub fn rows(&self) -> usize {
-        self.column.len()
+        self.column.get().len()
     }
 
     /// Rows in the index: all but the NaN rows.
@@ -252,7 +279,7 @@ impl<'a> SortedIndex<'a> {
             IndexKeys::B32(k) => k.view().as_ptr() as *const c_void,
             IndexKeys::B64(k) => k.view().as_ptr() as *const c_void,
         };
-        ffi::gj_i_index { column: column_desc(self.column), keys, rows: self.rows.view().as_ptr(), size: self.rows.len() as i64 }
+        ffi::gj_i_index { column: column_desc(self.column.get()), keys, rows: self.rows.view().as_ptr(), size: self.rows.len() as i64 }
     }
 
     /// Step 2: the equal range of every probe row's key.

@@ -631,3 +631,39 @@ fn filters_theta_joins_and_aggregates() {
     assert_eq!(ex.algorithm, Algorithm::ThetaSorted, "{ex}");
     assert_eq!(Join::new(JoinType::Inner).tables(&ints, &ints).filter(col_l(0).less(col_r(0))).run(&s).unwrap().rows, 1);
 }
+
+#[test]
+fn join_index_built_once_probed_many_times() {
+    use gpujoin_join::plan::JoinIndex;
+    let Some(s) = stream("join_index_built_once_probed_many_times") else { return };
+    let mut rng = StdRng::seed_from_u64(21);
+    for t in [DataType::Utf8, DataType::Int16, DataType::Float64, DataType::Timestamp(TimeUnit::Second), DataType::Boolean] {
+        let hi = HostTable::new(vec![("k", key_column(&mut rng, t, 500, 40, 0, false)), ("v", payload(&mut rng, DataType::Utf8, 500))]).unwrap();
+        let it = Table::upload(&s, &hi).unwrap();
+        let index = JoinIndex::build(&s, &it, "k").unwrap();
+        for probe_rows in [0usize, 1, 333, 2000] {
+            let hp = HostTable::new(vec![("k", key_column(&mut rng, t, probe_rows, 40, 0, false)), ("p", payload(&mut rng, DataType::Int32, probe_rows))]).unwrap();
+            let pt = Table::upload(&s, &hp).unwrap();
+            for jt in JoinType::ALL {
+                let want = reference(&hp, &["k"], &hi, &["k"], jt, NullEquality::NullEqualsNothing, NanEquality::NanNeverEqual);
+                let (ls, rs): (Vec<&str>, Vec<&str>) = match jt {
+                    JoinType::LeftSemi | JoinType::LeftAnti => (vec!["p"], vec![]),
+                    JoinType::RightSemi | JoinType::RightAnti => (vec![], vec!["v"]),
+                    _ => (vec!["p", "k"], vec!["v", "k"]),
+                };
+                let out = index.probe(&s, &pt, "k", jt, &ls, &rs).unwrap();
+                let (l, r) = out.maps.as_ref().unwrap().to_host().unwrap();
+                assert_eq!(from_maps(&l, &r), want, "{t} {probe_rows} {jt:?}");
+                let table = out.table.to_host().unwrap();
+                assert_eq!(tuples(&table), expected_tuples(&want, &hp, &ls, &hi, &rs), "{t} {probe_rows} {jt:?}");
+            }
+        }
+    }
+    // A nullable key or another key type: typed errors.
+    let n = Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_options(vec![Some(1i32), None]))]).unwrap()).unwrap();
+    assert!(matches!(JoinIndex::build(&s, &n, "k").err(), Some(Error::Unsupported { .. })));
+    let a = Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(vec![1i32]))]).unwrap()).unwrap();
+    let b = Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(vec![1i64]))]).unwrap()).unwrap();
+    let index = JoinIndex::build(&s, &a, "k").unwrap();
+    assert!(matches!(index.probe(&s, &b, "k", JoinType::Inner, &[], &[]).err(), Some(Error::TypeMismatch { .. })));
+}

@@ -38,7 +38,10 @@
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
 
 mod filter;
+mod index;
 mod keys;
+
+pub use index::JoinIndex;
 
 use gpujoin_device::{Error, Result, Stream};
 
@@ -613,21 +616,12 @@ impl<'a> Join<'a> {
         }
     }
 
-    fn materialize(&self, stream: &Stream, i: &Inputs<'_>, maps: &GatherMaps) -> Result<Table> {
-        let mut columns = Vec::new();
-        for (side, names, cols) in [(Side::Left, &self.select_left, &i.left_select), (Side::Right, &self.select_right, &i.right_select)] {
-            if cols.is_empty() {
-                continue;
-            }
-            let map = maps.side(side).expect("checked: the side has a map").cast::<u32>();
-            for (name, c) in names.iter().zip(cols) {
-                columns.push((self.output_name(side, name), crate::table::kernels::gather(stream, c, &map, maps.nullable(side))?));
-            }
-        }
-        Table::new(columns)
+    fn materialize(&self, stream: &Stream, i: &Inputs<'a>, maps: &GatherMaps) -> Result<Table> {
+        let l: Vec<_> = self.select_left.iter().cloned().zip(i.left_select.iter().copied()).collect();
+        let r: Vec<_> = self.select_right.iter().cloned().zip(i.right_select.iter().copied()).collect();
+        materialize_sides(stream, maps, &l, &r)
     }
 
-    /// The exact number of output rows, without allocating the output.
     /// Equi-joins count without writing pairs; theta joins count where their path can
     /// (sorted, nested loop); a join with keys and a filter runs to count.
     pub fn count(&self, stream: &Stream) -> Result<u64> {
@@ -711,6 +705,23 @@ struct Inputs<'a> {
     right_select: Vec<ColumnView<'a>>,
     left_rows: usize,
     right_rows: usize,
+}
+
+/// The selected columns of both sides through the maps (left ones first; a name selected on both
+/// sides is prefixed `left.` / `right.`).
+pub(crate) fn materialize_sides(stream: &Stream, maps: &GatherMaps, left: &[(String, ColumnView<'_>)], right: &[(String, ColumnView<'_>)]) -> Result<Table> {
+    let mut columns = Vec::new();
+    for (side, cols, other) in [(Side::Left, left, right), (Side::Right, right, left)] {
+        if cols.is_empty() {
+            continue;
+        }
+        let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} rows: select no {side:?} columns", maps.join_type())))?.cast::<u32>();
+        for (name, c) in cols {
+            let out = if other.iter().any(|(o, _)| o == name) { format!("{}.{name}", if side == Side::Left { "left" } else { "right" }) } else { name.clone() };
+            columns.push((out, crate::table::kernels::gather(stream, c, &map, maps.nullable(side))?));
+        }
+    }
+    Table::new(columns)
 }
 
 #[allow(clippy::too_many_arguments)]
