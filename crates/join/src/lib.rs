@@ -1,17 +1,25 @@
 //! # gpujoin-join
 //!
-//! Relational joins on the GPU. Every algorithm returns [`GatherMaps`] (left and right
-//! [`RowId`]s with an explicit [`RowId::NONE`] for the null side of outer rows); payload columns
-//! are gathered through them separately ([`materialize`]). Each algorithm has its own module and
-//! is checked against the CPU references of the `gpujoin-testkit` crate (`gpujoin_testkit::reference`
-//! for equi-joins, `gpujoin_testkit::theta_reference` for theta joins), which also holds the data
-//! generators of the tests and benchmarks (`gpujoin_testkit::datagen`).
+//! Relational joins on the GPU. The front door is [`plan::Join`], a builder over two
+//! [`table::Table`]s (Arrow's layout: every integer, float, boolean, date, timestamp, decimal and
+//! string type, with validity bitmaps) for every join type and algorithm, with `run`, `count`,
+//! `chunks`, `aggregate` and `explain` terminals; [`plan::JoinIndex`] builds once and probes many.
 //!
-//! The cargo feature `testing` (tests and benchmarks only) adds test-only knobs to single calls,
-//! never process-wide: `JoinOptions::testing` (`TestingOptions`: the merge join's general path,
-//! a weak hash, the partitioned hash join's tuning), `sorted_merge_join_with`,
-//! `theta::sorted::SortedTesting` (poisoned outputs, the aggregate path) and
-//! `wide::sample_for_tests`.
+//! ```no_run
+//! use gpujoin_join::plan::Join;
+//! use gpujoin_join::table::{HostColumn, HostTable, Table};
+//! use gpujoin_join::JoinType;
+//! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
+//! let l = Table::upload(s, &HostTable::new(vec![("k", HostColumn::from_values(vec![1i32, 2, 2]))])?)?;
+//! let r = Table::upload(s, &HostTable::new(vec![("k", HostColumn::from_values(vec![2i32, 3])), ("v", HostColumn::utf8(["two", "three"]))])?)?;
+//! let out = Join::new(JoinType::Inner).on(&l, &["k"], &r, &["k"]).select(&[], &["v"]).run(s)?;
+//! assert_eq!(out.rows, 2); // v: "two", "two"
+//! # Ok(()) }
+//! ```
+//!
+//! Underneath, every algorithm returns [`GatherMaps`] (left and right [`RowId`]s with an explicit
+//! [`RowId::NONE`] for the null side of outer rows) and has its own module and entry points, each
+//! checked against the CPU references of `gpujoin-testkit`:
 //!
 //! | algorithm | entry points | seed |
 //! |---|---|---|

@@ -358,3 +358,46 @@ impl HostTable {
         Ok(HostTable { names: self.names.clone(), columns })
     }
 }
+
+impl HostColumn {
+    /// Row `i` as text: `NULL`, numbers, decimals with their scale, strings as they are.
+    pub fn display(&self, i: usize) -> String {
+        match (self.value(i), self.data_type) {
+            (Value::Null, _) => "NULL".into(),
+            (Value::Int(v), DataType::Decimal128(_, s)) if s > 0 => {
+                let d = 10i128.pow(s as u32);
+                let sign = if v < 0 { "-" } else { "" };
+                format!("{sign}{}.{:0w$}", (v / d).abs(), (v % d).abs(), w = s as usize)
+            }
+            (Value::Int(v), _) => v.to_string(),
+            (Value::Float(v), _) => v.to_string(),
+            (Value::Bool(b), _) => b.to_string(),
+            (Value::Str(s), _) => String::from_utf8_lossy(s).into_owned(),
+        }
+    }
+}
+
+/// The table as aligned text, one line a row, rows in order.
+///
+/// ```
+/// # use gpujoin_join::table::*;
+/// let t = HostTable::new(vec![("id", HostColumn::from_values(vec![7i32])), ("name", HostColumn::utf8_options([None::<&str>]))])?;
+/// assert_eq!(t.to_string(), "id | name\n---+-----\n7  | NULL\n");
+/// # Ok::<(), gpujoin_device::Error>(())
+/// ```
+impl std::fmt::Display for HostTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cells: Vec<Vec<String>> = self.columns.iter().map(|c| (0..c.len()).map(|i| c.display(i)).collect()).collect();
+        let widths: Vec<usize> = self.names.iter().zip(&cells).map(|(n, c)| c.iter().map(|s| s.chars().count()).chain([n.chars().count()]).max().unwrap_or(0)).collect();
+        let line = |vals: Vec<&str>| -> String {
+            let parts: Vec<String> = vals.iter().zip(&widths).map(|(v, w)| format!("{v:<w$}")).collect();
+            parts.join(" | ").trim_end().to_string()
+        };
+        writeln!(f, "{}", line(self.names.iter().map(String::as_str).collect()))?;
+        writeln!(f, "{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("-+-"))?;
+        for r in 0..self.rows() {
+            writeln!(f, "{}", line(cells.iter().map(|c| c[r].as_str()).collect()))?;
+        }
+        Ok(())
+    }
+}
