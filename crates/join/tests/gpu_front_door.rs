@@ -579,6 +579,23 @@ fn filters_theta_joins_and_aggregates() {
                     assert_eq!(from_maps(&l, &r), want, "{name} {nl}x{nr} {jt:?} {} ({})", out.algorithm.name(), out.reason);
                     assert_eq!(j.count(&s).unwrap(), want.len() as u64, "count: {name} {jt:?} {}", alg.name());
                 }
+                // Chunks of a budget below one row's output, and an output budget.
+                let j = Join::new(jt).tables(&lt, &rt).filter(pred.clone());
+                if nl * nr <= 61 * 61 {
+                    let inputs = j.theta_inputs(&s).unwrap();
+                    let mut got = Vec::new();
+                    for chunk in inputs.chunks(&s, ChunkBudget::Bytes(1)).unwrap() {
+                        let (l, r) = chunk.unwrap().data.to_host().unwrap();
+                        got.extend(from_maps(&l, &r));
+                    }
+                    got.sort();
+                    assert_eq!(got, want, "chunks: {name} {nl}x{nr} {jt:?}");
+                }
+                if !want.is_empty() {
+                    let per_row = if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) { 8 } else { 4 };
+                    let r = j.clone().output_budget(want.len() as u64 * per_row - 1).run(&s);
+                    assert!(matches!(r, Err(Error::OutputTooLarge { .. })), "{name} {jt:?}: {:?}", r.err());
+                }
             }
             // Aggregates of the inner theta join (no pairs written) against the reference pairs.
             let inner = reference_filtered(&hl, &[], &hr, &[], pred, JoinType::Inner, NullEquality::NullEqualsNothing);

@@ -556,6 +556,13 @@ impl<'a> Join<'a> {
         if algorithm.is_theta() {
             let pred = self.theta_predicate(i);
             let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+            if let Some(budget) = self.options.output_budget {
+                let rows = theta_size(stream, &low, algorithm, jt)?;
+                let bytes = rows * 4 * (jt.has_left_map() as u64 + jt.has_right_map() as u64);
+                if bytes > budget {
+                    return Err(Error::OutputTooLarge { rows, bytes, available: budget });
+                }
+            }
             return theta_maps(stream, &low, algorithm, jt);
         }
         let (lk, rk) = keys::prepare(stream, &i.left_keys, &i.right_keys)?;
@@ -630,17 +637,25 @@ impl<'a> Join<'a> {
         if algorithm.is_theta() {
             let pred = self.theta_predicate(&inputs);
             let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
-            return match algorithm {
-                Algorithm::ThetaSorted => crate::theta::sorted::sorted_theta_join_size(stream, &low.left, &low.right, &low.pred, self.join_type),
-                Algorithm::ThetaNestedLoop => crate::theta::nested_loop::nested_loop_join_size_with(stream, &low.left, &low.right, &low.pred, self.join_type, crate::theta::nested_loop::Strategy::NestedLoop),
-                _ => crate::theta::nested_loop::nested_loop_join_size_with(stream, &low.left, &low.right, &low.pred, self.join_type, crate::theta::nested_loop::Strategy::Auto),
-            };
+            return theta_size(stream, &low, algorithm, self.join_type);
         }
         if self.filter.is_some() {
             return Ok(self.maps(stream, &inputs, algorithm)?.rows());
         }
         let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
         crate::sort_merge::sort_merge_join_size(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)
+    }
+
+    /// The device relations of a theta join (the keys as equality conjuncts of the filter), for
+    /// [`ThetaInputs::chunks`]. Takes what the theta algorithms take: key and filter columns
+    /// without nulls or decimals, float keys only where NaN equals nothing.
+    pub fn theta_inputs(&self, stream: &Stream) -> Result<ThetaInputs> {
+        let inputs = self.inputs()?;
+        let theta = Join { algorithm: if self.algorithm.is_theta() { self.algorithm } else { Algorithm::Auto }, ..self.clone() };
+        theta.choose_theta(&inputs)?;
+        let pred = self.theta_predicate(&inputs);
+        let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+        Ok(ThetaInputs { low, join_type: self.join_type })
     }
 
     /// COUNT/SUM/MIN/MAX over the join's output rows without returning them: `column` is a
@@ -686,15 +701,29 @@ impl<'a> Join<'a> {
     /// [`Algorithm::SortMerge`].
     pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<EquiChunkSource>> {
         let inputs = self.inputs()?;
-        if self.filter.is_some() || inputs.left_keys.is_empty() {
+        if self.filter.is_some() || inputs.left_keys.is_empty() || self.algorithm.is_theta() {
             return Err(Error::Unsupported {
-                what: "chunks of a join with a filter".into(),
-                reason: "the front door chunks equi-joins only so far; use theta::theta_join_chunks on device relations".into(),
+                what: "chunks of a theta join or a join with a filter".into(),
+                reason: "their device relations must outlive the chunks: call theta_inputs(stream)?.chunks(stream, budget)".into(),
             });
         }
         let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
         let source = EquiChunkSource::new(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)?;
         JoinChunks::new(stream, source, budget)
+    }
+}
+
+/// A theta join's device relations ([`Join::theta_inputs`]), which its chunks borrow.
+pub struct ThetaInputs {
+    low: filter::Lowered,
+    join_type: JoinType,
+}
+
+impl ThetaInputs {
+    /// The gather maps in chunks of at most `budget` bytes (the theta chunks: sorted, mixed or
+    /// nested loop by the predicate's shape); the maps index the tables' rows.
+    pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<crate::theta::ThetaChunkSource<'_>>> {
+        crate::theta::theta_join_chunks(stream, &self.low.left, &self.low.right, &self.low.pred, self.join_type, budget)
     }
 }
 
@@ -744,6 +773,15 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
         }
         a => return Err(Error::invalid(format!("internal: {} is not an equi-join algorithm", a.name()))),
     })
+}
+
+fn theta_size(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: JoinType) -> Result<u64> {
+    use crate::theta::nested_loop::{nested_loop_join_size_with, Strategy};
+    match algorithm {
+        Algorithm::ThetaSorted => crate::theta::sorted::sorted_theta_join_size(stream, &low.left, &low.right, &low.pred, jt),
+        Algorithm::ThetaNestedLoop => nested_loop_join_size_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::NestedLoop),
+        _ => nested_loop_join_size_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::Auto),
+    }
 }
 
 fn theta_maps(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: JoinType) -> Result<GatherMaps> {
