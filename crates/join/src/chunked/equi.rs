@@ -26,8 +26,8 @@
 
 use std::ops::Range;
 
+use gpujoin_cub_sys::result::{launch, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::{launch, with_temp};
 use gpujoin_primitives::{exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsOwned};
 
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};

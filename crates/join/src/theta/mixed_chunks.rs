@@ -22,8 +22,8 @@
 
 use std::ops::Range;
 
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{count_offsets, scatter};
 
 use super::nested_loop::{keep_pairs, mixed_key_columns, PairFilter};

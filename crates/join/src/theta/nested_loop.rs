@@ -45,8 +45,8 @@ pub mod program;
 use std::ops::Range;
 
 use bytemuck::{Pod, Zeroable};
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{exclusive_sum, select_by_flag, select_flagged};
 
 use crate::common::{alloc_output_maps, concat, from_inner_pairs, nones};
