@@ -60,7 +60,7 @@ use gpujoin_primitives::{reduce_sum, select_by_flag, sort_pairs_new, SortOrder, 
 
 use crate::common::{alloc_output_maps, offsets_u64};
 use crate::device_relation::DeviceColumnData;
-use crate::ffi_inlj as ffi;
+use crate::kernels::sys::inlj as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::DataType;
 use crate::types::{JoinType, RowId};

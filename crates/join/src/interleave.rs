@@ -17,7 +17,7 @@ use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_primitives::{exclusive_sum, gather, run_length_encode, select_flagged, sort_pairs_owned, RLE_MAX_ITEMS};
 
 use crate::common::{any_never_match, from_inner_pairs, iota, kind, map_rows, offsets_u64, rows_where, verify, verify_flags};
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::keys::{images, KeyImages, KeyPlan, Keys};
 use crate::maps::GatherMaps;
 use crate::trace::Phases;

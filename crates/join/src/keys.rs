@@ -3,7 +3,7 @@
 use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Error, Result, Stream};
 
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::types::{HostColumn, HostKeys, JoinOptions, KeyType, NullEquality, MAX_KEY_COLUMNS};
 
 /// A borrowed key column of one of the supported types.

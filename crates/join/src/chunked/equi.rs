@@ -34,7 +34,7 @@ use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
 use super::tail::Tail;
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
 use crate::common::{iota, narrow, rows_where};
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::keys::{dense_ranks, images, DeviceColumn, KeyPlan, Keys};
 use crate::maps::GatherMaps;
 use crate::sort_merge::{merge_offsets, sort_merge_join, sort_with_rows, SortedKey};

@@ -495,7 +495,7 @@ impl<'a> Join<'a> {
             }
             let map = maps.side(side).expect("checked: the side has a map").cast::<u32>();
             for (name, c) in names.iter().zip(cols) {
-                columns.push((self.output_name(side, name), crate::table::kernels::gather(stream, c, &map, maps.nullable(side))?));
+                columns.push((self.output_name(side, name), crate::kernels::table::gather(stream, c, &map, maps.nullable(side))?));
             }
         }
         Table::new(columns)
@@ -531,7 +531,7 @@ struct Inputs<'a> {
 fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType) -> Result<GatherMaps> {
     let (a, b) = (&i.left_keys[0], &i.right_keys[0]);
     for (side, c) in [("left", a), ("right", b)] {
-        let d = crate::table::kernels::count_descents(stream, c)?;
+        let d = crate::kernels::table::count_descents(stream, c)?;
         if d > 0 {
             return Err(Error::Unsupported { what: "the sorted merge join".into(), reason: format!("the {side} keys are not sorted ({d} descents)") });
         }

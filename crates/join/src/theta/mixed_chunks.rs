@@ -31,7 +31,7 @@ use crate::chunked::tail::Tail;
 use crate::chunked::{ChunkBudget, ChunkRange, ChunkSource, EquiChunkSource, JoinChunks};
 use crate::common::{iota, map_rows, rows_where};
 use crate::device_relation::DeviceRelation;
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::maps::GatherMaps;
 use crate::predicate::CheckedPredicate;
 use crate::types::JoinType;

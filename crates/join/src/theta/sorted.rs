@@ -56,7 +56,7 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::{exclusive_sum_in_place, inclusive_sum, select_by_flag, sort_pairs, SortOrder};
 
 use crate::device_relation::{DeviceColumnData, DeviceRelation};
-use crate::ffi_theta_sort as ffi;
+use crate::kernels::sys::theta_sort as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, CmpOp, DataType, RangeCondition, Scalar};
 use super::{Agg, AggValue};

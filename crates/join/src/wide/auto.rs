@@ -34,8 +34,8 @@ use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceView, Result, Stream};
 
 use super::{gather_column, payload_column, Algorithm, Output, WideJoinOptions, WideRelation};
-use crate::ffi_hash as ffi;
 use crate::hash_join::hash_join;
+use crate::kernels::sys::hash as ffi;
 use crate::keys::{DeviceColumn, Keys};
 use crate::maps::Payload;
 use crate::types::{JoinOptions, JoinType};
