@@ -1,7 +1,7 @@
 /* gpujoin_hash.h - plain C declarations of the hash-join kernels (cuda/join/hash.cu).
  * Conventions as in gpujoin_join.h: a stream, a cudaError_t return code, 64-bit counts, two-phase
  * temporary storage where needed; row ids are uint32_t with 0xFFFFFFFF = no row.
- * Rust declarations: crates/join/src/ffi_hash.rs (`cargo xtask bindgen`). */
+ * Rust declarations: crates/join/src/kernels/sys/hash.rs (`cargo xtask bindgen`). */
 #ifndef GPUJOIN_HASH_H
 #define GPUJOIN_HASH_H
 

@@ -1,5 +1,5 @@
 // C ABI of gpujoin's indexed nested-loop join kernels (cuda/join/inlj*.cu). Bindings:
-// crates/join/src/ffi_inlj.rs (`cargo xtask bindgen`).
+// crates/join/src/kernels/sys/inlj.rs (`cargo xtask bindgen`).
 //
 // Conventions as in gpujoin_join.h: a stream, a cudaError_t return code, 64-bit counts,
 // two-phase temporary storage where needed (temp == NULL: write the bytes needed into

@@ -1,7 +1,7 @@
 /* gpujoin_join.h - plain C declarations of the join kernels (cuda/join). Conventions as in
  * gpujoin_kernels.h: a stream, a cudaError_t return code, 64-bit counts, two-phase temporary
  * storage where needed; row ids are uint32_t with 0xFFFFFFFF = no row.
- * Rust declarations: crates/join/src/ffi.rs (`cargo xtask bindgen`). */
+ * Rust declarations: crates/join/src/kernels/sys/join.rs (`cargo xtask bindgen`). */
 #ifndef GPUJOIN_JOIN_H
 #define GPUJOIN_JOIN_H
 

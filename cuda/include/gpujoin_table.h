@@ -1,5 +1,5 @@
 // C ABI of gpujoin's table kernels (cuda/join/table.cu): the device side of the one columnar
-// model (Arrow's layout). Bindings: crates/join/src/ffi_table.rs (`cargo xtask bindgen`).
+// model (Arrow's layout). Bindings: crates/join/src/kernels/sys/table.rs (`cargo xtask bindgen`).
 //
 // Conventions as in gpujoin_join.h: a stream, a cudaError_t return code, 64-bit counts,
 // two-phase temporary storage where needed (temp == NULL: write the bytes needed into

@@ -1,6 +1,7 @@
 // C ABI of gpujoin's nested-loop theta-join kernels (cuda/join/theta.cu). Bindings:
-// crates/join/src/ffi_theta.rs (`cargo xtask bindgen`). Conventions as gpujoin_join.h: a stream,
-// a cudaError_t return code, 64-bit counts; row ids are uint32_t with 0xFFFFFFFF = no row.
+// crates/join/src/kernels/sys/theta.rs (`cargo xtask bindgen`). Conventions as gpujoin_join.h:
+// a stream, a cudaError_t return code, 64-bit counts; row ids are uint32_t with 0xFFFFFFFF =
+// no row.
 //
 // A predicate arrives lowered (crates/join/src/theta/nested_loop/program.rs):
 //  * leaves (at most GJ_T_MAX_LEAVES), each giving a 32-bit match mask over 32 inner (right) rows

@@ -1,4 +1,4 @@
-// C ABI of gpujoin's sort-based theta-join kernels (cuda/join/theta_sort.cu). Bindings: crates/join/src/ffi_theta_sort.rs
+// C ABI of gpujoin's sort-based theta-join kernels (cuda/join/theta_sort.cu). Bindings: crates/join/src/kernels/sys/theta_sort.rs
 // (`cargo xtask bindgen`).
 //
 // Conventions: a stream, a cudaError_t return code, 64-bit counts, row ids uint32_t with

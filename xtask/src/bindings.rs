@@ -5,12 +5,12 @@
 const HEADERS: &[(&str, &str, &str)] = &[
     ("cuda/include/gpujoin_cub.h", "crates/cub-sys/src/bindings.rs", "gj_c.*"),
     ("cuda/include/gpujoin_kernels.h", "crates/primitives/src/ffi.rs", "gj_k_.*"),
-    ("cuda/include/gpujoin_join.h", "crates/join/src/ffi.rs", "gj_j_.*"),
-    ("cuda/include/gpujoin_hash.h", "crates/join/src/ffi_hash.rs", "gj_h_.*"),
-    ("cuda/include/gpujoin_theta.h", "crates/join/src/ffi_theta.rs", "gj_t_.*"),
-    ("cuda/include/gpujoin_theta_sort.h", "crates/join/src/ffi_theta_sort.rs", "gj_ts_.*"),
-    ("cuda/include/gpujoin_inlj.h", "crates/join/src/ffi_inlj.rs", "gj_i_.*"),
-    ("cuda/include/gpujoin_table.h", "crates/join/src/ffi_table.rs", "gj_tb_.*"),
+    ("cuda/include/gpujoin_join.h", "crates/join/src/kernels/sys/join.rs", "gj_j_.*"),
+    ("cuda/include/gpujoin_hash.h", "crates/join/src/kernels/sys/hash.rs", "gj_h_.*"),
+    ("cuda/include/gpujoin_theta.h", "crates/join/src/kernels/sys/theta.rs", "gj_t_.*"),
+    ("cuda/include/gpujoin_theta_sort.h", "crates/join/src/kernels/sys/theta_sort.rs", "gj_ts_.*"),
+    ("cuda/include/gpujoin_inlj.h", "crates/join/src/kernels/sys/inlj.rs", "gj_i_.*"),
+    ("cuda/include/gpujoin_table.h", "crates/join/src/kernels/sys/table.rs", "gj_tb_.*"),
 ];
 
 fn generate(header: &std::path::Path, prefix: &str) -> crate::Result<String> {

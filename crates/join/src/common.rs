@@ -1,11 +1,11 @@
 //! Helpers shared by the join algorithms: row lists, unmatched rows, verification of hashed
 //! matches, and building any join type from verified inner pairs.
 
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{exclusive_sum, iota_u32, reduce_sum, select_by_flag, select_flagged, NO_ROW};
 
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::keys::KeyImages;
 use crate::maps::GatherMaps;
 use crate::types::JoinType;

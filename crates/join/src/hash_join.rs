@@ -64,12 +64,12 @@
 //! key up (count pass), a scan gives the offsets, and a load-balancing search writes the pairs:
 //! probe rows in input order, each with its build matches in input order.
 
+use gpujoin_cub_sys::result::{launch, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
-use gpujoin_primitives::cuda::{launch, with_temp};
 use gpujoin_primitives::{count_offsets, gather_into_unchecked, sort_keys, sort_pairs, PartitionKey, RadixKey, SortOrder, SortPairsWith};
 
 use crate::common::{any_never_match, concat, from_inner_pairs, iota, offsets_u64, rows_where, verify};
-use crate::ffi_hash as ffi;
+use crate::kernels::sys::hash as ffi;
 use crate::keys::{images, DeviceColumn, KeyImages, KeyPlan, Keys};
 use crate::maps::{GatherMaps, Materialized, Payload, Side};
 use crate::types::{JoinOptions, JoinType};

@@ -54,13 +54,13 @@
 
 use std::ffi::c_void;
 
+use gpujoin_cub_sys::result::{launch, read_scalar, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::{launch, read_scalar, with_temp};
 use gpujoin_primitives::{reduce_sum, select_by_flag, sort_pairs_new, SortOrder, SortPairsWith, NO_ROW};
 
 use crate::common::{alloc_output_maps, offsets_u64};
 use crate::device_relation::DeviceColumnData;
-use crate::ffi_inlj as ffi;
+use crate::kernels::sys::inlj as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::DataType;
 use crate::types::{JoinType, RowId};

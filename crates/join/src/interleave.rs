@@ -12,12 +12,12 @@
 //! when keys are hashed or some keys are null/NaN under "never equal", after the matches in row
 //! order.
 
+use gpujoin_cub_sys::result::{launch, with_temp};
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
-use gpujoin_primitives::cuda::{launch, with_temp};
 use gpujoin_primitives::{exclusive_sum, gather, run_length_encode, select_flagged, sort_pairs_owned, RLE_MAX_ITEMS};
 
 use crate::common::{any_never_match, from_inner_pairs, iota, kind, map_rows, offsets_u64, rows_where, verify, verify_flags};
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::keys::{images, KeyImages, KeyPlan, Keys};
 use crate::maps::GatherMaps;
 use crate::trace::Phases;

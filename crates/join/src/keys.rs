@@ -1,9 +1,9 @@
 //! Key columns on the device and their images under the join's equality.
 
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::types::{HostColumn, HostKeys, JoinOptions, KeyType, NullEquality, MAX_KEY_COLUMNS};
 
 /// A borrowed key column of one of the supported types.

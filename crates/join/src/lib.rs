@@ -34,21 +34,10 @@
 pub mod chunked;
 mod common;
 pub mod device_relation;
-#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
-mod ffi;
-#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
-mod ffi_hash;
-#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
-mod ffi_inlj;
-#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
-mod ffi_table;
-#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
-mod ffi_theta;
-#[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
-mod ffi_theta_sort;
 pub mod hash_join;
 pub mod indexed_nested_loop;
 pub mod interleave;
+mod kernels;
 pub mod keys;
 pub mod maps;
 pub mod memory;

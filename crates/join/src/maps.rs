@@ -1,10 +1,10 @@
 //! Gather maps, the result of every join, and materialization through them.
 
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{gather_into, gather_into_unchecked};
 
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::keys::DeviceColumn;
 use crate::types::{JoinType, RowId};
 

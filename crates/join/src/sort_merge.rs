@@ -17,12 +17,12 @@
 //! row order. Semi and anti joins return rows in A (or B) order, or key order for the unsorted
 //! entry point.
 
+use gpujoin_cub_sys::result::{launch, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::{launch, with_temp};
 use gpujoin_primitives::{count_offsets, gather, inclusive_sum, merge_path_partitions, sort_pairs_owned, sorted_search, Bound, SearchKey, SearchOutputs, SortPairsOwned};
 
 use crate::common::{any_never_match, from_inner_pairs, iota, narrow, rows_where, verify};
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::keys::{images, KeyPlan, Keys};
 use crate::maps::GatherMaps;
 use crate::trace::Phases;

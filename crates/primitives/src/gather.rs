@@ -12,9 +12,9 @@
 //! # Ok(()) }
 //! ```
 
+use gpujoin_cub_sys::result::{launch, read_scalar};
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, DeviceViewMut, Error, Pod, Result, Stream};
 
-use crate::cuda::{launch, read_scalar};
 use crate::ffi;
 
 /// "No row" in an index map.

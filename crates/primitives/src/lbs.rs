@@ -11,9 +11,9 @@
 //! # Ok(()) }
 //! ```
 
+use gpujoin_cub_sys::result::with_temp;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 
-use crate::cuda::with_temp;
 use crate::ffi;
 use crate::scan::exclusive_sum;
 

@@ -9,8 +9,6 @@
 //! storage is allocated from that stream's pool and never shows in the API. Counts are 64-bit
 //! except where noted (run-length encoding refuses `2^32 - 1` items or more).
 
-#[doc(hidden)]
-pub mod cuda;
 #[allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
 mod ffi;
 pub mod gather;

@@ -24,9 +24,9 @@ use std::ffi::c_void;
 use std::ops::Range;
 
 use gpujoin_cub_sys as sys;
+use gpujoin_cub_sys::result::{check_count, with_temp};
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, DeviceViewMut, Error, Pod, Result, Stream};
 
-use crate::cuda::{check_count, with_temp};
 use crate::ffi;
 use crate::sort::{sort_pairs, SortOrder, SortPairsWith};
 

@@ -9,9 +9,8 @@
 //! ```
 
 use gpujoin_cub_sys as sys;
+use gpujoin_cub_sys::result::{read_scalar, with_temp};
 use gpujoin_device::{DeviceView, Pod, Result, Stream};
-
-use crate::cuda::{read_scalar, with_temp};
 
 type SumFn<I, O> = unsafe extern "C" fn(*mut std::ffi::c_void, *mut usize, *const I, *mut O, i64, sys::gj_stream_t) -> i32;
 

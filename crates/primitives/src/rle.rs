@@ -11,9 +11,8 @@
 //! ```
 
 use gpujoin_cub_sys as sys;
+use gpujoin_cub_sys::result::{check_count, read_scalar, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, DeviceViewMut, Error, Result, Stream};
-
-use crate::cuda::{check_count, read_scalar, with_temp};
 
 /// The most items one encode takes (run starts are 32-bit positions).
 pub const RLE_MAX_ITEMS: u64 = u32::MAX as u64 - 1;

@@ -11,9 +11,8 @@
 //! ```
 
 use gpujoin_cub_sys as sys;
+use gpujoin_cub_sys::result::with_temp;
 use gpujoin_device::{check_same_len, DeviceView, DeviceViewMut, Pod, Result, Stream};
-
-use crate::cuda::with_temp;
 
 type ScanFn<I, O> = unsafe extern "C" fn(*mut std::ffi::c_void, *mut usize, *const I, *mut O, i64, sys::gj_stream_t) -> i32;
 

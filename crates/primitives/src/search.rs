@@ -14,9 +14,9 @@
 //! # Ok(()) }
 //! ```
 
+use gpujoin_cub_sys::result::{launch, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 
-use crate::cuda::{launch, with_temp};
 use crate::ffi;
 use crate::sort::RadixKey;
 

@@ -12,9 +12,8 @@
 //! ```
 
 use gpujoin_cub_sys as sys;
+use gpujoin_cub_sys::result::{read_scalar, with_temp};
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Pod, Result, Stream};
-
-use crate::cuda::{read_scalar, with_temp};
 
 /// Comparison of a selection predicate: `item OP value`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,9 +18,8 @@
 use std::ops::Range;
 
 use gpujoin_cub_sys as sys;
+use gpujoin_cub_sys::result::with_temp;
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, DeviceViewMut, Error, Pod, Result, Stream};
-
-use crate::cuda::with_temp;
 
 /// Sort direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -26,15 +26,15 @@
 
 use std::ops::Range;
 
+use gpujoin_cub_sys::result::{launch, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::{launch, with_temp};
 use gpujoin_primitives::{exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsOwned};
 
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
 use super::tail::Tail;
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
 use crate::common::{iota, narrow, rows_where};
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::keys::{dense_ranks, images, DeviceColumn, KeyPlan, Keys};
 use crate::maps::GatherMaps;
 use crate::sort_merge::{merge_offsets, sort_merge_join, sort_with_rows, SortedKey};

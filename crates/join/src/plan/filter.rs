@@ -102,11 +102,11 @@ pub(crate) fn relation_column(stream: &Stream, name: &str, v: &ColumnView<'_>) -
         UInt64 => D::U64(copy(stream, v)?),
         Float32 => D::F32(copy(stream, v)?),
         Float64 => D::F64(copy(stream, v)?),
-        Int8 | Int16 => D::I32(crate::table::kernels::widen(stream, v)?.cast()),
-        UInt8 | UInt16 | Boolean => D::U32(crate::table::kernels::widen(stream, v)?),
+        Int8 | Int16 => D::I32(crate::kernels::table::widen(stream, v)?.cast()),
+        UInt8 | UInt16 | Boolean => D::U32(crate::kernels::table::widen(stream, v)?),
         Utf8 | LargeUtf8 => {
             let rows = crate::common::iota(stream, v.len())?;
-            let c = crate::table::kernels::gather_as(stream, v, &rows.view(), false, LargeUtf8)?;
+            let c = crate::kernels::table::gather_as(stream, v, &rows.view(), false, LargeUtf8)?;
             let (bytes, offsets, _) = c.into_buffers();
             let offsets = offsets.expect("strings have offsets").into_typed::<i64>().map_err(|_| Error::invalid("internal: string offsets"))?;
             D::Utf8 { offsets, bytes }

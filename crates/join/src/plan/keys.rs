@@ -15,8 +15,8 @@
 
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
+use crate::kernels::table::{self as kernels, Cow};
 use crate::keys::{DeviceColumn, KeyColumn, Keys};
-use crate::table::kernels::{self, Cow};
 use crate::table::{ColumnView, DataType};
 use crate::types::MAX_KEY_COLUMNS;
 

@@ -692,7 +692,7 @@ impl<'a> Join<'a> {
         };
         let Some((side, _, c)) = col else { return Ok(AggValue::Int(maps.rows() as i128)) };
         let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} rows to aggregate", self.join_type)))?;
-        let gathered = crate::table::kernels::gather(stream, &c, &map.cast::<u32>(), maps.nullable(side))?;
+        let gathered = crate::kernels::table::gather(stream, &c, &map.cast::<u32>(), maps.nullable(side))?;
         fold(&gathered.to_host()?, agg)
     }
 
@@ -747,7 +747,7 @@ pub(crate) fn materialize_sides(stream: &Stream, maps: &GatherMaps, left: &[(Str
         let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} rows: select no {side:?} columns", maps.join_type())))?.cast::<u32>();
         for (name, c) in cols {
             let out = if other.iter().any(|(o, _)| o == name) { format!("{}.{name}", if side == Side::Left { "left" } else { "right" }) } else { name.clone() };
-            columns.push((out, crate::table::kernels::gather(stream, c, &map, maps.nullable(side))?));
+            columns.push((out, crate::kernels::table::gather(stream, c, &map, maps.nullable(side))?));
         }
     }
     Table::new(columns)
@@ -826,7 +826,7 @@ fn fold(c: &crate::table::HostColumn, agg: Agg) -> Result<AggValue> {
 fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType) -> Result<GatherMaps> {
     let (a, b) = (&i.left_keys[0], &i.right_keys[0]);
     for (side, c) in [("left", a), ("right", b)] {
-        let d = crate::table::kernels::count_descents(stream, c)?;
+        let d = crate::kernels::table::count_descents(stream, c)?;
         if d > 0 {
             return Err(Error::Unsupported { what: "the sorted merge join".into(), reason: format!("the {side} keys are not sorted ({d} descents)") });
         }

@@ -27,7 +27,6 @@
 
 mod device;
 mod host;
-pub(crate) mod kernels;
 
 pub use device::{Column, ColumnView, Table, TableView};
 pub use host::{HostColumn, HostTable, NativeValue, Value};

@@ -22,8 +22,8 @@
 
 use std::ops::Range;
 
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{count_offsets, scatter};
 
 use super::nested_loop::{keep_pairs, mixed_key_columns, PairFilter};
@@ -31,7 +31,7 @@ use crate::chunked::tail::Tail;
 use crate::chunked::{ChunkBudget, ChunkRange, ChunkSource, EquiChunkSource, JoinChunks};
 use crate::common::{iota, map_rows, rows_where};
 use crate::device_relation::DeviceRelation;
-use crate::ffi;
+use crate::kernels::sys::join as ffi;
 use crate::maps::GatherMaps;
 use crate::predicate::CheckedPredicate;
 use crate::types::JoinType;

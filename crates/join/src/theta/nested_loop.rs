@@ -45,14 +45,14 @@ pub mod program;
 use std::ops::Range;
 
 use bytemuck::{Pod, Zeroable};
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{exclusive_sum, select_by_flag, select_flagged};
 
 use crate::common::{alloc_output_maps, concat, from_inner_pairs, nones};
 use crate::device_relation::{DeviceColumnData, DeviceRelation};
-use crate::ffi_theta as ffi;
 use crate::hash_join::hash_join;
+use crate::kernels::sys::theta as ffi;
 use crate::keys::Keys;
 use crate::maps::GatherMaps;
 use crate::predicate::{CheckedPredicate, DataType, Predicate, Side};

@@ -51,12 +51,12 @@
 use std::ffi::c_void;
 use std::ops::Range;
 
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 use gpujoin_primitives::{exclusive_sum_in_place, inclusive_sum, select_by_flag, sort_pairs, SortOrder};
 
 use crate::device_relation::{DeviceColumnData, DeviceRelation};
-use crate::ffi_theta_sort as ffi;
+use crate::kernels::sys::theta_sort as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, CmpOp, DataType, RangeCondition, Scalar};
 use super::{Agg, AggValue};

@@ -30,12 +30,12 @@
 //! The paper's tree never prefers a sort-merge join; its Figure 17(b), the choice between the
 //! two sort-merge joins, is [`choose_sort_merge`].
 
+use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceView, Result, Stream};
-use gpujoin_primitives::cuda::launch;
 
 use super::{gather_column, payload_column, Algorithm, Output, WideJoinOptions, WideRelation};
-use crate::ffi_hash as ffi;
 use crate::hash_join::hash_join;
+use crate::kernels::sys::hash as ffi;
 use crate::keys::{DeviceColumn, Keys};
 use crate::maps::Payload;
 use crate::types::{JoinOptions, JoinType};

@@ -15,7 +15,7 @@
 
 use gpujoin_device::{Error, Result};
 
-use crate::ffi_theta as ffi;
+use crate::kernels::sys::theta as ffi;
 use crate::predicate::{CheckedPredicate, CmpOp, DataType, Expr, Predicate, Scalar, Side};
 
 /// Leaves handled by the mask kernels.

@@ -1,10 +1,13 @@
 //! The `Result` layer over the raw FFI: error codes to [`Error`], and CUB's two-phase temporary
-//! storage hidden behind one call that allocates from the stream's pool. Shared with
-//! `gpujoin-join`, whose kernels follow the same conventions.
+//! storage hidden behind one call that allocates from the stream's pool.
+//!
+//! As in cudarc (raw `sys`, a `result` layer, a safe layer kept apart), this sits between the
+//! raw declarations of this crate and the safe APIs above it: `gpujoin-primitives` and
+//! `gpujoin-join` wrap their kernels' C ABIs (and CUB's, through this crate) with these calls,
+//! since every wrapper follows the same conventions (a `cudaError_t` return, CUB's two phases).
 
 use std::ffi::{c_void, CStr};
 
-use gpujoin_cub_sys as sys;
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
 /// Converts a `cudaError_t` from a wrapper into a `Result`, naming the call.
@@ -14,7 +17,7 @@ pub fn check(call: &str, code: i32) -> Result<()> {
     }
     // SAFETY: cudaGetErrorName returns a static string for any code.
     let name = unsafe {
-        let p = sys::gj_cuda_error_name(code);
+        let p = crate::gj_cuda_error_name(code);
         if p.is_null() { "unknown".to_string() } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
     };
     Err(Error::Cuda { call: call.to_string(), code, name })
@@ -38,7 +41,7 @@ pub fn launch(stream: &Stream, call: &str, f: impl FnOnce() -> i32) -> Result<()
 }
 
 /// Reads one device value back (waits for the stream).
-pub fn read_scalar<T: bytemuck::Pod>(stream: &Stream, buf: &DeviceBuffer<T>) -> Result<T> {
+pub fn read_scalar<T: gpujoin_device::Pod>(stream: &Stream, buf: &DeviceBuffer<T>) -> Result<T> {
     Ok(stream.copy_to_host(&buf.view())?[0])
 }
 

@@ -1,12 +1,12 @@
 //! Safe wrappers over the table kernels' C ABI (`cuda/join/table.cu`): the only `unsafe` of the
 //! table model.
 
+use gpujoin_cub_sys::result::{launch, read_scalar, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::cuda::{launch, read_scalar, with_temp};
 use gpujoin_primitives::exclusive_sum_in_place;
 
-use super::{Column, ColumnView, DataType};
-use crate::ffi_table as ffi;
+use crate::kernels::sys::table as ffi;
+use crate::table::{Column, ColumnView, DataType};
 
 /// A device array either borrowed from the input or computed from it.
 pub(crate) enum Cow<'a, T: gpujoin_device::Pod> {
