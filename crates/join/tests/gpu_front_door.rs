@@ -13,59 +13,16 @@ use gpujoin_join::{JoinType, NanEquality, NullEquality, RowId};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-// ---- CPU reference on host tables -----------------------------------------------------------
+// ---- The CPU reference (gpujoin_testkit::table_reference) -------------------------------------
 
-fn value_eq(a: Value<'_>, b: Value<'_>, nulls: NullEquality, nans: NanEquality) -> bool {
-    match (a, b) {
-        (Value::Null, Value::Null) => nulls == NullEquality::NullEqualsNull,
-        (Value::Null, _) | (_, Value::Null) => false,
-        (Value::Float(x), Value::Float(y)) => {
-            if x.is_nan() || y.is_nan() {
-                x.is_nan() && y.is_nan() && nans == NanEquality::NanEqualsNan
-            } else {
-                x == y
-            }
-        }
-        (x, y) => x == y,
-    }
+use gpujoin_testkit::table_reference;
+
+fn reference(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], jt: JoinType, nulls: NullEquality, nans: NanEquality) -> Vec<(Option<u32>, Option<u32>)> {
+    table_reference::join(l, lk, r, rk, None, jt, nulls, nans)
 }
 
-/// The join's output as sorted `(left row, right row)` pairs (`None`: no row on that side).
-fn reference(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], jt: JoinType, nulls: NullEquality, nans: NanEquality) -> Vec<(Option<u32>, Option<u32>)> {
-    let lc: Vec<Vec<Value<'_>>> = lk.iter().map(|n| l.column(n).unwrap().values()).collect();
-    let rc: Vec<Vec<Value<'_>>> = rk.iter().map(|n| r.column(n).unwrap().values()).collect();
-    let (nl, nr) = (l.rows(), r.rows());
-    let mut lm = vec![false; nl];
-    let mut rm = vec![false; nr];
-    let mut pairs = Vec::new();
-    for i in 0..nl {
-        for j in 0..nr {
-            if lc.iter().zip(&rc).all(|(a, b)| value_eq(a[i], b[j], nulls, nans)) {
-                lm[i] = true;
-                rm[j] = true;
-                if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
-                    pairs.push((Some(i as u32), Some(j as u32)));
-                }
-            }
-        }
-    }
-    let left_rows = |want: bool| (0..nl).filter(move |&i| lm[i] == want).map(|i| (Some(i as u32), None));
-    let right_rows = |want: bool| (0..nr).filter(move |&j| rm[j] == want).map(|j| (None, Some(j as u32)));
-    match jt {
-        JoinType::Left => pairs.extend(left_rows(false)),
-        JoinType::Right => pairs.extend(right_rows(false)),
-        JoinType::Full => {
-            pairs.extend(left_rows(false));
-            pairs.extend(right_rows(false));
-        }
-        JoinType::LeftSemi => pairs.extend(left_rows(true)),
-        JoinType::LeftAnti => pairs.extend(left_rows(false)),
-        JoinType::RightSemi => pairs.extend(right_rows(true)),
-        JoinType::RightAnti => pairs.extend(right_rows(false)),
-        JoinType::Inner => {}
-    }
-    pairs.sort();
-    pairs
+fn reference_filtered(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], pred: &Predicate, jt: JoinType, nulls: NullEquality) -> Vec<(Option<u32>, Option<u32>)> {
+    table_reference::join(l, lk, r, rk, Some(pred), jt, nulls, NanEquality::NanEqualsNan)
 }
 
 fn from_maps(l: &[RowId], r: &[RowId]) -> Vec<(Option<u32>, Option<u32>)> {
@@ -75,29 +32,12 @@ fn from_maps(l: &[RowId], r: &[RowId]) -> Vec<(Option<u32>, Option<u32>)> {
     v
 }
 
-/// Output rows as printable tuples, sorted (for comparing materialized tables as multisets).
 fn tuples(t: &HostTable) -> Vec<String> {
-    let mut v: Vec<String> = (0..t.rows()).map(|k| format!("{:?}", t.columns().iter().map(|c| c.value(k)).collect::<Vec<_>>())).collect();
-    v.sort();
-    v
+    table_reference::rows_of_table(t)
 }
 
 fn expected_tuples(pairs: &[(Option<u32>, Option<u32>)], l: &HostTable, ls: &[&str], r: &HostTable, rs: &[&str]) -> Vec<String> {
-    let mut v: Vec<String> = pairs
-        .iter()
-        .map(|&(a, b)| {
-            let mut vals = Vec::new();
-            for n in ls {
-                vals.push(a.map_or(Value::Null, |i| l.column(n).unwrap().value(i as usize)));
-            }
-            for n in rs {
-                vals.push(b.map_or(Value::Null, |j| r.column(n).unwrap().value(j as usize)));
-            }
-            format!("{vals:?}")
-        })
-        .collect();
-    v.sort();
-    v
+    table_reference::rows_of_pairs(pairs, l, ls, r, rs)
 }
 
 // ---- Generators ---------------------------------------------------------------------------------
@@ -444,96 +384,8 @@ fn clustered_gathers_and_auto_on_wide_inputs() {
 
 // ---- Filters, theta joins and aggregates --------------------------------------------------------
 
-use gpujoin_join::predicate::{col_l, col_r, lit, CmpOp, Expr, Predicate, Scalar, Side as PSide};
+use gpujoin_join::predicate::{col_l, col_r, lit, CmpOp, Predicate};
 use gpujoin_join::theta::{Agg, AggValue};
-
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-enum V<'a> {
-    I(i128),
-    F(f64),
-    S(&'a [u8]),
-}
-
-fn eval_expr<'a>(e: &'a Expr, l: &'a HostTable, i: usize, r: &'a HostTable, j: usize) -> V<'a> {
-    match e {
-        Expr::Column { side, index } => {
-            let v = if *side == PSide::Left { l.columns()[*index].value(i) } else { r.columns()[*index].value(j) };
-            match v {
-                Value::Int(x) => V::I(x),
-                Value::Bool(b) => V::I(b as i128),
-                Value::Float(x) => V::F(x),
-                Value::Str(s) => V::S(s),
-                Value::Null => panic!("filters take no nulls"),
-            }
-        }
-        Expr::Literal(s) => match s {
-            Scalar::I32(x) => V::I(*x as i128),
-            Scalar::I64(x) => V::I(*x as i128),
-            Scalar::U32(x) => V::I(*x as i128),
-            Scalar::U64(x) => V::I(*x as i128),
-            Scalar::F32(x) => V::F(*x as f64),
-            Scalar::F64(x) => V::F(*x),
-            Scalar::Utf8(s) => V::S(s.as_bytes()),
-        },
-        Expr::Add(a, b) | Expr::Sub(a, b) => {
-            let sign = if matches!(e, Expr::Add(..)) { 1 } else { -1 };
-            match (eval_expr(a, l, i, r, j), eval_expr(b, l, i, r, j)) {
-                (V::I(x), V::I(y)) => V::I(x + sign as i128 * y),
-                (V::F(x), V::F(y)) => V::F(x + sign as f64 * y),
-                _ => panic!("arithmetic on strings"),
-            }
-        }
-    }
-}
-
-fn eval(p: &Predicate, l: &HostTable, i: usize, r: &HostTable, j: usize) -> bool {
-    match p {
-        Predicate::Cmp { op, left, right } => {
-            let (a, b) = (eval_expr(left, l, i, r, j), eval_expr(right, l, i, r, j));
-            op.holds(a.partial_cmp(&b))
-        }
-        Predicate::And(v) => v.iter().all(|q| eval(q, l, i, r, j)),
-        Predicate::Or(v) => v.iter().any(|q| eval(q, l, i, r, j)),
-        Predicate::Not(q) => !eval(q, l, i, r, j),
-        Predicate::True => true,
-    }
-}
-
-/// The reference of keys (SQL equality, NaN equal) AND a predicate, any join type.
-fn reference_filtered(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], pred: &Predicate, jt: JoinType, nulls: NullEquality) -> Vec<(Option<u32>, Option<u32>)> {
-    let lc: Vec<Vec<Value<'_>>> = lk.iter().map(|n| l.column(n).unwrap().values()).collect();
-    let rc: Vec<Vec<Value<'_>>> = rk.iter().map(|n| r.column(n).unwrap().values()).collect();
-    let (nl, nr) = (l.rows(), r.rows());
-    let (mut lm, mut rm, mut pairs) = (vec![false; nl], vec![false; nr], Vec::new());
-    for i in 0..nl {
-        for j in 0..nr {
-            if lc.iter().zip(&rc).all(|(a, b)| value_eq(a[i], b[j], nulls, NanEquality::NanEqualsNan)) && eval(pred, l, i, r, j) {
-                lm[i] = true;
-                rm[j] = true;
-                if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
-                    pairs.push((Some(i as u32), Some(j as u32)));
-                }
-            }
-        }
-    }
-    let lrows = |want: bool| (0..nl).filter(move |&i| lm[i] == want).map(|i| (Some(i as u32), None));
-    let rrows = |want: bool| (0..nr).filter(move |&j| rm[j] == want).map(|j| (None, Some(j as u32)));
-    match jt {
-        JoinType::Left => pairs.extend(lrows(false)),
-        JoinType::Right => pairs.extend(rrows(false)),
-        JoinType::Full => {
-            pairs.extend(lrows(false));
-            pairs.extend(rrows(false));
-        }
-        JoinType::LeftSemi => pairs.extend(lrows(true)),
-        JoinType::LeftAnti => pairs.extend(lrows(false)),
-        JoinType::RightSemi => pairs.extend(rrows(true)),
-        JoinType::RightAnti => pairs.extend(rrows(false)),
-        JoinType::Inner => {}
-    }
-    pairs.sort();
-    pairs
-}
 
 fn theta_table(rng: &mut StdRng, n: usize) -> HostTable {
     HostTable::new(vec![
