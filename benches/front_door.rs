@@ -1,0 +1,70 @@
+//! The front door (`plan::Join` over `table::Table`) against the algorithms called directly on
+//! the same data, so its cost shows: key preparation, materialization of Arrow columns, checks.
+//! Group `front_door`:
+//! - `narrow_4b4b_auto` / `narrow_4b4b_wide_auto`: PK-FK 2^26 x 2^27 `u32` keys, one `u32`
+//!   payload a side, through `Join` (Auto) and through `wide::join` (Auto) — `paper_pkfk`'s
+//!   `narrow_4b4b` row;
+//! - `maps_phj_um` / `maps_phj_um_direct`: the same keys, maps only, `PartitionedHash` through
+//!   `Join` and `partitioned_hash_join` directly;
+//! - `utf8_2p22_x_2p23`: PK-FK string keys (`"key-<n>"`), 2^22 x 2^23 rows, maps only (the
+//!   strings' dense ranks, then the hash join).
+
+mod common;
+
+use common::Harness;
+use gpujoin::join::plan::{Algorithm, Gather, Join};
+use gpujoin::join::table::{HostColumn, HostTable, Table};
+use gpujoin::join::wide::{self, WideJoinOptions, WideRelation};
+use gpujoin::join::{partitioned_hash_join, JoinOptions, JoinType, Keys};
+use gpujoin_testkit::datagen;
+
+const GROUP: &str = "front_door";
+
+fn main() {
+    let Some(mut h) = Harness::new("front door") else { return };
+    let s = h.stream.clone();
+    let (nr, ns) = (1usize << 26, 1usize << 27);
+    let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 11).generate().unwrap();
+    let floor = ((nr + ns) * 8 + ns * 2 * 4) as u64;
+    {
+        let rt = Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(r.clone())), ("p", HostColumn::from_values(r.clone()))]).unwrap()).unwrap();
+        let ft = Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(f.clone())), ("p", HostColumn::from_values(f.clone()))]).unwrap()).unwrap();
+        let join = Join::new(JoinType::Inner).on(&rt, &["k"], &ft, &["k"]).select(&["p"], &["p"]);
+        h.case(GROUP, "narrow_4b4b_auto", floor, (nr + ns) as u64, |s| {
+            assert_eq!(join.run(s).unwrap().rows, ns as u64);
+        });
+        let out = join.run(&s).unwrap();
+        println!("STATS {GROUP}/narrow_4b4b_auto: {} because {}", out.algorithm.name(), out.reason);
+        drop(out);
+        let maps = Join::new(JoinType::Inner).on(&rt, &["k"], &ft, &["k"]).algorithm(Algorithm::PartitionedHash(Gather::Unclustered));
+        h.case(GROUP, "maps_phj_um", ((nr + ns) * 4 + ns * 8) as u64, (nr + ns) as u64, |s| {
+            assert_eq!(maps.run(s).unwrap().rows, ns as u64);
+        });
+    }
+    {
+        let (rk, fk) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+        let (rp, fp) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+        let rw = WideRelation::new(Keys::single(rk.view()), vec![rp.view().into()]).unwrap();
+        let fw = WideRelation::new(Keys::single(fk.view()), vec![fp.view().into()]).unwrap();
+        h.case(GROUP, "narrow_4b4b_wide_auto", floor, (nr + ns) as u64, |s| {
+            assert_eq!(wide::join(s, &rw, &fw, JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().rows, ns as u64);
+        });
+        h.case(GROUP, "maps_phj_um_direct", ((nr + ns) * 4 + ns * 8) as u64, (nr + ns) as u64, |s| {
+            let out = partitioned_hash_join(s, &Keys::single(rk.view()), &Keys::single(fk.view()), JoinType::Inner, JoinOptions::default(), gpujoin::join::Materialization::Unclustered).unwrap();
+            assert_eq!(out.maps.rows(), ns as u64);
+        });
+    }
+    drop((r, f));
+    {
+        let (nr, ns) = (1usize << 22, 1usize << 23);
+        let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 12).generate().unwrap();
+        let names = |v: &[u32]| HostColumn::utf8(v.iter().map(|k| format!("key-{k}")));
+        let rt = Table::upload(&s, &HostTable::new(vec![("k", names(&r))]).unwrap()).unwrap();
+        let ft = Table::upload(&s, &HostTable::new(vec![("k", names(&f))]).unwrap()).unwrap();
+        let bytes = (rt.columns()[0].to_host().unwrap().values_buffer().len() + ft.columns()[0].to_host().unwrap().values_buffer().len()) as u64 + ((nr + ns) * 4 + ns * 8) as u64;
+        let join = Join::new(JoinType::Inner).on(&rt, &["k"], &ft, &["k"]);
+        h.case(GROUP, "utf8_2p22_x_2p23", bytes, (nr + ns) as u64, |s| {
+            assert_eq!(join.run(s).unwrap().rows, ns as u64);
+        });
+    }
+}
