@@ -218,7 +218,7 @@ pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, 
         Algorithm::Auto => Err(Error::invalid("internal: Auto chose Auto")),
         Algorithm::SmjUm | Algorithm::SmjOm => smj::join(stream, left, right, join_type, algorithm == Algorithm::SmjOm, opts, reason),
         Algorithm::PhjUm | Algorithm::PhjOm if maps_only => {
-            let out = partitioned_hash_join(stream, &left.keys, &right.keys, join_type, opts.keys, Materialization::Unclustered)?;
+            let out = partitioned_hash_join(stream, &left.keys, &right.keys, join_type, opts.keys)?;
             Ok(WideJoinOutput { join_type, rows: out.maps.rows(), left: None, right: None, maps: Some(out.maps), stats: out.stats, algorithm, reason })
         }
         Algorithm::PhjUm | Algorithm::PhjOm => {
