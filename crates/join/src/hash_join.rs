@@ -50,8 +50,8 @@
 //! Rows whose keys can match nothing (nulls, NaN under
 //! [`NanEquality::NanNeverEqual`](crate::NanEquality)) are set aside before partitioning and
 //! come back as unmatched rows. Composite keys wider than 64 bits are hashed; the candidate
-//! pairs are then verified against the full keys (and PHJ-OM materializes through maps into the
-//! input rows, since the verification needs them).
+//! pairs are then verified against the full keys through maps into the input rows, so PHJ-OM
+//! (clustered gathers) refuses such keys with [`Error::Unsupported`] before any device work.
 //!
 //! Output order (deterministic): pairs grouped by work item, i.e. by partition of the probe side
 //! (the larger one; the right side on ties); then unmatched left rows, then unmatched right rows.
@@ -103,7 +103,7 @@ pub enum Materialization {
 /// ```no_run
 /// # use gpujoin_join::*; use gpujoin_device::*;
 /// # fn f(s: &Stream, l: &Keys, r: &Keys) -> Result<()> {
-/// let st = partitioned_hash_join(s, l, r, JoinType::Inner, JoinOptions::default(), Materialization::Unclustered)?.stats;
+/// let st = partitioned_hash_join(s, l, r, JoinType::Inner, JoinOptions::default())?.stats;
 /// println!("transform {} ms, match {} ms, peak {} bytes", st.transform_ms, st.match_ms, st.peak_memory_bytes);
 /// # Ok(()) }
 /// ```
@@ -151,7 +151,7 @@ pub struct HashJoinOutput {
 /// `left` / `right` hold the payload columns of that side, in the order given (an empty list
 /// when none was given); `None` where the join type has no such side (`LeftSemi`/`LeftAnti`:
 /// no right side; `RightSemi`/`RightAnti`: no left side). `maps` are the gather maps into the
-/// input rows when the algorithm produced them (PHJ-UM; PHJ-OM on hashed composite keys), `None`
+/// input rows when the algorithm produced them (PHJ-UM), `None`
 /// for PHJ-OM, which works with positions in the transformed relations instead.
 ///
 /// ```no_run
@@ -750,7 +750,11 @@ struct Request<'p, 'a> {
 fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_>, opts: JoinOptions, mut clock: Clock) -> Result<JoinedRelation> {
     let jt = req.join_type;
     let verifying = p.verify.is_some();
-    let om = req.mode == Materialization::Clustered && !verifying;
+    let om = req.mode == Materialization::Clustered;
+    if om && verifying {
+        // `run_phj` refuses this before any device work (`clustered_unsupported`).
+        return Err(Error::invalid("internal: PHJ-OM reached with hashed keys"));
+    }
     let lp: &[DeviceColumn<'_>] = if jt.has_left_map() { req.left_payloads } else { &[] };
     let rp: &[DeviceColumn<'_>] = if jt.has_right_map() { req.right_payloads } else { &[] };
     // OM with an 8-byte first payload column (on either side): the transform partitions the
@@ -1123,6 +1127,11 @@ fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions
     check_payloads("left", left.rows(), req.left_payloads)?;
     check_payloads("right", right.rows(), req.right_payloads)?;
     left.check_comparable(right)?;
+    if req.with_payloads && req.mode == Materialization::Clustered {
+        if let Some(e) = clustered_unsupported(left, right, opts) {
+            return Err(e);
+        }
+    }
     crate::common::check_output_budget(stream, left, right, req.join_type, opts)?;
     let clock = Clock::start(stream)?;
     match prepare(stream, left, right, opts)? {
@@ -1131,12 +1140,25 @@ fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions
     }
 }
 
+/// Why PHJ-OM ([`Materialization::Clustered`]) cannot serve these keys, decided from the key
+/// types alone (no device work): composite keys wider than 64 bits are hashed, and the candidate
+/// pairs must then be verified against the full keys through maps into the input rows, which
+/// the clustered gathers from the partitioned relations do not have. `None`: PHJ-OM serves them
+/// (nulls and NaN that match nothing included: they come back as unmatched rows).
+pub(crate) fn clustered_unsupported(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> Option<Error> {
+    (!KeyPlan::new(left, right, opts, 64).exact).then(|| Error::Unsupported {
+        what: "PHJ-OM (clustered gathers)".to_string(),
+        reason: "composite keys wider than 64 bits are hashed and every candidate pair is verified against the full keys through maps into the input rows, which PHJ-OM does not keep; use Materialization::Unclustered (PHJ-UM)".to_string(),
+    })
+}
+
 /// Partitioned hash join (PHJ) of any keys, returning gather maps into the input rows with the
 /// join's statistics.
 ///
 /// Keys may have 1 to 4 columns of any supported type, with nulls and float equality as `opts`
-/// says. The maps are the same for both [`Materialization`]s (the row ids are the payload that
-/// travels); the mode matters for [`partitioned_hash_join_with_payloads`]. See the
+/// says. No payload is materialized, so there is no [`Materialization`] to choose: the row ids
+/// travel through the partitioning (PHJ-UM's transform), and the maps are what either mode of
+/// [`partitioned_hash_join_with_payloads`] would match. See the
 /// [module docs](self) for the algorithm and the output order, which is the same on every run.
 ///
 /// ```no_run
@@ -1144,7 +1166,7 @@ fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions
 /// # fn f(s: &Stream) -> Result<()> {
 /// let r = s.copy_from_host(&[3u32, 1, 2])?; // primary keys
 /// let f = s.copy_from_host(&[2u32, 2, 3, 9])?; // foreign keys
-/// let out = partitioned_hash_join(s, &Keys::single(r.view()), &Keys::single(f.view()), JoinType::Inner, JoinOptions::default(), Materialization::Unclustered)?;
+/// let out = partitioned_hash_join(s, &Keys::single(r.view()), &Keys::single(f.view()), JoinType::Inner, JoinOptions::default())?;
 /// let mut pairs = out.maps.pairs()?;
 /// pairs.sort();
 /// let id = |i| RowId::new(i).unwrap();
@@ -1152,8 +1174,7 @@ fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions
 /// println!("match phase: {} ms", out.stats.match_ms);
 /// # Ok(()) }
 /// ```
-pub fn partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions, materialization: Materialization) -> Result<HashJoinOutput> {
-    let _ = materialization; // without payloads both modes carry the row ids
+pub fn partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
     let req = Request { join_type, mode: Materialization::Unclustered, left_payloads: &[], right_payloads: &[], with_payloads: false };
     let out = run_phj(stream, left, right, opts, &req)?;
     let maps = out.maps.ok_or_else(|| Error::invalid("internal: PHJ-UM produced no maps"))?;
@@ -1168,6 +1189,9 @@ pub fn partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>,
 /// [`Materialization::Clustered`] (PHJ-OM, the paper's Algorithm 1) the first payload column of
 /// each side is partitioned with the keys and written by the match itself, the others are
 /// partitioned one at a time and gathered with clustered accesses; no maps are returned.
+/// PHJ-OM takes any keys that pack into 64 bits; composite keys wider than that are hashed and
+/// verified through maps into the input rows, and a `Clustered` request for them is an
+/// [`Error::Unsupported`] (before any device work), never a silent PHJ-UM.
 /// Outer-join rows with no partner on a side read zero there, and that side's
 /// [`Materialized::validity`] marks them null.
 ///

@@ -313,7 +313,7 @@ pub enum PeakAlgorithm {
     InterleaveJoin,
     /// [`fn@crate::hash_join`] / [`crate::hash_join_with_stats`] (NPHJ, maps).
     HashJoin,
-    /// [`crate::partitioned_hash_join`] (maps; both materializations carry row ids).
+    /// [`crate::partitioned_hash_join`] (maps; the row ids travel through the partitioning).
     PartitionedHashJoin,
     /// [`crate::partitioned_hash_join_with_payloads`].
     PartitionedHashJoinWithPayloads(Materialization),

@@ -24,7 +24,7 @@ use common::{canonical_pairs, diff, fail, stream, uniform};
 use std::sync::{Mutex, MutexGuard};
 
 use gpujoin_device::testing::{cases, reduced, rows};
-use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_device::{DeviceBuffer, Error, Stream};
 use gpujoin_join::{
     hash_join, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads,
     DeviceColumn, DeviceKeys, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, KeyType, Keys, Materialization,
@@ -123,7 +123,7 @@ fn gpu_maps(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, op
     let (dl, dr) = (DeviceKeys::upload(s, l)?, DeviceKeys::upload(s, r)?);
     poison_for(s, l.rows() + r.rows());
     match algo {
-        Algo::Phj(bits, split) => Ok(partitioned_hash_join(s, &dl.keys(), &dr.keys(), jt, tuned(opts, bits, split), Materialization::Unclustered)?.maps),
+        Algo::Phj(bits, split) => Ok(partitioned_hash_join(s, &dl.keys(), &dr.keys(), jt, tuned(opts, bits, split))?.maps),
         Algo::Nphj => hash_join(s, &dl.keys(), &dr.keys(), jt, opts),
     }
 }
@@ -477,6 +477,24 @@ fn check_payload_join(
     Ok(())
 }
 
+/// PHJ-OM of keys that are hashed (composites wider than 64 bits): the typed refusal, never a
+/// silent PHJ-UM.
+#[allow(clippy::too_many_arguments)]
+fn check_om_refused(s: &Stream, l: &HostKeys, lp: &[HostPayload], r: &HostKeys, rp: &[HostPayload], jt: JoinType, opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
+    let (dl, dr) = (DeviceKeys::upload(s, l).unwrap(), DeviceKeys::upload(s, r).unwrap());
+    let (bl, br): (Vec<DevPayload>, Vec<DevPayload>) = (lp.iter().map(|p| upload(s, p)).collect(), rp.iter().map(|p| upload(s, p)).collect());
+    let (cl, cr): (Vec<DeviceColumn>, Vec<DeviceColumn>) = (bl.iter().map(dev_column).collect(), br.iter().map(dev_column).collect());
+    match partitioned_hash_join_with_payloads(s, &dl.keys(), &cl, &dr.keys(), &cr, jt, opts, Materialization::Clustered) {
+        Err(Error::Unsupported { what: w, reason }) => {
+            prop_assert_eq!(w.as_str(), "PHJ-OM (clustered gathers)", "{} {:?}", what, jt);
+            prop_assert!(reason.contains("hashed"), "{} {:?}: reason {}", what, jt, reason);
+            Ok(())
+        }
+        Err(e) => Err(fail(format!("Clustered {jt:?} {what}: hashed keys: expected Error::Unsupported, got {e}"))),
+        Ok(out) => Err(fail(format!("Clustered {jt:?} {what}: hashed keys: expected Error::Unsupported, got {} rows", out.rows))),
+    }
+}
+
 #[test]
 fn materialized_payloads_match_host_gathers() {
     let Some(s) = stream("materialized_payloads_match_host_gathers") else { return };
@@ -488,7 +506,7 @@ fn materialized_payloads_match_host_gathers() {
         let shape = shapes[rng.gen_range(0..shapes.len())];
         let (lc, rc) = shape_codes(shape, &p);
         // Keys: 4- or 8-byte integers (raw), floats (images), nullable or 3-column composites
-        // (the latter hashed: PHJ-OM falls back to maps).
+        // (the latter hashed and verified: PHJ-OM refuses them with Error::Unsupported).
         let (l, r, opts) = match kind {
             0 => (HostKeys::single(column(KeyType::U32, &lc, spread)), HostKeys::single(column(KeyType::U32, &rc, spread)), DEFAULT),
             1 => (HostKeys::single(column(KeyType::I64, &lc, spread)), HostKeys::single(column(KeyType::I64, &rc, spread)), DEFAULT),
@@ -511,6 +529,10 @@ fn materialized_payloads_match_host_gathers() {
             for jt in JoinType::ALL {
                 for &(bits, split) in &TUNINGS[..2] {
                     let what = format!("shape {shape:?} key kind {kind} spread {spread}, {ncl} + {ncr} payloads, tuning {bits}/{split}");
+                    if kind == 3 && mode == Materialization::Clustered {
+                        check_om_refused(&s, &l, &lp, &r, &rp, jt, tuned(opts, bits, split), &what)?;
+                        continue;
+                    }
                     check_payload_join(&s, &l, &lp, &r, &rp, jt, tuned(opts, bits, split), mode, &what)?;
                 }
             }
@@ -573,7 +595,7 @@ fn stats_report_phases_and_partitioning() {
     let f = datagen::foreign_keys_uniform(1 << 18, 1 << 19, 2).unwrap();
     let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
     let (kr, kf) = (Keys::single(dr.view()), Keys::single(df.view()));
-    let out = partitioned_hash_join(&s, &kr, &kf, JoinType::Inner, DEFAULT, Materialization::Unclustered).unwrap();
+    let out = partitioned_hash_join(&s, &kr, &kf, JoinType::Inner, DEFAULT).unwrap();
     let st = out.stats;
     assert_eq!(out.maps.rows(), 1 << 19);
     assert_eq!(st.partition_bits, 8, "2^18 build rows at ~1024 per partition");
@@ -591,7 +613,7 @@ fn stats_report_phases_and_partitioning() {
     // Duplicate build keys: the speculative single pass gives up, the two passes run.
     let g = datagen::foreign_keys_uniform(1 << 18, 1 << 19, 3).unwrap();
     let dg = s.copy_from_host(&g).unwrap();
-    let out = partitioned_hash_join(&s, &Keys::single(df.view()), &Keys::single(dg.view()), JoinType::Inner, DEFAULT, Materialization::Unclustered).unwrap();
+    let out = partitioned_hash_join(&s, &Keys::single(df.view()), &Keys::single(dg.view()), JoinType::Inner, DEFAULT).unwrap();
     assert!(!out.stats.single_pass);
     let (hf, hg) = (HostKeys::single(HostColumn::U32(f.clone())), HostKeys::single(HostColumn::U32(g)));
     assert_eq!(out.maps.rows(), reference::join_size(&hf, &hg, JoinType::Inner, DEFAULT).unwrap());
@@ -600,7 +622,7 @@ fn stats_report_phases_and_partitioning() {
     let crowded: Vec<u64> = r.iter().map(|&k| (k as u64) << 32).collect();
     let fc: Vec<u64> = f.iter().map(|&k| (k as u64) << 32).collect();
     let (dc, dfc) = (s.copy_from_host(&crowded).unwrap(), s.copy_from_host(&fc).unwrap());
-    let out = partitioned_hash_join(&s, &Keys::single(dc.view()), &Keys::single(dfc.view()), JoinType::Inner, DEFAULT, Materialization::Unclustered).unwrap();
+    let out = partitioned_hash_join(&s, &Keys::single(dc.view()), &Keys::single(dfc.view()), JoinType::Inner, DEFAULT).unwrap();
     assert!(out.stats.mixed_keys);
     assert_eq!(out.maps.rows(), 1 << 19);
 }
@@ -703,11 +725,24 @@ fn bad_arguments_are_errors() {
     let b = s.copy_from_host(&[1u64, 2]).unwrap();
     let short = s.copy_from_host(&[1i32, 2]).unwrap();
     let (ka, kb) = (Keys::single(a.view()), Keys::single(b.view()));
-    assert!(partitioned_hash_join(&s, &ka, &kb, JoinType::Inner, DEFAULT, Materialization::Unclustered).is_err(), "key types differ");
+    assert!(partitioned_hash_join(&s, &ka, &kb, JoinType::Inner, DEFAULT).is_err(), "key types differ");
     assert!(hash_join(&s, &ka, &kb, JoinType::Inner, DEFAULT).is_err(), "key types differ");
     for mode in [Materialization::Unclustered, Materialization::Clustered] {
         let r = partitioned_hash_join_with_payloads(&s, &ka, &[short.view().into()], &ka, &[], JoinType::Inner, DEFAULT, mode);
         assert!(r.is_err(), "{mode:?}: a payload column shorter than its keys");
+    }
+    // PHJ-OM of hashed keys (three 4-byte columns: 96 bits > 64): refused, typed; PHJ-UM
+    // serves them, and PHJ-OM serves two columns (64 bits, packed exactly).
+    let (c0, c1, c2) = (s.copy_from_host(&[1u32, 2, 3]).unwrap(), s.copy_from_host(&[4u32, 5, 6]).unwrap(), s.copy_from_host(&[7u32, 8, 9]).unwrap());
+    let p = s.copy_from_host(&[10i32, 20, 30]).unwrap();
+    let wide = Keys::new(vec![c0.view().into(), c1.view().into(), c2.view().into()]).unwrap();
+    let two = Keys::new(vec![c0.view().into(), c1.view().into()]).unwrap();
+    for jt in JoinType::ALL {
+        let r = partitioned_hash_join_with_payloads(&s, &wide, &[p.view().into()], &wide, &[p.view().into()], jt, DEFAULT, Materialization::Clustered);
+        assert!(matches!(&r, Err(Error::Unsupported { what, .. }) if what == "PHJ-OM (clustered gathers)"), "{jt:?}: hashed keys: {:?}", r.as_ref().err());
+        let um = partitioned_hash_join_with_payloads(&s, &wide, &[p.view().into()], &wide, &[p.view().into()], jt, DEFAULT, Materialization::Unclustered).unwrap();
+        let om = partitioned_hash_join_with_payloads(&s, &two, &[p.view().into()], &two, &[p.view().into()], jt, DEFAULT, Materialization::Clustered).unwrap();
+        assert_eq!(um.rows, om.rows, "{jt:?}: every row matches itself");
     }
 }
 
@@ -718,7 +753,7 @@ fn documentation_examples_hold() {
     let _t = Timed::start("documentation_examples_hold");
     let r = s.copy_from_host(&[3u32, 1, 2]).unwrap();
     let f = s.copy_from_host(&[2u32, 2, 3, 9]).unwrap();
-    let out = partitioned_hash_join(&s, &Keys::single(r.view()), &Keys::single(f.view()), JoinType::Inner, DEFAULT, Materialization::Unclustered).unwrap();
+    let out = partitioned_hash_join(&s, &Keys::single(r.view()), &Keys::single(f.view()), JoinType::Inner, DEFAULT).unwrap();
     let mut pairs = out.maps.pairs().unwrap();
     pairs.sort();
     let id = |i| RowId::new(i).unwrap();

@@ -330,7 +330,7 @@ fn an_output_budget_is_refused_before_the_join_runs() {
         ("interleave_join", |s, l, r, jt, o| interleave_join(s, l, r, jt, o).map(|m| m.rows())),
         ("hash_join", |s, l, r, jt, o| hash_join(s, l, r, jt, o).map(|m| m.rows())),
         ("partitioned_hash_join", |s, l, r, jt, o| {
-            gpujoin_join::partitioned_hash_join(s, l, r, jt, o, gpujoin_join::Materialization::Unclustered).map(|h| h.maps.rows())
+            gpujoin_join::partitioned_hash_join(s, l, r, jt, o).map(|h| h.maps.rows())
         }),
     ];
     for (name, run) in algorithms {

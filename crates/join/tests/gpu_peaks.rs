@@ -202,7 +202,7 @@ fn equi_joins(m: &mut Meter, shape: &str, lk: &[u32], rk: &[u32], width: u32, in
     let got = m.case("hash_join", &shape, PeakAlgorithm::HashJoin, plain, |s| hash_join(s, &l.keys.keys(), &r.keys.keys(), jt, OPTS).unwrap().rows());
     rows.push(("hash_join".to_string(), got));
     let got = m.case("partitioned_hash_join", &shape, PeakAlgorithm::PartitionedHashJoin, plain, |s| {
-        partitioned_hash_join(s, &l.keys.keys(), &r.keys.keys(), jt, OPTS, Materialization::Unclustered).unwrap().maps.rows()
+        partitioned_hash_join(s, &l.keys.keys(), &r.keys.keys(), jt, OPTS).unwrap().maps.rows()
     });
     rows.push(("partitioned_hash_join".to_string(), got));
     for (name, mode) in [("PHJ-UM+payload", Materialization::Unclustered), ("PHJ-OM+payload", Materialization::Clustered)] {

@@ -22,7 +22,7 @@ use common::{canonical_pairs, diff, fail, stream, uniform};
 use std::sync::{Mutex, MutexGuard};
 
 use gpujoin_device::testing::{cases, reduced, rows};
-use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_device::{DeviceBuffer, Error, Stream};
 use gpujoin_join::wide::{self, join_sequence, Algorithm, WideJoinOptions, WideRelation};
 use gpujoin_join::{DeviceColumn, DeviceKeys, HostColumn, HostKeys, JoinOptions, JoinType, Keys, Materialized, NanEquality, NullEquality, Payload, RowId};
 use gpujoin_testkit::{datagen, reference};
@@ -91,7 +91,8 @@ fn columns_of(m: &Option<Materialized>) -> Vec<Vec<u64>> {
 }
 
 /// Runs `algo` and compares the output relation (and the maps, where returned) with the
-/// reference. `simple`: the keys take every algorithm's own path (no fallback expected).
+/// reference. An explicit algorithm must report that it ran itself (no substitution).
+/// `simple`: the keys take every algorithm's own fast path.
 fn check(s: &Stream, c: &Case, jt: JoinType, algo: Algorithm, simple: bool, what: &str) -> Result<Snapshot, TestCaseError> {
     let what = format!("{algo:?} {jt:?} {what}");
     let want_pairs = reference::join(&c.l, &c.r, jt, c.opts).unwrap();
@@ -105,8 +106,8 @@ fn check(s: &Stream, c: &Case, jt: JoinType, algo: Algorithm, simple: bool, what
     prop_assert_eq!(out.join_type, jt);
     prop_assert!(out.algorithm != Algorithm::Auto, "{}: ran Auto", what);
     prop_assert!(!out.reason.is_empty(), "{}: no reason", what);
-    if simple && algo != Algorithm::Auto {
-        prop_assert_eq!(out.algorithm, algo, "{}: ran another algorithm: {}", what, out.reason);
+    if algo != Algorithm::Auto {
+        prop_assert_eq!(out.algorithm, algo, "{}: ran another algorithm (simple keys {}): {}", what, simple, out.reason);
     }
     prop_assert_eq!(out.rows, want_pairs.len() as u64, "{}: rows{}", what, describe(&c.l, &c.r));
     let st = out.stats;
@@ -308,7 +309,7 @@ fn other_key_kinds_match_reference() {
         ("i32".into(), HostKeys::single(HostColumn::I32(a.iter().map(|&k| k as i32 - 150).collect())), HostKeys::single(HostColumn::I32(b.iter().map(|&k| k as i32 - 150).collect())), DEFAULT),
         ("i64".into(), HostKeys::single(HostColumn::I64(a.iter().map(|&k| (k as i64 - 150) << 33).collect())), HostKeys::single(HostColumn::I64(b.iter().map(|&k| (k as i64 - 150) << 33).collect())), DEFAULT),
         ("f64".into(), HostKeys::single(HostColumn::F64(a.iter().map(|&k| k as f64 * 0.5 - 7.0).collect())), HostKeys::single(HostColumn::F64(b.iter().map(|&k| k as f64 * 0.5 - 7.0).collect())), DEFAULT),
-        // Composite keys: two columns pack exactly; three are hashed (SMJ-OM falls back to SMJ-UM).
+        // Composite keys: two columns pack exactly; three are hashed (SMJ-OM and PHJ-OM refuse them).
         ("composite 2".into(), datagen::composite_keys(&a, 2).unwrap(), datagen::composite_keys(&b, 2).unwrap(), DEFAULT),
         ("composite 3".into(), datagen::composite_keys(&a, 3).unwrap(), datagen::composite_keys(&b, 3).unwrap(), DEFAULT),
     ];
@@ -324,21 +325,61 @@ fn other_key_kinds_match_reference() {
         let lp = payloads(&mut rng, l.rows(), 2, None, 10);
         let rp = payloads(&mut rng, r.rows(), 2, None, 20);
         let c = Case { l: l.clone(), lp, r: r.clone(), rp, opts: *opts };
+        // The inputs an OM variant cannot serve: hashed keys (both), and for SMJ-OM keys that
+        // match nothing (nulls under NullEqualsNothing; the nullable cases have nulls).
+        let hashed = name == "composite 3";
+        let never = name.starts_with("nullable") && opts.null_equality == NullEquality::NullEqualsNothing;
         for algo in ALGOS {
+            let refused = match algo {
+                Algorithm::SmjOm => hashed || never,
+                Algorithm::PhjOm => hashed,
+                _ => false,
+            };
             for jt in JoinType::ALL {
-                check(&s, &c, jt, algo, false, name).unwrap_or_else(|e| panic!("{e}"));
+                if refused {
+                    check_refused(&s, &c, jt, algo, name);
+                } else {
+                    check(&s, &c, jt, algo, false, name).unwrap_or_else(|e| panic!("{e}"));
+                }
             }
         }
     }
-    // Hashed keys: SMJ-OM says it ran SMJ-UM.
+    // Hashed keys with one-sided payloads: still refused by both OM variants.
     let (l, r) = (&cases[4].1, &cases[4].2);
     let (dl, dr) = (DeviceKeys::upload(&s, l).unwrap(), DeviceKeys::upload(&s, r).unwrap());
     let p = s.copy_from_host(&vec![1u32; l.rows()]).unwrap();
     let wl = WideRelation::new(dl.keys(), vec![p.view().into()]).unwrap();
     let wr = WideRelation::new(dr.keys(), vec![]).unwrap();
-    let out = wide::join(&s, &wl, &wr, JoinType::Inner, Algorithm::SmjOm, WideJoinOptions::default()).unwrap();
-    assert_eq!(out.algorithm, Algorithm::SmjUm, "{}", out.reason);
-    assert!(out.reason.contains("SMJ-UM"), "{}", out.reason);
+    for (algo, name) in [(Algorithm::SmjOm, "SMJ-OM (clustered gathers)"), (Algorithm::PhjOm, "PHJ-OM (clustered gathers)")] {
+        match wide::join(&s, &wl, &wr, JoinType::Inner, algo, WideJoinOptions::default()) {
+            Err(Error::Unsupported { what, reason }) => {
+                assert_eq!(what, name);
+                assert!(reason.contains("hashed"), "{reason}");
+            }
+            Err(e) => panic!("{algo:?}: expected Error::Unsupported, got {e}"),
+            Ok(out) => panic!("{algo:?}: expected Error::Unsupported, ran {:?}: {}", out.algorithm, out.reason),
+        }
+    }
+    // Auto never picks an OM variant for hashed keys, and what it picks serves them.
+    let out = wide::join(&s, &wl, &wr, JoinType::Inner, Algorithm::Auto, WideJoinOptions::default()).unwrap();
+    assert!(!matches!(out.algorithm, Algorithm::SmjOm | Algorithm::PhjOm), "{:?}: {}", out.algorithm, out.reason);
+}
+
+/// `algo` cannot serve the keys of `c`: a typed refusal naming it, never another algorithm.
+fn check_refused(s: &Stream, c: &Case, jt: JoinType, algo: Algorithm, what: &str) {
+    let (dl, dr) = (DeviceKeys::upload(s, &c.l).unwrap(), DeviceKeys::upload(s, &c.r).unwrap());
+    let (bl, br): (Vec<DevPayload>, Vec<DevPayload>) = (c.lp.iter().map(|p| upload(s, p)).collect(), c.rp.iter().map(|p| upload(s, p)).collect());
+    let left = WideRelation::new(dl.keys(), bl.iter().map(dev_column).collect()).unwrap();
+    let right = WideRelation::new(dr.keys(), br.iter().map(dev_column).collect()).unwrap();
+    let opts = WideJoinOptions { keys: c.opts, ..WideJoinOptions::default() };
+    match wide::join(s, &left, &right, jt, algo, opts) {
+        Err(Error::Unsupported { what: w, reason }) => {
+            assert_eq!(w, format!("{} (clustered gathers)", algo.name()), "{algo:?} {jt:?} {what}");
+            assert!(!reason.is_empty(), "{algo:?} {jt:?} {what}");
+        }
+        Err(e) => panic!("{algo:?} {jt:?} {what}: expected Error::Unsupported, got {e}"),
+        Ok(out) => panic!("{algo:?} {jt:?} {what}: expected Error::Unsupported, ran {:?}: {}", out.algorithm, out.reason),
+    }
 }
 
 #[test]
@@ -356,6 +397,15 @@ fn maps_only_output_matches_reference() {
             poison_for(&s, 10_000);
             let out = wide::join(&s, &left, &right, jt, algo, WideJoinOptions::maps_only()).unwrap();
             assert!(out.left.is_none() && out.right.is_none(), "{algo:?} {jt:?}");
+            // Maps only: an OM variant's maps are its UM variant's, which runs and says so.
+            let ran = match algo {
+                Algorithm::SmjOm => Algorithm::SmjUm,
+                Algorithm::PhjOm => Algorithm::PhjUm,
+                a => a,
+            };
+            if algo != Algorithm::Auto {
+                assert_eq!(out.algorithm, ran, "{algo:?} {jt:?}: {}", out.reason);
+            }
             let maps = out.maps.as_ref().unwrap_or_else(|| panic!("{algo:?} {jt:?}: maps only without maps"));
             let want = reference::join(&c.l, &c.r, jt, DEFAULT).unwrap();
             let got = canonical_pairs(maps, jt).unwrap();

@@ -46,7 +46,7 @@ pub use index::JoinIndex;
 use gpujoin_device::{Error, Result, Stream};
 
 use crate::chunked::{ChunkBudget, EquiChunkSource, JoinChunks};
-use crate::hash_join::{JoinStats, Materialization};
+use crate::hash_join::JoinStats;
 use crate::keys::Keys;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{col_l, col_r, CheckedPredicate, Expr, Predicate};
@@ -763,7 +763,7 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
         Algorithm::SortMerge(_) => crate::sort_merge::sort_merge_join(stream, l, r, jt, options)?,
         Algorithm::Interleave => crate::interleave::interleave_join(stream, l, r, jt, options)?,
         Algorithm::Hash => crate::hash_join::hash_join(stream, l, r, jt, options)?,
-        Algorithm::PartitionedHash(_) => crate::hash_join::partitioned_hash_join(stream, l, r, jt, options, Materialization::Unclustered)?.maps,
+        Algorithm::PartitionedHash(_) => crate::hash_join::partitioned_hash_join(stream, l, r, jt, options)?.maps,
         Algorithm::IndexedNestedLoop => {
             crate::common::check_output_budget(stream, l, r, jt, options)?;
             let index_col = keys::owned_single(stream, rk)?;

@@ -36,7 +36,7 @@ use gpujoin_device::{DeviceView, Result, Stream};
 use super::{gather_column, payload_column, Algorithm, Output, WideJoinOptions, WideRelation};
 use crate::hash_join::hash_join;
 use crate::kernels::sys::hash as ffi;
-use crate::keys::{DeviceColumn, Keys};
+use crate::keys::{DeviceColumn, KeyPlan, Keys};
 use crate::maps::Payload;
 use crate::types::{JoinOptions, JoinType};
 
@@ -128,6 +128,12 @@ pub struct Features {
     /// A single non-null integer key column (raw partitioning and sorting; otherwise derived or
     /// hashed keys, and PHJ-OM of hashed composites materializes through maps).
     pub simple_keys: bool,
+    /// Composite keys wider than 64 bits: hashed and verified. Neither OM variant serves them.
+    pub hashed_keys: bool,
+    /// Some key column could hold a key that matches nothing: nullable under
+    /// `NullEqualsNothing`, or a float under `NanNeverEqual`. SMJ-OM cannot serve such keys
+    /// (it refuses them when one is present), PHJ-OM can.
+    pub keys_may_match_nothing: bool,
     /// Only the maps are asked for.
     pub maps_only: bool,
     /// Sampled fraction of probe rows with a partner (`None`: not sampled).
@@ -148,6 +154,10 @@ impl Features {
             && right.keys().columns()[0].validity.is_none()
             && matches!(cols[0].values, DeviceColumn::I32(_) | DeviceColumn::I64(_) | DeviceColumn::U32(_) | DeviceColumn::U64(_));
         let (l, r) = (left.rows() as u64, right.rows() as u64);
+        let all_keys = || left.keys().columns().iter().chain(right.keys().columns());
+        let nulls_never = opts.keys.null_equality == crate::types::NullEquality::NullEqualsNothing;
+        let nan_never = opts.keys.nan_equality == crate::NanEquality::NanNeverEqual;
+        let may_match_nothing = all_keys().any(|c| (nulls_never && c.validity.is_some()) || (nan_never && matches!(c.values, DeviceColumn::F32(_) | DeviceColumn::F64(_))));
         Features {
             build_rows: l.min(r),
             probe_rows: l.max(r),
@@ -156,6 +166,8 @@ impl Features {
             max_side_payloads: lp.len().max(rp.len()) as u32,
             eight_byte_payloads: lp.iter().chain(rp).filter(|c| c.key_type().width() == 8).count() as u32,
             simple_keys: simple,
+            hashed_keys: !KeyPlan::new(left.keys(), right.keys(), opts.keys, 64).exact,
+            keys_may_match_nothing: may_match_nothing,
             maps_only,
             match_ratio: None,
             skew: None,
@@ -229,6 +241,10 @@ pub fn choose(f: &Features) -> (Algorithm, String) {
     } else {
         (Algorithm::PhjOm, "wide join with a high match ratio: materialization dominates, gathers from the partitioned relations (GFTR) win for uniform and skewed keys and every data width (sections 5.2.2-5.2.5)")
     };
+    // PHJ-OM cannot serve hashed keys (it would refuse them): PHJ-UM.
+    if a == Algorithm::PhjOm && f.hashed_keys {
+        return (Algorithm::PhjUm, format!("{why}; but the composite keys are wider than 64 bits, hashed and verified through maps into the inputs, which PHJ-OM does not keep: PHJ-UM {facts}"));
+    }
     (a, format!("{why} {facts}"))
 }
 
@@ -244,6 +260,8 @@ pub fn choose(f: &Features) -> (Algorithm, String) {
 pub fn choose_sort_merge(f: &Features) -> (Algorithm, String) {
     if !f.wide() || f.maps_only {
         (Algorithm::SmjUm, "narrow: SMJ-OM is SMJ-UM".into())
+    } else if f.hashed_keys || f.keys_may_match_nothing {
+        (Algorithm::SmjUm, "hashed keys, or keys that may match nothing (null/NaN): only the general sort-merge join (SMJ-UM) serves them".into())
     } else if f.key_bytes > 4 || 2 * f.eight_byte_payloads > f.payload_columns {
         (Algorithm::SmjUm, "8-byte keys or mostly 8-byte payloads: sorting them costs more than the clustered gathers save (section 5.2.5)".into())
     } else if f.match_ratio.is_some_and(|r| r < LOW_MATCH_RATIO) {
@@ -469,6 +487,25 @@ mod tests {
             assert_eq!(a, Algorithm::PhjUm, "{why}");
             assert!(why.contains("in chunks"), "{why}");
         }
+    }
+
+    #[test]
+    fn om_variants_are_never_chosen_for_keys_they_refuse() {
+        // Every branch that picks PHJ-OM picks PHJ-UM for hashed keys.
+        let hashed = |f: Features| Features { hashed_keys: true, simple_keys: false, key_bytes: 12, ..f };
+        for f in [pkfk(1), pkfk(2), Features { match_ratio: Some(0.1), ..pkfk(1) }, Features { match_ratio: Some(1.0 / 16.0), skew: Some(zipf_like(300, 1500)), ..pkfk(2) }] {
+            assert_eq!(choose(&f).0, Algorithm::PhjOm);
+            let (a, why) = choose(&hashed(f));
+            assert_eq!(a, Algorithm::PhjUm, "{why}");
+            assert!(why.contains("hashed"), "{why}");
+        }
+        // PHJ-OM serves keys that may match nothing.
+        assert_eq!(choose(&Features { keys_may_match_nothing: true, simple_keys: false, ..pkfk(2) }).0, Algorithm::PhjOm);
+        // SMJ-OM serves neither.
+        let smj = Features { build_rows: 1 << 20, probe_rows: 1 << 21, ..pkfk(2) };
+        assert_eq!(choose_sort_merge(&smj).0, Algorithm::SmjOm);
+        assert_eq!(choose_sort_merge(&hashed(smj)).0, Algorithm::SmjUm);
+        assert_eq!(choose_sort_merge(&Features { keys_may_match_nothing: true, ..smj }).0, Algorithm::SmjUm);
     }
 
     #[test]

@@ -16,6 +16,20 @@
 //! is transformed with the keys; every other column is transformed right before its gather and
 //! dropped right after it, so at most one transformed column per side is alive at a time.
 //!
+//! An explicit algorithm never runs another in its place: an input it cannot serve is an
+//! [`Error::Unsupported`] before the join.
+//!
+//! | request | refused with [`Error::Unsupported`] | when |
+//! |---|---|---|
+//! | [`Algorithm::SmjOm`] | composite keys wider than 64 bits (hashed, verified through maps into the inputs) | before any device work |
+//! | [`Algorithm::SmjOm`] | some key matches nothing: null under `NullEqualsNothing`, NaN under `NanNeverEqual` | after the key images, before the join |
+//! | [`Algorithm::PhjOm`] | composite keys wider than 64 bits | before any device work |
+//!
+//! PHJ-OM serves null and NaN keys (set aside, returned as unmatched rows); SMJ-UM, PHJ-UM and
+//! NPHJ serve every key. With [`Output::MapsOnly`] nothing is materialized and an OM variant's
+//! maps are its UM variant's: the UM variant runs and [`WideJoinOutput::algorithm`] says so.
+//! [`Algorithm::Auto`] only picks an algorithm that serves the keys.
+//!
 //! Every join reports per-phase device times and the peak device memory ([`JoinStats`]), the
 //! algorithm it ran and why ([`WideJoinOutput::algorithm`], [`WideJoinOutput::reason`]).
 //!
@@ -189,15 +203,16 @@ pub struct WideJoinOutput {
     pub stats: JoinStats,
     /// The algorithm that ran (never `Auto`).
     pub algorithm: Algorithm,
-    /// Why it ran: the decision tree's branch for `Auto`, a note when an algorithm had to fall
-    /// back to another, or "requested".
+    /// Why it ran: the decision tree's branch for `Auto`, or "requested" (with a note when an
+    /// OM variant was asked for [`Output::MapsOnly`], where the UM variant runs).
     pub reason: String,
 }
 
 /// Joins two wide relations with `algorithm` and materializes the output relation.
 ///
 /// Any key columns and join type. Keys of the two sides must have the same column types.
-/// See the [module docs](self) for the algorithms and the output order.
+/// An OM variant asked for keys it cannot serve is an [`Error::Unsupported`]. See the
+/// [module docs](self) for the algorithms, the refusals and the output order.
 ///
 /// ```no_run
 /// # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_device::*;
@@ -218,10 +233,13 @@ pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, 
         Algorithm::Auto => Err(Error::invalid("internal: Auto chose Auto")),
         Algorithm::SmjUm | Algorithm::SmjOm => smj::join(stream, left, right, join_type, algorithm == Algorithm::SmjOm, opts, reason),
         Algorithm::PhjUm | Algorithm::PhjOm if maps_only => {
-            let out = partitioned_hash_join(stream, &left.keys, &right.keys, join_type, opts.keys, Materialization::Unclustered)?;
-            Ok(WideJoinOutput { join_type, rows: out.maps.rows(), left: None, right: None, maps: Some(out.maps), stats: out.stats, algorithm, reason })
+            // No payload to materialize: PHJ-OM's maps are PHJ-UM's; PHJ-UM runs and says so.
+            let reason = if algorithm == Algorithm::PhjOm { format!("{reason}; maps only: no payload to materialize, so PHJ-OM's clustered gathers do not apply: PHJ-UM") } else { reason };
+            let out = partitioned_hash_join(stream, &left.keys, &right.keys, join_type, opts.keys)?;
+            Ok(WideJoinOutput { join_type, rows: out.maps.rows(), left: None, right: None, maps: Some(out.maps), stats: out.stats, algorithm: Algorithm::PhjUm, reason })
         }
         Algorithm::PhjUm | Algorithm::PhjOm => {
+            // PHJ-OM of hashed keys: Error::Unsupported before any device work.
             let mode = if algorithm == Algorithm::PhjOm { Materialization::Clustered } else { Materialization::Unclustered };
             let out = partitioned_hash_join_with_payloads(stream, &left.keys, &left.payloads, &right.keys, &right.payloads, join_type, opts.keys, mode)?;
             Ok(WideJoinOutput { join_type, rows: out.rows, left: out.left, right: out.right, maps: out.maps, stats: out.stats, algorithm, reason })

@@ -20,7 +20,12 @@
 //!
 //! Keys the scalar path cannot take (composites wider than 64 bits, which are hashed, and null
 //! or NaN keys that match nothing under the options) run [`crate::sort_merge_join`] (which
-//! handles them) with unclustered gathers: SMJ-UM, whatever was asked; the reason says so.
+//! handles them) with unclustered gathers, which is SMJ-UM. SMJ-OM refuses them with
+//! [`Error::Unsupported`](gpujoin_device::Error::Unsupported): hashed keys before any device
+//! work (the key types tell), keys that match nothing once the key images show one, before the
+//! join; it never runs SMJ-UM in its place. With [`Output::MapsOnly`] there is nothing to
+//! materialize and SMJ-OM's maps are SMJ-UM's: SMJ-UM runs and is reported (`algorithm`,
+//! `reason`).
 //!
 //! Output order: rows by key; among equal keys by left row, then right row, in the sorted
 //! sides' order (stable sorts: input order); unmatched left rows at their key's place, unmatched
@@ -94,18 +99,31 @@ fn scalar_keys<'a>(stream: &Stream, l: &Keys<'a>, r: &Keys<'a>, opts: crate::typ
     }))
 }
 
+/// What [`join`] reports when SMJ-OM cannot serve the keys.
+fn om_unsupported(reason: &str) -> gpujoin_device::Error {
+    gpujoin_device::Error::Unsupported { what: "SMJ-OM (clustered gathers)".to_string(), reason: format!("{reason}; use SMJ-UM, which runs the general sort-merge join") }
+}
+
 pub(crate) fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, om: bool, opts: WideJoinOptions, reason: String) -> Result<WideJoinOutput> {
-    let clock = Clock::start(stream)?;
     let maps_only = opts.output == Output::MapsOnly;
-    let requested = if om { Algorithm::SmjOm } else { Algorithm::SmjUm };
+    // Maps only: no payload to materialize, and SMJ-OM's maps are SMJ-UM's; SMJ-UM runs and
+    // says so.
+    let (om, reason) = if maps_only && om { (false, format!("{reason}; maps only: no payload to materialize, so SMJ-OM's clustered gathers do not apply: SMJ-UM")) } else { (om, reason) };
+    let algorithm = if om { Algorithm::SmjOm } else { Algorithm::SmjUm };
+    // Hashed keys: known from the key types, refused before any device work.
+    if om && !KeyPlan::new(&left.keys, &right.keys, opts.keys, 64).exact {
+        return Err(om_unsupported("composite keys wider than 64 bits are hashed, and only the general sort-merge join (maps into the input rows) verifies them"));
+    }
+    let clock = Clock::start(stream)?;
     let scalar = scalar_keys(stream, &left.keys, &right.keys, opts.keys)?;
     let Some(scalar) = scalar else {
-        let why = format!("{reason}; the keys are hashed or some match nothing (null/NaN), which only the general sort-merge join handles: SMJ-UM");
+        if om {
+            // The keys pack exactly, so some row's key matches nothing (found by looking).
+            return Err(om_unsupported("some key matches nothing under the join options (null under NullEqualsNothing, or NaN under NanNeverEqual), and only the general sort-merge join sets such rows aside"));
+        }
+        let why = format!("{reason}; the keys are hashed or some match nothing (null/NaN): the general sort-merge join with unclustered gathers");
         return general(stream, left, right, jt, opts, clock, why);
     };
-    // Maps only: no payload, both variants are SMJ-UM.
-    let (om, algorithm) = if maps_only { (false, Algorithm::SmjUm) } else { (om, requested) };
-    let reason = if maps_only && requested == Algorithm::SmjOm { format!("{reason}; maps only: SMJ-UM") } else { reason };
     let mut out = match scalar {
         Scalar::U32(a, b) => core::<u32>(stream, &a.view(), &b.view(), left, right, jt, om, maps_only, clock)?,
         Scalar::U64(a, b) => core::<u64>(stream, &a.view(), &b.view(), left, right, jt, om, maps_only, clock)?,
