@@ -50,7 +50,7 @@ fn main() {
             assert_eq!(wide::join(s, &rw, &fw, JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().rows, ns as u64);
         });
         h.case(GROUP, "maps_phj_um_direct", ((nr + ns) * 4 + ns * 8) as u64, (nr + ns) as u64, |s| {
-            let out = partitioned_hash_join(s, &Keys::single(rk.view()), &Keys::single(fk.view()), JoinType::Inner, JoinOptions::default(), gpujoin::join::Materialization::Unclustered).unwrap();
+            let out = partitioned_hash_join(s, &Keys::single(rk.view()), &Keys::single(fk.view()), JoinType::Inner, JoinOptions::default()).unwrap();
             assert_eq!(out.maps.rows(), ns as u64);
         });
     }
