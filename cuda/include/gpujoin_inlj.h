@@ -8,7 +8,7 @@
 // A sorted index over a key column holds its row ids in key order (`rows`) and, beside them,
 // sorted 4- or 8-byte keys (`keys`): for numeric columns the order-preserving unsigned image of
 // each value (uint32_t for i32/u32/f32, uint64_t for i64/u64/f64; -0.0 and 0.0 have one image;
-// NaN rows are left out of the index), for strings the first 8 bytes big-endian, zero padded
+// NaN rows are left out of the index, and so are null rows, see gj_i_valid_entries), for strings the first 8 bytes big-endian, zero padded
 // (uint64_t), ties resolved by comparing the strings byte-wise.
 #pragma once
 #include <stddef.h>
@@ -60,12 +60,20 @@ int gj_i_build_images(gj_i_column column, void *images, uint32_t *rows, unsigned
 int gj_i_sort_strings(void *temp, size_t *temp_bytes, gj_i_column column, uint64_t *prefixes, uint32_t *rows,
                       gj_i_stream_t stream);
 
+/* Null rows of an index (validity: bit i % 32 of word i / 32 = row i valid): flags[j] = 1 when
+ * row rows[j] is valid, 0 when it is null, for j < m. The caller drops the flagged-0 entries
+ * (keys and rows alike) from a sorted index, so null rows match nothing, like NaN rows. */
+int gj_i_valid_entries(const uint32_t *rows, int64_t m, const uint32_t *validity, uint8_t *flags,
+                       gj_i_stream_t stream);
+
 /* Probe: for each row i of `probe` (same type as the index), the equal range [lo, hi) of its
  * key in the index, found by binary search. lo[i] = lo, or 0xFFFFFFFF when the range is empty;
  * counts[i] = hi - lo, or 1 where that is 0 and keep_unmatched; matched[i] = (hi > lo). Any of the
- * three outputs may be NULL. NaN probe keys match nothing. */
-int gj_i_probe(gj_i_index index, gj_i_column probe, int keep_unmatched, uint32_t *lo, uint64_t *counts,
-               uint8_t *matched, gj_i_stream_t stream);
+ * three outputs may be NULL. NaN probe keys match nothing; so do null probe rows: probe_validity
+ * (NULL: every row valid) holds bit i % 32 of word i / 32 = probe row i valid, and a null row's
+ * range is empty. */
+int gj_i_probe(gj_i_index index, gj_i_column probe, const uint32_t *probe_validity, int keep_unmatched,
+               uint32_t *lo, uint64_t *counts, uint8_t *matched, gj_i_stream_t stream);
 
 /* Writes the output pairs: probe row i yields counts[i] rows at offsets[i] (exclusive scan of
  * counts, `total` their sum): out_probe = i, out_index = index.rows[lo[i] + r] for r < counts[i],
@@ -76,7 +84,8 @@ int gj_i_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t
 
 /* Index rows hit by some probe: matched_rows[r] = 1 for each row r of the index's column whose
  * key equals the key of a probe row with lo[i] != 0xFFFFFFFF (lo from gj_i_probe, n probe rows).
- * matched_rows (index.column.rows entries) must be zeroed by the caller; NaN rows stay 0.
+ * matched_rows (index.column.rows entries) must be zeroed by the caller; rows not in the index
+ * (NaN and null rows) stay 0.
  * Two-phase. */
 int gj_i_index_matched(void *temp, size_t *temp_bytes, gj_i_index index, const uint32_t *lo, int64_t n,
                        uint8_t *matched_rows, gj_i_stream_t stream);

@@ -29,6 +29,11 @@ template <> struct Image<int64_t> { using type = uint64_t; };
 template <> struct Image<uint64_t> { using type = uint64_t; };
 template <> struct Image<double> { using type = uint64_t; };
 
+// Row i of a validity bitmap (NULL: all valid).
+__device__ __forceinline__ bool is_valid(const uint32_t *validity, int64_t i) {
+  return validity == nullptr || ((validity[i >> 5] >> (i & 31)) & 1u) != 0;
+}
+
 // Sum of a 64-bit value over the warp, added to *out by lane 0 (all lanes must call it).
 __device__ __forceinline__ void warp_add(unsigned long long v, unsigned long long *out) {
 #pragma unroll
@@ -197,24 +202,24 @@ __device__ __forceinline__ void equal_range(int64_t i, const Cmp &cmp, int64_t m
 }
 
 template <class T>
-__global__ void probe_numeric_kernel(const typename Image<T>::type *keys, int64_t m, const T *probe, int64_t n,
-                                     ProbeOut out) {
+__global__ void probe_numeric_kernel(const typename Image<T>::type *keys, int64_t m, const T *probe,
+                                     const uint32_t *validity, int64_t n, ProbeOut out) {
   using U = typename Image<T>::type;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     T x = probe[i];
-    bool nan = x != x;  // NaN equals nothing
-    NumCmp<U> cmp{keys, nan ? U(0) : ordered(x)};
-    equal_range(i, cmp, nan ? 0 : m, out);
+    bool none = x != x || !is_valid(validity, i);  // NaN and null equal nothing: an empty range
+    NumCmp<U> cmp{keys, none ? U(0) : ordered(x)};
+    equal_range(i, cmp, none ? 0 : m, out);
   }
 }
 
-__global__ void probe_utf8_kernel(gj_i_index idx, gj_i_column probe, ProbeOut out) {
+__global__ void probe_utf8_kernel(gj_i_index idx, gj_i_column probe, const uint32_t *validity, ProbeOut out) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < probe.rows; i += stride) {
     Str q = load_str(probe.offsets, probe.bytes, i);
     StrCmp cmp{static_cast<const uint64_t *>(idx.keys), idx.rows, idx.column.offsets, idx.column.bytes, q, prefix8(q)};
-    equal_range(i, cmp, idx.size, out);
+    equal_range(i, cmp, is_valid(validity, i) ? idx.size : 0, out);  // a null row: an empty range
   }
 }
 
@@ -274,6 +279,13 @@ __global__ void scatter_matched_kernel(const uint64_t *v, const uint32_t *rows, 
   }
 }
 
+__global__ void valid_entries_kernel(const uint32_t *rows, int64_t m, const uint32_t *validity, uint8_t *flags) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += stride) {
+    flags[j] = is_valid(validity, (int64_t)rows[j]) ? 1 : 0;
+  }
+}
+
 __global__ void count_flags_kernel(const uint8_t *flags, int64_t n, bool want, unsigned long long *count) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   unsigned long long c = 0;
@@ -289,10 +301,11 @@ int build_images(const gj_i_column &col, void *images, uint32_t *rows, unsigned 
 }
 
 template <class T>
-int probe_numeric(const gj_i_index &idx, const gj_i_column &probe, const ProbeOut &out, cudaStream_t s) {
+int probe_numeric(const gj_i_index &idx, const gj_i_column &probe, const uint32_t *validity, const ProbeOut &out,
+                  cudaStream_t s) {
   probe_numeric_kernel<T><<<grid(probe.rows), NT, 0, s>>>(static_cast<const typename Image<T>::type *>(idx.keys),
-                                                          idx.size, static_cast<const T *>(probe.values), probe.rows,
-                                                          out);
+                                                          idx.size, static_cast<const T *>(probe.values), validity,
+                                                          probe.rows, out);
   return launch_status();
 }
 
@@ -343,21 +356,28 @@ extern "C" int gj_i_sort_strings(void *temp, size_t *temp_bytes, gj_i_column col
   return launch_status();
 }
 
-extern "C" int gj_i_probe(gj_i_index idx, gj_i_column probe, int keep_unmatched, uint32_t *lo, uint64_t *counts,
-                          uint8_t *matched, gj_i_stream_t stream) {
+extern "C" int gj_i_valid_entries(const uint32_t *rows, int64_t m, const uint32_t *validity, uint8_t *flags,
+                                  gj_i_stream_t stream) {
+  if (m <= 0) return 0;
+  valid_entries_kernel<<<grid(m), NT, 0, cs(stream)>>>(rows, m, validity, flags);
+  return launch_status();
+}
+
+extern "C" int gj_i_probe(gj_i_index idx, gj_i_column probe, const uint32_t *probe_validity, int keep_unmatched,
+                          uint32_t *lo, uint64_t *counts, uint8_t *matched, gj_i_stream_t stream) {
   if (probe.type != idx.column.type) return (int)cudaErrorInvalidValue;
   if (probe.rows <= 0) return 0;
   cudaStream_t s = cs(stream);
   ProbeOut out{keep_unmatched != 0, lo, counts, matched};
   switch (probe.type) {
-    case GJ_I_I32: return probe_numeric<int32_t>(idx, probe, out, s);
-    case GJ_I_I64: return probe_numeric<int64_t>(idx, probe, out, s);
-    case GJ_I_U32: return probe_numeric<uint32_t>(idx, probe, out, s);
-    case GJ_I_U64: return probe_numeric<uint64_t>(idx, probe, out, s);
-    case GJ_I_F32: return probe_numeric<float>(idx, probe, out, s);
-    case GJ_I_F64: return probe_numeric<double>(idx, probe, out, s);
+    case GJ_I_I32: return probe_numeric<int32_t>(idx, probe, probe_validity, out, s);
+    case GJ_I_I64: return probe_numeric<int64_t>(idx, probe, probe_validity, out, s);
+    case GJ_I_U32: return probe_numeric<uint32_t>(idx, probe, probe_validity, out, s);
+    case GJ_I_U64: return probe_numeric<uint64_t>(idx, probe, probe_validity, out, s);
+    case GJ_I_F32: return probe_numeric<float>(idx, probe, probe_validity, out, s);
+    case GJ_I_F64: return probe_numeric<double>(idx, probe, probe_validity, out, s);
     case GJ_I_UTF8:
-      probe_utf8_kernel<<<grid(probe.rows), NT, 0, s>>>(idx, probe, out);
+      probe_utf8_kernel<<<grid(probe.rows), NT, 0, s>>>(idx, probe, probe_validity, out);
       return launch_status();
     default: return (int)cudaErrorInvalidValue;
   }

@@ -15,6 +15,13 @@
 //! 4. **Write**: each probe row's matches are a contiguous run of the index, expanded into the
 //!    gather maps by a load-balancing search (skewed runs are split evenly across the GPU).
 //!
+//! Null keys (validity bitmaps, [`SortedIndex::build_with_validity`] and
+//! [`SortedIndex::join_with_validity`]) follow SQL's `NullEqualsNothing`: a null row matches
+//! nothing, like a NaN row. Null index rows are left out of the index (after the sort, the
+//! entries of null rows are dropped); a null probe row gets an empty range. Both still appear
+//! as unmatched rows where the join keeps those (`Left`, `Full`, anti joins, ...). Nulls that
+//! equal each other (`NullEqualsNull`) are not supported here.
+//!
 //! Outer, semi and anti joins come from the same ranges: unmatched probe rows count as one row
 //! paired with [`RowId::NONE`]; index rows that no probe hit are found by marking the first entry
 //! of every hit range and spreading the mark over its run of equal keys.
@@ -56,7 +63,7 @@ use std::ffi::c_void;
 
 use gpujoin_cub_sys::result::{launch, read_scalar, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::{reduce_sum, select_by_flag, sort_pairs_new, SortOrder, SortPairsWith, NO_ROW};
+use gpujoin_primitives::{reduce_sum, select_by_flag, select_flagged, sort_pairs_new, SortOrder, SortPairsWith, NO_ROW};
 
 use crate::common::{alloc_output_maps, offsets_u64};
 use crate::device_relation::DeviceColumnData;
@@ -75,9 +82,10 @@ enum IndexKeys {
 /// A sorted index over one device key column: its row ids in key order. It borrows the column
 /// (string comparisons read it), so the column outlives the index.
 ///
-/// Within a key, rows are in ascending row order. NaN rows of a float column are not in the
-/// index ([`SortedIndex::entries`] counts the rest): they match nothing, and an outer or anti
-/// join still reports them as unmatched.
+/// Within a key, rows are in ascending row order. NaN rows of a float column, and null rows
+/// where the index was built with a validity bitmap ([`SortedIndex::build_with_validity`]), are
+/// not in the index ([`SortedIndex::entries`] counts the rest): they match nothing, and an
+/// outer or anti join still reports them as unmatched.
 ///
 /// ```no_run
 /// use gpujoin_join::device_relation::DeviceColumnData;
@@ -119,13 +127,44 @@ impl IndexedColumn<'_> {
 impl SortedIndex<'static> {
     /// [`SortedIndex::build`] over a column the index keeps.
     pub fn build_owned(stream: &Stream, column: DeviceColumnData) -> Result<SortedIndex<'static>> {
-        let (keys, rows) = sort_index(stream, &column)?;
+        Self::build_owned_with_validity(stream, column, None)
+    }
+
+    /// [`SortedIndex::build_with_validity`] over a column the index keeps (the validity is only
+    /// read while building).
+    pub fn build_owned_with_validity(stream: &Stream, column: DeviceColumnData, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'static>> {
+        let (keys, rows) = sort_index(stream, &column, validity)?;
         Ok(SortedIndex { column: IndexedColumn::Owned(Box::new(column)), keys, rows })
     }
 }
 
-fn sort_index(stream: &Stream, column: &DeviceColumnData) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
+fn sort_index(stream: &Stream, column: &DeviceColumnData, validity: Option<DeviceView<'_, u32>>) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
     check_rows("indexed column", column.len())?;
+    check_validity("indexed column", column.len(), validity.as_ref())?;
+    let (keys, rows) = sort_all(stream, column)?;
+    match validity {
+        Some(v) => drop_null_rows(stream, keys, rows, &v),
+        None => Ok((keys, rows)),
+    }
+}
+
+/// The sorted index with the entries of null rows dropped (order kept).
+fn drop_null_rows(stream: &Stream, keys: IndexKeys, rows: DeviceBuffer<u32>, validity: &DeviceView<'_, u32>) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
+    let m = rows.len();
+    let mut flags = stream.alloc::<u8>(m)?;
+    let (r, v, f) = (rows.view().as_ptr(), validity.as_ptr(), flags.view_mut().as_mut_ptr());
+    // SAFETY: rows holds m row ids < the column's rows; the validity covers them (checked);
+    // flags holds m entries.
+    launch(stream, "inlj: null index rows", || unsafe { ffi::gj_i_valid_entries(r, m as i64, v, f, stream.raw()) })?;
+    let keys = match keys {
+        IndexKeys::B32(k) => IndexKeys::B32(select_flagged(stream, &k.view(), &flags.view())?),
+        IndexKeys::B64(k) => IndexKeys::B64(select_flagged(stream, &k.view(), &flags.view())?),
+    };
+    Ok((keys, select_flagged(stream, &rows.view(), &flags.view())?))
+}
+
+/// Every row of `column` (but NaN rows) sorted by key.
+fn sort_all(stream: &Stream, column: &DeviceColumnData) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
     let desc = column_desc(column);
     let n = column.len();
     Ok(match column.data_type() {
@@ -153,7 +192,17 @@ impl<'a> SortedIndex<'a> {
     /// many NaN rows to leave out). Errors: [`Error::TooLarge`] when the column has more than
     /// [`RowId::MAX_ROWS`] rows; device errors.
     pub fn build(stream: &Stream, column: &'a DeviceColumnData) -> Result<SortedIndex<'a>> {
-        let (keys, rows) = sort_index(stream, column)?;
+        Self::build_with_validity(stream, column, None)
+    }
+
+    /// [`SortedIndex::build`] with the column's validity (`None`: every row valid): bit `i % 32`
+    /// of word `i / 32` is 1 where row `i` is valid. Null rows are left out of the index like
+    /// NaN rows: they match no probe row (SQL's `NullEqualsNothing`), and joins that keep
+    /// unmatched index rows report them. The validity is only read while building; it waits for
+    /// the stream when given. Errors as [`SortedIndex::build`], and [`Error::InvalidArgument`]
+    /// when the validity has fewer than `ceil(rows / 32)` words.
+    pub fn build_with_validity(stream: &Stream, column: &'a DeviceColumnData, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'a>> {
+        let (keys, rows) = sort_index(stream, column, validity)?;
         Ok(SortedIndex { column: IndexedColumn::Borrowed(column), keys, rows })
     }
 
@@ -167,12 +216,12 @@ impl<'a> SortedIndex<'a> {
         self.column.get().data_type()
     }
 
-    /// Rows of the indexed column (NaN rows included).
+    /// Rows of the indexed column (NaN and null rows included).
     pub fn rows(&self) -> usize {
         self.column.get().len()
     }
 
-    /// Rows in the index: all but the NaN rows.
+    /// Rows in the index: all but the NaN rows and the null rows.
     pub fn entries(&self) -> usize {
         self.rows.len()
     }
@@ -190,7 +239,17 @@ impl<'a> SortedIndex<'a> {
     /// [`Error::TooLarge`] for more than [`RowId::MAX_ROWS`] probe rows;
     /// [`Error::OutputTooLarge`] when the maps do not fit on the device.
     pub fn join(&self, stream: &Stream, probe: &DeviceColumnData, probe_side: Side, join_type: JoinType) -> Result<GatherMaps> {
-        self.check_probe(probe)?;
+        self.join_with_validity(stream, probe, None, probe_side, join_type)
+    }
+
+    /// [`SortedIndex::join`] with the probe column's validity (`None`: every row valid; bit
+    /// `i % 32` of word `i / 32` is 1 where probe row `i` is valid). A null probe row matches
+    /// nothing (SQL's `NullEqualsNothing`): it appears only where the join keeps unmatched probe
+    /// rows, paired with [`RowId::NONE`]. Errors as [`SortedIndex::join`], and
+    /// [`Error::InvalidArgument`] when the validity has fewer than `ceil(rows / 32)` words.
+    pub fn join_with_validity(&self, stream: &Stream, probe: &DeviceColumnData, probe_validity: Option<DeviceView<'_, u32>>, probe_side: Side, join_type: JoinType) -> Result<GatherMaps> {
+        self.check_probe(probe, probe_validity.as_ref())?;
+        let pv = probe_validity.as_ref();
         let one_map = |rows: DeviceBuffer<u32>, side: Side| -> Result<GatherMaps> {
             let empty = stream.alloc::<u32>(0)?;
             Ok(match side {
@@ -200,16 +259,16 @@ impl<'a> SortedIndex<'a> {
         };
         match Plan::of(join_type, probe_side) {
             Plan::ProbeRows { semi } => {
-                let matched = self.search(stream, probe, Wanted::MATCHED)?.matched.expect("asked for");
+                let matched = self.search(stream, probe, pv, Wanted::MATCHED)?.matched.expect("asked for");
                 one_map(select_by_flag(stream, None, &matched.view(), semi)?, probe_side)
             }
             Plan::IndexRows { semi } => {
-                let lo = self.search(stream, probe, Wanted::LO)?.lo.expect("asked for");
+                let lo = self.search(stream, probe, pv, Wanted::LO)?.lo.expect("asked for");
                 let matched = self.index_matched(stream, &lo.view())?;
                 one_map(select_by_flag(stream, None, &matched.view(), semi)?, other(probe_side))
             }
             Plan::Pairs { keep_probe, keep_index } => {
-                let found = self.search(stream, probe, Wanted { lo: true, counts: true, matched: false, keep_unmatched: keep_probe })?;
+                let found = self.search(stream, probe, pv, Wanted { lo: true, counts: true, matched: false, keep_unmatched: keep_probe })?;
                 let (lo, counts) = (found.lo.expect("asked for"), found.counts.expect("asked for"));
                 let (offsets, total) = offsets_u64(stream, &counts.view())?;
                 let unmatched_index = if keep_index {
@@ -247,18 +306,25 @@ impl<'a> SortedIndex<'a> {
     /// still searches every probe row). Waits for the stream. Errors as [`SortedIndex::join`]
     /// (without the output-size one).
     pub fn join_size(&self, stream: &Stream, probe: &DeviceColumnData, probe_side: Side, join_type: JoinType) -> Result<u64> {
-        self.check_probe(probe)?;
+        self.join_size_with_validity(stream, probe, None, probe_side, join_type)
+    }
+
+    /// The exact number of rows [`SortedIndex::join_with_validity`] returns, without writing
+    /// the maps. Errors as that (without the output-size one).
+    pub fn join_size_with_validity(&self, stream: &Stream, probe: &DeviceColumnData, probe_validity: Option<DeviceView<'_, u32>>, probe_side: Side, join_type: JoinType) -> Result<u64> {
+        self.check_probe(probe, probe_validity.as_ref())?;
+        let pv = probe_validity.as_ref();
         match Plan::of(join_type, probe_side) {
             Plan::ProbeRows { semi } => {
-                let matched = self.search(stream, probe, Wanted::MATCHED)?.matched.expect("asked for");
+                let matched = self.search(stream, probe, pv, Wanted::MATCHED)?.matched.expect("asked for");
                 count_flags(stream, &matched.view(), semi)
             }
             Plan::IndexRows { semi } => {
-                let lo = self.search(stream, probe, Wanted::LO)?.lo.expect("asked for");
+                let lo = self.search(stream, probe, pv, Wanted::LO)?.lo.expect("asked for");
                 count_flags(stream, &self.index_matched(stream, &lo.view())?.view(), semi)
             }
             Plan::Pairs { keep_probe, keep_index } => {
-                let found = self.search(stream, probe, Wanted { lo: keep_index, counts: true, matched: false, keep_unmatched: keep_probe })?;
+                let found = self.search(stream, probe, pv, Wanted { lo: keep_index, counts: true, matched: false, keep_unmatched: keep_probe })?;
                 let pairs = reduce_sum(stream, &found.counts.expect("asked for").view())?;
                 let extra = match found.lo {
                     Some(lo) => count_flags(stream, &self.index_matched(stream, &lo.view())?.view(), false)?,
@@ -269,9 +335,10 @@ impl<'a> SortedIndex<'a> {
         }
     }
 
-    fn check_probe(&self, probe: &DeviceColumnData) -> Result<()> {
+    fn check_probe(&self, probe: &DeviceColumnData, validity: Option<&DeviceView<'_, u32>>) -> Result<()> {
         check_same_type(self.data_type(), probe.data_type())?;
-        check_rows("probe column", probe.len())
+        check_rows("probe column", probe.len())?;
+        check_validity("probe column", probe.len(), validity)
     }
 
     fn desc(&self) -> ffi::gj_i_index {
@@ -283,7 +350,7 @@ impl<'a> SortedIndex<'a> {
     }
 
     /// Step 2: the equal range of every probe row's key.
-    fn search(&self, stream: &Stream, probe: &DeviceColumnData, wanted: Wanted) -> Result<Found> {
+    fn search(&self, stream: &Stream, probe: &DeviceColumnData, validity: Option<&DeviceView<'_, u32>>, wanted: Wanted) -> Result<Found> {
         let n = probe.len();
         let mut found = Found {
             lo: wanted.lo.then(|| stream.alloc::<u32>(n)).transpose()?,
@@ -294,8 +361,10 @@ impl<'a> SortedIndex<'a> {
         let counts = found.counts.as_mut().map_or(std::ptr::null_mut(), |b| b.view_mut().as_mut_ptr());
         let matched = found.matched.as_mut().map_or(std::ptr::null_mut(), |b| b.view_mut().as_mut_ptr());
         let (idx, p, keep) = (self.desc(), column_desc(probe), wanted.keep_unmatched as i32);
-        // SAFETY: both columns and the index are live; every output holds n entries or is null.
-        launch(stream, "inlj: search", || unsafe { ffi::gj_i_probe(idx, p, keep, lo, counts, matched, stream.raw()) })?;
+        let v = validity.map_or(std::ptr::null(), |v| v.as_ptr());
+        // SAFETY: both columns and the index are live; the validity is null or covers the n
+        // probe rows (checked); every output holds n entries or is null.
+        launch(stream, "inlj: search", || unsafe { ffi::gj_i_probe(idx, p, v, keep, lo, counts, matched, stream.raw()) })?;
         Ok(found)
     }
 
@@ -422,6 +491,18 @@ fn check_rows(what: &str, rows: usize) -> Result<()> {
         return Err(Error::too_large(format!("indexed nested-loop join: {what} rows"), rows as u64, RowId::MAX_ROWS));
     }
     Ok(())
+}
+
+/// A validity bitmap, when given, has a bit for every row.
+fn check_validity(what: &str, rows: usize, validity: Option<&DeviceView<'_, u32>>) -> Result<()> {
+    match validity {
+        Some(v) if v.len() < rows.div_ceil(32) => Err(Error::invalid(format!(
+            "indexed nested-loop join: the {what}'s validity has {} words for {rows} rows (needs {})",
+            v.len(),
+            rows.div_ceil(32)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn column_desc(column: &DeviceColumnData) -> ffi::gj_i_column {

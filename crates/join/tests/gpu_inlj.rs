@@ -69,13 +69,27 @@ fn key(c: &ColumnData, i: usize) -> Option<Key<'_>> {
     }
 }
 
+/// A row's key, `None` where it is NaN or null (`valid[i]` false): it equals nothing.
+fn key_v<'a>(c: &'a ColumnData, valid: Option<&[bool]>, i: usize) -> Option<Key<'a>> {
+    if valid.is_some_and(|v| !v[i]) {
+        return None;
+    }
+    key(c, i)
+}
+
 /// The join of `left` and `right` with the `index_side` indexed, in the documented order.
 fn expected(left: &ColumnData, right: &ColumnData, jt: JoinType, index_side: Side) -> Vec<(RowId, RowId)> {
+    expected_v(left, None, right, None, jt, index_side)
+}
+
+/// [`expected`] with validities (`None`: all valid): null keys equal nothing (NullEqualsNothing).
+fn expected_v(left: &ColumnData, lv: Option<&[bool]>, right: &ColumnData, rv: Option<&[bool]>, jt: JoinType, index_side: Side) -> Vec<(RowId, RowId)> {
     let (index, probe) = if index_side == Side::Left { (left, right) } else { (right, left) };
+    let (index_v, probe_v) = if index_side == Side::Left { (lv, rv) } else { (rv, lv) };
     let probe_side = other(index_side);
     let mut by_key: HashMap<Key, Vec<usize>> = HashMap::new();
     for j in 0..index.len() {
-        if let Some(k) = key(index, j) {
+        if let Some(k) = key_v(index, index_v, j) {
             by_key.entry(k).or_default().push(j);
         }
     }
@@ -86,7 +100,7 @@ fn expected(left: &ColumnData, right: &ColumnData, jt: JoinType, index_side: Sid
     let (keep_probe, keep_index) = if probe_side == Side::Left { (keep_l, keep_r) } else { (keep_r, keep_l) };
     let orient = |p: RowId, x: RowId| if probe_side == Side::Left { (p, x) } else { (x, p) };
     for (i, hit) in probe_hit.iter_mut().enumerate() {
-        let matches = key(probe, i).and_then(|k| by_key.get(&k));
+        let matches = key_v(probe, probe_v, i).and_then(|k| by_key.get(&k));
         match matches {
             Some(rows) => {
                 *hit = true;
@@ -136,7 +150,14 @@ fn host_keys(c: &ColumnData) -> Option<HostKeys> {
 
 /// For numeric keys: the test reference agrees with the crate's hash-join reference.
 fn cross_check_reference(left: &ColumnData, right: &ColumnData, jt: JoinType, want: &[(RowId, RowId)]) -> Result<(), TestCaseError> {
-    let (Some(l), Some(r)) = (host_keys(left), host_keys(right)) else { return Ok(()) };
+    cross_check_reference_v(left, None, right, None, jt, want)
+}
+
+/// [`cross_check_reference`] with validities (NullEqualsNothing).
+fn cross_check_reference_v(left: &ColumnData, lv: Option<&[bool]>, right: &ColumnData, rv: Option<&[bool]>, jt: JoinType, want: &[(RowId, RowId)]) -> Result<(), TestCaseError> {
+    let (Some(mut l), Some(mut r)) = (host_keys(left), host_keys(right)) else { return Ok(()) };
+    l.validity = vec![lv.map(<[bool]>::to_vec)];
+    r.validity = vec![rv.map(<[bool]>::to_vec)];
     let opts = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT };
     let crate_ref = reference::join(&l, &r, jt, opts).unwrap();
     let mut mine = want.to_vec();
@@ -503,4 +524,142 @@ fn cpu_reference_agrees_with_crate_reference() {
     let r = ColumnData::utf8(["a\0", "", "é", "a"]);
     let pairs = expected(&l, &r, JoinType::Inner, Side::Right);
     assert_eq!(pairs, vec![(id(0), id(3)), (id(1), id(0)), (id(2), id(2)), (id(3), id(1))]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// NULL keys (NullEqualsNothing)
+// ---------------------------------------------------------------------------------------------
+
+/// Validity words: bit `i % 32` of word `i / 32` set where row `i` is valid.
+fn validity_words(valid: &[bool]) -> Vec<u32> {
+    let mut w = vec![0u32; valid.len().div_ceil(32)];
+    for (i, &v) in valid.iter().enumerate() {
+        if v {
+            w[i / 32] |= 1 << (i % 32);
+        }
+    }
+    w
+}
+
+/// Every join type, both index sides, with validities on both columns (`None`: no bitmap):
+/// `build_with_validity` + `join_with_validity` / `join_size_with_validity` against
+/// [`expected_v`] (cross-checked with `reference::join` for numeric keys).
+fn check_all_nullable(s: &Stream, left: &ColumnData, lv: Option<&[bool]>, right: &ColumnData, rv: Option<&[bool]>) -> Result<(), TestCaseError> {
+    let (dl, dr) = (DeviceColumnData::upload(s, left).unwrap(), DeviceColumnData::upload(s, right).unwrap());
+    let up = |v: Option<&[bool]>| v.map(|v| s.copy_from_host(&validity_words(v)).unwrap());
+    let (wl, wr) = (up(lv), up(rv));
+    let what0 = format!("{}\nleft valid {lv:?}\nright valid {rv:?}", describe(left, right));
+    for index_side in SIDES {
+        let (indexed, probe) = if index_side == Side::Left { (&dl, &dr) } else { (&dr, &dl) };
+        let (iw, pw) = if index_side == Side::Left { (&wl, &wr) } else { (&wr, &wl) };
+        let (ic, iv) = if index_side == Side::Left { (left, lv) } else { (right, rv) };
+        poison(s, left.len() + right.len());
+        let index = SortedIndex::build_with_validity(s, indexed, iw.as_ref().map(|b| b.view())).map_err(|e| fail(format!("build: {e}{what0}")))?;
+        let n_out = (0..indexed.len()).filter(|&j| key_v(ic, iv, j).is_none()).count();
+        prop_assert_eq!(index.entries(), indexed.len() - n_out, "entries{}", what0);
+        for jt in JoinType::ALL {
+            let what = format!("{jt:?}, index {index_side:?}{what0}");
+            let want = expected_v(left, lv, right, rv, jt, index_side);
+            if index_side == Side::Right {
+                cross_check_reference_v(left, lv, right, rv, jt, &want)?;
+            }
+            poison(s, want.len() + left.len() + right.len());
+            let pv = pw.as_ref().map(|b| b.view());
+            let maps = index.join_with_validity(s, probe, pv, other(index_side), jt).map_err(|e| fail(format!("{what}: {e}")))?;
+            check_maps(&maps, &want, jt, &what)?;
+            poison(s, left.len() + right.len());
+            let size = index.join_size_with_validity(s, probe, pv, other(index_side), jt).map_err(|e| fail(format!("{what}: size: {e}")))?;
+            prop_assert_eq!(size, want.len() as u64, "join_size {}", what);
+        }
+    }
+    Ok(())
+}
+
+fn random_valid(rng: &mut StdRng, n: usize, null_pct: u32) -> Vec<bool> {
+    (0..n).map(|_| rng.gen_range(0..100) >= null_pct).collect()
+}
+
+#[test]
+fn null_keys_sizes_zero_one_odd_all_null_every_type() {
+    let Some(s) = stream("null_keys_sizes_zero_one_odd_all_null_every_type") else { return };
+    let mut rng = StdRng::seed_from_u64(0x9_0011);
+    for ty in TYPES {
+        for (nl, nr) in [(0, 0), (0, 1), (1, 0), (1, 1), (0, 7), (7, 0), (1, 513), (513, 1), (257, 1023), (33, 65)] {
+            let l = column(ty, &codes(&mut rng, nl, 9, Dist::Uniform, false));
+            let r = column(ty, &codes(&mut rng, nr, 9, Dist::Uniform, false));
+            for (pl, pr) in [(30, 30), (100, 0), (0, 100), (100, 100), (50, 101)] {
+                // 101: no bitmap on that side.
+                let (vl, vr) = (random_valid(&mut rng, nl, pl), random_valid(&mut rng, nr, pr));
+                let lv = (pl <= 100).then_some(vl.as_slice());
+                let rv = (pr <= 100).then_some(vr.as_slice());
+                check_all_nullable(&s, &l, lv, &r, rv).unwrap_or_else(|e| panic!("{ty:?} {nl} x {nr}, {pl}% / {pr}% null: {e}"));
+            }
+            // A bitmap without nulls behaves as none.
+            check_all_nullable(&s, &l, Some(&vec![true; nl]), &r, Some(&vec![true; nr])).unwrap_or_else(|e| panic!("{ty:?} {nl} x {nr} all valid: {e}"));
+        }
+    }
+}
+
+#[test]
+fn null_keys_random_columns() {
+    let Some(s) = stream("null_keys_random_columns") else { return };
+    let dist = prop_oneof![Just(Dist::Uniform), Just(Dist::Skewed), Just(Dist::OneKey)];
+    let strat = (0usize..TYPES.len(), size(), size(), 1u64..200, dist, 0u32..=100, 0u32..=100, any::<u64>());
+    run(cases(24, 6), 0x1A1F_0009, strat, |(t, nl, nr, domain, dist, pl, pr, seed)| {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (nl, nr) = (nl.min(1500), nr.min(1500));
+        let l = column(TYPES[t], &codes(&mut rng, nl, domain, dist, false));
+        let r = column(TYPES[t], &codes(&mut rng, nr, domain, dist, true));
+        let (vl, vr) = (random_valid(&mut rng, nl, pl), random_valid(&mut rng, nr, pr));
+        check_all_nullable(&s, &l, Some(&vl), &r, Some(&vr))
+    });
+}
+
+#[test]
+fn null_keys_hand_written() {
+    let Some(s) = stream("null_keys_hand_written") else { return };
+    // Index on the right: rows 1 (null 5) and 3 (NaN) are not in the index.
+    let r = ColumnData::F64(vec![5.0, 5.0, 7.0, f64::NAN, 7.0]);
+    let rv = [true, false, true, true, true];
+    let l = ColumnData::F64(vec![7.0, 5.0, 5.0, f64::NAN]);
+    let lv = [true, true, false, true]; // left row 2 (5.0) is null
+    let (dl, dr) = (DeviceColumnData::upload(&s, &l).unwrap(), DeviceColumnData::upload(&s, &r).unwrap());
+    let (wl, wr) = (s.copy_from_host(&validity_words(&lv)).unwrap(), s.copy_from_host(&validity_words(&rv)).unwrap());
+    let index = SortedIndex::build_with_validity(&s, &dr, Some(wr.view())).unwrap();
+    assert_eq!(index.entries(), 3);
+    let pairs = index.join_with_validity(&s, &dl, Some(wl.view()), Side::Left, JoinType::Full).unwrap().pairs().unwrap();
+    let n = RowId::NONE;
+    assert_eq!(pairs, vec![(id(0), id(2)), (id(0), id(4)), (id(1), id(0)), (id(2), n), (id(3), n), (n, id(1)), (n, id(3))]);
+    // Strings, the null rows holding a value equal to a valid one.
+    let r = ColumnData::utf8(["a", "a", "bb", ""]);
+    let l = ColumnData::utf8(["a", "", "bb", "a"]);
+    check_all_nullable(&s, &l, Some(&[true, true, false, false]), &r, Some(&[false, true, true, false])).unwrap();
+    // Too short a bitmap is an InvalidArgument.
+    let d = DeviceColumnData::upload(&s, &ColumnData::I32(vec![1; 33])).unwrap();
+    let one = s.copy_from_host(&[u32::MAX]).unwrap();
+    assert!(matches!(SortedIndex::build_with_validity(&s, &d, Some(one.view())), Err(Error::InvalidArgument(_))));
+    let index = SortedIndex::build(&s, &d).unwrap();
+    assert!(matches!(index.join_with_validity(&s, &d, Some(one.view()), Side::Left, JoinType::Inner), Err(Error::InvalidArgument(_))));
+}
+
+/// Runs without a GPU: with validities, the test reference agrees with `reference::join`
+/// (NullEqualsNothing).
+#[test]
+fn cpu_reference_with_nulls_agrees_with_crate_reference() {
+    let mut rng = StdRng::seed_from_u64(32);
+    for ty in [Ty::I32, Ty::U64, Ty::F32, Ty::F64] {
+        for (nl, nr) in [(0, 3), (1, 1), (120, 77)] {
+            let l = column(ty, &codes(&mut rng, nl, 20, Dist::Uniform, false));
+            let r = column(ty, &codes(&mut rng, nr, 20, Dist::Uniform, false));
+            for pct in [0, 40, 100] {
+                let (vl, vr) = (random_valid(&mut rng, nl, pct), random_valid(&mut rng, nr, pct));
+                for jt in JoinType::ALL {
+                    for side in SIDES {
+                        let want = expected_v(&l, Some(&vl), &r, Some(&vr), jt, side);
+                        cross_check_reference_v(&l, Some(&vl), &r, Some(&vr), jt, &want).unwrap_or_else(|e| panic!("{ty:?} {nl}x{nr} {pct}% {jt:?} {side:?}: {e}"));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -91,10 +91,16 @@ pub(crate) fn lowered_type(t: DataType) -> crate::predicate::DataType {
 
 /// One table column as a column of a device relation (a copy, offset 0).
 pub(crate) fn relation_column(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Result<D> {
-    use DataType::*;
     if v.validity().is_some() {
         return Err(Error::Unsupported { what: format!("a filter on column {name}"), reason: "it has a validity bitmap; filters take columns without nulls".into() });
     }
+    column_values(stream, name, v)
+}
+
+/// [`relation_column`] without the validity check: the values of every row, null rows
+/// included (whatever their slots hold; the caller handles the validity).
+pub(crate) fn column_values(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Result<D> {
+    use DataType::*;
     Ok(match v.data_type() {
         Int32 | Date32 => D::I32(copy(stream, v)?),
         Int64 | Date64 | Timestamp(_) => D::I64(copy(stream, v)?),

@@ -133,6 +133,13 @@ pub(crate) fn prepare<'a>(stream: &Stream, left: &[ColumnView<'a>], right: &[Col
     Ok((PreparedKeys { columns: l }, PreparedKeys { columns: r }))
 }
 
+impl PreparedKeys<'_> {
+    /// The validity words of the first (for a single key: the only) prepared key column.
+    pub(crate) fn single_validity(&self) -> Option<gpujoin_device::DeviceView<'_, u32>> {
+        self.columns[0].validity.as_ref().map(Cow::view)
+    }
+}
+
 /// A prepared single key column as an owned buffer of its type (for the indexed nested loop's
 /// index, which owns its column).
 pub(crate) fn owned_single(stream: &Stream, keys: &PreparedKeys<'_>) -> Result<crate::device_relation::DeviceColumnData> {

@@ -32,7 +32,7 @@
 //! | [`Algorithm::Interleave`] | any keys (seed 001) | by key |
 //! | [`Algorithm::Hash`] | one global hash table (NPHJ); small build sides | probe-side order within hash buckets |
 //! | [`Algorithm::PartitionedHash`] | radix-partitioned hash join; PHJ-UM / PHJ-OM | by partition |
-//! | [`Algorithm::IndexedNestedLoop`] | a sorted index of the right side probed by binary search; one key column without nulls | left row order |
+//! | [`Algorithm::IndexedNestedLoop`] | a sorted index of the right side probed by binary search; one key column, nulls only under `NullEqualsNothing` (null rows match nothing) | left row order |
 //!
 //! Every order is deterministic (the same inputs give the same order on every run); only the
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
@@ -491,7 +491,7 @@ impl<'a> Join<'a> {
 
     fn check_explicit(&self, a: Algorithm, i: &Inputs<'_>) -> Result<()> {
         let refuse = |reason: String| Err(Error::Unsupported { what: format!("the {} join", a.name()), reason });
-        let single_numeric = |ints_only: bool| -> Option<String> {
+        let single_numeric = |ints_only: bool, nulls_equal_nothing_ok: bool| -> Option<String> {
             if i.left_keys.len() != 1 {
                 return Some(format!("{} key columns; it takes one", i.left_keys.len()));
             }
@@ -507,14 +507,19 @@ impl<'a> Join<'a> {
                 return Some(format!("key column {n} is {t} and NaN equals NaN; its index leaves NaN out (use NanNeverEqual)"));
             }
             if let Some((n, _)) = self.left_on.iter().zip(&i.left_keys).chain(self.right_on.iter().zip(&i.right_keys)).find(|(_, c)| c.validity().is_some()) {
-                return Some(format!("key column {n} has a validity bitmap; it takes keys without nulls"));
+                if !nulls_equal_nothing_ok {
+                    return Some(format!("key column {n} has a validity bitmap; it takes keys without nulls"));
+                }
+                if self.options.null_equality == NullEquality::NullEqualsNull {
+                    return Some(format!("key column {n} has a validity bitmap and null equals null; its index leaves null rows out (use NullEqualsNothing)"));
+                }
             }
             None
         };
         match a {
             Algorithm::Auto => Ok(()),
-            Algorithm::SortedMerge => single_numeric(true).map_or(Ok(()), refuse),
-            Algorithm::IndexedNestedLoop => single_numeric(false).map_or(Ok(()), refuse),
+            Algorithm::SortedMerge => single_numeric(true, false).map_or(Ok(()), refuse),
+            Algorithm::IndexedNestedLoop => single_numeric(false, true).map_or(Ok(()), refuse),
             Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => self.clustered_refusal(i).map_or(Ok(()), refuse),
             _ => Ok(()),
         }
@@ -768,8 +773,10 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
             crate::common::check_output_budget(stream, l, r, jt, options)?;
             let index_col = keys::owned_single(stream, rk)?;
             let probe = keys::owned_single(stream, lk)?;
-            let index = crate::indexed_nested_loop::SortedIndex::build(stream, &index_col)?;
-            index.join(stream, &probe, Side::Left, jt)?
+            // Null keys match nothing (NullEqualsNull was refused by check_explicit): null index
+            // rows are left out of the index, null probe rows get no match.
+            let index = crate::indexed_nested_loop::SortedIndex::build_with_validity(stream, &index_col, rk.single_validity())?;
+            index.join_with_validity(stream, &probe, lk.single_validity(), Side::Left, jt)?
         }
         a => return Err(Error::invalid(format!("internal: {} is not an equi-join algorithm", a.name()))),
     })

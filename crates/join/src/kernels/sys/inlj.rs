@@ -49,9 +49,19 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_i_valid_entries(
+        rows: *const u32,
+        m: i64,
+        validity: *const u32,
+        flags: *mut u8,
+        stream: gj_i_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_i_probe(
         index: gj_i_index,
         probe: gj_i_column,
+        probe_validity: *const u32,
         keep_unmatched: ::std::os::raw::c_int,
         lo: *mut u32,
         counts: *mut u64,
