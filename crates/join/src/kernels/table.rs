@@ -165,7 +165,7 @@ pub(crate) fn gather_as(stream: &Stream, v: &ColumnView<'_>, map: &DeviceView<'_
             // SAFETY: the strings are validated; `ends` holds n + 1 entries.
             launch(stream, "string lengths", || unsafe { ffi::gj_tb_string_lengths(col, mp, n as i64, e, s) })?;
             exclusive_sum_in_place(stream, &mut ends.view_mut())?;
-            let total = stream.copy_to_host(&ends.slice(n..))?[0] as u64;
+            let total = stream.copy_to_host(&ends.slice(n..))?[0];
             let mut bytes = stream.alloc::<u8>(total as usize)?;
             let b = bytes.view_mut().as_mut_ptr();
             let ep = ends.view().as_ptr() as *const i64;
