@@ -405,6 +405,7 @@ fn theta_table(rng: &mut StdRng, n: usize) -> HostTable {
         ("d", key_column(rng, DataType::Date32, n, 30, 0, false)),
         ("k", key_column(rng, DataType::Int64, n, 12, 10, false)),
         ("t", HostColumn::from_values((0..n).map(|_| rng.gen_range(0..4)).collect::<Vec<i8>>())),
+        ("n", HostColumn::from_options((0..n).map(|_| rng.gen_bool(0.8).then(|| rng.gen_range(-50..50))).collect::<Vec<Option<i32>>>())),
     ])
     .unwrap()
 }
@@ -422,6 +423,10 @@ fn filters_theta_joins_and_aggregates() {
         ("mixed", col_l(0).equals(col_r(0) - lit(1i32)).and(col_l(1).less(col_r(1)))),
         ("dates and narrow", col_l(3).less_eq(col_r(3)).and(!col_l(5).equals(col_r(5)))),
         ("literal", col_l(1).greater(lit(0.5f64)).and(Predicate::cmp(CmpOp::Ne, col_r(2), lit("s3")))),
+        // Nullable columns (column 6) in conjunctions: a comparison with NULL is not true.
+        ("nullable inequality", col_l(6).less(col_r(0))),
+        ("nullable both sides", col_l(6).greater_eq(col_r(6)).and(col_l(2).less_eq(col_r(2)))),
+        ("nullable equality", col_l(6).equals(col_r(6)).and(col_l(1).less(col_r(1)))),
     ];
     let algs = [Algorithm::Auto, Algorithm::ThetaSorted, Algorithm::ThetaNestedLoop, Algorithm::ThetaMixed];
     for (nl, nr) in [(0usize, 5usize), (1, 1), (37, 61), (400, 300)] {
@@ -470,7 +475,7 @@ fn filters_theta_joins_and_aggregates() {
             assert_eq!(j.aggregate(&s, Agg::Max, Some((gpujoin_join::Side::Right, "a"))).unwrap(), want_max, "{name}: MAX(r.a)");
         }
         // Keys (nullable Int64) and a filter, through every equi algorithm that takes them.
-        let pred = col_l(1).greater(col_r(1));
+        let pred = col_l(1).greater(col_r(1)).and(col_l(6).not_equals(col_r(0)));
         for jt in JoinType::ALL {
             for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
                 let want = reference_filtered(&hl, &["k"], &hr, &["k"], &pred, jt, nulls);
@@ -493,11 +498,14 @@ fn filters_theta_joins_and_aggregates() {
             }
         }
     }
-    // Filters on nullable or decimal columns, and theta algorithms on NaN-equal float keys: typed refusals.
+    // OR/NOT on nullable columns, and theta algorithms on NaN-equal float keys: typed refusals.
     let h = HostTable::new(vec![("k", HostColumn::from_options(vec![Some(1i64), None])), ("f", HostColumn::from_values(vec![1.0f64, 2.0]))]).unwrap();
     let t = Table::upload(&s, &h).unwrap();
-    let e = Join::new(JoinType::Inner).tables(&t, &t).filter(col_l(0).less(col_r(0))).run(&s).err().unwrap();
+    let e = Join::new(JoinType::Inner).tables(&t, &t).filter(!col_l(0).less(col_r(0))).run(&s).err().unwrap();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    let e = Join::new(JoinType::Inner).tables(&t, &t).filter(col_l(0).less(col_r(0)).or(col_l(1).less(col_r(1)))).run(&s).err().unwrap();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert_eq!(Join::new(JoinType::Full).tables(&t, &t).filter(col_l(0).less_eq(col_r(0))).run(&s).unwrap().rows, 3); // (0, 0), left row 1, right row 1
     let e = Join::new(JoinType::Inner).on(&t, &["f"], &t, &["f"]).algorithm(Algorithm::ThetaMixed).run(&s).err().unwrap();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
     let e = Join::new(JoinType::Inner).tables(&t, &t).algorithm(Algorithm::Hash).run(&s).err().unwrap();

@@ -5,8 +5,10 @@
 //! Only the referenced columns are lowered: `Int8`/`Int16` are widened to `I32`,
 //! `UInt8`/`UInt16`/`Boolean` to `U32`, dates and timestamps keep their `i32`/`i64` layout,
 //! strings become large strings. Literals compare with the lowered type (`lit(5i32)` for an
-//! `Int8` or `Date32` column). `Decimal128` columns and columns with a validity bitmap cannot be
-//! filtered on yet ([`Error::Unsupported`]).
+//! `Int8` or `Date32` column). A conjunction of comparisons may refer to nullable columns: each
+//! such column adds the conjunct "its row is valid" (SQL: a comparison with NULL is not true); a
+//! predicate with OR or NOT on nullable columns, and `Decimal128` columns, are not supported yet
+//! ([`Error::Unsupported`]).
 
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
@@ -89,16 +91,19 @@ pub(crate) fn lowered_type(t: DataType) -> crate::predicate::DataType {
     }
 }
 
-/// One table column as a column of a device relation (a copy, offset 0).
-pub(crate) fn relation_column(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Result<D> {
-    if v.validity().is_some() {
-        return Err(Error::Unsupported { what: format!("a filter on column {name}"), reason: "it has a validity bitmap; filters take columns without nulls".into() });
+/// Whether the predicate is a conjunction of comparisons (no OR, no NOT): then a comparison with
+/// a NULL operand, which SQL calls unknown, makes the whole predicate not true, and nullable
+/// columns can be filtered on by also requiring their rows to be valid.
+pub(crate) fn conjunctive(p: &Predicate) -> bool {
+    match p {
+        Predicate::Cmp { .. } | Predicate::True => true,
+        Predicate::And(v) => v.iter().all(conjunctive),
+        Predicate::Or(_) | Predicate::Not(_) => false,
     }
-    column_values(stream, name, v)
 }
 
-/// [`relation_column`] without the validity check: the values of every row, null rows
-/// included (whatever their slots hold; the caller handles the validity).
+/// One table column as a column of a device relation (a copy, offset 0): the values of every
+/// row, null rows included (whatever their slots hold; the caller handles the validity).
 pub(crate) fn column_values(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Result<D> {
     use DataType::*;
     Ok(match v.data_type() {
@@ -142,24 +147,49 @@ pub(crate) fn lower(stream: &Stream, pred: &Predicate, left: &TableView<'_>, rig
     if let Some(b) = bad {
         return Err(Error::invalid(b));
     }
-    let build = |t: &TableView<'_>, cols: &[usize]| -> Result<DeviceRelation> {
+    // Nullable columns: their values, and after all referenced columns a `u32` column that is 1
+    // where the row is valid, required by the predicate (only for conjunctions: see
+    // `conjunctive`).
+    let nullable = |t: &TableView<'_>, cols: &[usize]| cols.iter().any(|&c| t.columns()[c].validity().is_some());
+    if (nullable(left, &refs[0]) || nullable(right, &refs[1])) && !conjunctive(pred) {
+        return Err(Error::Unsupported {
+            what: "a filter with OR or NOT on nullable columns".into(),
+            reason: "SQL's three-valued logic is evaluated for conjunctions of comparisons only so far".into(),
+        });
+    }
+    let build = |t: &TableView<'_>, cols: &[usize]| -> Result<(DeviceRelation, Vec<usize>)> {
         let mut out = Vec::new();
+        let mut flags = Vec::new();
         for &c in cols {
-            out.push(relation_column(stream, &t.names()[c], &t.columns()[c])?);
+            out.push(column_values(stream, &t.names()[c], &t.columns()[c])?);
+        }
+        for &c in cols {
+            let v = t.columns()[c];
+            if let Some(bits) = v.validity() {
+                let as_bools = ColumnView::new(DataType::Boolean, v.len(), v.offset(), bits, None, None)?;
+                flags.push(out.len());
+                out.push(D::U32(crate::kernels::table::widen(stream, &as_bools)?));
+            }
         }
         if out.is_empty() {
             // A side the predicate does not look at still has its rows.
             out.push(D::U32(stream.alloc_zeroed::<u32>(t.rows())?));
         }
-        DeviceRelation::from_columns(out)
+        Ok((DeviceRelation::from_columns(out)?, flags))
     };
-    let (l, r) = (build(left, &refs[0])?, build(right, &refs[1])?);
+    let ((l, lflags), (r, rflags)) = (build(left, &refs[0])?, build(right, &refs[1])?);
     let index = |cols: &[usize], n: usize| -> Vec<Option<usize>> { (0..n).map(|c| cols.iter().position(|&x| x == c)).collect() };
     let (li, ri) = (index(&refs[0], left.columns().len()), index(&refs[1], right.columns().len()));
     let m = |side: Side, i: usize| match side {
         Side::Left => li[i].expect("referenced"),
         Side::Right => ri[i].expect("referenced"),
     };
-    let pred = remap(pred, &m).check(&l.schema(), &r.schema())?;
+    let mut pred = remap(pred, &m);
+    for (side, flags) in [(Side::Left, &lflags), (Side::Right, &rflags)] {
+        for &f in flags {
+            pred = pred.and(Expr::Column { side, index: f }.equals(crate::predicate::lit(1u32)));
+        }
+    }
+    let pred = pred.check(&l.schema(), &r.schema())?;
     Ok(Lowered { left: l, right: r, pred, left_index: li, right_index: ri })
 }

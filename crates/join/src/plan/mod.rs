@@ -406,8 +406,8 @@ impl<'a> Join<'a> {
             let t = if side == Side::Left { l } else { r };
             if let (Some(c), None) = (t.columns().get(index), &err) {
                 let name = &t.names()[index];
-                if c.validity().is_some() {
-                    err = Some(Error::Unsupported { what: format!("a filter on column {name}"), reason: "it has a validity bitmap; filters take columns without nulls".into() });
+                if c.validity().is_some() && !filter::conjunctive(pred) {
+                    err = Some(Error::Unsupported { what: format!("a filter with OR or NOT on column {name}"), reason: "it has a validity bitmap; SQL's three-valued logic is evaluated for conjunctions of comparisons only so far".into() });
                 } else if matches!(c.data_type(), DataType::Decimal128(..)) {
                     err = Some(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() });
                 }
@@ -432,10 +432,23 @@ impl<'a> Join<'a> {
         if self.options.nan_equality == NanEquality::NanEqualsNan && i.left_keys.iter().any(|c| c.data_type().is_float()) {
             return refuse("float keys where NaN equals NaN: theta predicates compare as IEEE (NaN equals nothing); use NanNeverEqual".into());
         }
+        if self.options.null_equality == NullEquality::NullEqualsNull && i.left_keys.iter().chain(&i.right_keys).any(|c| c.validity().is_some()) {
+            return refuse("nullable keys where NULL equals NULL: theta predicates follow SQL (a comparison with NULL is not true); use NullEqualsNothing".into());
+        }
         let pred = self.theta_predicate(i);
         self.check_filter_columns(&pred, i)?;
         let checked = self.checked_on_schema(&pred)?;
-        let path = crate::theta::choose_path(&checked);
+        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
+        let mut nullable = false;
+        filter::visit(&pred, &mut |side, index| {
+            let t = if side == Side::Left { l } else { r };
+            nullable |= t.columns().get(index).is_some_and(|c| c.validity().is_some());
+        });
+        let path = match crate::theta::choose_path(&checked) {
+            // The validity conjuncts of nullable columns take the sorted shape away.
+            crate::theta::ThetaPath::Sorted(_) if nullable => crate::theta::ThetaPath::NestedLoop,
+            p => p,
+        };
         let auto = match &path {
             crate::theta::ThetaPath::Sorted(_) => Algorithm::ThetaSorted,
             crate::theta::ThetaPath::Mixed => Algorithm::ThetaMixed,
