@@ -147,6 +147,13 @@ impl Stream {
         Ok(out)
     }
 
+    /// Copies a device range into a new device buffer, ordered on this stream.
+    pub fn copy_from_device<T: Pod>(&self, src: &DeviceView<'_, T>) -> Result<DeviceBuffer<T>> {
+        let mut b = self.alloc::<T>(src.len())?;
+        self.copy_device_to_device(src, &mut b.view_mut())?;
+        Ok(b)
+    }
+
     /// Copies between device ranges of equal length, ordered on this stream.
     pub fn copy_device_to_device<T: Pod>(
         &self,

@@ -283,11 +283,7 @@ fn sort_side(stream: &Stream, keys: DeviceBuffer<u64>, rows: Option<DeviceBuffer
 fn sorted_side(stream: &Stream, img: &crate::keys::KeyImages, rows: Option<DeviceBuffer<u32>>, plan: KeyPlan) -> Result<SortedSide> {
     let keys = match &rows {
         Some(r) => gather(stream, &img.derived.view(), &r.view(), 0)?,
-        None => {
-            let mut k = stream.alloc::<u64>(img.derived.len())?;
-            stream.copy_device_to_device(&img.derived.view(), &mut k.view_mut())?;
-            k
-        }
+        None => stream.copy_from_device(&img.derived.view())?,
     };
     sort_side(stream, keys, rows, plan.bits, plan.bits <= 32 || !plan.exact)
 }

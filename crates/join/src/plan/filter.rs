@@ -70,9 +70,7 @@ fn remap(p: &Predicate, m: &impl Fn(Side, usize) -> usize) -> Predicate {
 
 fn copy<T: gpujoin_device::Pod>(stream: &Stream, v: &ColumnView<'_>) -> Result<DeviceBuffer<T>> {
     let src = v.typed::<T>().ok_or_else(|| Error::invalid(format!("a {} column whose values are misaligned", v.data_type())))?;
-    let mut out = stream.alloc::<T>(src.len())?;
-    stream.copy_device_to_device(&src, &mut out.view_mut())?;
-    Ok(out)
+    stream.copy_from_device(&src)
 }
 
 /// The predicate type a column of `t` is lowered to (`Decimal128`, which filters refuse, reads

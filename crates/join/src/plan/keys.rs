@@ -145,10 +145,7 @@ impl PreparedKeys<'_> {
 pub(crate) fn owned_single(stream: &Stream, keys: &PreparedKeys<'_>) -> Result<crate::device_relation::DeviceColumnData> {
     use crate::device_relation::DeviceColumnData as D;
     fn copy<T: gpujoin_device::Pod>(stream: &Stream, v: &Cow<'_, T>) -> Result<DeviceBuffer<T>> {
-        let src = v.view();
-        let mut out = stream.alloc::<T>(src.len())?;
-        stream.copy_device_to_device(&src, &mut out.view_mut())?;
-        Ok(out)
+        stream.copy_from_device(&v.view())
     }
     Ok(match &keys.columns[0].values {
         Values::I32(v) => D::I32(copy(stream, v)?),

@@ -617,10 +617,7 @@ impl<'a> Join<'a> {
             let mut validity = validity;
             for ((name, col), p) in names.iter().zip(cols).zip(m.columns) {
                 let bytes = payload_bytes(p);
-                let v = match &validity {
-                    Some(v) => Some(copy_bytes(stream, v)?),
-                    None => None,
-                };
+                let v = validity.as_ref().map(|v| stream.copy_from_device(&v.view())).transpose()?;
                 columns.push((self.output_name(side, name), Column::from_buffers(col.data_type(), out.rows as usize, bytes, None, v)?));
             }
             validity.take();
@@ -884,10 +881,4 @@ fn payload_bytes(p: crate::maps::Payload) -> gpujoin_device::DeviceBuffer<u8> {
         P::F32(b) => b.into_bytes(),
         P::F64(b) => b.into_bytes(),
     }
-}
-
-fn copy_bytes(stream: &Stream, v: &gpujoin_device::DeviceBuffer<u8>) -> Result<gpujoin_device::DeviceBuffer<u8>> {
-    let mut out = stream.alloc::<u8>(v.len())?;
-    stream.copy_device_to_device(&v.view(), &mut out.view_mut())?;
-    Ok(out)
 }

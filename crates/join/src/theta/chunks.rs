@@ -97,9 +97,7 @@ fn copy_rows(stream: &Stream, src: &DeviceView<'_, u32>, rows: Range<usize>) -> 
     if rows.start > rows.end || rows.end > src.len() {
         return Err(Error::invalid(format!("internal: chunk rows {rows:?} outside {} rows", src.len())));
     }
-    let mut out = stream.alloc::<u32>(rows.len())?;
-    stream.copy_device_to_device(&src.slice(rows), &mut out.view_mut())?;
-    Ok(out)
+    stream.copy_from_device(&src.slice(rows))
 }
 
 /// Rows `skip..skip + len` of `maps` as maps of type `jt` (an absent side stays absent).
