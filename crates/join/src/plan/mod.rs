@@ -256,13 +256,13 @@ impl<'a> Join<'a> {
     /// The left table's column `name` as an expression for [`Join::filter`].
     pub fn left(&self, name: &str) -> Result<Expr> {
         let t = self.left.as_ref().ok_or_else(|| Error::invalid("call `on` or `tables` first"))?;
-        Ok(col_l(t.names().iter().position(|n| n == name).ok_or_else(|| Error::UnknownColumn { name: name.into(), available: format!("{:?}", t.names()) })?))
+        Ok(col_l(t.index_of(name)?))
     }
 
     /// The right table's column `name` as an expression for [`Join::filter`].
     pub fn right(&self, name: &str) -> Result<Expr> {
         let t = self.right.as_ref().ok_or_else(|| Error::invalid("call `on` or `tables` first"))?;
-        Ok(col_r(t.names().iter().position(|n| n == name).ok_or_else(|| Error::UnknownColumn { name: name.into(), available: format!("{:?}", t.names()) })?))
+        Ok(col_r(t.index_of(name)?))
     }
 
     /// The two tables and their key columns (pairwise equal).
@@ -374,7 +374,7 @@ impl<'a> Join<'a> {
             }
         };
         let Some(f) = &self.filter else { return Ok((a, reason)) };
-        self.check_filter_columns(f, i)?;
+        self.check_filter_columns(f)?;
         match a {
             Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => {
                 Err(Error::Unsupported { what: format!("the {} join with a filter", a.name()), reason: "the clustered gathers materialize before the filter could drop pairs; use the unclustered gathers".into() })
@@ -385,10 +385,9 @@ impl<'a> Join<'a> {
     }
 
     /// The keys as equality conjuncts, and the filter.
-    fn theta_predicate(&self, i: &Inputs<'_>) -> Predicate {
+    fn theta_predicate(&self) -> Predicate {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
-        let pos = |t: &TableView<'_>, n: &str| t.names().iter().position(|x| x == n).expect("checked");
-        let _ = i;
+        let pos = |t: &TableView<'_>, n: &str| t.index_of(n).expect("checked by inputs()");
         let mut parts: Vec<Predicate> = self.left_on.iter().zip(&self.right_on).map(|(a, b)| col_l(pos(l, a)).equals(col_r(pos(r, b)))).collect();
         parts.extend(self.filter.clone());
         match parts.len() {
@@ -399,7 +398,7 @@ impl<'a> Join<'a> {
     }
 
     /// Referenced columns that filters cannot take: nullable ones and decimals.
-    fn check_filter_columns(&self, pred: &Predicate, _i: &Inputs<'_>) -> Result<()> {
+    fn check_filter_columns(&self, pred: &Predicate) -> Result<()> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
         let mut err = None;
         filter::visit(pred, &mut |side, index| {
@@ -432,11 +431,11 @@ impl<'a> Join<'a> {
         if self.options.nan_equality == NanEquality::NanEqualsNan && i.left_keys.iter().any(|c| c.data_type().is_float()) {
             return refuse("float keys where NaN equals NaN: theta predicates compare as IEEE (NaN equals nothing); use NanNeverEqual".into());
         }
-        if self.options.null_equality == NullEquality::NullEqualsNull && i.left_keys.iter().chain(&i.right_keys).any(|c| c.validity().is_some()) {
+        if self.options.null_equality == NullEquality::NullEqualsNull && self.nullable_key(i).is_some() {
             return refuse("nullable keys where NULL equals NULL: theta predicates follow SQL (a comparison with NULL is not true); use NullEqualsNothing".into());
         }
-        let pred = self.theta_predicate(i);
-        self.check_filter_columns(&pred, i)?;
+        let pred = self.theta_predicate();
+        self.check_filter_columns(&pred)?;
         let checked = self.checked_on_schema(&pred)?;
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
         let mut nullable = false;
@@ -477,6 +476,12 @@ impl<'a> Join<'a> {
         }
     }
 
+    /// The first key column (either side) with a validity bitmap.
+    fn nullable_key<'n>(&'n self, i: &Inputs<'_>) -> Option<&'n str> {
+        let keys = self.left_on.iter().zip(&i.left_keys).chain(self.right_on.iter().zip(&i.right_keys));
+        keys.filter(|(_, c)| c.validity().is_some()).map(|(n, _)| n.as_str()).next()
+    }
+
     /// Why the clustered gathers cannot serve this input (`None`: they can).
     fn clustered_refusal(&self, i: &Inputs<'_>) -> Option<String> {
         let words: usize = i.left_keys.iter().map(|c| keys::words(c.data_type())).sum();
@@ -484,7 +489,7 @@ impl<'a> Join<'a> {
         if bits > 64 || words > 2 {
             return Some(format!("keys of {bits} bits; the clustered gathers take keys of at most 64"));
         }
-        if let Some((n, _)) = self.left_on.iter().zip(&i.left_keys).chain(self.right_on.iter().zip(&i.right_keys)).find(|(_, c)| c.validity().is_some()) {
+        if let Some(n) = self.nullable_key(i) {
             return Some(format!("key column {n} has a validity bitmap"));
         }
         if self.options.nan_equality == NanEquality::NanNeverEqual && i.left_keys.iter().any(|c| c.data_type().is_float()) {
@@ -519,7 +524,7 @@ impl<'a> Join<'a> {
             if t.is_float() && self.options.nan_equality == NanEquality::NanEqualsNan {
                 return Some(format!("key column {n} is {t} and NaN equals NaN; its index leaves NaN out (use NanNeverEqual)"));
             }
-            if let Some((n, _)) = self.left_on.iter().zip(&i.left_keys).chain(self.right_on.iter().zip(&i.right_keys)).find(|(_, c)| c.validity().is_some()) {
+            if let Some(n) = self.nullable_key(i) {
                 if !nulls_equal_nothing_ok {
                     return Some(format!("key column {n} has a validity bitmap; it takes keys without nulls"));
                 }
@@ -572,7 +577,7 @@ impl<'a> Join<'a> {
     fn maps(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm) -> Result<GatherMaps> {
         let jt = self.join_type;
         if algorithm.is_theta() {
-            let pred = self.theta_predicate(i);
+            let pred = self.theta_predicate();
             let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
             if let Some(budget) = self.options.output_budget {
                 let rows = theta_size(stream, &low, algorithm, jt)?;
@@ -614,28 +619,14 @@ impl<'a> Join<'a> {
         for (side, m, names, cols) in [(Side::Left, out.left, &self.select_left, &i.left_select), (Side::Right, out.right, &self.select_right, &i.right_select)] {
             let Some(m) = m else { continue };
             let validity = m.validity.map(|v| v.into_bytes());
-            let mut validity = validity;
             for ((name, col), p) in names.iter().zip(cols).zip(m.columns) {
                 let bytes = payload_bytes(p);
                 let v = validity.as_ref().map(|v| stream.copy_from_device(&v.view())).transpose()?;
-                columns.push((self.output_name(side, name), Column::from_buffers(col.data_type(), out.rows as usize, bytes, None, v)?));
+                let other = if side == Side::Left { &self.select_right } else { &self.select_left };
+                columns.push((output_name(side, name, other.iter().any(|o| o == name)), Column::from_buffers(col.data_type(), out.rows as usize, bytes, None, v)?));
             }
-            validity.take();
         }
         Ok(JoinOutput { rows: out.rows, maps: out.maps, table: Table::new(columns)?, algorithm: ran, reason, stats: self.stats.then_some(out.stats) })
-    }
-
-    fn output_name(&self, side: Side, name: &str) -> String {
-        let (this, other, prefix) = match side {
-            Side::Left => (&self.select_left, &self.select_right, "left."),
-            Side::Right => (&self.select_right, &self.select_left, "right."),
-        };
-        let _ = this;
-        if other.iter().any(|o| o == name) {
-            format!("{prefix}{name}")
-        } else {
-            name.to_string()
-        }
     }
 
     fn materialize(&self, stream: &Stream, i: &Inputs<'a>, maps: &GatherMaps) -> Result<Table> {
@@ -650,7 +641,7 @@ impl<'a> Join<'a> {
         let inputs = self.inputs()?;
         let (algorithm, _) = self.choose(&inputs)?;
         if algorithm.is_theta() {
-            let pred = self.theta_predicate(&inputs);
+            let pred = self.theta_predicate();
             let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
             return theta_size(stream, &low, algorithm, self.join_type);
         }
@@ -668,7 +659,7 @@ impl<'a> Join<'a> {
         let inputs = self.inputs()?;
         let theta = Join { algorithm: if self.algorithm.is_theta() { self.algorithm } else { Algorithm::Auto }, ..self.clone() };
         theta.choose_theta(&inputs)?;
-        let pred = self.theta_predicate(&inputs);
+        let pred = self.theta_predicate();
         let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
         Ok(ThetaInputs { low, join_type: self.join_type })
     }
@@ -687,14 +678,14 @@ impl<'a> Join<'a> {
                 if agg != Agg::Count && !matches!(filter::lowered_type(c.data_type()), crate::predicate::DataType::I32 | crate::predicate::DataType::I64 | crate::predicate::DataType::U32 | crate::predicate::DataType::U64 | crate::predicate::DataType::F32 | crate::predicate::DataType::F64) || matches!(c.data_type(), DataType::Decimal128(..)) {
                     return Err(Error::Unsupported { what: format!("{agg:?} of column {name}"), reason: format!("it is {}; aggregates take integer, date, timestamp and float columns", c.data_type()) });
                 }
-                Some((side, t.names().iter().position(|n| n == name).expect("found"), c))
+                Some((side, t.index_of(name)?, c))
             }
             None if agg == Agg::Count => None,
             None => return Err(Error::invalid(format!("{agg:?} needs a column"))),
         };
         let (algorithm, _) = self.choose(&inputs)?;
         if algorithm.is_theta() && self.join_type == JoinType::Inner && col.is_none_or(|(_, _, c)| c.validity().is_none()) {
-            let pred = self.theta_predicate(&inputs);
+            let pred = self.theta_predicate();
             let extra: Vec<(Side, usize)> = col.iter().map(|&(s, i, _)| (s, i)).collect();
             let low = filter::lower(stream, &pred, l, r, &extra)?;
             let column = col.map(|(s, i, _)| (s, if s == Side::Left { low.left_index[i] } else { low.right_index[i] }.expect("lowered")));
@@ -751,6 +742,16 @@ struct Inputs<'a> {
     right_rows: usize,
 }
 
+/// The output name of a selected column: `left.` / `right.` in front where a column of that
+/// name is selected on the other side too.
+fn output_name(side: Side, name: &str, on_both_sides: bool) -> String {
+    match (on_both_sides, side) {
+        (false, _) => name.to_string(),
+        (true, Side::Left) => format!("left.{name}"),
+        (true, Side::Right) => format!("right.{name}"),
+    }
+}
+
 /// The selected columns of both sides through the maps (left ones first; a name selected on both
 /// sides is prefixed `left.` / `right.`).
 pub(crate) fn materialize_sides(stream: &Stream, maps: &GatherMaps, left: &[(String, ColumnView<'_>)], right: &[(String, ColumnView<'_>)]) -> Result<Table> {
@@ -761,7 +762,7 @@ pub(crate) fn materialize_sides(stream: &Stream, maps: &GatherMaps, left: &[(Str
         }
         let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} rows: select no {side:?} columns", maps.join_type())))?.cast::<u32>();
         for (name, c) in cols {
-            let out = if other.iter().any(|(o, _)| o == name) { format!("{}.{name}", if side == Side::Left { "left" } else { "right" }) } else { name.clone() };
+            let out = output_name(side, name, other.iter().any(|(o, _)| o == name));
             columns.push((out, crate::kernels::table::gather(stream, c, &map, maps.nullable(side))?));
         }
     }

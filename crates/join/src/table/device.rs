@@ -276,7 +276,11 @@ impl<'a> TableView<'a> {
     }
     /// The column called `name`, or [`Error::UnknownColumn`].
     pub fn column(&self, name: &str) -> Result<ColumnView<'a>> {
-        Ok(self.columns[position(&self.names, name)?])
+        Ok(self.columns[self.index_of(name)?])
+    }
+    /// The position of the column called `name`, or [`Error::UnknownColumn`].
+    pub fn index_of(&self, name: &str) -> Result<usize> {
+        position(&self.names, name)
     }
     /// Rows `start .. start + len` of every column (no copy).
     pub fn slice(&self, start: usize, len: usize) -> Result<TableView<'a>> {
