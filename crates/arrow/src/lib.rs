@@ -1,0 +1,19 @@
+//! # gpujoin-arrow
+//!
+//! Arrow in and out for gpujoin (the arrow-rs 59 line, the one DataFusion 55.2 pins):
+//!
+//! - [`to_host_table`] / [`from_host_table`]: record batches and gpujoin's host tables.
+//! - [`Uploader`], [`upload_batches`]: record batches (one or a stream) to a device
+//!   [`Table`](gpujoin_join::table::Table) through pinned staging buffers, the host copy of the
+//!   next piece overlapping the device copy of the last.
+//! - [`Downloader`], [`download`]: a device table to record batches the same way.
+//! - [`join()`]: one call from two record batch readers to a reader of the joined batches.
+//!
+//! Which Arrow types a device table holds, and as what: see [`types`].
+
+mod bits;
+mod host;
+pub mod types;
+
+pub use host::{from_host_table, to_host_table};
+pub use types::{arrow_type, can_download_as, device_type, device_types};
