@@ -99,6 +99,21 @@ impl Prepared {
     }
 }
 
+/// The bytes of the strings of a `Utf8`/`LargeUtf8` array (0 for anything else).
+pub(crate) fn string_bytes_hint(a: &dyn Array) -> usize {
+    match a.data_type() {
+        ArrowType::Utf8 => {
+            let o = a.as_string::<i32>().offsets();
+            (o[o.len() - 1] - o[0]) as usize
+        }
+        ArrowType::LargeUtf8 => {
+            let o = a.as_string::<i64>().offsets();
+            (o[o.len() - 1] - o[0]) as usize
+        }
+        _ => 0,
+    }
+}
+
 /// `array` in the physical form of its device type (see [`Prepared`]).
 fn decoded(name: &str, array: &ArrayRef) -> Result<ArrayRef> {
     match array.data_type() {

@@ -12,8 +12,16 @@
 //! Which Arrow types a device table holds, and as what: see [`types`].
 
 mod bits;
+mod download;
 mod host;
+mod join;
+mod staging;
 pub mod types;
+mod upload;
 
+pub use download::{download, DownloadOptions, Downloader};
 pub use host::{from_host_table, to_host_table};
+pub use join::{join, join_on, JoinReader, JoinSpec};
+pub use staging::StagingOptions;
+pub use upload::{upload_batches, upload_batches_with, upload_reader, Uploader};
 pub use types::{arrow_type, can_download_as, device_type, device_types};

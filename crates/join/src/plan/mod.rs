@@ -629,6 +629,13 @@ impl<'a> Join<'a> {
         Ok(JoinOutput { rows: out.rows, maps: out.maps, table: Table::new(columns)?, algorithm: ran, reason, stats: self.stats.then_some(out.stats) })
     }
 
+    /// The selected columns gathered through `maps` (for example one chunk's maps from
+    /// [`Join::chunks`]), named and ordered as [`JoinOutput::table`].
+    pub fn gather(&self, stream: &Stream, maps: &GatherMaps) -> Result<Table> {
+        let inputs = self.inputs()?;
+        self.materialize(stream, &inputs, maps)
+    }
+
     fn materialize(&self, stream: &Stream, i: &Inputs<'a>, maps: &GatherMaps) -> Result<Table> {
         let l: Vec<_> = self.select_left.iter().cloned().zip(i.left_select.iter().copied()).collect();
         let r: Vec<_> = self.select_right.iter().cloned().zip(i.right_select.iter().copied()).collect();

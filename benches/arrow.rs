@@ -1,0 +1,164 @@
+//! Arrow in and out (`gpujoin-arrow`). Group `arrow`:
+//! - `pinned_h2d_1gib` / `pinned_d2h_1gib`: the pinned copy rate of this run (the reference of
+//!   the upload and download rows: their floor column is the bytes at that rate);
+//! - `upload_fixed_2p27` / `download_fixed_2p27`: a 2^27-row table of `i32`, `i64`, `f64`;
+//! - `upload_utf8_2p27` / `download_utf8_2p27`: one `Utf8` column of 8-16-byte strings, 2^27 rows;
+//! - `e2e_pkfk_narrow_4b4b_{total,upload,join,download}`: PK-FK 2^26 x 2^27 `u32` keys, one
+//!   `u32` payload a side, record batches in, `gpujoin_arrow::join` (Auto), record batches of the
+//!   two payloads out; `e2e_..._join` against `device_narrow_4b4b_auto` (the same join on device
+//!   tables through the front door) and `device_narrow_4b4b_wide_auto` (`paper_pkfk`'s row).
+//!
+//! The upload, download and e2e rows are wall-clock medians (host staging is part of them); the
+//! floor of each is its bytes over PCIe at the pinned rate of the same run.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray, UInt32Array};
+use common::{median, time_ms, Harness};
+use gpujoin::device::PinnedBuffer;
+use gpujoin::join::plan::Join;
+use gpujoin::join::table::Table;
+use gpujoin::join::wide::{self, WideJoinOptions, WideRelation};
+use gpujoin::join::{JoinType, Keys};
+use gpujoin_arrow::{join_on, upload_batches, Downloader, DownloadOptions, JoinSpec};
+use gpujoin_testkit::datagen;
+
+const GROUP: &str = "arrow";
+const BATCH: usize = 1 << 20;
+
+fn wall_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm-up: pinned staging, pool growth
+    let mut t: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t0 = Instant::now();
+            f();
+            t0.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    median(&mut t)
+}
+
+fn batches(columns: Vec<(&str, ArrayRef)>) -> Vec<RecordBatch> {
+    let b = RecordBatch::try_from_iter(columns).unwrap();
+    (0..b.num_rows()).step_by(BATCH).map(|s| b.slice(s, BATCH.min(b.num_rows() - s))).collect()
+}
+
+fn main() {
+    let Some(mut h) = Harness::new("arrow") else { return };
+    let s = h.stream.clone();
+    // The pinned copy rate.
+    let gib = 1usize << 30;
+    let (h2d, d2h) = {
+        let mut p = PinnedBuffer::<u8>::new(&h.device, gib).unwrap();
+        let mut d = s.alloc::<u8>(gib).unwrap();
+        let h2d = time_ms(&s, 2, 10, || s.copy_from_pinned_async(&mut p, &mut d.view_mut()).unwrap());
+        let d2h = time_ms(&s, 2, 10, || s.copy_to_pinned_async(&d.view(), &mut p, 0).unwrap());
+        (h2d, d2h)
+    };
+    let (h2d_rate, d2h_rate) = (gib as f64 / h2d / 1e6, gib as f64 / d2h / 1e6); // GB/s
+    println!("pinned copies: host to device {h2d_rate:.1} GB/s, device to host {d2h_rate:.1} GB/s");
+    h.record(GROUP, "pinned_h2d_1gib", h2d, 0);
+    h.record(GROUP, "pinned_d2h_1gib", d2h, 0);
+    let report = |h: &mut Harness, case: &str, ms: f64, bytes: usize, rate: f64| {
+        let floor = bytes as f64 / rate / 1e6;
+        println!("RESULT {GROUP}/{case}: median {ms:.3} ms, {:.1} GB/s, {:.0}% of the pinned rate ({floor:.3} ms)", bytes as f64 / ms / 1e6, 100.0 * floor / ms);
+        h.record(GROUP, case, ms, 0);
+    };
+
+    let n = 1usize << 27;
+    {
+        let fixed = batches(vec![
+            ("a", Arc::new(Int32Array::from_iter_values((0..n as i32).map(|i| i.wrapping_mul(7)))) as ArrayRef),
+            ("b", Arc::new(Int64Array::from_iter_values((0..n as i64).map(|i| i * 3))) as ArrayRef),
+            ("c", Arc::new(Float64Array::from_iter_values((0..n).map(|i| i as f64 * 0.5))) as ArrayRef),
+        ]);
+        let schema = fixed[0].schema();
+        let bytes = n * (4 + 8 + 8);
+        let ms = wall_ms(5, || drop(upload_batches(&s, &schema, fixed.iter().cloned()).unwrap()));
+        report(&mut h, "upload_fixed_2p27", ms, bytes, h2d_rate);
+        let t = upload_batches(&s, &schema, fixed.iter().cloned()).unwrap();
+        let ms = wall_ms(5, || {
+            let rows: usize = Downloader::new(&s, t.view(), None, DownloadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
+            assert_eq!(rows, n);
+        });
+        report(&mut h, "download_fixed_2p27", ms, bytes, d2h_rate);
+    }
+    {
+        let mut values = Vec::with_capacity(n * 12);
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0i32);
+        for i in 0..n {
+            let s = format!("{:08x}", i.wrapping_mul(2_654_435_761) as u32);
+            values.extend_from_slice(s.as_bytes());
+            values.extend(std::iter::repeat_n(b'x', i % 9));
+            offsets.push(values.len() as i32);
+        }
+        let strings = StringArray::new(arrow_buffer::OffsetBuffer::new(offsets.into()), values.into(), None);
+        let text_bytes = strings.values().len();
+        let utf8 = batches(vec![("s", Arc::new(strings) as ArrayRef)]);
+        let schema = utf8[0].schema();
+        let bytes = text_bytes + 4 * n;
+        let ms = wall_ms(5, || drop(upload_batches(&s, &schema, utf8.iter().cloned()).unwrap()));
+        report(&mut h, "upload_utf8_2p27", ms, bytes, h2d_rate);
+        let t = upload_batches(&s, &schema, utf8.iter().cloned()).unwrap();
+        let ms = wall_ms(5, || {
+            let rows: usize = Downloader::new(&s, t.view(), None, DownloadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
+            assert_eq!(rows, n);
+        });
+        report(&mut h, "download_utf8_2p27", ms, bytes, d2h_rate);
+    }
+
+    // End to end: PK-FK narrow 4b4b.
+    let (nr, ns) = (1usize << 26, 1usize << 27);
+    let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 11).generate().unwrap();
+    let rb = batches(vec![("k", Arc::new(UInt32Array::from(r.clone())) as ArrayRef), ("p", Arc::new(UInt32Array::from(r.clone())) as ArrayRef)]);
+    let fb = batches(vec![("k", Arc::new(UInt32Array::from(f.clone())) as ArrayRef), ("p", Arc::new(UInt32Array::from(f.clone())) as ArrayRef)]);
+    let schema = rb[0].schema();
+    let spec = JoinSpec::new(JoinType::Inner, &["k"], &["k"]).select(&["p"], &["p"]).batch_rows(BATCH);
+    let (up_bytes, down_bytes) = ((nr + ns) * 8, ns * 8);
+    let ms = wall_ms(5, || {
+        let reader = |b: &Vec<RecordBatch>| RecordBatchIterator::new(b.iter().cloned().map(Ok).collect::<Vec<_>>().into_iter(), schema.clone());
+        let out = join_on(&s, reader(&rb), reader(&fb), spec.clone()).unwrap();
+        let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
+        assert_eq!(rows, ns);
+    });
+    let pcie_ms = up_bytes as f64 / h2d_rate / 1e6 + down_bytes as f64 / d2h_rate / 1e6;
+    println!("RESULT {GROUP}/e2e_pkfk_narrow_4b4b_total: median {ms:.3} ms, {:.2}x the PCIe bytes at the pinned rates ({pcie_ms:.3} ms)", ms / pcie_ms);
+    h.record(GROUP, "e2e_pkfk_narrow_4b4b_total", ms, 0);
+    // The parts, on the same data.
+    let up = wall_ms(5, || {
+        drop(upload_batches(&s, &schema, rb.iter().cloned()).unwrap());
+        drop(upload_batches(&s, &schema, fb.iter().cloned()).unwrap());
+    });
+    report(&mut h, "e2e_pkfk_narrow_4b4b_upload", up, up_bytes, h2d_rate);
+    let (rt, ft): (Table, Table) = (upload_batches(&s, &schema, rb.iter().cloned()).unwrap(), upload_batches(&s, &schema, fb.iter().cloned()).unwrap());
+    let join = Join::new(JoinType::Inner).on(&rt, &["k"], &ft, &["k"]).select(&["p"], &["p"]);
+    let device = h.case(GROUP, "device_narrow_4b4b_auto", ((nr + ns) * 8 + ns * 2 * 4) as u64, (nr + ns) as u64, |s| {
+        assert_eq!(join.run(s).unwrap().rows, ns as u64);
+    });
+    let budgeted = join.clone().output_budget(u64::MAX / 2);
+    let jms = h.case(GROUP, "e2e_pkfk_narrow_4b4b_join", ((nr + ns) * 8 + ns * 2 * 4) as u64, (nr + ns) as u64, |s| {
+        assert_eq!(budgeted.run(s).unwrap().rows, ns as u64);
+    });
+    let out = join.run(&s).unwrap();
+    let out_schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new("left.p", arrow_schema::DataType::UInt32, false), arrow_schema::Field::new("right.p", arrow_schema::DataType::UInt32, false)]));
+    let down = wall_ms(5, || {
+        let rows: usize = Downloader::new(&s, out.table.view(), Some(&out_schema), DownloadOptions { batch_rows: BATCH, ..DownloadOptions::default() }).unwrap().map(|b| b.unwrap().num_rows()).sum();
+        assert_eq!(rows, ns);
+    });
+    report(&mut h, "e2e_pkfk_narrow_4b4b_download", down, down_bytes, d2h_rate);
+    drop(out);
+    drop(join);
+    drop(budgeted);
+    let (rk, fk) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+    let (rp, fp) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+    let rw = WideRelation::new(Keys::single(rk.view()), vec![rp.view().into()]).unwrap();
+    let fw = WideRelation::new(Keys::single(fk.view()), vec![fp.view().into()]).unwrap();
+    let wide_ms = h.case(GROUP, "device_narrow_4b4b_wide_auto", ((nr + ns) * 8 + ns * 2 * 4) as u64, (nr + ns) as u64, |s| {
+        assert_eq!(wide::join(s, &rw, &fw, JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().rows, ns as u64);
+    });
+    println!("SUMMARY e2e: total {ms:.2} ms = upload {up:.2} + join {jms:.2} + download {down:.2} (+ {:.2} other); join {:.3}x the device front door, {:.3}x paper_pkfk's wide Auto", ms - up - jms - down, jms / device, jms / wide_ms);
+}

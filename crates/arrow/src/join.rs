@@ -1,0 +1,258 @@
+//! One call for Arrow users: two record batch readers in, a reader of the joined batches out.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use arrow_array::{Int32Array, RecordBatch, RecordBatchIterator, StringArray};
+//! use gpujoin_arrow::{join, JoinSpec};
+//! use gpujoin_join::JoinType;
+//! let orders = RecordBatch::try_from_iter([("cust", Arc::new(Int32Array::from(vec![1, 2, 2])) as _)]).unwrap();
+//! let customers = RecordBatch::try_from_iter([
+//!     ("id", Arc::new(Int32Array::from(vec![2, 3])) as _),
+//!     ("name", Arc::new(StringArray::from(vec!["two", "three"])) as _),
+//! ]).unwrap();
+//! let (ls, rs) = (orders.schema(), customers.schema());
+//! let out = join(
+//!     RecordBatchIterator::new([Ok(orders)], ls),
+//!     RecordBatchIterator::new([Ok(customers)], rs),
+//!     JoinSpec::new(JoinType::Inner, &["cust"], &["id"]),
+//! )?;
+//! let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
+//! assert_eq!(rows, 2); // cust 2 twice, with id 2 and name "two"
+//! # Ok::<(), gpujoin_device::Error>(())
+//! ```
+
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, DataType as ArrowType, Field, Schema, SchemaRef};
+use gpujoin_device::{Device, Error, Result, Stream};
+use gpujoin_join::chunked::ChunkBudget;
+use gpujoin_join::plan::{Algorithm, Join};
+use gpujoin_join::predicate::Predicate;
+use gpujoin_join::table::Table;
+use gpujoin_join::{JoinType, NanEquality, NullEquality};
+
+use crate::download::{DownloadOptions, Downloader};
+use crate::staging::StagingOptions;
+use crate::upload::upload_reader;
+
+/// What to join and how: key columns by name (pairwise), the join type, NULL and NaN equality,
+/// an optional filter, the output columns and the chunking of outputs larger than the device.
+#[derive(Clone)]
+pub struct JoinSpec {
+    pub join_type: JoinType,
+    pub left_on: Vec<String>,
+    pub right_on: Vec<String>,
+    pub null_equality: NullEquality,
+    pub nan_equality: NanEquality,
+    /// A filter on pairs whose keys match (or, with no keys, the whole theta condition):
+    /// `col_l(i)` / `col_r(j)` are the columns at positions `i` / `j` of the two schemas.
+    pub filter: Option<Predicate>,
+    /// Output columns of the left side (`None`: every column, or none where the join type
+    /// returns no left rows).
+    pub left_select: Option<Vec<String>>,
+    /// Output columns of the right side (as `left_select`).
+    pub right_select: Option<Vec<String>>,
+    pub algorithm: Algorithm,
+    /// The device bytes one chunk of output may take when the whole output does not fit.
+    pub chunk_budget: ChunkBudget,
+    /// Rows per output batch, staging of uploads and downloads.
+    pub download: DownloadOptions,
+    pub staging: StagingOptions,
+}
+
+impl JoinSpec {
+    /// A join of `join_type` on `left_on[i] = right_on[i]` with SQL's defaults (NULL matches
+    /// nothing, NaN matches NaN), every column out, `Algorithm::Auto`.
+    pub fn new(join_type: JoinType, left_on: &[&str], right_on: &[&str]) -> JoinSpec {
+        JoinSpec {
+            join_type,
+            left_on: left_on.iter().map(|s| s.to_string()).collect(),
+            right_on: right_on.iter().map(|s| s.to_string()).collect(),
+            null_equality: NullEquality::NullEqualsNothing,
+            nan_equality: NanEquality::NanEqualsNan,
+            filter: None,
+            left_select: None,
+            right_select: None,
+            algorithm: Algorithm::Auto,
+            chunk_budget: ChunkBudget::FromFreeMemory,
+            download: DownloadOptions::default(),
+            staging: StagingOptions::default(),
+        }
+    }
+
+    /// The output columns of both sides.
+    pub fn select(mut self, left: &[&str], right: &[&str]) -> JoinSpec {
+        self.left_select = Some(left.iter().map(|s| s.to_string()).collect());
+        self.right_select = Some(right.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    pub fn filter(mut self, p: Predicate) -> JoinSpec {
+        self.filter = Some(p);
+        self
+    }
+
+    pub fn null_equality(mut self, e: NullEquality) -> JoinSpec {
+        self.null_equality = e;
+        self
+    }
+
+    pub fn nan_equality(mut self, e: NanEquality) -> JoinSpec {
+        self.nan_equality = e;
+        self
+    }
+
+    pub fn algorithm(mut self, a: Algorithm) -> JoinSpec {
+        self.algorithm = a;
+        self
+    }
+
+    pub fn chunk_budget(mut self, b: ChunkBudget) -> JoinSpec {
+        self.chunk_budget = b;
+        self
+    }
+
+    pub fn batch_rows(mut self, rows: usize) -> JoinSpec {
+        self.download.batch_rows = rows;
+        self
+    }
+
+    fn selected(&self, schema: &Schema, side_returned: bool, select: &Option<Vec<String>>) -> Vec<String> {
+        match select {
+            Some(s) => s.clone(),
+            None if side_returned => schema.fields().iter().map(|f| f.name().clone()).collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The joined batches, produced on the device by a worker thread one chunk ahead of the reader.
+pub struct JoinReader {
+    schema: SchemaRef,
+    batches: Receiver<std::result::Result<RecordBatch, ArrowError>>,
+}
+
+impl Iterator for JoinReader {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.batches.recv().ok()
+    }
+}
+
+impl RecordBatchReader for JoinReader {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// Joins two readers on device 0 (see [`join_on`]).
+pub fn join(left: impl RecordBatchReader, right: impl RecordBatchReader, spec: JoinSpec) -> Result<JoinReader> {
+    let stream = Device::new(0)?.new_stream()?;
+    join_on(&stream, left, right, spec)
+}
+
+/// Uploads both readers on `stream`'s device, then returns a reader of the joined batches: the
+/// left side's output columns, then the right side's (a name output on both sides is prefixed
+/// `left.` / `right.`), with the inputs' Arrow types (dictionaries decoded) and nullable where
+/// an outer join pads. The whole output is produced at once when it fits the chunk budget, else
+/// in chunks (every join type, key type and filter). Errors in the input (unknown or unsupported
+/// columns, key types that differ) are returned here; device errors later, as batches.
+/// Output order: that of the algorithm that ran ([`Algorithm`]'s docs).
+pub fn join_on(stream: &Stream, left: impl RecordBatchReader, right: impl RecordBatchReader, spec: JoinSpec) -> Result<JoinReader> {
+    let (ls, rs) = (left.schema(), right.schema());
+    let l = upload_reader(stream, left, spec.staging)?;
+    let r = upload_reader(stream, right, spec.staging)?;
+    let jt = spec.join_type;
+    let lsel = spec.selected(&ls, jt.has_left_map(), &spec.left_select);
+    let rsel = spec.selected(&rs, jt.has_right_map(), &spec.right_select);
+    // Check everything (names, types, algorithm) before any work; the output names come from
+    // the front door's rule.
+    let probe = build(&spec, &l, &r, &lsel, &rsel);
+    probe.explain()?;
+    let schema = output_schema(&ls, &rs, &lsel, &rsel, jt)?;
+    let (tx, rx) = sync_channel(2);
+    let stream = stream.clone();
+    let out_schema = schema.clone();
+    std::thread::spawn(move || {
+        let send = |b: Result<RecordBatch>| tx.send(b.map_err(|e| ArrowError::ExternalError(Box::new(e)))).is_ok();
+        let j = build(&spec, &l, &r, &lsel, &rsel);
+        let result = (|| -> Result<()> {
+            let budget = spec.chunk_budget.resolve(stream.device())?;
+            match j.clone().output_budget(budget).run(&stream) {
+                Ok(out) => {
+                    for b in Downloader::new(&stream, out.table.view(), Some(&out_schema), spec.download)? {
+                        if !send(b) {
+                            return Ok(());
+                        }
+                    }
+                    Ok(())
+                }
+                Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => {
+                    let budget = ChunkBudget::Bytes(budget);
+                    let emit = |table: Table| -> Result<bool> {
+                        for b in Downloader::new(&stream, table.view(), Some(&out_schema), spec.download)? {
+                            if !send(b) {
+                                return Ok(false);
+                            }
+                        }
+                        Ok(true)
+                    };
+                    if spec.filter.is_some() || spec.left_on.is_empty() {
+                        let inputs = j.theta_inputs(&stream)?;
+                        for c in inputs.chunks(&stream, budget)? {
+                            if !emit(j.gather(&stream, &c?.data)?)? {
+                                return Ok(());
+                            }
+                        }
+                    } else {
+                        for c in j.chunks(&stream, budget)? {
+                            if !emit(j.gather(&stream, &c?.data)?)? {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        })();
+        if let Err(e) = result {
+            send(Err(e));
+        }
+    });
+    Ok(JoinReader { schema, batches: rx })
+}
+
+fn build<'a>(spec: &JoinSpec, l: &'a Table, r: &'a Table, lsel: &[String], rsel: &[String]) -> Join<'a> {
+    let lo: Vec<&str> = spec.left_on.iter().map(String::as_str).collect();
+    let ro: Vec<&str> = spec.right_on.iter().map(String::as_str).collect();
+    let ls: Vec<&str> = lsel.iter().map(String::as_str).collect();
+    let rs: Vec<&str> = rsel.iter().map(String::as_str).collect();
+    let mut j = Join::new(spec.join_type).on(l, &lo, r, &ro).select(&ls, &rs).null_equality(spec.null_equality).nan_equality(spec.nan_equality).algorithm(spec.algorithm);
+    if let Some(f) = &spec.filter {
+        j = j.filter(f.clone());
+    }
+    j
+}
+
+/// The output fields: each selected input field (a dictionary as its value type), renamed as the
+/// front door names it, nullable where the input is or an outer join pads that side.
+fn output_schema(ls: &Schema, rs: &Schema, lsel: &[String], rsel: &[String], jt: JoinType) -> Result<SchemaRef> {
+    let pads_left = matches!(jt, JoinType::Right | JoinType::Full);
+    let pads_right = matches!(jt, JoinType::Left | JoinType::Full);
+    let mut fields = Vec::new();
+    for (schema, sel, other, pads, prefix) in [(ls, lsel, rsel, pads_left, "left."), (rs, rsel, lsel, pads_right, "right.")] {
+        for name in sel {
+            let f = schema.field_with_name(name).map_err(|_| Error::UnknownColumn { name: name.clone(), available: schema.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ") })?;
+            let t = match f.data_type() {
+                ArrowType::Dictionary(_, v) => v.as_ref().clone(),
+                t => t.clone(),
+            };
+            let out = if other.contains(name) { format!("{prefix}{name}") } else { name.clone() };
+            fields.push(Field::new(out, t, f.is_nullable() || pads).with_metadata(f.metadata().clone()));
+        }
+    }
+    Ok(Arc::new(Schema::new(fields)))
+}

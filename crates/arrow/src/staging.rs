@@ -1,0 +1,138 @@
+//! Pinned staging: a ring of page-locked buffers that host bytes pass through on their way to
+//! or from the device. The host copy into (or out of) one buffer overlaps the device copies of
+//! the others; host copies of a piece are split over the rayon pool.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use gpujoin_device::{DeviceView, DeviceViewMut, PinnedBuffer, Result, Stream};
+use rayon::prelude::*;
+
+/// The pinned staging of uploads and downloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StagingOptions {
+    /// Bytes of one pinned buffer (default 32 MiB): the unit of one device copy.
+    pub buffer_bytes: usize,
+    /// Buffers in the ring (default 4, at least 2).
+    pub buffers: usize,
+}
+
+impl Default for StagingOptions {
+    fn default() -> Self {
+        StagingOptions { buffer_bytes: 32 << 20, buffers: 4 }
+    }
+}
+
+/// The ring of pinned buffers.
+pub(crate) struct Staging {
+    ring: Vec<PinnedBuffer<u8>>,
+    next: usize,
+    piece: usize,
+    ordinal: usize,
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+        for b in self.ring.drain(..) {
+            if pool.len() < POOL_MAX {
+                pool.push((self.ordinal, b));
+            }
+        }
+    }
+}
+
+/// Host copies below this many bytes stay on the calling thread.
+const PARALLEL_COPY_MIN: usize = 2 << 20;
+
+/// `dst.copy_from_slice(src)`, split over the rayon pool when large.
+pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
+    if src.len() < PARALLEL_COPY_MIN {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let chunk = src.len().div_ceil(rayon::current_num_threads()).max(PARALLEL_COPY_MIN / 2);
+    dst.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+/// Pinned buffers of finished stagings, kept for the next one (page-locking costs milliseconds
+/// per buffer): `(device ordinal, buffer)`, at most [`POOL_MAX`] of them.
+static POOL: Mutex<Vec<(usize, PinnedBuffer<u8>)>> = Mutex::new(Vec::new());
+
+/// Most pinned buffers kept for reuse (4 stagings' worth of the default options: 512 MiB).
+const POOL_MAX: usize = 16;
+
+impl Staging {
+    pub(crate) fn new(stream: &Stream, options: StagingOptions) -> Result<Staging> {
+        let piece = options.buffer_bytes.max(1 << 16);
+        let ordinal = stream.device().ordinal();
+        let mut ring = Vec::with_capacity(options.buffers.max(2));
+        {
+            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+            while ring.len() < options.buffers.max(2) {
+                match pool.iter().position(|(o, b)| *o == ordinal && b.len() == piece) {
+                    Some(i) => ring.push(pool.swap_remove(i).1),
+                    None => break,
+                }
+            }
+        }
+        while ring.len() < options.buffers.max(2) {
+            ring.push(PinnedBuffer::new(stream.device(), piece)?);
+        }
+        Ok(Staging { ring, next: 0, piece, ordinal })
+    }
+
+    /// Queues the copy of `src` into `dst` (same length): each piece is copied into the next
+    /// pinned buffer (after that buffer's previous device copy finished) and sent on `stream`.
+    pub(crate) fn upload(&mut self, stream: &Stream, src: &[u8], dst: DeviceViewMut<'_, u8>) -> Result<()> {
+        self.upload_with(stream, src.len(), dst, |start, out| par_copy(out, &src[start..start + out.len()]))
+    }
+
+    /// As [`Staging::upload`] for bytes made on the fly: `fill(start, out)` writes bytes
+    /// `start .. start + out.len()` of the `len` bytes to send.
+    pub(crate) fn upload_with(&mut self, stream: &Stream, len: usize, mut dst: DeviceViewMut<'_, u8>, mut fill: impl FnMut(usize, &mut [u8])) -> Result<()> {
+        gpujoin_device::check_same_len("staged bytes", len, "device destination", dst.len())?;
+        let mut start = 0;
+        while start < len {
+            let n = self.piece.min(len - start);
+            let k = self.next;
+            self.next = (k + 1) % self.ring.len();
+            let slot = &mut self.ring[k];
+            fill(start, &mut slot.as_mut_slice()?[..n]);
+            stream.copy_from_pinned_async(slot, &mut dst.slice_mut(start..start + n))?;
+            start += n;
+        }
+        Ok(())
+    }
+
+    /// Copies every `(device source, host destination)` pair (same lengths): the device copy of
+    /// each piece is queued before the host copy of the piece before it, so they overlap.
+    pub(crate) fn download(&mut self, stream: &Stream, pairs: Vec<(DeviceView<'_, u8>, &mut [u8])>) -> Result<()> {
+        let mut inflight: VecDeque<(usize, &mut [u8])> = VecDeque::new();
+        for (src, dst) in pairs {
+            gpujoin_device::check_same_len("device source", src.len(), "host destination", dst.len())?;
+            let mut rest = dst;
+            let mut start = 0;
+            while !rest.is_empty() {
+                let n = self.piece.min(rest.len());
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
+                rest = tail;
+                if inflight.len() == self.ring.len() {
+                    let (slot, out) = inflight.pop_front().expect("a piece in flight");
+                    let len = out.len();
+                    par_copy(out, &self.ring[slot].as_slice()?[..len]);
+                }
+                let slot = self.next;
+                self.next = (self.next + 1) % self.ring.len();
+                stream.copy_to_pinned_async(&src.slice(start..start + n), &mut self.ring[slot], 0)?;
+                inflight.push_back((slot, head));
+                start += n;
+            }
+        }
+        while let Some((slot, out)) = inflight.pop_front() {
+            let len = out.len();
+            par_copy(out, &self.ring[slot].as_slice()?[..len]);
+        }
+        Ok(())
+    }
+}
