@@ -1,6 +1,6 @@
-//! A device table to record batches: windows of rows copied through the pinned staging ring
-//! (the device copy of each piece overlapping the host copy of the last), then sliced into
-//! batches without copying.
+//! A device table to record batches: windows of rows copied from the device straight into
+//! pinned blocks that become the Arrow buffers (no host copy), then sliced into batches without
+//! copying.
 //!
 //! ```no_run
 //! # fn f(stream: &gpujoin_device::Stream, table: &gpujoin_join::table::Table) -> gpujoin_device::Result<()> {
@@ -13,14 +13,14 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_buffer::{Buffer, MutableBuffer};
+use arrow_buffer::Buffer;
 use arrow_schema::{Field, Schema, SchemaRef};
-use gpujoin_device::{DeviceView, Error, Result, Stream};
+use gpujoin_device::{Error, Result, Stream};
 use gpujoin_join::table::{ColumnView, DataType, TableView};
 
 use crate::bits::bits_from;
 use crate::host::{batch, build_array, output_fields};
-use crate::staging::{Staging, StagingOptions};
+use crate::pinned_blocks::{self, Block};
 
 /// How a table comes back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +30,11 @@ pub struct DownloadOptions {
     /// About this many bytes are copied per window of rows (default 256 MiB), a multiple of
     /// `batch_rows` rows: larger windows mean fewer, longer device copies.
     pub window_bytes: usize,
-    /// The pinned staging.
-    pub staging: StagingOptions,
 }
 
 impl Default for DownloadOptions {
     fn default() -> Self {
-        DownloadOptions { batch_rows: 1 << 16, window_bytes: 256 << 20, staging: StagingOptions::default() }
+        DownloadOptions { batch_rows: 1 << 16, window_bytes: 256 << 20 }
     }
 }
 
@@ -48,7 +46,6 @@ pub struct Downloader<'a> {
     next: usize,
     window_rows: usize,
     batch_rows: usize,
-    staging: Staging,
     ready: VecDeque<RecordBatch>,
     failed: bool,
 }
@@ -84,7 +81,6 @@ impl<'a> Downloader<'a> {
             next: 0,
             window_rows,
             batch_rows,
-            staging: Staging::new(stream, options.staging)?,
             ready: VecDeque::new(),
             failed: false,
         })
@@ -95,30 +91,33 @@ impl<'a> Downloader<'a> {
         self.schema.clone()
     }
 
-    /// Copies rows `start .. start + n` and queues their batches.
+    /// Copies rows `start .. start + n` straight into pinned blocks that become the batches'
+    /// buffers, and queues the batches.
     fn window(&mut self, start: usize, n: usize) -> Result<()> {
+        let s = &self.stream;
         let cols: Vec<ColumnView<'a>> = self.table.columns().iter().map(|c| c.slice(start, n)).collect::<Result<_>>()?;
         // First the offsets of the string columns: they say which bytes to copy.
-        let mut offsets: Vec<Option<MutableBuffer>> = cols.iter().map(|c| c.data_type().is_string().then(|| MutableBuffer::from_len_zeroed((n + 1) * width(c.data_type())))).collect();
-        let mut pairs = Vec::new();
-        for (c, host) in cols.iter().zip(offsets.iter_mut()) {
-            if let Some(h) = host {
-                let w = width(c.data_type());
-                pairs.push((c.offsets().expect("string offsets").slice(c.offset() * w..(c.offset() + n + 1) * w), h.as_slice_mut()));
-            }
+        let mut offsets: Vec<Option<Block>> = Vec::with_capacity(cols.len());
+        for c in &cols {
+            offsets.push(match c.offsets() {
+                Some(o) if c.data_type().is_string() => {
+                    let w = width(c.data_type());
+                    let mut b = pinned_blocks::take(s, (n + 1) * w)?;
+                    b.fill_from(s, &o.slice(c.offset() * w..(c.offset() + n + 1) * w))?;
+                    Some(b)
+                }
+                _ => None,
+            });
         }
-        self.staging.download(&self.stream, pairs)?;
         let mut ranges = Vec::with_capacity(cols.len());
-        for (c, host) in cols.iter().zip(offsets.iter_mut()) {
-            ranges.push(match host {
-                Some(h) => rebase(c.data_type(), h),
+        for (c, block) in cols.iter().zip(offsets.iter_mut()) {
+            ranges.push(match block {
+                Some(b) => rebase(c.data_type(), b.as_mut_slice((n + 1) * width(c.data_type()))?),
                 None => (0, 0),
             });
         }
-        // Then values and validity.
-        let mut values: Vec<MutableBuffer> = Vec::with_capacity(cols.len());
-        let mut validity: Vec<Option<MutableBuffer>> = Vec::with_capacity(cols.len());
-        let mut sources: Vec<(DeviceView<'a, u8>, Option<DeviceView<'a, u8>>)> = Vec::with_capacity(cols.len());
+        // Then values and validity, all queued before any is waited for.
+        let mut parts: Vec<(Block, usize, Option<(Block, usize)>)> = Vec::with_capacity(cols.len());
         for (c, &(lo, hi)) in cols.iter().zip(&ranges) {
             let o = c.offset();
             let v = match c.data_type() {
@@ -126,28 +125,35 @@ impl<'a> Downloader<'a> {
                 DataType::Utf8 | DataType::LargeUtf8 => c.values().slice(lo..hi),
                 t => c.values().slice(o * t.byte_width().unwrap()..(o + n) * t.byte_width().unwrap()),
             };
-            let b = c.validity().map(|b| b.slice(o / 8..(o + n).div_ceil(8)));
-            values.push(MutableBuffer::from_len_zeroed(v.len()));
-            validity.push(b.map(|b| MutableBuffer::from_len_zeroed(b.len())));
-            sources.push((v, b));
+            let mut vb = pinned_blocks::take(s, v.len())?;
+            vb.fill_from(s, &v)?;
+            let valid = match c.validity() {
+                Some(bits) => {
+                    let bits = bits.slice(o / 8..(o + n).div_ceil(8));
+                    let mut bb = pinned_blocks::take(s, bits.len())?;
+                    bb.fill_from(s, &bits)?;
+                    Some((bb, bits.len()))
+                }
+                None => None,
+            };
+            parts.push((vb, v.len(), valid));
         }
-        let mut pairs = Vec::new();
-        for ((v, b), (hv, hb)) in sources.iter().zip(values.iter_mut().zip(validity.iter_mut())) {
-            pairs.push((*v, hv.as_slice_mut()));
-            if let (Some(b), Some(hb)) = (b, hb.as_mut()) {
-                pairs.push((*b, hb.as_slice_mut()));
-            }
-        }
-        self.staging.download(&self.stream, pairs)?;
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(cols.len());
         let fields = self.schema.fields().clone();
-        for (k, c) in cols.iter().enumerate() {
+        for (k, ((c, (vb, vlen, valid)), ob)) in cols.iter().zip(parts).zip(offsets).enumerate() {
             let bit = c.offset() % 8;
-            let realign = |m: MutableBuffer| if bit == 0 { Buffer::from(m) } else { Buffer::from_vec(bits_from(m.as_slice(), bit, n)) };
-            let vals = std::mem::replace(&mut values[k], MutableBuffer::new(0));
-            let vals = if c.data_type() == DataType::Boolean { realign(vals) } else { Buffer::from(vals) };
-            let valid = validity[k].take().map(realign);
-            let offs = offsets[k].take().map(Buffer::from);
+            // A bitmap starting inside a byte is realigned to bit 0 on the host (it is small).
+            let bitmap = |mut b: Block, len: usize| -> Result<Buffer> {
+                if bit == 0 {
+                    return b.into_buffer(len);
+                }
+                let out = Buffer::from_vec(bits_from(b.as_slice(len)?, bit, n));
+                b.recycle();
+                Ok(out)
+            };
+            let vals = if c.data_type() == DataType::Boolean { bitmap(vb, vlen)? } else { vb.into_buffer(vlen)? };
+            let valid = valid.map(|(b, len)| bitmap(b, len)).transpose()?;
+            let offs = ob.map(|b| b.into_buffer((n + 1) * width(c.data_type()))).transpose()?;
             let array = build_array(&fields[k], c.data_type(), n, 0, vals, offs, valid)?;
             if array.null_count() > 0 && !fields[k].is_nullable() {
                 return Err(Error::invalid(format!("column {:?} has nulls but the schema's field is not nullable", fields[k].name())));
@@ -174,14 +180,14 @@ fn width(t: DataType) -> usize {
 }
 
 /// Makes downloaded string offsets start at 0; returns the byte range they covered.
-fn rebase(t: DataType, host: &mut MutableBuffer) -> (usize, usize) {
+fn rebase(t: DataType, host: &mut [u8]) -> (usize, usize) {
     if t == DataType::Utf8 {
-        let o = host.typed_data_mut::<i32>();
+        let o: &mut [i32] = bytemuck::cast_slice_mut(host);
         let (first, last) = (o[0], o[o.len() - 1]);
         o.iter_mut().for_each(|x| *x -= first);
         (first as usize, last as usize)
     } else {
-        let o = host.typed_data_mut::<i64>();
+        let o: &mut [i64] = bytemuck::cast_slice_mut(host);
         let (first, last) = (o[0], o[o.len() - 1]);
         o.iter_mut().for_each(|x| *x -= first);
         (first as usize, last as usize)

@@ -55,8 +55,12 @@ pub struct JoinSpec {
     /// Output columns of the right side (as `left_select`).
     pub right_select: Option<Vec<String>>,
     pub algorithm: Algorithm,
-    /// The device bytes one chunk of output may take when the whole output does not fit.
+    /// The device bytes one chunk of output may take when the whole output does not fit in
+    /// device memory (or [`JoinSpec::force_chunks`] is set).
     pub chunk_budget: ChunkBudget,
+    /// Always produce the output in chunks of `chunk_budget` (bounded device memory), instead of
+    /// at once when it fits.
+    pub force_chunks: bool,
     /// Rows per output batch, staging of uploads and downloads.
     pub download: DownloadOptions,
     pub staging: StagingOptions,
@@ -77,6 +81,7 @@ impl JoinSpec {
             right_select: None,
             algorithm: Algorithm::Auto,
             chunk_budget: ChunkBudget::FromFreeMemory,
+            force_chunks: false,
             download: DownloadOptions::default(),
             staging: StagingOptions::default(),
         }
@@ -111,6 +116,13 @@ impl JoinSpec {
 
     pub fn chunk_budget(mut self, b: ChunkBudget) -> JoinSpec {
         self.chunk_budget = b;
+        self
+    }
+
+    /// Output in chunks of at most `bytes` device bytes each, always.
+    pub fn chunks_of(mut self, bytes: u64) -> JoinSpec {
+        self.chunk_budget = ChunkBudget::Bytes(bytes);
+        self.force_chunks = true;
         self
     }
 
@@ -156,8 +168,8 @@ pub fn join(left: impl RecordBatchReader, right: impl RecordBatchReader, spec: J
 /// Uploads both readers on `stream`'s device, then returns a reader of the joined batches: the
 /// left side's output columns, then the right side's (a name output on both sides is prefixed
 /// `left.` / `right.`), with the inputs' Arrow types (dictionaries decoded) and nullable where
-/// an outer join pads. The whole output is produced at once when it fits the chunk budget, else
-/// in chunks (every join type, key type and filter). Errors in the input (unknown or unsupported
+/// an outer join pads. The whole output is produced at once when it fits in device memory, else
+/// in chunks of the spec's budget (every join type, key type and filter). Errors in the input (unknown or unsupported
 /// columns, key types that differ) are returned here; device errors later, as batches.
 /// Output order: that of the algorithm that ran ([`Algorithm`]'s docs).
 pub fn join_on(stream: &Stream, left: impl RecordBatchReader, right: impl RecordBatchReader, spec: JoinSpec) -> Result<JoinReader> {
@@ -179,44 +191,45 @@ pub fn join_on(stream: &Stream, left: impl RecordBatchReader, right: impl Record
         let send = |b: Result<RecordBatch>| tx.send(b.map_err(|e| ArrowError::ExternalError(Box::new(e)))).is_ok();
         let j = build(&spec, &l, &r, &lsel, &rsel);
         let result = (|| -> Result<()> {
-            let budget = spec.chunk_budget.resolve(stream.device())?;
-            match j.clone().output_budget(budget).run(&stream) {
-                Ok(out) => {
-                    for b in Downloader::new(&stream, out.table.view(), Some(&out_schema), spec.download)? {
-                        if !send(b) {
-                            return Ok(());
-                        }
-                    }
-                    Ok(())
+            // The whole output at once (no count pass first: a join whose output does not fit
+            // fails with a typed error before writing it, and then runs in chunks).
+            let whole = if spec.force_chunks {
+                None
+            } else {
+                match j.run(&stream) {
+                    Ok(out) => Some(out),
+                    Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => None,
+                    Err(e) => return Err(e),
                 }
-                Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => {
-                    let budget = ChunkBudget::Bytes(budget);
-                    let emit = |table: Table| -> Result<bool> {
-                        for b in Downloader::new(&stream, table.view(), Some(&out_schema), spec.download)? {
-                            if !send(b) {
-                                return Ok(false);
-                            }
-                        }
-                        Ok(true)
-                    };
-                    if spec.filter.is_some() || spec.left_on.is_empty() {
-                        let inputs = j.theta_inputs(&stream)?;
-                        for c in inputs.chunks(&stream, budget)? {
-                            if !emit(j.gather(&stream, &c?.data)?)? {
-                                return Ok(());
-                            }
-                        }
-                    } else {
-                        for c in j.chunks(&stream, budget)? {
-                            if !emit(j.gather(&stream, &c?.data)?)? {
-                                return Ok(());
-                            }
-                        }
+            };
+            let emit = |table: &Table| -> Result<bool> {
+                for b in Downloader::new(&stream, table.view(), Some(&out_schema), spec.download)? {
+                    if !send(b) {
+                        return Ok(false);
                     }
-                    Ok(())
                 }
-                Err(e) => Err(e),
+                Ok(true)
+            };
+            if let Some(out) = whole {
+                emit(&out.table)?;
+                return Ok(());
             }
+            let budget = ChunkBudget::Bytes(spec.chunk_budget.resolve(stream.device())?);
+            if spec.filter.is_some() || spec.left_on.is_empty() {
+                let inputs = j.theta_inputs(&stream)?;
+                for c in inputs.chunks(&stream, budget)? {
+                    if !emit(&j.gather(&stream, &c?.data)?)? {
+                        return Ok(());
+                    }
+                }
+            } else {
+                for c in j.chunks(&stream, budget)? {
+                    if !emit(&j.gather(&stream, &c?.data)?)? {
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
         })();
         if let Err(e) = result {
             send(Err(e));

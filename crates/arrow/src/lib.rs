@@ -6,7 +6,9 @@
 //! - [`Uploader`], [`upload_batches`]: record batches (one or a stream) to a device
 //!   [`Table`](gpujoin_join::table::Table) through pinned staging buffers, the host copy of the
 //!   next piece overlapping the device copy of the last.
-//! - [`Downloader`], [`download`]: a device table to record batches the same way.
+//! - [`Downloader`], [`download`]: a device table to record batches, copied from the device
+//!   straight into pinned blocks that become the batches' buffers (returned to a pool when the
+//!   batches are dropped).
 //! - [`join()`]: one call from two record batch readers to a reader of the joined batches.
 //!
 //! Which Arrow types a device table holds, and as what: see [`types`].
@@ -15,6 +17,7 @@ mod bits;
 mod download;
 mod host;
 mod join;
+mod pinned_blocks;
 mod staging;
 pub mod types;
 mod upload;

@@ -1,14 +1,13 @@
-//! Pinned staging: a ring of page-locked buffers that host bytes pass through on their way to
-//! or from the device. The host copy into (or out of) one buffer overlaps the device copies of
-//! the others; host copies of a piece are split over the rayon pool.
+//! Pinned staging of uploads: a ring of page-locked buffers that host bytes pass through on
+//! their way to the device. The host copy into one buffer overlaps the device copies out of the
+//! others; host copies of a piece are split over the rayon pool.
 
-use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use gpujoin_device::{DeviceView, DeviceViewMut, PinnedBuffer, Result, Stream};
+use gpujoin_device::{DeviceViewMut, PinnedBuffer, Result, Stream};
 use rayon::prelude::*;
 
-/// The pinned staging of uploads and downloads.
+/// The pinned staging of uploads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StagingOptions {
     /// Bytes of one pinned buffer (default 32 MiB): the unit of one device copy.
@@ -101,37 +100,6 @@ impl Staging {
             fill(start, &mut slot.as_mut_slice()?[..n]);
             stream.copy_from_pinned_async(slot, &mut dst.slice_mut(start..start + n))?;
             start += n;
-        }
-        Ok(())
-    }
-
-    /// Copies every `(device source, host destination)` pair (same lengths): the device copy of
-    /// each piece is queued before the host copy of the piece before it, so they overlap.
-    pub(crate) fn download(&mut self, stream: &Stream, pairs: Vec<(DeviceView<'_, u8>, &mut [u8])>) -> Result<()> {
-        let mut inflight: VecDeque<(usize, &mut [u8])> = VecDeque::new();
-        for (src, dst) in pairs {
-            gpujoin_device::check_same_len("device source", src.len(), "host destination", dst.len())?;
-            let mut rest = dst;
-            let mut start = 0;
-            while !rest.is_empty() {
-                let n = self.piece.min(rest.len());
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(n);
-                rest = tail;
-                if inflight.len() == self.ring.len() {
-                    let (slot, out) = inflight.pop_front().expect("a piece in flight");
-                    let len = out.len();
-                    par_copy(out, &self.ring[slot].as_slice()?[..len]);
-                }
-                let slot = self.next;
-                self.next = (self.next + 1) % self.ring.len();
-                stream.copy_to_pinned_async(&src.slice(start..start + n), &mut self.ring[slot], 0)?;
-                inflight.push_back((slot, head));
-                start += n;
-            }
-        }
-        while let Some((slot, out)) = inflight.pop_front() {
-            let len = out.len();
-            par_copy(out, &self.ring[slot].as_slice()?[..len]);
         }
         Ok(())
     }

@@ -12,7 +12,6 @@ use arrow_select::concat::concat_batches;
 use gpujoin_arrow::{join_on, upload_batches_with, upload_reader, DownloadOptions, Downloader, JoinSpec, StagingOptions};
 use gpujoin_device::testing::device_or_skip;
 use gpujoin_device::{Error, Stream};
-use gpujoin_join::chunked::ChunkBudget;
 use gpujoin_join::predicate::{col_l, col_r};
 use gpujoin_join::{JoinType, NanEquality, NullEquality};
 use gpujoin_testkit::table_reference;
@@ -31,7 +30,7 @@ fn reader(batches: Vec<RecordBatch>) -> RecordBatchIterator<std::vec::IntoIter<R
 }
 
 fn download_all(s: &Stream, t: &gpujoin_join::table::Table, schema: &arrow_schema::Schema, batch_rows: usize) -> RecordBatch {
-    let opts = DownloadOptions { batch_rows, window_bytes: 1 << 15, staging: SMALL };
+    let opts = DownloadOptions { batch_rows, window_bytes: 1 << 15 };
     let batches: Vec<RecordBatch> = Downloader::new(s, t.view(), Some(schema), opts).unwrap().collect::<Result<_, _>>().unwrap();
     assert!(batches.iter().all(|b| b.num_rows() <= batch_rows));
     concat_batches(&Arc::new(schema.clone()), &batches).unwrap()
@@ -86,7 +85,7 @@ fn check_join(s: &Stream, l: &RecordBatch, r: &RecordBatch, key: &str, jt: JoinT
     }
     spec.staging = SMALL;
     if let Some(b) = budget {
-        spec = spec.chunk_budget(ChunkBudget::Bytes(b));
+        spec = spec.chunks_of(b);
     }
     if let Some(f) = &filter {
         spec = spec.filter(f.clone());
