@@ -17,3 +17,6 @@ pub mod types;
 
 pub use host::{from_host_table, to_host_table};
 pub use types::{arrow_type, can_download_as, device_type, device_types};
+
+pub mod c_device;
+pub use c_device::{export_table, ArrowDeviceArray, ImportedTable};
