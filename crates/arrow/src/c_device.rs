@@ -763,6 +763,10 @@ impl ImportedTable {
             views.push((c.name, view));
         }
         let view = TableView::new(views)?;
+        if !zero_offsets.is_empty() {
+            // The zeroed offsets are ready for any stream the view is used on.
+            stream.synchronize()?;
+        }
         Ok(ImportedTable { view, _zero_offsets: zero_offsets, stream: stream.clone(), array })
     }
 
