@@ -28,3 +28,6 @@ pub use join::{join, join_on, JoinReader, JoinSpec};
 pub use staging::StagingOptions;
 pub use upload::{upload_batches, upload_batches_with, upload_reader, Uploader};
 pub use types::{arrow_type, can_download_as, device_type, device_types};
+
+pub mod c_device;
+pub use c_device::{export_table, ArrowDeviceArray, ImportedTable};

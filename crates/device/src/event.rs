@@ -1,5 +1,7 @@
 //! Events and an elapsed-time timer.
 
+use std::ffi::c_void;
+
 use cudarc::driver::{sys, CudaEvent};
 
 use crate::device::Device;
@@ -38,6 +40,20 @@ impl Event {
     /// An error of earlier asynchronous work is returned.
     pub fn is_complete(&self) -> Result<bool> {
         self.inner.try_is_complete().map_err(|e| driver("cuEventQuery", e))
+    }
+
+    /// The raw `CUevent` handle (the same handle as a runtime `cudaEvent_t`), for FFI: e.g. the
+    /// event an Arrow C device array's `sync_event` points to. The event keeps owning it: the
+    /// handle must not be destroyed, nor used after the event is dropped.
+    ///
+    /// ```no_run
+    /// # fn f(stream: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
+    /// let ready = stream.record_event()?;
+    /// let handle = ready.raw(); // hand `&handle` to a C library that waits on it
+    /// # let _ = handle; Ok(()) }
+    /// ```
+    pub fn raw(&self) -> *mut c_void {
+        self.inner.cu_event() as *mut c_void
     }
 
     pub(crate) fn inner(&self) -> &CudaEvent {

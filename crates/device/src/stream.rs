@@ -254,6 +254,24 @@ impl Stream {
         self.inner.wait(event.inner()).map_err(|e| driver("cuStreamWaitEvent", e))
     }
 
+    /// Makes later work on this stream wait for an event that another library owns and
+    /// recorded: a raw `CUevent` or runtime `cudaEvent_t` (the same handle), e.g. the one an
+    /// imported Arrow C device array's `sync_event` points to. Waits for the event's state at
+    /// the time of the call, like [`Stream::wait_event`].
+    ///
+    /// # Safety
+    /// `event` must be a live event handle, created in this device's primary context (the one
+    /// the CUDA runtime uses too), for the duration of the call.
+    pub unsafe fn wait_raw_event(&self, event: *mut c_void) -> Result<()> {
+        if event.is_null() {
+            return Err(Error::invalid("a null CUevent to wait on"));
+        }
+        self.device.bind_to_thread()?;
+        // SAFETY: the stream is live; the caller vouches for the event.
+        unsafe { result::stream::wait_event(self.inner.cu_stream(), event as sys::CUevent, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+            .map_err(|e| driver("cuStreamWaitEvent", e))
+    }
+
     pub(crate) fn cuda(&self) -> &Arc<CudaStream> {
         &self.inner
     }
