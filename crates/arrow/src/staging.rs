@@ -41,8 +41,9 @@ impl Drop for Staging {
     }
 }
 
-/// Host copies below this many bytes stay on the calling thread.
-const PARALLEL_COPY_MIN: usize = 2 << 20;
+/// Host copies below this many bytes stay on the calling thread; larger ones are split into
+/// parts of at least half of it, over every thread of the rayon pool.
+const PARALLEL_COPY_MIN: usize = 256 << 10;
 
 /// `dst.copy_from_slice(src)`, split over the rayon pool when large.
 pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {

@@ -13,6 +13,7 @@
 
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{Schema, SchemaRef};
+use rayon::prelude::*;
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_join::table::{Column, DataType, Table};
 
@@ -191,18 +192,20 @@ impl ColumnBuilder {
         let offsets = self.offsets.as_mut().expect("string offsets");
         let dst = offsets.slice_mut((rows + 1) * w..(rows + 1 + n) * w);
         staging.upload_with(stream, n * w, dst, |start, out| {
-            let (i0, k) = (start / w, out.len() / w);
+            // Entry `i0 + j` of this piece is the batch's offset `i0 + j + 1`, re-based.
+            let i0 = start / w;
+            const PART: usize = 1 << 15;
             match (o, w) {
-                (Offsets::I32(src), 4) => {
-                    for (j, d) in out.chunks_exact_mut(4).enumerate().take(k) {
-                        d.copy_from_slice(&((src[i0 + j + 1] as i64 - first + base) as i32).to_le_bytes());
+                (Offsets::I32(src), 4) => out.par_chunks_mut(4 * PART).enumerate().for_each(|(c, part)| {
+                    for (j, d) in part.chunks_exact_mut(4).enumerate() {
+                        d.copy_from_slice(&((src[i0 + c * PART + j + 1] as i64 - first + base) as i32).to_le_bytes());
                     }
-                }
-                (Offsets::I64(src), 8) => {
-                    for (j, d) in out.chunks_exact_mut(8).enumerate().take(k) {
-                        d.copy_from_slice(&(src[i0 + j + 1] - first + base).to_le_bytes());
+                }),
+                (Offsets::I64(src), 8) => out.par_chunks_mut(8 * PART).enumerate().for_each(|(c, part)| {
+                    for (j, d) in part.chunks_exact_mut(8).enumerate() {
+                        d.copy_from_slice(&(src[i0 + c * PART + j + 1] - first + base).to_le_bytes());
                     }
-                }
+                }),
                 _ => unreachable!("a column's offsets have its type's width"),
             }
         })

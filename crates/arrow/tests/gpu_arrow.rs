@@ -121,16 +121,16 @@ fn join_matches_the_cpu_reference_for_every_key_type_and_join_type() {
             }
         }
     }
-    // Chunked: a budget below one row's output.
+    // Chunked: about 256 rows of maps per chunk.
     for key in ["i32", "utf8", "f64", "dict"] {
         for jt in JOIN_TYPES {
-            check_join(&s, &l, &r, key, jt, NullEquality::NullEqualsNull, Some(1), None);
+            check_join(&s, &l, &r, key, jt, NullEquality::NullEqualsNull, Some(2048), None);
             cases += 1;
         }
     }
     // Keys and a filter (nullable columns), whole and chunked; a pure theta join, chunked.
     for jt in JOIN_TYPES {
-        for budget in [None, Some(64)] {
+        for budget in [None, Some(4096)] {
             check_join(&s, &l, &r, "i64", jt, NullEquality::NullEqualsNothing, budget, Some(col_l(2).less(col_r(2))));
             check_join(&s, &l, &r, "", jt, NullEquality::NullEqualsNothing, budget, Some(col_l(3).less(col_r(3))));
             cases += 2;
