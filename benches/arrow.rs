@@ -18,12 +18,14 @@ use std::time::Instant;
 
 use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray, UInt32Array};
 use common::{median, time_ms, Harness};
-use gpujoin::device::PinnedBuffer;
+use gpujoin::device::{HostRegistration, PinnedBuffer};
 use gpujoin::join::plan::Join;
 use gpujoin::join::table::Table;
 use gpujoin::join::wide::{self, WideJoinOptions, WideRelation};
 use gpujoin::join::{JoinType, Keys};
-use gpujoin_arrow::{join_on, upload_batches, Downloader, DownloadOptions, JoinSpec};
+use gpujoin_arrow::{join_on, upload_batches, upload_batches_with, Downloader, DownloadOptions, JoinSpec, StagingOptions};
+
+const REGISTER: StagingOptions = StagingOptions { buffer_bytes: 32 << 20, buffers: 4, register_min_bytes: 1 << 20 };
 use gpujoin_testkit::datagen;
 
 const GROUP: &str = "arrow";
@@ -90,6 +92,18 @@ fn main() {
         println!("host copy into fresh pageable memory, one thread: {:.1} GB/s", gib as f64 / ms / 1e6);
         h.record(GROUP, "host_copy_to_fresh_1gib", ms, 0);
     }
+    // Page-locking in place instead: register 1 GiB of pageable memory, copy it, unregister.
+    {
+        let src = vec![7u8; gib];
+        let mut d = s.alloc::<u8>(gib).unwrap();
+        let ms = wall_ms(5, || {
+            let mut r = HostRegistration::new(&h.device, &src).unwrap();
+            s.copy_from_registered_async(&mut r, 0, &mut d.view_mut()).unwrap();
+            drop(r);
+        });
+        println!("register 1 GiB in place + copy + unregister: {ms:.3} ms ({:.1} GB/s)", gib as f64 / ms / 1e6);
+        h.record(GROUP, "registered_h2d_1gib", ms, 0);
+    }
     let report = |h: &mut Harness, case: &str, ms: f64, bytes: usize, rate: f64| {
         let floor = bytes as f64 / rate / 1e6;
         println!("RESULT {GROUP}/{case}: median {ms:.3} ms, {:.1} GB/s, {:.0}% of the pinned rate ({floor:.3} ms)", bytes as f64 / ms / 1e6, 100.0 * floor / ms);
@@ -107,6 +121,8 @@ fn main() {
         let bytes = n * (4 + 8 + 8);
         let ms = wall_ms(5, || drop(upload_batches(&s, &schema, fixed.iter().cloned()).unwrap()));
         report(&mut h, "upload_fixed_2p27", ms, bytes, h2d_rate);
+        let ms = wall_ms(5, || drop(upload_batches_with(&s, &schema, fixed.iter().cloned(), REGISTER).unwrap()));
+        report(&mut h, "upload_fixed_2p27_registered", ms, bytes, h2d_rate);
         let t = upload_batches(&s, &schema, fixed.iter().cloned()).unwrap();
         let ms = wall_ms(5, || {
             let rows: usize = Downloader::new(&s, t.view(), None, DownloadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
@@ -131,6 +147,8 @@ fn main() {
         let bytes = text_bytes + 4 * n;
         let ms = wall_ms(5, || drop(upload_batches(&s, &schema, utf8.iter().cloned()).unwrap()));
         report(&mut h, "upload_utf8_2p27", ms, bytes, h2d_rate);
+        let ms = wall_ms(5, || drop(upload_batches_with(&s, &schema, utf8.iter().cloned(), REGISTER).unwrap()));
+        report(&mut h, "upload_utf8_2p27_registered", ms, bytes, h2d_rate);
         let t = upload_batches(&s, &schema, utf8.iter().cloned()).unwrap();
         let ms = wall_ms(5, || {
             let rows: usize = Downloader::new(&s, t.view(), None, DownloadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
@@ -153,15 +171,30 @@ fn main() {
         let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
         assert_eq!(rows, ns);
     });
+    let mut spec_reg = spec.clone();
+    spec_reg.staging = REGISTER;
+    let ms_reg = wall_ms(5, || {
+        let reader = |b: &Vec<RecordBatch>| RecordBatchIterator::new(b.iter().cloned().map(Ok).collect::<Vec<_>>().into_iter(), schema.clone());
+        let out = join_on(&s, reader(&rb), reader(&fb), spec_reg.clone()).unwrap();
+        let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
+        assert_eq!(rows, ns);
+    });
     let pcie_ms = up_bytes as f64 / h2d_rate / 1e6 + down_bytes as f64 / d2h_rate / 1e6;
     println!("RESULT {GROUP}/e2e_pkfk_narrow_4b4b_total: median {ms:.3} ms, {:.2}x the PCIe bytes at the pinned rates ({pcie_ms:.3} ms)", ms / pcie_ms);
     h.record(GROUP, "e2e_pkfk_narrow_4b4b_total", ms, 0);
+    println!("RESULT {GROUP}/e2e_pkfk_narrow_4b4b_total_registered: median {ms_reg:.3} ms, {:.2}x the PCIe bytes at the pinned rates", ms_reg / pcie_ms);
+    h.record(GROUP, "e2e_pkfk_narrow_4b4b_total_registered", ms_reg, 0);
     // The parts, on the same data.
     let up = wall_ms(5, || {
         drop(upload_batches(&s, &schema, rb.iter().cloned()).unwrap());
         drop(upload_batches(&s, &schema, fb.iter().cloned()).unwrap());
     });
     report(&mut h, "e2e_pkfk_narrow_4b4b_upload", up, up_bytes, h2d_rate);
+    let up_reg = wall_ms(5, || {
+        drop(upload_batches_with(&s, &schema, rb.iter().cloned(), REGISTER).unwrap());
+        drop(upload_batches_with(&s, &schema, fb.iter().cloned(), REGISTER).unwrap());
+    });
+    report(&mut h, "e2e_pkfk_narrow_4b4b_upload_registered", up_reg, up_bytes, h2d_rate);
     let (rt, ft): (Table, Table) = (upload_batches(&s, &schema, rb.iter().cloned()).unwrap(), upload_batches(&s, &schema, fb.iter().cloned()).unwrap());
     let join = Join::new(JoinType::Inner).on(&rt, &["k"], &ft, &["k"]).select(&["p"], &["p"]);
     let device = h.case(GROUP, "device_narrow_4b4b_auto", ((nr + ns) * 8 + ns * 2 * 4) as u64, (nr + ns) as u64, |s| {

@@ -10,6 +10,8 @@
 //! ```
 
 use std::collections::VecDeque;
+
+use rayon::prelude::*;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -179,18 +181,21 @@ fn width(t: DataType) -> usize {
     }
 }
 
-/// Makes downloaded string offsets start at 0; returns the byte range they covered.
+/// Makes downloaded string offsets start at 0 (in parallel; nothing to do when they do);
+/// returns the byte range they covered.
 fn rebase(t: DataType, host: &mut [u8]) -> (usize, usize) {
+    fn go<T: Copy + Send + Sync + std::ops::SubAssign + PartialEq + Default + TryInto<usize>>(o: &mut [T]) -> (usize, usize) {
+        let (first, last) = (o[0], o[o.len() - 1]);
+        if first != T::default() {
+            o.par_chunks_mut(1 << 16).for_each(|part| part.iter_mut().for_each(|x| *x -= first));
+        }
+        let us = |x: T| x.try_into().ok().expect("offsets are non-negative");
+        (us(first), us(last))
+    }
     if t == DataType::Utf8 {
-        let o: &mut [i32] = bytemuck::cast_slice_mut(host);
-        let (first, last) = (o[0], o[o.len() - 1]);
-        o.iter_mut().for_each(|x| *x -= first);
-        (first as usize, last as usize)
+        go::<i32>(bytemuck::cast_slice_mut(host))
     } else {
-        let o: &mut [i64] = bytemuck::cast_slice_mut(host);
-        let (first, last) = (o[0], o[o.len() - 1]);
-        o.iter_mut().for_each(|x| *x -= first);
-        (first as usize, last as usize)
+        go::<i64>(bytemuck::cast_slice_mut(host))
     }
 }
 

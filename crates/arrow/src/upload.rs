@@ -14,7 +14,7 @@
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{Schema, SchemaRef};
 use rayon::prelude::*;
-use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
+use gpujoin_device::{DeviceBuffer, Error, HostRegistration, Result, Stream};
 use gpujoin_join::table::{Column, DataType, Table};
 
 use crate::bits::copy_bits;
@@ -111,9 +111,13 @@ impl Uploader {
         let n = batch.num_rows();
         let string_bytes: Vec<usize> = prepared.iter().filter(|p| p.device_type.is_string()).map(Prepared::device_bytes).collect();
         self.reserve(n, &string_bytes)?;
+        // Registered inputs stay registered until every copy of the batch is queued; dropping
+        // them then waits for those copies, so the batch may be dropped when this returns.
+        let mut registered = Vec::new();
         for (c, p) in self.columns.iter_mut().zip(&prepared) {
-            c.append(&self.stream, &mut self.staging, p, self.rows)?;
+            c.append(&self.stream, &mut self.staging, p, self.rows, &mut registered)?;
         }
+        drop(registered);
         self.rows += n;
         self.batches += 1;
         Ok(())
@@ -142,7 +146,7 @@ impl Uploader {
 
 impl ColumnBuilder {
     /// Appends `p` (`n` rows) after the first `rows` rows.
-    fn append(&mut self, stream: &Stream, staging: &mut Staging, p: &Prepared, rows: usize) -> Result<()> {
+    fn append<'p>(&mut self, stream: &Stream, staging: &mut Staging, p: &'p Prepared, rows: usize, registered: &mut Vec<HostRegistration<'p>>) -> Result<()> {
         let n = p.len();
         match self.data_type {
             DataType::Boolean => {
@@ -150,11 +154,11 @@ impl ColumnBuilder {
                 self.values_carry = append_bits(stream, staging, &mut self.values, rows, self.values_carry, Some((bits, bit)), n)?;
                 self.values_used = (rows + n).div_ceil(8);
             }
-            DataType::Utf8 | DataType::LargeUtf8 => self.append_strings(stream, staging, p, rows)?,
+            DataType::Utf8 | DataType::LargeUtf8 => self.append_strings(stream, staging, p, rows, registered)?,
             _ => {
                 let bytes = p.fixed_bytes();
                 let at = self.values_used;
-                staging.upload(stream, bytes, self.values.slice_mut(at..at + bytes.len()))?;
+                registered.extend(staging.upload_registering(stream, bytes, self.values.slice_mut(at..at + bytes.len()))?);
                 self.values_used += bytes.len();
             }
         }
@@ -175,7 +179,7 @@ impl ColumnBuilder {
         Ok(())
     }
 
-    fn append_strings(&mut self, stream: &Stream, staging: &mut Staging, p: &Prepared, rows: usize) -> Result<()> {
+    fn append_strings<'p>(&mut self, stream: &Stream, staging: &mut Staging, p: &'p Prepared, rows: usize, registered: &mut Vec<HostRegistration<'p>>) -> Result<()> {
         let n = p.len();
         let o = p.string_offsets();
         let (first, last) = (o.first(), o.last());
@@ -185,7 +189,7 @@ impl ColumnBuilder {
             return Err(Error::too_large(format!("bytes of the Utf8 column {:?} (cast it to LargeUtf8)", self.name), end as u64, i32::MAX as u64));
         }
         let bytes = &p.string_bytes()[first as usize..last as usize];
-        staging.upload(stream, bytes, self.values.slice_mut(self.values_used..self.values_used + bytes.len()))?;
+        registered.extend(staging.upload_registering(stream, bytes, self.values.slice_mut(self.values_used..self.values_used + bytes.len()))?);
         self.values_used += bytes.len();
         // Offsets 1..=n of the batch, re-based to follow the bytes already on the device.
         let w = if self.data_type == DataType::Utf8 { 4 } else { 8 };
@@ -243,29 +247,48 @@ pub fn upload_batches(stream: &Stream, schema: &Schema, batches: impl IntoIterat
 
 /// [`upload_batches`] with staging options.
 pub fn upload_batches_with(stream: &Stream, schema: &Schema, batches: impl IntoIterator<Item = RecordBatch>, staging: StagingOptions) -> Result<Table> {
-    let batches: Vec<RecordBatch> = batches.into_iter().collect();
+    let mut batches: Vec<RecordBatch> = batches.into_iter().collect();
     let mut u = Uploader::new(stream, schema, staging)?;
-    let rows = batches.iter().map(RecordBatch::num_rows).sum();
-    // Exact string sizes where the offsets tell them (dictionaries and views grow as they come).
-    let mut string_bytes = Vec::new();
-    for (i, f) in schema.fields().iter().enumerate() {
-        if crate::types::device_type(f.name(), f.data_type())?.is_string() {
-            string_bytes.push(batches.iter().filter_map(|b| b.columns().get(i)).map(|a| crate::host::string_bytes_hint(a.as_ref())).sum());
-        }
-    }
-    u.reserve(rows, &string_bytes)?;
-    for b in &batches {
-        u.push(b)?;
-    }
+    push_group(&mut u, schema, &mut batches)?;
     u.finish()
 }
 
-/// Uploads every batch of `reader` as one device table (the device buffers grow as batches come).
+/// Uploads every batch of `reader` as one device table. Batches are gathered (they hold their
+/// buffers, no copy) until about [`READER_GROUP_BYTES`] of them, then the device buffers are
+/// reserved for the group exactly and the group is copied; the buffers grow per group, not per
+/// batch.
 pub fn upload_reader(stream: &Stream, reader: impl RecordBatchReader, staging: StagingOptions) -> Result<Table> {
     let schema = reader.schema();
     let mut u = Uploader::new(stream, &schema, staging)?;
+    let mut group: Vec<RecordBatch> = Vec::new();
+    let mut bytes = 0usize;
     for b in reader {
-        u.push(&b.map_err(|e| arrow_error("reading a record batch", e))?)?;
+        let b = b.map_err(|e| arrow_error("reading a record batch", e))?;
+        bytes += b.get_array_memory_size();
+        group.push(b);
+        if bytes >= READER_GROUP_BYTES {
+            push_group(&mut u, &schema, &mut group)?;
+            bytes = 0;
+        }
     }
+    push_group(&mut u, &schema, &mut group)?;
     u.finish()
+}
+
+/// Host bytes of record batches [`upload_reader`] holds before copying them.
+pub const READER_GROUP_BYTES: usize = 4 << 30;
+
+fn push_group(u: &mut Uploader, schema: &Schema, group: &mut Vec<RecordBatch>) -> Result<()> {
+    let rows = group.iter().map(RecordBatch::num_rows).sum();
+    let mut string_bytes = Vec::new();
+    for (i, f) in schema.fields().iter().enumerate() {
+        if crate::types::device_type(f.name(), f.data_type())?.is_string() {
+            string_bytes.push(group.iter().filter_map(|b| b.columns().get(i)).map(|a| crate::host::string_bytes_hint(a.as_ref())).sum());
+        }
+    }
+    u.reserve(rows, &string_bytes)?;
+    for b in group.drain(..) {
+        u.push(&b)?;
+    }
+    Ok(())
 }

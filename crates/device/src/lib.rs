@@ -29,5 +29,5 @@ pub use bytemuck::Pod;
 pub use device::{Device, DeviceOptions, MemoryInfo, PoolMemory, ReleaseThreshold};
 pub use error::{check_same_len, Error, Result};
 pub use event::{Event, Timer};
-pub use pinned::PinnedBuffer;
+pub use pinned::{HostRegistration, PinnedBuffer};
 pub use stream::Stream;

@@ -109,3 +109,69 @@ impl<T: Pod> Drop for PinnedBuffer<T> {
         }
     }
 }
+
+/// Host memory the caller owns, page-locked in place (`cuMemHostRegister`, read-only) for as long
+/// as this value lives, so that device copies read it directly instead of through a staging
+/// buffer. Copies out of it record an event; dropping it waits for them, then unregisters.
+pub struct HostRegistration<'a> {
+    ptr: *mut std::ffi::c_void,
+    len: usize,
+    device: Device,
+    pending: Option<Event>,
+    _borrow: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a> HostRegistration<'a> {
+    /// Registers `bytes` (which must not overlap memory registered already: the driver refuses,
+    /// and so does this, with the driver's error).
+    pub fn new(device: &Device, bytes: &'a [u8]) -> Result<HostRegistration<'a>> {
+        device.bind_to_thread()?;
+        let ptr = bytes.as_ptr() as *mut std::ffi::c_void;
+        if !bytes.is_empty() {
+            // SAFETY: the range is live and borrowed for 'a; read-only registration never writes it.
+            unsafe { cudarc::driver::sys::cuMemHostRegister_v2(ptr, bytes.len(), cudarc::driver::sys::CU_MEMHOSTREGISTER_READ_ONLY) }
+                .result()
+                .map_err(|e| driver("cuMemHostRegister", e))?;
+        }
+        Ok(HostRegistration { ptr, len: bytes.len(), device: device.clone(), pending: None, _borrow: std::marker::PhantomData })
+    }
+
+    /// Bytes registered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Waits for the copies queued out of this memory.
+    pub fn wait(&mut self) -> Result<()> {
+        if let Some(e) = self.pending.take() {
+            e.synchronize()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn raw_ptr(&self) -> *const u8 {
+        self.ptr as *const u8
+    }
+
+    pub(crate) fn set_pending(&mut self, e: Event) {
+        self.pending = Some(e);
+    }
+}
+
+impl Drop for HostRegistration<'_> {
+    fn drop(&mut self) {
+        let _ = self.wait();
+        if self.len > 0 {
+            let _ = self.device.bind_to_thread();
+            // SAFETY: registered in `new`; no copy is pending after wait().
+            unsafe {
+                let _ = cudarc::driver::sys::cuMemHostUnregister(self.ptr);
+            }
+        }
+    }
+}

@@ -229,6 +229,27 @@ impl Stream {
         Ok(())
     }
 
+    /// Queues a copy of `dst.len()` bytes of registered host memory, from byte `offset`, into
+    /// the device; the registration waits for it before it is dropped.
+    pub fn copy_from_registered_async(&self, src: &mut crate::pinned::HostRegistration<'_>, offset: usize, dst: &mut DeviceViewMut<'_, u8>) -> Result<()> {
+        if offset.checked_add(dst.len()).map_or(true, |end| end > src.len()) {
+            return Err(Error::invalid(format!("copy of {} bytes at {offset} from {} registered bytes", dst.len(), src.len())));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.device.bind_to_thread()?;
+        // SAFETY: the source range is inside the registration, which stays registered (and its
+        // memory borrowed) until the event recorded below completes.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst.raw(), src.raw_ptr().add(offset) as *const c_void, dst.len(), self.inner.cu_stream())
+                .result()
+                .map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
+        }
+        src.set_pending(self.record_event()?);
+        Ok(())
+    }
+
     /// Records an event at the current end of the stream.
     pub fn record_event(&self) -> Result<Event> {
         let e = Event::new(&self.device, false)?;
