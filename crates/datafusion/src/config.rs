@@ -1,0 +1,71 @@
+//! [`GpuJoinConfig`]: when the rule replaces joins and how [`GpuJoinExec`](crate::GpuJoinExec)
+//! runs them.
+
+use gpujoin_join::plan::Algorithm;
+
+/// How [`GpuJoinRule`](crate::GpuJoinRule) decides and [`GpuJoinExec`](crate::GpuJoinExec) runs.
+///
+/// Build it from the default: `GpuJoinConfig { batch_rows: Some(1 << 16), ..GpuJoinConfig::default() }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuJoinConfig {
+    /// Replace joins at all (default `true`). With `false` the rule records "disabled" for each
+    /// join and leaves every plan as it is.
+    pub enabled: bool,
+    /// The CUDA device the joins run on (default 0).
+    pub device: usize,
+    /// Rows per output batch; `None` (the default) takes the session's
+    /// `datafusion.execution.batch_size` (8192 unless set). The GPU joins whole partitions at
+    /// once and downloads its output in batches of this size: a larger one (65536, also
+    /// gpujoin-arrow's default) means fewer, longer copies from the device; see the crate docs.
+    pub batch_rows: Option<usize>,
+    /// The algorithm of every GPU join (default [`Algorithm::Auto`]: gpujoin chooses per join,
+    /// from the input).
+    pub algorithm: Algorithm,
+    /// Accept floating-point join keys and float comparisons in join filters (default `false`).
+    ///
+    /// DataFusion compares floats by their total order (bit patterns): `-0.0 <> 0.0`, and a NaN
+    /// equals a NaN of the same bits and sorts above every number. gpujoin compares them as
+    /// numbers: `-0.0 = 0.0` and, in filters, every comparison with NaN but `<>` is false (keys:
+    /// NaN equals NaN). The answers differ only on signed zeros and NaN; with `false` such joins
+    /// stay on the CPU.
+    pub allow_float_semantics: bool,
+    /// Produce the output in chunks of at most this many device bytes (always; `None`, the
+    /// default: the whole output at once when it fits in device memory, else in chunks sized from
+    /// the free memory).
+    pub chunk_bytes: Option<u64>,
+    /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
+    /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
+    /// `testing` feature; not part of the public API.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub force_without_gpu_for_plan_tests: bool,
+}
+
+impl Default for GpuJoinConfig {
+    fn default() -> Self {
+        GpuJoinConfig {
+            enabled: true,
+            device: 0,
+            batch_rows: None,
+            algorithm: Algorithm::Auto,
+            allow_float_semantics: false,
+            chunk_bytes: None,
+            #[cfg(feature = "testing")]
+            force_without_gpu_for_plan_tests: false,
+        }
+    }
+}
+
+impl GpuJoinConfig {
+    /// Whether the configuration asks to plan without a GPU (the `testing` feature's switch).
+    pub(crate) fn forced(&self) -> bool {
+        #[cfg(feature = "testing")]
+        {
+            self.force_without_gpu_for_plan_tests
+        }
+        #[cfg(not(feature = "testing"))]
+        {
+            false
+        }
+    }
+}

@@ -1,0 +1,604 @@
+//! [`GpuJoinExec`]: an equi-join of two DataFusion inputs on the GPU, through
+//! [`gpujoin_arrow::join_on`].
+//!
+//! # Execution
+//!
+//! * `Partitioned`: partition `p` collects partition `p` of both inputs (hash-partitioned on the
+//!   keys by DataFusion) and joins them on the device.
+//! * `CollectLeft`: the left (build) input, one partition, is collected once and shared by every
+//!   output partition; each probe partition is collected and joined with it. Joins that return
+//!   the build side's unmatched rows (Left, Full, LeftSemi, LeftAnti) need every probe row first:
+//!   for them this first version requires the probe side in **one** partition
+//!   ([`Distribution::SinglePartition`]; [`GpuJoinExec::try_new`] puts a
+//!   `CoalescePartitionsExec` over a right input of more), so the join runs once, whole, and
+//!   its output has one partition. A matched-rows bitmap shared by the partitions (issue 12) is
+//!   not there yet.
+//!
+//! The device work (upload, join, download) runs in `tokio::task::spawn_blocking`, one call per
+//! output partition; the output comes in batches of the session's batch size
+//! ([`GpuJoinConfig::batch_rows`] overrides it). A partition where one input is empty is
+//! answered on the host, without the device.
+//!
+//! # Output
+//!
+//! The schema is the one `HashJoinExec` gives the same join: DataFusion's join schema (left
+//! fields then right fields, nullable where an outer join pads; one side for semi and anti
+//! joins), projected. gpujoin returns the input types (`Utf8View`, time zones and nullability
+//! restored by the download schema) with dictionaries decoded; dictionary columns are cast back.
+//! Rows come in the order of the algorithm that ran: no output ordering is declared.
+//!
+//! # Metrics (`EXPLAIN ANALYZE`)
+//!
+//! `output_rows`, `elapsed_compute` (the device work of the partition), `build_input_rows`,
+//! `input_rows` (probe side), `upload_time` (both inputs to the device and the join's checks:
+//! the call of `join_on`), `join_time` (until the first output batch is on the host: the join and
+//! the first download window), `download_time` (the rest of the output), `device_joins`.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchOptions};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{internal_err, plan_err, DataFusionError, JoinType as DfJoinType, NullEquality as DfNullEquality, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::equivalence::{join_equivalence_properties, ProjectionMapping};
+use datafusion::physical_expr::{Distribution, Partitioning, PhysicalExpr, PhysicalExprRef};
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::common::collect;
+use datafusion::physical_plan::distribution_requirements::InputDistributionRequirements;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::joins::utils::{adjust_right_output_partitioning, build_join_schema, JoinFilter};
+use datafusion::physical_plan::joins::PartitionMode;
+use datafusion::physical_plan::metrics::{BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::{
+    apply_expression_roots, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use gpujoin_arrow::{join_on, JoinSpec};
+use gpujoin_join::predicate::Side;
+use tokio::sync::mpsc::Sender;
+use tokio::sync::OnceCell;
+
+use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan};
+use crate::GpuJoinConfig;
+
+/// The collected build side, shared by the output partitions of a `CollectLeft` join.
+type SharedLeft = std::result::Result<Arc<Vec<RecordBatch>>, Arc<DataFusionError>>;
+
+/// An equi-join (Inner, Left, Right, Full, LeftSemi, LeftAnti, RightSemi, RightAnti) on
+/// columns, with an optional filter, run on the GPU. See the [module docs](self).
+#[derive(Debug)]
+pub struct GpuJoinExec {
+    left: Arc<dyn ExecutionPlan>,
+    right: Arc<dyn ExecutionPlan>,
+    on: Vec<(PhysicalExprRef, PhysicalExprRef)>,
+    filter: Option<JoinFilter>,
+    join_type: DfJoinType,
+    null_equality: DfNullEquality,
+    projection: Option<Vec<usize>>,
+    mode: PartitionMode,
+    config: GpuJoinConfig,
+    /// The CPU operator this one replaced (`EXPLAIN` shows it).
+    replaces: Option<String>,
+    plan: Arc<JoinPlan>,
+    cache: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+    left_once: Arc<OnceCell<SharedLeft>>,
+}
+
+impl GpuJoinExec {
+    /// A GPU join of `left` and `right` on the column pairs `on` (column references into each
+    /// input's schema), with `filter` (DataFusion's `JoinFilter`: comparisons of columns and
+    /// literals combined with AND, OR, NOT), `join_type`, `null_equality`, `projection` (indices
+    /// into the join schema, as `HashJoinExec`'s) and `mode` (`CollectLeft` or `Partitioned`).
+    /// `config` gives the algorithm, the device, the batch size and the chunking.
+    ///
+    /// Anything gpujoin cannot run is an error naming it (`DataFusionError::NotImplemented`):
+    /// mark joins, keys that are not columns or not of a device type, filters it cannot
+    /// express, output columns of unsupported types, float keys without
+    /// [`GpuJoinConfig::allow_float_semantics`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_new(
+        left: Arc<dyn ExecutionPlan>,
+        right: Arc<dyn ExecutionPlan>,
+        on: Vec<(PhysicalExprRef, PhysicalExprRef)>,
+        filter: Option<JoinFilter>,
+        join_type: DfJoinType,
+        null_equality: DfNullEquality,
+        projection: Option<Vec<usize>>,
+        mode: PartitionMode,
+        config: GpuJoinConfig,
+    ) -> Result<Self> {
+        if mode == PartitionMode::Auto {
+            return plan_err!("GpuJoinExec: PartitionMode::Auto; run JoinSelection first (CollectLeft or Partitioned)");
+        }
+        let (ls, rs) = (left.schema(), right.schema());
+        let plan = plan_join(&ls, &rs, &on, filter.as_ref(), join_type, null_equality, projection.as_deref(), &config).map_err(|r| DataFusionError::NotImplemented(format!("GpuJoinExec: {r}")))?;
+        // First version: build-side outputs need the whole probe side in one partition.
+        let right = if mode == PartitionMode::CollectLeft && needs_whole_probe_side(join_type) { one_partition(right) } else { right };
+        let cache = Arc::new(Self::compute_properties(&left, &right, join_type, &on, mode, projection.as_deref())?);
+        Ok(GpuJoinExec {
+            left,
+            right,
+            on,
+            filter,
+            join_type,
+            null_equality,
+            projection,
+            mode,
+            config,
+            replaces: None,
+            plan: Arc::new(plan),
+            cache,
+            metrics: ExecutionPlanMetricsSet::new(),
+            left_once: Arc::new(OnceCell::new()),
+        })
+    }
+
+    /// Notes the CPU operator this one replaces (shown by `EXPLAIN` as `replaces=...`).
+    pub fn replacing(mut self, operator: impl Into<String>) -> Self {
+        self.replaces = Some(operator.into());
+        self
+    }
+
+    pub fn left(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.left
+    }
+
+    pub fn right(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.right
+    }
+
+    pub fn on(&self) -> &[(PhysicalExprRef, PhysicalExprRef)] {
+        &self.on
+    }
+
+    pub fn filter(&self) -> Option<&JoinFilter> {
+        self.filter.as_ref()
+    }
+
+    pub fn join_type(&self) -> DfJoinType {
+        self.join_type
+    }
+
+    pub fn null_equality(&self) -> DfNullEquality {
+        self.null_equality
+    }
+
+    pub fn projection(&self) -> Option<&[usize]> {
+        self.projection.as_deref()
+    }
+
+    pub fn mode(&self) -> PartitionMode {
+        self.mode
+    }
+
+    pub fn config(&self) -> &GpuJoinConfig {
+        &self.config
+    }
+
+    /// The CPU operator this one replaced, when the rule made it.
+    pub fn replaces(&self) -> Option<&str> {
+        self.replaces.as_deref()
+    }
+
+    /// The join as gpujoin runs it: uploaded columns, keys, the filter as a typed predicate.
+    pub fn join_plan(&self) -> &JoinPlan {
+        &self.plan
+    }
+
+    /// Whether the probe side is coalesced into one partition (CollectLeft joins that return
+    /// the build side's unmatched rows).
+    fn single_probe(&self) -> bool {
+        self.mode == PartitionMode::CollectLeft && needs_whole_probe_side(self.join_type)
+    }
+
+    fn compute_properties(
+        left: &Arc<dyn ExecutionPlan>,
+        right: &Arc<dyn ExecutionPlan>,
+        join_type: DfJoinType,
+        on: &[(PhysicalExprRef, PhysicalExprRef)],
+        mode: PartitionMode,
+        projection: Option<&[usize]>,
+    ) -> Result<PlanProperties> {
+        let (schema, _) = build_join_schema(&left.schema(), &right.schema(), &join_type);
+        let schema = Arc::new(schema);
+        // No input order survives (gpujoin's output order is its algorithm's).
+        let mut eq = join_equivalence_properties(left.equivalence_properties().clone(), right.equivalence_properties().clone(), &join_type, Arc::clone(&schema), &[false, false], None, on)?;
+        let left_len = left.schema().fields().len();
+        let (lp, rp) = (left.output_partitioning(), right.output_partitioning());
+        let mut partitioning = match mode {
+            // As HashJoinExec's: partition p holds the keys of partition p of both sides.
+            PartitionMode::Partitioned => match join_type {
+                DfJoinType::Left | DfJoinType::LeftSemi | DfJoinType::LeftAnti | DfJoinType::LeftMark => lp.clone(),
+                DfJoinType::RightSemi | DfJoinType::RightAnti | DfJoinType::RightMark => rp.clone(),
+                DfJoinType::Inner | DfJoinType::Right => adjust_right_output_partitioning(rp, left_len)?,
+                DfJoinType::Full => Partitioning::UnknownPartitioning(rp.partition_count()),
+            },
+            PartitionMode::CollectLeft => match join_type {
+                DfJoinType::Inner | DfJoinType::Right => adjust_right_output_partitioning(rp, left_len)?,
+                DfJoinType::RightSemi | DfJoinType::RightAnti | DfJoinType::RightMark => rp.clone(),
+                _ => Partitioning::UnknownPartitioning(rp.partition_count()),
+            },
+            PartitionMode::Auto => return plan_err!("GpuJoinExec: PartitionMode::Auto"),
+        };
+        if let Some(p) = projection {
+            let mapping = ProjectionMapping::from_indices(p, &schema)?;
+            let out = Arc::new(schema.project(p)?);
+            partitioning = partitioning.project(&mapping, &eq);
+            eq = eq.project(&mapping, out);
+        }
+        Ok(PlanProperties::new(eq, partitioning, EmissionType::Final, Boundedness::Bounded))
+    }
+
+    fn batch_rows(&self, context: &TaskContext) -> usize {
+        self.config.batch_rows.unwrap_or_else(|| context.session_config().batch_size()).max(1)
+    }
+}
+
+impl DisplayAs for GpuJoinExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let on = self.on.iter().map(|(l, r)| format!("({l}, {r})")).collect::<Vec<_>>().join(", ");
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "GpuJoinExec: mode={:?}, join_type={:?}, on=[{on}]", self.mode, self.join_type)?;
+                if let Some(filter) = &self.filter {
+                    write!(f, ", filter={}", filter.expression())?;
+                }
+                if let Some(p) = &self.projection {
+                    let names = ExecutionPlan::schema(self).fields().iter().zip(p).map(|(fld, i)| format!("{}@{i}", fld.name())).collect::<Vec<_>>().join(", ");
+                    write!(f, ", projection=[{names}]")?;
+                }
+                if self.null_equality == DfNullEquality::NullEqualsNull {
+                    write!(f, ", NullsEqual: true")?;
+                }
+                write!(f, ", algorithm={:?}", self.config.algorithm)?;
+                if let Some(r) = &self.replaces {
+                    write!(f, ", replaces={r}")?;
+                }
+                Ok(())
+            }
+            DisplayFormatType::TreeRender => {
+                if self.join_type != DfJoinType::Inner {
+                    writeln!(f, "join_type={:?}", self.join_type)?;
+                }
+                writeln!(f, "on=[{on}]")?;
+                writeln!(f, "algorithm={:?}", self.config.algorithm)?;
+                if let Some(r) = &self.replaces {
+                    writeln!(f, "replaces={r}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for GpuJoinExec {
+    fn name(&self) -> &str {
+        "GpuJoinExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        match self.mode {
+            PartitionMode::Partitioned => {
+                let (l, r) = self.on.iter().map(|(l, r)| (Arc::clone(l), Arc::clone(r))).unzip();
+                InputDistributionRequirements::co_partitioned(vec![Distribution::KeyPartitioned(l), Distribution::KeyPartitioned(r)])
+            }
+            _ => {
+                let probe = if self.single_probe() { Distribution::SinglePartition } else { Distribution::UnspecifiedDistribution };
+                InputDistributionRequirements::new(vec![Distribution::SinglePartition, probe])
+            }
+        }
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.left, &self.right]
+    }
+
+    fn apply_expressions(&self, f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>) -> Result<TreeNodeRecursion> {
+        let keys = self.on.iter().flat_map(|(l, r)| [Arc::clone(l), Arc::clone(r)]);
+        let filter = self.filter.iter().map(|f| Arc::clone(f.expression()));
+        apply_expression_roots(keys.chain(filter), f)
+    }
+
+    fn replace_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>, _options: ReplaceChildrenOptions) -> Result<Arc<dyn ExecutionPlan>> {
+        let [left, right]: [Arc<dyn ExecutionPlan>; 2] = match children.try_into() {
+            Ok(c) => c,
+            Err(c) => return internal_err!("GpuJoinExec has 2 children, got {}", c.len()),
+        };
+        let mut exec = GpuJoinExec::try_new(left, right, self.on.clone(), self.filter.clone(), self.join_type, self.null_equality, self.projection.clone(), self.mode, self.config.clone())?;
+        exec.replaces = self.replaces.clone();
+        Ok(Arc::new(exec))
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(children, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let (lparts, rparts) = (self.left.output_partitioning().partition_count(), self.right.output_partitioning().partition_count());
+        match self.mode {
+            PartitionMode::Partitioned if lparts != rparts => {
+                return internal_err!("GpuJoinExec (Partitioned): the inputs have {lparts} and {rparts} partitions; use RepartitionExec");
+            }
+            PartitionMode::CollectLeft if lparts != 1 => {
+                return internal_err!("GpuJoinExec (CollectLeft): the left input has {lparts} partitions, not 1; use CoalescePartitionsExec");
+            }
+            PartitionMode::CollectLeft if self.single_probe() && rparts != 1 => {
+                return internal_err!("GpuJoinExec (CollectLeft, {:?}): the right input has {rparts} partitions, not 1", self.join_type);
+            }
+            _ => {}
+        }
+        let metrics = GpuJoinMetrics::new(partition, &self.metrics);
+        let left: BoxFuture<'static, Result<Arc<Vec<RecordBatch>>>> = match self.mode {
+            PartitionMode::CollectLeft => {
+                let (once, input, ctx, rows) = (Arc::clone(&self.left_once), Arc::clone(&self.left), Arc::clone(&context), metrics.build_input_rows.clone());
+                async move {
+                    let shared = once
+                        .get_or_init(|| async move {
+                            let batches = async { collect(input.execute(0, ctx)?).await }.await;
+                            match batches {
+                                Ok(b) => {
+                                    rows.add(b.iter().map(RecordBatch::num_rows).sum());
+                                    Ok(Arc::new(b))
+                                }
+                                Err(e) => Err(Arc::new(e)),
+                            }
+                        })
+                        .await;
+                    shared.clone().map_err(DataFusionError::Shared)
+                }
+                .boxed()
+            }
+            _ => {
+                let stream = self.left.execute(partition, Arc::clone(&context))?;
+                let rows = metrics.build_input_rows.clone();
+                async move {
+                    let b = collect(stream).await?;
+                    rows.add(b.iter().map(RecordBatch::num_rows).sum());
+                    Ok(Arc::new(b))
+                }
+                .boxed()
+            }
+        };
+        let right = self.right.execute(partition, Arc::clone(&context))?;
+        let job = Job {
+            plan: Arc::clone(&self.plan),
+            left_schema: self.left.schema(),
+            right_schema: self.right.schema(),
+            schema: self.schema(),
+            config: self.config.clone(),
+            batch_rows: self.batch_rows(&context),
+            metrics,
+            waited: Cell::new(Duration::ZERO),
+        };
+        let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema(), 2);
+        let tx = builder.tx();
+        builder.spawn(async move {
+            let left = left.await?;
+            let right = collect(right).await?;
+            job.metrics.input_rows.add(right.iter().map(RecordBatch::num_rows).sum());
+            let work = tokio::task::spawn_blocking(move || job.run(&left, right, &tx));
+            work.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+        });
+        Ok(builder.build())
+    }
+}
+
+/// The metrics of one output partition.
+#[derive(Clone)]
+struct GpuJoinMetrics {
+    baseline: BaselineMetrics,
+    build_input_rows: Count,
+    input_rows: Count,
+    upload_time: Time,
+    join_time: Time,
+    download_time: Time,
+    device_joins: Count,
+}
+
+impl GpuJoinMetrics {
+    fn new(partition: usize, set: &ExecutionPlanMetricsSet) -> Self {
+        GpuJoinMetrics {
+            baseline: BaselineMetrics::new(set, partition),
+            build_input_rows: MetricBuilder::new(set).counter("build_input_rows", partition),
+            input_rows: MetricBuilder::new(set).counter("input_rows", partition),
+            upload_time: MetricBuilder::new(set).subset_time("upload_time", partition),
+            join_time: MetricBuilder::new(set).subset_time("join_time", partition),
+            download_time: MetricBuilder::new(set).subset_time("download_time", partition),
+            device_joins: MetricBuilder::new(set).counter("device_joins", partition),
+        }
+    }
+}
+
+/// One output partition's device work.
+struct Job {
+    plan: Arc<JoinPlan>,
+    left_schema: SchemaRef,
+    right_schema: SchemaRef,
+    schema: SchemaRef,
+    config: GpuJoinConfig,
+    batch_rows: usize,
+    metrics: GpuJoinMetrics,
+    /// Time spent waiting for the consumer to take a batch.
+    waited: Cell<Duration>,
+}
+
+fn external(e: gpujoin_device::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+impl Job {
+    /// Joins the collected inputs and sends the output batches; stops early when the consumer
+    /// has gone.
+    fn run(&self, left: &[RecordBatch], right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        let started = Instant::now();
+        let result = self.run_inner(left, right, tx);
+        // The partition's own work: not the time spent waiting for the consumer.
+        self.metrics.baseline.elapsed_compute().add_duration(started.elapsed().saturating_sub(self.waited.get()));
+        self.metrics.baseline.done();
+        result
+    }
+
+    fn run_inner(&self, left: &[RecordBatch], right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        let rows = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).sum::<usize>();
+        let (lrows, rrows) = (rows(left), rows(&right));
+        if lrows == 0 || rrows == 0 {
+            return self.one_side_empty(left, &right, lrows, rrows, tx);
+        }
+        let p = &self.plan;
+        let (ls, lb) = device_input(left, &self.left_schema, &p.left_cols, Side::Left)?;
+        let (rs, rb) = device_input(&right, &self.right_schema, &p.right_cols, Side::Right)?;
+        drop(right);
+        let names = |side, cols: &mut dyn Iterator<Item = usize>| cols.map(|i| device_name(side, i)).collect::<Vec<_>>();
+        let lkeys = names(Side::Left, &mut p.keys.iter().map(|k| k.0));
+        let rkeys = names(Side::Right, &mut p.keys.iter().map(|k| k.1));
+        let lsel = names(Side::Left, &mut p.select_left.iter().copied());
+        let rsel = names(Side::Right, &mut p.select_right.iter().copied());
+        fn as_str(v: &[String]) -> Vec<&str> {
+            v.iter().map(String::as_str).collect()
+        }
+        let mut spec = JoinSpec::new(p.join_type, &as_str(&lkeys), &as_str(&rkeys))
+            .select(&as_str(&lsel), &as_str(&rsel))
+            .null_equality(p.null_equality)
+            .algorithm(self.config.algorithm)
+            .batch_rows(self.batch_rows);
+        if let Some(pred) = &p.predicate {
+            spec = spec.filter(pred.clone());
+        }
+        if let Some(bytes) = self.config.chunk_bytes {
+            spec = spec.chunks_of(bytes);
+        }
+
+        let t = Instant::now();
+        let stream = gpujoin_device::Device::new(self.config.device).and_then(|d| d.new_stream()).map_err(external)?;
+        let reader = join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), RecordBatchIterator::new(rb.into_iter().map(Ok), rs), spec).map_err(external)?;
+        self.metrics.upload_time.add_elapsed(t);
+        self.metrics.device_joins.add(1);
+
+        let mut first = true;
+        let mut t = Instant::now();
+        for batch in reader {
+            let batch = batch?;
+            if first {
+                self.metrics.join_time.add_elapsed(t);
+                first = false;
+            } else {
+                self.metrics.download_time.add_elapsed(t);
+            }
+            let out = self.output(&batch)?;
+            if !self.send(out, tx) {
+                return Ok(());
+            }
+            t = Instant::now();
+        }
+        if first {
+            self.metrics.join_time.add_elapsed(t);
+        }
+        Ok(())
+    }
+
+    fn send(&self, batch: RecordBatch, tx: &Sender<Result<RecordBatch>>) -> bool {
+        self.metrics.baseline.record_output(batch.num_rows());
+        let t = Instant::now();
+        let sent = tx.blocking_send(Ok(batch)).is_ok();
+        self.waited.set(self.waited.get() + t.elapsed());
+        sent
+    }
+
+    /// gpujoin's output batch as this operator's: the output columns in order, cast where the
+    /// device returns another type (dictionaries), under the operator's schema.
+    fn output(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let mut columns = Vec::with_capacity(self.plan.outputs.len());
+        for (field, &k) in self.schema.fields().iter().zip(&self.plan.outputs) {
+            columns.push(fit(batch.column(k), field)?);
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        Ok(RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)?)
+    }
+
+    /// A partition where one input has no rows: the rows of the other side that the join type
+    /// keeps (outer and anti joins), with NULLs for the empty side, built on the host.
+    fn one_side_empty(&self, left: &[RecordBatch], right: &[RecordBatch], lrows: usize, rrows: usize, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        use DfJoinType::*;
+        let kept = match self.plan.df_join_type {
+            Left | LeftAnti | Full if lrows > 0 => Some((Side::Left, left)),
+            Right | RightAnti | Full if rrows > 0 => Some((Side::Right, right)),
+            _ => None,
+        };
+        let Some((side, batches)) = kept else { return Ok(()) };
+        for b in batches {
+            let mut at = 0;
+            while at < b.num_rows() {
+                let n = self.batch_rows.min(b.num_rows() - at);
+                let piece = b.slice(at, n);
+                let mut columns = Vec::with_capacity(self.schema.fields().len());
+                for (field, &(s, i)) in self.schema.fields().iter().zip(&self.plan.sources) {
+                    columns.push(if s == side { fit(piece.column(i), field)? } else { new_null_array(field.data_type(), n) });
+                }
+                let options = RecordBatchOptions::new().with_row_count(Some(n));
+                let out = RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)?;
+                if !self.send(out, tx) {
+                    return Ok(());
+                }
+                at += n;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `plan` in one partition: itself, or a `CoalescePartitionsExec` over it (over its input when it
+/// is a round-robin `RepartitionExec`, which only spread the rows for parallelism).
+fn one_partition(plan: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    if plan.output_partitioning().partition_count() <= 1 {
+        return plan;
+    }
+    let input = match plan.downcast_ref::<RepartitionExec>() {
+        Some(r) if matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) => Arc::clone(r.input()),
+        _ => Arc::clone(&plan),
+    };
+    if input.output_partitioning().partition_count() <= 1 {
+        return input;
+    }
+    Arc::new(CoalescePartitionsExec::new(input))
+}
+
+/// `column` as `field`'s type (a cast where they differ: dictionaries).
+fn fit(column: &ArrayRef, field: &Field) -> Result<ArrayRef> {
+    if column.data_type() == field.data_type() {
+        Ok(Arc::clone(column))
+    } else {
+        Ok(cast(column, field.data_type())?)
+    }
+}
+
+/// The uploaded columns of one side's batches, named by position (`l0`, `r3`): no duplicate
+/// names, whatever the input's.
+fn device_input(batches: &[RecordBatch], schema: &Schema, cols: &[usize], side: Side) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let fields: Vec<Field> = cols.iter().map(|&i| schema.field(i).clone().with_name(device_name(side, i))).collect();
+    let out = Arc::new(Schema::new(fields));
+    let batches = batches
+        .iter()
+        .map(|b| {
+            let columns = cols.iter().map(|&i| Arc::clone(b.column(i))).collect();
+            Ok(RecordBatch::try_new(Arc::clone(&out), columns)?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((out, batches))
+}

@@ -1,0 +1,96 @@
+//! # gpujoin-datafusion
+//!
+//! GPU joins inside Apache DataFusion 55.2, on [`gpujoin_arrow`]:
+//!
+//! - [`GpuJoinExec`]: an `ExecutionPlan` that joins its two inputs' record batches on the GPU
+//!   (`CollectLeft` or `Partitioned`, every equi-join type but the mark joins, filters of
+//!   comparisons). See [`exec`].
+//! - [`GpuJoinRule`]: a `PhysicalOptimizerRule` that replaces each `HashJoinExec` gpujoin can run
+//!   when a GPU is present, and leaves the plan unchanged otherwise, recording why
+//!   ([`GpuJoinRule::decisions`]). See [`rule`].
+//! - [`with_gpu_joins`] / [`SessionStateBuilderExt::with_gpu_joins`]: installs the rule in a
+//!   session with a [`GpuJoinConfig`].
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use datafusion::arrow::array::{Int32Array, RecordBatch, StringArray};
+//! use datafusion::execution::SessionStateBuilder;
+//! use datafusion::prelude::SessionContext;
+//! use gpujoin_datafusion::{GpuJoinConfig, SessionStateBuilderExt};
+//!
+//! # async fn f() -> datafusion::common::Result<()> {
+//! let state = SessionStateBuilder::new()
+//!     .with_default_features()
+//!     .with_gpu_joins(GpuJoinConfig::default())
+//!     .build();
+//! let ctx = SessionContext::new_with_state(state);
+//! let orders = RecordBatch::try_from_iter([("cust", Arc::new(Int32Array::from(vec![1, 2, 2])) as _)])?;
+//! let customers = RecordBatch::try_from_iter([
+//!     ("id", Arc::new(Int32Array::from(vec![2, 3])) as _),
+//!     ("name", Arc::new(StringArray::from(vec!["two", "three"])) as _),
+//! ])?;
+//! ctx.register_batch("orders", orders)?;
+//! ctx.register_batch("customers", customers)?;
+//! // EXPLAIN shows `GpuJoinExec: mode=..., join_type=Inner, on=[(cust@0, id@0)], algorithm=Auto,
+//! // replaces=HashJoinExec` where a GPU is present, the unchanged HashJoinExec elsewhere.
+//! ctx.sql("SELECT cust, name FROM orders JOIN customers ON cust = id").await?.show().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! (Running SQL needs DataFusion's `sql` feature; this crate itself depends on DataFusion without
+//! default features. The same program is `examples/gpu_sql.rs`.)
+//!
+//! ## Batch size
+//!
+//! The GPU joins whole partitions and downloads the output in batches of the session's batch
+//! size (`datafusion.execution.batch_size`, 8192 by default). For GPU joins a larger one is
+//! better, for example 65536 (`SessionConfig::with_batch_size(65536)` or
+//! [`GpuJoinConfig::batch_rows`]): fewer batches and fewer, longer copies from the device.
+//!
+//! ## Not yet (issue 12)
+//!
+//! A build side uploaded once for all partitions and a shared matched-rows bitmap (today a
+//! `CollectLeft` join that returns the build side's unmatched rows runs with its probe side in one
+//! partition, and each partition uploads the build side again), the other CPU join operators,
+//! peak device memory in the metrics, a `PhysicalExtensionCodec`, and the reason for kept joins in
+//! `EXPLAIN` itself (it is in [`GpuJoinRule::decisions`]).
+
+mod config;
+pub mod exec;
+pub mod rule;
+pub mod translate;
+
+use std::sync::Arc;
+
+use datafusion::execution::SessionStateBuilder;
+use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+
+pub use config::GpuJoinConfig;
+pub use exec::GpuJoinExec;
+pub use rule::{GpuJoinRule, JoinDecision};
+
+/// Installs a [`GpuJoinRule`] with `config` among `builder`'s physical optimizer rules (DataFusion's
+/// default list when the builder has none yet): after DataFusion's own rules have chosen the
+/// join modes, distribution and projections, before the post-optimization `FilterPushdown` (which
+/// would give the `HashJoinExec`s dynamic filters) and `SanityCheckPlan` (which then checks the
+/// plan with the `GpuJoinExec`s in it).
+pub fn with_gpu_joins(mut builder: SessionStateBuilder, config: GpuJoinConfig) -> SessionStateBuilder {
+    let rule: Arc<dyn PhysicalOptimizerRule + Send + Sync> = Arc::new(GpuJoinRule::new(config));
+    let mut rules = builder.physical_optimizers().take().map(|o| o.rules).unwrap_or_else(|| PhysicalOptimizer::new().rules);
+    let at = ["FilterPushdown(Post)", "SanityCheckPlan"].iter().find_map(|name| rules.iter().position(|r| r.name() == *name)).unwrap_or(rules.len());
+    rules.insert(at, rule);
+    builder.with_physical_optimizer_rules(rules)
+}
+
+/// `SessionStateBuilder::new().with_default_features().with_gpu_joins(config)`.
+pub trait SessionStateBuilderExt {
+    /// See [`with_gpu_joins`].
+    fn with_gpu_joins(self, config: GpuJoinConfig) -> Self;
+}
+
+impl SessionStateBuilderExt for SessionStateBuilder {
+    fn with_gpu_joins(self, config: GpuJoinConfig) -> Self {
+        with_gpu_joins(self, config)
+    }
+}
