@@ -1,0 +1,472 @@
+//! gpujoin-datafusion through DataFusion's SQL planner (one test executable: DataFusion links
+//! slowly).
+//!
+//! CPU (CI): the rule's decisions on a matrix of join types x key types x filters, by plan
+//! inspection with the planning forced without a GPU; without a GPU and without forcing every
+//! plan is DataFusion's; the host path of `GpuJoinExec` (a partition with an empty input)
+//! answers like DataFusion; a forced plan run without a GPU fails with a typed error.
+//! GPU: SQL joins of random tables with NULLs give the same rows with and without the rule.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, StringViewArray, TimestampMicrosecondArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema};
+use datafusion::arrow::util::display::array_value_to_string;
+use datafusion::common::Result;
+use datafusion::datasource::MemTable;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::physical_plan::{displayable, ExecutionPlan};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use gpujoin_datafusion::{GpuJoinConfig, GpuJoinExec, GpuJoinRule, SessionStateBuilderExt};
+use gpujoin_device::testing::{device_or_skip, has_device, report_skip};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A table of every key type the matrix tries, with NULLs where `nulls`, keys in `0..domain`.
+fn table(rng: &mut StdRng, rows: usize, domain: i32, nulls: bool) -> RecordBatch {
+    let key = |rng: &mut StdRng| -> Option<i32> { (!nulls || rng.gen_range(0..10) > 0).then(|| rng.gen_range(0..domain)) };
+    let ks: Vec<Option<i32>> = (0..rows).map(|_| key(rng)).collect();
+    let vs: Vec<Option<i32>> = (0..rows).map(|_| (!nulls || rng.gen_range(0..8) > 0).then(|| rng.gen_range(-50..50))).collect();
+    let cols: Vec<(&str, ArrayRef, bool)> = vec![
+        ("k_i32", Arc::new(Int32Array::from(ks.clone())), true),
+        ("k_i64", Arc::new(Int64Array::from(ks.iter().map(|k| k.map(|k| k as i64 * 1_000_000_007)).collect::<Vec<_>>())), true),
+        ("k_str", Arc::new(StringViewArray::from(ks.iter().map(|k| k.map(|k| format!("key-{k}-with-a-long-tail"))).collect::<Vec<_>>())), true),
+        ("k_f64", Arc::new(Float64Array::from(ks.iter().map(|k| k.map(|k| k as f64 / 4.0)).collect::<Vec<_>>())), true),
+        ("k_dec", Arc::new(Decimal128Array::from(ks.iter().map(|k| k.map(|k| k as i128 * 101)).collect::<Vec<_>>()).with_precision_and_scale(12, 2).unwrap()), true),
+        ("k_date", Arc::new(Date32Array::from(ks.iter().map(|k| k.map(|k| 19000 + k)).collect::<Vec<_>>())), true),
+        ("k_ts", Arc::new(TimestampMicrosecondArray::from(ks.iter().map(|k| k.map(|k| k as i64 * 3_600_000_000)).collect::<Vec<_>>())), true),
+        ("k_bool", Arc::new(BooleanArray::from(ks.iter().map(|k| k.map(|k| k % 2 == 0)).collect::<Vec<_>>())), true),
+        ("k_f16", cast(&Float32Array::from(ks.iter().map(|k| k.map(|k| k as f32)).collect::<Vec<_>>()), &DataType::Float16).unwrap(), true),
+        ("v", Arc::new(Int32Array::from(vs.clone())), true),
+        ("v_nn", Arc::new(Int32Array::from(vs.iter().map(|v| v.unwrap_or(0)).collect::<Vec<_>>())), false),
+        ("lst", Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(ks.iter().map(|k| k.map(|k| vec![Some(k), None])))), true),
+    ];
+    let schema = Schema::new(cols.iter().map(|(n, a, nullable)| Field::new(*n, a.data_type().clone(), *nullable)).collect::<Vec<_>>());
+    RecordBatch::try_new(Arc::new(schema), cols.into_iter().map(|(_, a, _)| a).collect()).unwrap()
+}
+
+/// `partitioned`: hash joins in `Partitioned` mode (no input is small enough to collect).
+fn session_config(partitioned: bool) -> SessionConfig {
+    let mut c = SessionConfig::new().with_target_partitions(4).with_batch_size(100);
+    if partitioned {
+        c.options_mut().optimizer.hash_join_single_partition_threshold = 0;
+        c.options_mut().optimizer.hash_join_single_partition_threshold_rows = 0;
+    }
+    c
+}
+
+/// `batch` as an in-memory table of three partitions of unequal sizes (the last may be empty).
+fn partitions(batch: RecordBatch) -> Arc<MemTable> {
+    let n = batch.num_rows();
+    let cuts = [0, n / 2, n / 2 + n / 3, n];
+    let parts = cuts.windows(2).map(|w| vec![batch.slice(w[0], w[1] - w[0])]).collect();
+    Arc::new(MemTable::try_new(batch.schema(), parts).unwrap())
+}
+
+async fn context(gpu: Option<GpuJoinConfig>, partitioned: bool, left: RecordBatch, right: RecordBatch) -> Result<SessionContext> {
+    let mut b = SessionStateBuilder::new().with_default_features().with_config(session_config(partitioned));
+    if let Some(g) = gpu {
+        b = b.with_gpu_joins(g);
+    }
+    let ctx = SessionContext::new_with_state(b.build());
+    ctx.register_table("l", partitions(left))?;
+    ctx.register_table("r", partitions(right))?;
+    Ok(ctx)
+}
+
+fn forced() -> GpuJoinConfig {
+    GpuJoinConfig { force_without_gpu_for_plan_tests: true, ..GpuJoinConfig::default() }
+}
+
+async fn physical_plan(ctx: &SessionContext, sql: &str) -> Result<Arc<dyn ExecutionPlan>> {
+    ctx.sql(sql).await?.create_physical_plan().await
+}
+
+fn plan_text(plan: &Arc<dyn ExecutionPlan>) -> String {
+    displayable(plan.as_ref()).indent(true).to_string()
+}
+
+fn count_nodes(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+    (plan.name() == name) as usize + plan.children().into_iter().map(|c| count_nodes(c, name)).sum::<usize>()
+}
+
+const JOINS: [&str; 8] = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "LEFT SEMI JOIN", "LEFT ANTI JOIN", "RIGHT SEMI JOIN", "RIGHT ANTI JOIN"];
+
+fn query(join: &str, key: &str, filter: Option<&str>, extra_output: Option<&str>) -> String {
+    let out = if join.starts_with("RIGHT SEMI") || join.starts_with("RIGHT ANTI") {
+        format!("r.v, r.{key}")
+    } else if join.starts_with("LEFT SEMI") || join.starts_with("LEFT ANTI") {
+        format!("l.v, l.{key}")
+    } else {
+        format!("l.v, r.v, l.{key}")
+    };
+    let out = match extra_output {
+        Some(c) => format!("{out}, {c}"),
+        None => out,
+    };
+    let filter = filter.map(|f| format!(" AND {f}")).unwrap_or_default();
+    format!("SELECT {out} FROM l {join} r ON l.{key} = r.{key}{filter}")
+}
+
+/// Plans `sql` in a forced session and returns the plan, and the rule's decisions for it.
+async fn decide(ctx: &SessionContext, sql: &str) -> (Arc<dyn ExecutionPlan>, Vec<gpujoin_datafusion::JoinDecision>) {
+    let state = ctx.state();
+    let rule = GpuJoinRule::find(&state).expect("the rule is installed");
+    rule.take_decisions();
+    let plan = physical_plan(ctx, sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let decisions = rule.take_decisions();
+    // GPUJOIN_DF_PRINT=1: show what was decided (with --nocapture).
+    if std::env::var_os("GPUJOIN_DF_PRINT").is_some() {
+        println!("{sql}\n{}{}\n", plan_text(&plan), decisions.iter().map(|d| format!("  decision: {d}\n")).collect::<String>());
+    }
+    (plan, decisions)
+}
+
+#[tokio::test]
+async fn rule_decisions_over_join_types_key_types_and_filters() {
+    let mut rng = StdRng::seed_from_u64(1);
+    let (l, r) = (table(&mut rng, 300, 40, true), table(&mut rng, 200, 40, true));
+    // (key, moved by default, moved with allow_float_semantics, words of the reason when kept)
+    let keys: [(&str, bool, bool, &str); 9] = [
+        ("k_i32", true, true, ""),
+        ("k_i64", true, true, ""),
+        ("k_str", true, true, ""),
+        ("k_f64", false, true, "float key"),
+        ("k_dec", true, true, ""),
+        ("k_date", true, true, ""),
+        ("k_ts", true, true, ""),
+        ("k_bool", true, true, ""),
+        ("k_f16", false, false, "Float16"),
+    ];
+    // (filter, moves, words of the reason when kept)
+    let filters: [(Option<&str>, bool, &str); 5] = [
+        (None, true, ""),
+        (Some("l.v < r.v"), true, ""),
+        (Some("(l.v_nn < r.v_nn OR l.v_nn > r.v_nn + 1)"), false, "neither a column nor a literal"),
+        (Some("(l.v_nn < r.v_nn OR l.v_nn = 7)"), true, ""),
+        (Some("(l.v < r.v OR l.v = 7)"), false, "nullable column"),
+    ];
+    let mut checked = 0;
+    for partitioned in [false, true] {
+        for allow_floats in [false, true] {
+            let config = GpuJoinConfig { allow_float_semantics: allow_floats, ..forced() };
+            let ctx = context(Some(config), partitioned, l.clone(), r.clone()).await.unwrap();
+            for join in JOINS {
+                for (key, moved, moved_float, key_reason) in keys {
+                    for (filter, filter_moves, filter_reason) in filters {
+                        if allow_floats && key != "k_f64" {
+                            continue;
+                        }
+                        let sql = query(join, key, filter, None);
+                        let (plan, decisions) = decide(&ctx, &sql).await;
+                        let text = plan_text(&plan);
+                        assert_eq!(decisions.len(), 1, "{sql}: {decisions:?}\n{text}");
+                        let d = &decisions[0];
+                        let key_moves = if allow_floats { moved_float } else { moved };
+                        let expect = key_moves && filter_moves;
+                        assert_eq!(d.moved(), expect, "{sql}: {d}\n{text}");
+                        if expect {
+                            assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{sql}\n{text}");
+                            assert_eq!(count_nodes(&plan, "HashJoinExec"), 0, "{sql}\n{text}");
+                            assert!(text.contains("replaces=HashJoinExec") && text.contains("algorithm=Auto"), "{text}");
+                        } else {
+                            assert_eq!(count_nodes(&plan, "GpuJoinExec"), 0, "{sql}\n{text}");
+                            assert_eq!(count_nodes(&plan, "HashJoinExec"), 1, "{sql}\n{text}");
+                            let reason = d.kept.as_deref().unwrap();
+                            let words = if !key_moves { key_reason } else { filter_reason };
+                            assert!(reason.contains(words), "{sql}: reason {reason:?} should say {words:?}");
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 300, "{checked}");
+}
+
+#[tokio::test]
+async fn rule_keeps_unsupported_outputs_and_decimal_filters() {
+    let mut rng = StdRng::seed_from_u64(2);
+    let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
+    let ctx = context(Some(forced()), false, l, r).await.unwrap();
+    let cases = [
+        (query("JOIN", "k_i32", None, Some("l.lst")), "lst"),
+        (query("LEFT JOIN", "k_i64", None, Some("r.k_f16")), "Float16"),
+        (query("JOIN", "k_i32", Some("l.k_dec < r.k_dec"), None), "Decimal128"),
+        (query("JOIN", "k_i32", Some("l.k_f64 < r.k_f64"), None), "float column"),
+        // An expression key: kept, unless DataFusion computes it below the join.
+        ("SELECT l.v FROM l JOIN r ON l.k_i32 + 1 = r.k_i32".to_string(), "?not a column reference"),
+    ];
+    for (sql, words) in cases {
+        let (plan, decisions) = decide(&ctx, &sql).await;
+        assert_eq!(decisions.len(), 1, "{sql}");
+        let d = &decisions[0];
+        if let Some(words) = words.strip_prefix('?') {
+            assert!(d.moved() || d.kept.as_deref().unwrap().contains(words), "{sql}: {d}");
+        } else {
+            assert!(!d.moved() && d.kept.as_deref().unwrap().contains(words), "{sql}: {d}\n{}", plan_text(&plan));
+            assert_eq!(count_nodes(&plan, "HashJoinExec"), 1);
+        }
+    }
+    // A NOT IN subquery plans a null-aware anti join, which stays on the CPU.
+    let (_, decisions) = decide(&ctx, "SELECT l.v FROM l WHERE l.k_i32 NOT IN (SELECT k_i32 FROM r)").await;
+    assert!(decisions.iter().any(|d| !d.moved() && d.kept.as_deref().unwrap().contains("null-aware")), "{decisions:?}");
+}
+
+#[tokio::test]
+async fn collect_left_joins_of_build_side_rows_probe_one_partition() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
+    let ctx = context(Some(forced()), false, l, r).await.unwrap();
+    for join in JOINS {
+        let (plan, _) = decide(&ctx, &query(join, "k_i32", None, None)).await;
+        let text = plan_text(&plan);
+        let exec = find::<GpuJoinExec>(&plan).unwrap_or_else(|| panic!("{join}: {text}"));
+        let single =
+            matches!(exec.join_type(), datafusion::common::JoinType::Left | datafusion::common::JoinType::Full | datafusion::common::JoinType::LeftSemi | datafusion::common::JoinType::LeftAnti)
+                && exec.mode() == datafusion::physical_plan::joins::PartitionMode::CollectLeft;
+        use datafusion::physical_plan::ExecutionPlanProperties;
+        if single {
+            assert_eq!(exec.right().output_partitioning().partition_count(), 1, "{text}");
+            assert_eq!(exec.properties().output_partitioning().partition_count(), 1, "{text}");
+        }
+        assert_eq!(exec.left().output_partitioning().partition_count(), 1, "{text}");
+    }
+}
+
+fn find<T: ExecutionPlan + 'static>(plan: &Arc<dyn ExecutionPlan>) -> Option<&T> {
+    if let Some(t) = plan.as_ref().downcast_ref::<T>() {
+        return Some(t);
+    }
+    plan.children().into_iter().find_map(|c| find::<T>(c))
+}
+
+#[tokio::test]
+async fn without_a_gpu_every_plan_is_datafusions() {
+    if has_device() {
+        report_skip("without_a_gpu_every_plan_is_datafusions", "a GPU is present: the rule moves joins");
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(4);
+    let (l, r) = (table(&mut rng, 200, 30, true), table(&mut rng, 150, 30, true));
+    for partitioned in [false, true] {
+        let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(GpuJoinConfig::default()), partitioned, l.clone(), r.clone()).await.unwrap();
+        let state = gpu.state();
+        let rule = GpuJoinRule::find(&state).unwrap();
+        for join in JOINS {
+            for key in ["k_i32", "k_str", "k_f64", "k_f16"] {
+                for filter in [None, Some("l.v < r.v")] {
+                    let sql = query(join, key, filter, None);
+                    let (a, b) = (physical_plan(&plain, &sql).await.unwrap(), physical_plan(&gpu, &sql).await.unwrap());
+                    assert_eq!(plan_text(&a), plan_text(&b), "{sql}");
+                }
+            }
+        }
+        let decisions = rule.take_decisions();
+        assert!(!decisions.is_empty() && decisions.iter().all(|d| d.kept.as_deref().unwrap().starts_with("no GPU")), "{decisions:?}");
+    }
+    // Disabled: the same, and says so.
+    let off = context(Some(GpuJoinConfig { enabled: false, ..forced() }), false, l.clone(), r.clone()).await.unwrap();
+    let (plan, decisions) = decide(&off, &query("JOIN", "k_i32", None, None)).await;
+    assert_eq!(count_nodes(&plan, "GpuJoinExec"), 0);
+    assert!(decisions[0].kept.as_deref().unwrap().contains("disabled"));
+}
+
+/// Rows as sorted strings (NULL as "NULL"), for comparing answers whatever the order.
+fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
+    let mut rows = Vec::new();
+    for b in batches {
+        for i in 0..b.num_rows() {
+            let cells: Vec<String> = b.columns().iter().map(|c| if c.is_null(i) { "NULL".into() } else { array_value_to_string(c, i).unwrap() }).collect();
+            rows.push(cells.join("|"));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+async fn run(ctx: &SessionContext, sql: &str) -> Result<(Vec<RecordBatch>, Arc<dyn ExecutionPlan>)> {
+    let df = ctx.sql(sql).await?;
+    let plan = df.create_physical_plan().await?;
+    let batches = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    Ok((batches, plan))
+}
+
+#[tokio::test]
+async fn empty_inputs_are_answered_on_the_host_like_datafusion() {
+    // One side empty: GpuJoinExec answers without the device, so this runs everywhere.
+    let mut rng = StdRng::seed_from_u64(5);
+    let full = table(&mut rng, 250, 30, true);
+    let empty = full.slice(0, 0);
+    for (l, r) in [(full.clone(), empty.clone()), (empty.clone(), full.clone())] {
+        for partitioned in [false, true] {
+            let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
+            let gpu = context(Some(forced()), partitioned, l.clone(), r.clone()).await.unwrap();
+            for join in JOINS {
+                let sql = query(join, "k_i32", Some("l.v < r.v"), Some(if join.contains("SEMI") || join.contains("ANTI") { "1" } else { "r.k_str, l.k_ts" }));
+                let (want, _) = run(&plain, &sql).await.unwrap();
+                let (got, plan) = run(&gpu, &sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+                assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{sql}\n{}", plan_text(&plan));
+                assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}\n{}", plan_text(&plan));
+                for b in &got {
+                    assert!(b.num_rows() <= 100, "batches of the session's batch size");
+                    assert_eq!(b.schema(), plan.schema());
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_forced_plan_without_a_gpu_fails_with_a_typed_error() {
+    if has_device() {
+        report_skip("a_forced_plan_without_a_gpu_fails_with_a_typed_error", "a GPU is present");
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(6);
+    let ctx = context(Some(forced()), false, table(&mut rng, 50, 10, true), table(&mut rng, 50, 10, true)).await.unwrap();
+    let err = run(&ctx, &query("JOIN", "k_i32", None, None)).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.to_lowercase().contains("driver") || msg.to_lowercase().contains("device"), "{msg}");
+}
+
+#[tokio::test]
+async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
+    let Some(_device) = device_or_skip("gpu_answers_equal_datafusions_on_random_tables_with_nulls") else { return };
+    let mut rng = StdRng::seed_from_u64(7);
+    let (l, r) = (table(&mut rng, 3000, 200, true), table(&mut rng, 2000, 200, true));
+    let mut moved = 0;
+    for partitioned in [false, true] {
+        let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(GpuJoinConfig::default()), partitioned, l.clone(), r.clone()).await.unwrap();
+        for join in JOINS {
+            for key in ["k_i32", "k_i64", "k_str", "k_dec", "k_date", "k_ts", "k_bool"] {
+                for filter in [None, Some("l.v < r.v"), Some("(l.v_nn < r.v_nn OR l.v_nn = 7)")] {
+                    let extra = if join.contains("SEMI") || join.contains("ANTI") { None } else { Some("r.k_str, l.k_dec") };
+                    let sql = query(join, key, filter, extra);
+                    let (want, _) = run(&plain, &sql).await.unwrap();
+                    let (got, plan) = run(&gpu, &sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+                    moved += count_nodes(&plan, "GpuJoinExec");
+                    assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}\n{}", plan_text(&plan));
+                    assert!(got.iter().all(|b| b.schema() == plan.schema()));
+                }
+            }
+        }
+        // Two joins in a row, and EXPLAIN ANALYZE's metrics.
+        let sql = "SELECT a.v, b.v, c.v FROM l a JOIN r b ON a.k_i32 = b.k_i32 LEFT JOIN l c ON b.k_str = c.k_str AND b.v < c.v";
+        let (want, _) = run(&plain, sql).await.unwrap();
+        let (got, plan) = run(&gpu, sql).await.unwrap();
+        assert_eq!(count_nodes(&plan, "GpuJoinExec"), 2, "{}", plan_text(&plan));
+        assert_eq!(sorted_rows(&got), sorted_rows(&want));
+        let analyzed = gpu.sql(&format!("EXPLAIN ANALYZE {sql}")).await.unwrap().collect().await.unwrap();
+        let text = sorted_rows(&analyzed).join("\n");
+        for m in ["GpuJoinExec", "upload_time", "join_time", "download_time", "output_rows"] {
+            assert!(text.contains(m), "EXPLAIN ANALYZE lacks {m}:\n{text}");
+        }
+    }
+    assert!(moved >= 8 * 7 * 3, "{moved} joins moved");
+}
+
+mod translate {
+    use std::sync::Arc;
+
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::common::{JoinSide, JoinType, NullEquality, ScalarValue};
+    use datafusion::logical_expr::Operator;
+    use datafusion::physical_expr::expressions::{BinaryExpr, Column, Literal, NotExpr};
+    use datafusion::physical_expr::PhysicalExprRef;
+    use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
+    use gpujoin_datafusion::translate::{plan_join, JoinPlan};
+    use gpujoin_datafusion::GpuJoinConfig;
+    use gpujoin_join::predicate::{col_l, col_r, lit, Predicate, Side};
+
+    fn schema(fields: &[(&str, DataType, bool)]) -> Schema {
+        Schema::new(fields.iter().map(|(n, t, nullable)| Field::new(*n, t.clone(), *nullable)).collect::<Vec<_>>())
+    }
+
+    fn col(name: &str, i: usize) -> PhysicalExprRef {
+        Arc::new(Column::new(name, i))
+    }
+
+    fn bin(a: PhysicalExprRef, op: Operator, b: PhysicalExprRef) -> PhysicalExprRef {
+        Arc::new(BinaryExpr::new(a, op, b))
+    }
+
+    fn plan(l: &Schema, r: &Schema, on: &[(PhysicalExprRef, PhysicalExprRef)], f: Option<&JoinFilter>, t: JoinType, p: Option<&[usize]>) -> Result<JoinPlan, String> {
+        plan_join(l, r, on, f, t, NullEquality::NullEqualsNothing, p, &GpuJoinConfig::default()).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn duplicate_names_projection_across_sides_and_uploaded_columns() {
+        // Both inputs have an `a` (after an earlier join, say); the projection interleaves sides.
+        let l = schema(&[("a", DataType::Int32, true), ("a", DataType::Utf8View, true), ("x", DataType::Float16, true)]);
+        let r = schema(&[("b", DataType::Int64, false), ("a", DataType::Int32, true)]);
+        let on = [(col("a", 0), col("a", 1))];
+        // Join schema: l.a l.a l.x r.b r.a; out: r.b, l.a(1), r.b again, l.a(0).
+        let p = plan(&l, &r, &on, None, JoinType::Inner, Some(&[3, 1, 3, 0])).unwrap();
+        assert_eq!((p.left_cols.clone(), p.right_cols.clone()), (vec![0, 1], vec![0, 1]), "the Float16 column is never uploaded");
+        assert_eq!((p.select_left.clone(), p.select_right.clone()), (vec![1, 0], vec![0]));
+        assert_eq!(p.outputs, vec![2, 0, 2, 1]);
+        assert_eq!(p.sources, vec![(Side::Right, 0), (Side::Left, 1), (Side::Right, 0), (Side::Left, 0)]);
+        // Outputting the Float16 column refuses, naming it.
+        let e = plan(&l, &r, &on, None, JoinType::Inner, Some(&[2])).unwrap_err();
+        assert!(e.contains("x") && e.contains("Float16"), "{e}");
+        // No output columns: a key column carries the rows, of a side the join returns.
+        let p = plan(&l, &r, &on, None, JoinType::RightAnti, Some(&[])).unwrap();
+        assert_eq!((p.select_left.clone(), p.select_right.clone(), p.outputs.clone()), (vec![], vec![1], vec![]));
+        // Semi joins output one side (the join schema holds only its fields).
+        let p = plan(&l, &r, &on, None, JoinType::LeftSemi, Some(&[1, 0])).unwrap();
+        assert_eq!((p.select_left.clone(), p.select_right.clone(), p.outputs.clone()), (vec![1, 0], vec![], vec![0, 1]));
+        assert!(plan(&l, &r, &on, None, JoinType::LeftSemi, None).unwrap_err().contains("Float16"));
+    }
+
+    #[test]
+    fn refusals_name_their_reason() {
+        let l = schema(&[("a", DataType::Int32, true), ("f", DataType::Float64, true)]);
+        let r = schema(&[("b", DataType::Int32, true), ("g", DataType::Float64, true)]);
+        let on = [(col("a", 0), col("b", 0))];
+        assert!(plan(&l, &r, &on, None, JoinType::LeftMark, None).unwrap_err().contains("LeftMark"));
+        assert!(plan(&l, &r, &[], None, JoinType::Inner, None).unwrap_err().contains("no equi-join keys"));
+        let expr_key = [(bin(col("a", 0), Operator::Plus, Arc::new(Literal::new(ScalarValue::Int32(Some(1))))), col("b", 0))];
+        assert!(plan(&l, &r, &expr_key, None, JoinType::Inner, None).unwrap_err().contains("not a column reference"));
+        assert!(plan(&l, &r, &[(col("f", 1), col("g", 1))], None, JoinType::Inner, None).unwrap_err().contains("float key"));
+        let allow = GpuJoinConfig { allow_float_semantics: true, ..GpuJoinConfig::default() };
+        assert!(plan_join(&l, &r, &[(col("f", 1), col("g", 1))], None, JoinType::Inner, NullEquality::NullEqualsNull, None, &allow).is_ok());
+    }
+
+    #[test]
+    fn filters_become_typed_predicates_over_the_uploaded_columns() {
+        let l = schema(&[("a", DataType::Int32, false), ("s", DataType::Utf8View, false), ("t", DataType::Int8, false)]);
+        let r = schema(&[("b", DataType::Int32, false), ("u", DataType::Utf8, false), ("d", DataType::Decimal128(10, 2), true)]);
+        let on = [(col("a", 0), col("b", 0))];
+        // Filter schema: [l.t, r.u, l.s]; NOT (l.s = r.u) AND l.t >= 3.
+        let fschema = Arc::new(schema(&[("t", DataType::Int8, true), ("u", DataType::Utf8, false), ("s", DataType::Utf8View, false)]));
+        let indices = vec![ColumnIndex { index: 2, side: JoinSide::Left }, ColumnIndex { index: 1, side: JoinSide::Right }, ColumnIndex { index: 1, side: JoinSide::Left }];
+        let not_eq: PhysicalExprRef = Arc::new(NotExpr::new(bin(col("s", 2), Operator::Eq, col("u", 1))));
+        let ge = bin(col("t", 0), Operator::GtEq, Arc::new(Literal::new(ScalarValue::Int8(Some(3)))));
+        let f = JoinFilter::new(bin(not_eq, Operator::And, Arc::clone(&ge)), indices.clone(), Arc::clone(&fschema));
+        // Output only r.b: uploads l.a, l.s, l.t and r.b, r.u.
+        let p = plan(&l, &r, &on, Some(&f), JoinType::Inner, Some(&[3])).unwrap();
+        assert_eq!((p.left_cols.clone(), p.right_cols.clone()), (vec![0, 1, 2], vec![0, 1]));
+        // Int8 compares as gpujoin's I32 (its lowered type); Utf8View with Utf8 as strings.
+        let want = Predicate::And(vec![!col_l(1).equals(col_r(1)), col_l(2).greater_eq(lit(3i32))]);
+        assert_eq!(p.predicate, Some(want));
+        // OR and NOT anywhere in a filter over a nullable column refuse (as gpujoin does); so do
+        // decimals and arithmetic.
+        let or = JoinFilter::new(bin(Arc::clone(&ge), Operator::Or, bin(col("s", 2), Operator::Eq, col("u", 1))), indices.clone(), Arc::clone(&fschema));
+        assert!(plan(&l, &r, &on, Some(&or), JoinType::Left, None).is_ok());
+        let nullable_t = schema(&[("a", DataType::Int32, false), ("s", DataType::Utf8View, false), ("t", DataType::Int8, true)]);
+        assert!(plan(&nullable_t, &r, &on, Some(&or), JoinType::Left, None).unwrap_err().contains("nullable column t"));
+        assert!(plan(&nullable_t, &r, &on, Some(&f), JoinType::Left, None).unwrap_err().contains("nullable column t"));
+        let dschema = Arc::new(schema(&[("d", DataType::Decimal128(10, 2), true)]));
+        let dec = JoinFilter::new(bin(col("d", 0), Operator::Gt, Arc::new(Literal::new(ScalarValue::Decimal128(Some(5), 10, 2)))), vec![ColumnIndex { index: 2, side: JoinSide::Right }], dschema);
+        assert!(plan(&l, &r, &on, Some(&dec), JoinType::Inner, None).unwrap_err().contains("Decimal128"));
+        let arith = JoinFilter::new(bin(col("t", 0), Operator::Lt, bin(col("t", 0), Operator::Plus, Arc::new(Literal::new(ScalarValue::Int8(Some(1)))))), indices[..1].to_vec(), fschema);
+        assert!(plan(&l, &r, &on, Some(&arith), JoinType::Inner, None).unwrap_err().contains("neither a column nor a literal"));
+    }
+}
