@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, StringViewArray, TimestampMicrosecondArray,
+    ArrayRef, BooleanArray, Date32Array, Decimal128Array, DictionaryArray, Float32Array, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, StringViewArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema};
@@ -40,6 +40,7 @@ fn table(rng: &mut StdRng, rows: usize, domain: i32, nulls: bool) -> RecordBatch
         ("k_ts", Arc::new(TimestampMicrosecondArray::from(ks.iter().map(|k| k.map(|k| k as i64 * 3_600_000_000)).collect::<Vec<_>>())), true),
         ("k_bool", Arc::new(BooleanArray::from(ks.iter().map(|k| k.map(|k| k % 2 == 0)).collect::<Vec<_>>())), true),
         ("k_f16", cast(&Float32Array::from(ks.iter().map(|k| k.map(|k| k as f32)).collect::<Vec<_>>()), &DataType::Float16).unwrap(), true),
+        ("k_dict", Arc::new(ks.iter().map(|k| k.map(|k| format!("d{}", k % 50))).collect::<Vec<_>>().iter().map(|s| s.as_deref()).collect::<DictionaryArray<Int32Type>>()), true),
         ("v", Arc::new(Int32Array::from(vs.clone())), true),
         ("v_nn", Arc::new(Int32Array::from(vs.iter().map(|v| v.unwrap_or(0)).collect::<Vec<_>>())), false),
         ("lst", Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(ks.iter().map(|k| k.map(|k| vec![Some(k), None])))), true),
@@ -130,7 +131,7 @@ async fn rule_decisions_over_join_types_key_types_and_filters() {
     let mut rng = StdRng::seed_from_u64(1);
     let (l, r) = (table(&mut rng, 300, 40, true), table(&mut rng, 200, 40, true));
     // (key, moved by default, moved with allow_float_semantics, words of the reason when kept)
-    let keys: [(&str, bool, bool, &str); 9] = [
+    let keys: [(&str, bool, bool, &str); 10] = [
         ("k_i32", true, true, ""),
         ("k_i64", true, true, ""),
         ("k_str", true, true, ""),
@@ -139,6 +140,7 @@ async fn rule_decisions_over_join_types_key_types_and_filters() {
         ("k_date", true, true, ""),
         ("k_ts", true, true, ""),
         ("k_bool", true, true, ""),
+        ("k_dict", true, true, ""),
         ("k_f16", false, false, "Float16"),
     ];
     // (filter, moves, words of the reason when kept)
@@ -308,7 +310,7 @@ async fn empty_inputs_are_answered_on_the_host_like_datafusion() {
             let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
             let gpu = context(Some(forced()), partitioned, l.clone(), r.clone()).await.unwrap();
             for join in JOINS {
-                let sql = query(join, "k_i32", Some("l.v < r.v"), Some(if join.contains("SEMI") || join.contains("ANTI") { "1" } else { "r.k_str, l.k_ts" }));
+                let sql = query(join, "k_i32", Some("l.v < r.v"), Some(if join.contains("SEMI") || join.contains("ANTI") { "1" } else { "r.k_str, l.k_ts, r.k_dict" }));
                 let (want, _) = run(&plain, &sql).await.unwrap();
                 let (got, plan) = run(&gpu, &sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
                 assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{sql}\n{}", plan_text(&plan));
@@ -339,15 +341,15 @@ async fn a_forced_plan_without_a_gpu_fails_with_a_typed_error() {
 async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     let Some(_device) = device_or_skip("gpu_answers_equal_datafusions_on_random_tables_with_nulls") else { return };
     let mut rng = StdRng::seed_from_u64(7);
-    let (l, r) = (table(&mut rng, 3000, 200, true), table(&mut rng, 2000, 200, true));
+    let (l, r) = (table(&mut rng, 600, 200, true), table(&mut rng, 400, 200, true));
     let mut moved = 0;
     for partitioned in [false, true] {
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
         let gpu = context(Some(GpuJoinConfig::default()), partitioned, l.clone(), r.clone()).await.unwrap();
         for join in JOINS {
-            for key in ["k_i32", "k_i64", "k_str", "k_dec", "k_date", "k_ts", "k_bool"] {
+            for key in ["k_i32", "k_i64", "k_str", "k_dec", "k_date", "k_ts", "k_bool", "k_dict"] {
                 for filter in [None, Some("l.v < r.v"), Some("(l.v_nn < r.v_nn OR l.v_nn = 7)")] {
-                    let extra = if join.contains("SEMI") || join.contains("ANTI") { None } else { Some("r.k_str, l.k_dec") };
+                    let extra = if join.contains("SEMI") || join.contains("ANTI") { None } else { Some("r.k_str, l.k_dec, r.k_dict") };
                     let sql = query(join, key, filter, extra);
                     let (want, _) = run(&plain, &sql).await.unwrap();
                     let (got, plan) = run(&gpu, &sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -369,7 +371,17 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
             assert!(text.contains(m), "EXPLAIN ANALYZE lacks {m}:\n{text}");
         }
     }
-    assert!(moved >= 8 * 7 * 3, "{moved} joins moved");
+    // Float keys where the data has no -0.0 and no NaN: the same answers once allowed.
+    let plain = context(None, false, l.clone(), r.clone()).await.unwrap();
+    let floats = context(Some(GpuJoinConfig { allow_float_semantics: true, ..GpuJoinConfig::default() }), false, l.clone(), r.clone()).await.unwrap();
+    for join in JOINS {
+        let sql = query(join, "k_f64", Some("l.v < r.v"), None);
+        let (want, _) = run(&plain, &sql).await.unwrap();
+        let (got, plan) = run(&floats, &sql).await.unwrap();
+        moved += count_nodes(&plan, "GpuJoinExec");
+        assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}");
+    }
+    assert!(moved >= 2 * 8 * 8 * 3 + 2 * 2 + 8, "{moved} joins moved");
 }
 
 mod translate {
