@@ -220,6 +220,30 @@ async fn rule_keeps_unsupported_outputs_and_decimal_filters() {
 }
 
 #[tokio::test]
+async fn other_join_operators_stay_with_their_reason() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
+    let ctx = context(Some(forced()), false, l.clone(), r.clone()).await.unwrap();
+    for (sql, operators) in [("SELECT l.v, r.v FROM l JOIN r ON l.v < r.v", &["NestedLoopJoinExec"][..]), ("SELECT l.v, r.v FROM l CROSS JOIN r", &["CrossJoinExec", "NestedLoopJoinExec"][..])] {
+        let (plan, decisions) = decide(&ctx, sql).await;
+        assert_eq!(decisions.len(), 1, "{sql}: {decisions:?}");
+        let d = &decisions[0];
+        assert!(operators.contains(&d.operator.as_str()) && d.kept.as_deref().unwrap().contains("not moved to the GPU"), "{sql}: {d}");
+        assert_eq!(count_nodes(&plan, "GpuJoinExec"), 0);
+    }
+    // prefer_hash_join = false plans sort-merge joins, which stay.
+    let mut config = session_config(true);
+    config.options_mut().optimizer.prefer_hash_join = false;
+    let state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(forced()).build();
+    let smj = SessionContext::new_with_state(state);
+    smj.register_table("l", partitions(l)).unwrap();
+    smj.register_table("r", partitions(r)).unwrap();
+    let (plan, decisions) = decide(&smj, &query("JOIN", "k_i32", None, None)).await;
+    assert_eq!(count_nodes(&plan, "SortMergeJoinExec"), 1, "{}", plan_text(&plan));
+    assert!(decisions.iter().all(|d| d.operator == "SortMergeJoinExec" && !d.moved()), "{decisions:?}");
+}
+
+#[tokio::test]
 async fn collect_left_joins_of_build_side_rows_probe_one_partition() {
     let mut rng = StdRng::seed_from_u64(3);
     let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
