@@ -1,5 +1,6 @@
-//! [`GpuJoinExec`]: an equi-join of two DataFusion inputs on the GPU, through
-//! [`gpujoin_arrow::join_on`].
+//! [`GpuJoinExec`]: a join of two DataFusion inputs on the GPU, through
+//! [`gpujoin_arrow::join_on`]: on key columns (an equi-join, with an optional filter), or without
+//! keys (a theta join on the filter, or a cross join; `CollectLeft` only).
 //!
 //! # Execution
 //!
@@ -72,8 +73,8 @@ use crate::GpuJoinConfig;
 /// The collected build side, shared by the output partitions of a `CollectLeft` join.
 type SharedLeft = std::result::Result<Arc<Vec<RecordBatch>>, Arc<DataFusionError>>;
 
-/// An equi-join (Inner, Left, Right, Full, LeftSemi, LeftAnti, RightSemi, RightAnti) on
-/// columns, with an optional filter, run on the GPU. See the [module docs](self).
+/// A join (Inner, Left, Right, Full, LeftSemi, LeftAnti, RightSemi, RightAnti) on key columns
+/// and/or a filter, run on the GPU. See the [module docs](self).
 #[derive(Debug)]
 pub struct GpuJoinExec {
     left: Arc<dyn ExecutionPlan>,
@@ -95,7 +96,8 @@ pub struct GpuJoinExec {
 
 impl GpuJoinExec {
     /// A GPU join of `left` and `right` on the column pairs `on` (column references into each
-    /// input's schema), with `filter` (DataFusion's `JoinFilter`: comparisons of columns and
+    /// input's schema; none for a theta join on `filter` or a cross join, in `CollectLeft` mode),
+    /// with `filter` (DataFusion's `JoinFilter`: comparisons of columns and
     /// literals combined with AND, OR, NOT), `join_type`, `null_equality`, `projection` (indices
     /// into the join schema, as `HashJoinExec`'s) and `mode` (`CollectLeft` or `Partitioned`).
     /// `config` gives the algorithm, the device, the batch size and the chunking.
@@ -118,6 +120,9 @@ impl GpuJoinExec {
     ) -> Result<Self> {
         if mode == PartitionMode::Auto {
             return plan_err!("GpuJoinExec: PartitionMode::Auto; run JoinSelection first (CollectLeft or Partitioned)");
+        }
+        if on.is_empty() && mode != PartitionMode::CollectLeft {
+            return plan_err!("GpuJoinExec: a join without keys (theta or cross) runs in CollectLeft mode");
         }
         let (ls, rs) = (left.schema(), right.schema());
         let plan = plan_join(&ls, &rs, &on, filter.as_ref(), join_type, null_equality, projection.as_deref(), &config).map_err(|r| DataFusionError::NotImplemented(format!("GpuJoinExec: {r}")))?;

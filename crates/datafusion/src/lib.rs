@@ -3,11 +3,11 @@
 //! GPU joins inside Apache DataFusion 55.2, on [`gpujoin_arrow`]:
 //!
 //! - [`GpuJoinExec`]: an `ExecutionPlan` that joins its two inputs' record batches on the GPU
-//!   (`CollectLeft` or `Partitioned`, every equi-join type but the mark joins, filters of
-//!   comparisons). See [`exec`].
-//! - [`GpuJoinRule`]: a `PhysicalOptimizerRule` that replaces each `HashJoinExec` gpujoin can run
-//!   when a GPU is present, and leaves the plan unchanged otherwise, recording why
-//!   ([`GpuJoinRule::decisions`]). See [`rule`].
+//!   (`CollectLeft` or `Partitioned`, every join type but the mark joins, equi-joins, theta joins
+//!   on filters of comparisons, cross joins). See [`exec`].
+//! - [`GpuJoinRule`]: a `PhysicalOptimizerRule` that replaces each `HashJoinExec`,
+//!   `NestedLoopJoinExec` and `CrossJoinExec` gpujoin can run when a GPU is present, and leaves
+//!   the plan unchanged otherwise, recording why ([`GpuJoinRule::decisions`]). See [`rule`].
 //! - [`with_gpu_joins`] / [`SessionStateBuilderExt::with_gpu_joins`]: installs the rule in a
 //!   session with a [`GpuJoinConfig`].
 //!
@@ -49,11 +49,14 @@
 //!
 //! ## Not yet (issue 12)
 //!
-//! A build side uploaded once for all partitions and a shared matched-rows bitmap (today a
-//! `CollectLeft` join that returns the build side's unmatched rows runs with its probe side in one
-//! partition, and each partition uploads the build side again), the other CPU join operators,
-//! peak device memory in the metrics, a `PhysicalExtensionCodec`, and the reason for kept joins in
-//! `EXPLAIN` itself (it is in [`GpuJoinRule::decisions`]).
+//! - A build side uploaded once for all partitions and a shared matched-rows bitmap: today a
+//!   `CollectLeft` join that returns the build side's unmatched rows runs with its probe side in
+//!   one partition, and each partition uploads the build side again.
+//! - `SortMergeJoinExec`, the symmetric and piecewise-merge joins; arithmetic and casts in
+//!   filters; pushed-down limits.
+//! - A limit on concurrent device joins (each output partition runs its own join at once).
+//! - Peak device memory in the metrics, a `PhysicalExtensionCodec`, the reason for kept joins in
+//!   `EXPLAIN` itself (it is in [`GpuJoinRule::decisions`]), the peer suite and TPC-H.
 
 mod config;
 pub mod exec;

@@ -3,7 +3,8 @@
 //!
 //! # What moves
 //!
-//! A `HashJoinExec` (mode `CollectLeft` or `Partitioned`) moves when a GPU is present and
+//! When a GPU is present, a `HashJoinExec` (mode `CollectLeft` or `Partitioned`), a
+//! `NestedLoopJoinExec` (a theta join on its filter) or a `CrossJoinExec` moves when
 //!
 //! * its join type is Inner, Left, Right, Full, LeftSemi, LeftAnti, RightSemi or RightAnti
 //!   (not LeftMark / RightMark) and it is not a null-aware anti join (`NOT IN`);
@@ -13,12 +14,14 @@
 //!   [`GpuJoinConfig::allow_float_semantics`];
 //! * its filter, if any, is comparisons of columns and literals combined with AND, OR, NOT (see
 //!   [`crate::translate::filter_predicate`]);
-//! * every output column has a device type;
+//! * every output column has a device type, and each input has a column to upload (a join that
+//!   outputs, keys and filters on no column of an input stays: gpujoin's tables carry their
+//!   rows in their columns);
 //! * both inputs are bounded, no `LIMIT` was pushed into it (`fetch`), and it declares no output
-//!   ordering (the plan above might rely on the order a `HashJoinExec` keeps; gpujoin's
+//!   ordering (the plan above might rely on the order the CPU operator keeps; gpujoin's
 //!   differs).
 //!
-//! `SortMergeJoinExec`, `NestedLoopJoinExec`, `CrossJoinExec`, `SymmetricHashJoinExec` and
+//! `SortMergeJoinExec` (which always declares its order), `SymmetricHashJoinExec` and
 //! `PiecewiseMergeJoinExec` stay on the CPU in this version.
 //!
 //! # Decisions
@@ -35,9 +38,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{JoinType as DfJoinType, Result};
+use datafusion::common::{JoinType as DfJoinType, NullEquality, Result};
 use datafusion::execution::SessionState;
+use datafusion::physical_expr::PhysicalExprRef;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode, PiecewiseMergeJoinExec, SortMergeJoinExec, SymmetricHashJoinExec};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
@@ -80,8 +85,8 @@ impl fmt::Display for JoinDecision {
     }
 }
 
-/// Replaces `HashJoinExec`s with [`GpuJoinExec`]s where gpujoin can run them (see the
-/// [module docs](self)). Install it with [`crate::with_gpu_joins`].
+/// Replaces `HashJoinExec`s, `NestedLoopJoinExec`s and `CrossJoinExec`s with [`GpuJoinExec`]s
+/// where gpujoin can run them (see the [module docs](self)). Install it with [`crate::with_gpu_joins`].
 #[derive(Debug)]
 pub struct GpuJoinRule {
     config: GpuJoinConfig,
@@ -131,36 +136,95 @@ impl GpuJoinRule {
 
     /// The `GpuJoinExec` for a `HashJoinExec`, or why not.
     fn replace_hash_join(&self, h: &HashJoinExec) -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal> {
-        let refuse = |r: &str| Err(Refusal(r.to_string()));
         if h.null_aware {
-            return refuse("a null-aware anti join (NOT IN): gpujoin has no null-aware anti join");
+            return Err(Refusal("a null-aware anti join (NOT IN): gpujoin has no null-aware anti join".into()));
         }
         if h.mode == PartitionMode::Auto {
-            return refuse("PartitionMode::Auto (JoinSelection did not choose a mode)");
+            return Err(Refusal("PartitionMode::Auto (JoinSelection did not choose a mode)".into()));
         }
-        if let Some(n) = h.fetch() {
+        let join =
+            Join { left: &h.left, right: &h.right, on: &h.on, filter: h.filter.as_ref(), join_type: h.join_type, null_equality: h.null_equality, projection: h.projection.as_deref(), mode: h.mode };
+        self.replace(h, join, "HashJoinExec")
+    }
+
+    /// The `GpuJoinExec` (`CollectLeft`, no keys: a theta join on the filter) for a
+    /// `NestedLoopJoinExec`, or why not.
+    fn replace_nested_loop(&self, j: &NestedLoopJoinExec) -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal> {
+        let projection = j.projection().as_deref();
+        let join = Join {
+            left: j.left(),
+            right: j.right(),
+            on: &[],
+            filter: j.filter(),
+            join_type: *j.join_type(),
+            null_equality: NullEquality::NullEqualsNothing,
+            projection,
+            mode: PartitionMode::CollectLeft,
+        };
+        self.replace(j, join, "NestedLoopJoinExec")
+    }
+
+    /// The `GpuJoinExec` (`CollectLeft`, no keys, no filter) for a `CrossJoinExec`, or why not.
+    fn replace_cross(&self, j: &CrossJoinExec) -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal> {
+        let join = Join {
+            left: j.left(),
+            right: j.right(),
+            on: &[],
+            filter: None,
+            join_type: DfJoinType::Inner,
+            null_equality: NullEquality::NullEqualsNothing,
+            projection: None,
+            mode: PartitionMode::CollectLeft,
+        };
+        self.replace(j, join, "CrossJoinExec")
+    }
+
+    /// The checks every replaced join passes, then the `GpuJoinExec` with `original`'s schema.
+    fn replace(&self, original: &dyn ExecutionPlan, j: Join<'_>, operator: &str) -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal> {
+        if let Some(n) = original.fetch() {
             return Err(Refusal(format!("a LIMIT pushed into the join (fetch={n})")));
         }
-        if h.left.boundedness().is_unbounded() || h.right.boundedness().is_unbounded() {
-            return refuse("an unbounded input (GpuJoinExec collects its inputs)");
+        if j.left.boundedness().is_unbounded() || j.right.boundedness().is_unbounded() {
+            return Err(Refusal("an unbounded input (GpuJoinExec collects its inputs)".into()));
         }
-        if h.properties().output_ordering().is_some() {
-            return refuse("the join keeps its probe side's order, which the plan above may rely on (gpujoin's output order differs)");
+        if original.properties().output_ordering().is_some() {
+            return Err(Refusal(format!("the {operator} declares an output order, which the plan above may rely on (gpujoin's output order differs)")));
         }
-        let (ls, rs) = (h.left.schema(), h.right.schema());
-        let projection = h.projection.as_deref().map(<[usize]>::to_vec);
-        plan_join(&ls, &rs, &h.on, h.filter.as_ref(), h.join_type, h.null_equality, projection.as_deref(), &self.config)?;
-        let exec = GpuJoinExec::try_new(Arc::clone(&h.left), Arc::clone(&h.right), h.on.clone(), h.filter.clone(), h.join_type, h.null_equality, projection, h.mode, self.config.clone())
-            .map_err(|e| Refusal(e.to_string()))?
-            .replacing("HashJoinExec");
-        if exec.schema() != h.schema() {
-            return Err(Refusal(format!("internal: GpuJoinExec's schema {:?} differs from HashJoinExec's {:?}", exec.schema(), h.schema())));
+        let (ls, rs) = (j.left.schema(), j.right.schema());
+        plan_join(&ls, &rs, j.on, j.filter, j.join_type, j.null_equality, j.projection, &self.config)?;
+        let exec = GpuJoinExec::try_new(
+            Arc::clone(j.left),
+            Arc::clone(j.right),
+            j.on.to_vec(),
+            j.filter.cloned(),
+            j.join_type,
+            j.null_equality,
+            j.projection.map(<[usize]>::to_vec),
+            j.mode,
+            self.config.clone(),
+        )
+        .map_err(|e| Refusal(e.to_string()))?
+        .replacing(operator);
+        if exec.schema() != original.schema() {
+            return Err(Refusal(format!("internal: GpuJoinExec's schema {:?} differs from the {operator}'s {:?}", exec.schema(), original.schema())));
         }
         Ok(Arc::new(exec))
     }
 }
 
-fn keys(on: &[(datafusion::physical_expr::PhysicalExprRef, datafusion::physical_expr::PhysicalExprRef)]) -> String {
+/// The parts of a CPU join that a `GpuJoinExec` takes.
+struct Join<'a> {
+    left: &'a Arc<dyn ExecutionPlan>,
+    right: &'a Arc<dyn ExecutionPlan>,
+    on: &'a [(PhysicalExprRef, PhysicalExprRef)],
+    filter: Option<&'a JoinFilter>,
+    join_type: DfJoinType,
+    null_equality: NullEquality,
+    projection: Option<&'a [usize]>,
+    mode: PartitionMode,
+}
+
+fn keys(on: &[(PhysicalExprRef, PhysicalExprRef)]) -> String {
     on.iter().map(|(l, r)| format!("({l}, {r})")).collect::<Vec<_>>().join(", ")
 }
 
@@ -168,12 +232,6 @@ fn keys(on: &[(datafusion::physical_expr::PhysicalExprRef, datafusion::physical_
 fn other_join(node: &dyn ExecutionPlan) -> Option<(&'static str, Option<DfJoinType>, String)> {
     if let Some(j) = node.downcast_ref::<SortMergeJoinExec>() {
         return Some(("SortMergeJoinExec", Some(j.join_type()), keys(j.on())));
-    }
-    if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
-        return Some(("NestedLoopJoinExec", Some(*j.join_type()), String::new()));
-    }
-    if node.downcast_ref::<CrossJoinExec>().is_some() {
-        return Some(("CrossJoinExec", None, String::new()));
     }
     if let Some(j) = node.downcast_ref::<SymmetricHashJoinExec>() {
         return Some(("SymmetricHashJoinExec", Some(*j.join_type()), keys(j.on())));
@@ -189,19 +247,27 @@ impl PhysicalOptimizerRule for GpuJoinRule {
         let gate = self.gate();
         let mut seen = Vec::new();
         let out = plan.transform_up(|node| {
-            if let Some(h) = node.downcast_ref::<HashJoinExec>() {
-                let result = gate.clone().map_err(Refusal).and_then(|()| self.replace_hash_join(h));
+            let replaced = if let Some(h) = node.downcast_ref::<HashJoinExec>() {
+                Some(("HashJoinExec", Some(h.join_type), keys(&h.on), gate.clone().map_err(Refusal).and_then(|()| self.replace_hash_join(h))))
+            } else if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
+                Some(("NestedLoopJoinExec", Some(*j.join_type()), String::new(), gate.clone().map_err(Refusal).and_then(|()| self.replace_nested_loop(j))))
+            } else if let Some(j) = node.downcast_ref::<CrossJoinExec>() {
+                Some(("CrossJoinExec", None, String::new(), gate.clone().map_err(Refusal).and_then(|()| self.replace_cross(j))))
+            } else {
+                None
+            };
+            if let Some((operator, join_type, on, result)) = replaced {
                 let (kept, next) = match result {
                     Ok(exec) => (None, Transformed::yes(exec)),
                     Err(r) => (Some(r.0), Transformed::no(Arc::clone(&node))),
                 };
-                seen.push(JoinDecision { operator: "HashJoinExec".into(), join_type: Some(h.join_type), on: keys(&h.on), kept });
+                seen.push(JoinDecision { operator: operator.into(), join_type, on, kept });
                 return Ok(next);
             }
             if let Some((name, join_type, on)) = other_join(node.as_ref()) {
                 let reason = match &gate {
                     Err(g) => g.clone(),
-                    Ok(()) => format!("{name} is not moved to the GPU in this version (HashJoinExec only)"),
+                    Ok(()) => format!("{name} is not moved to the GPU in this version"),
                 };
                 seen.push(JoinDecision { operator: name.into(), join_type, on, kept: Some(reason) });
             }

@@ -139,9 +139,6 @@ pub fn plan_join(
     config: &GpuJoinConfig,
 ) -> Result<JoinPlan, Refusal> {
     let jt = join_type(df_join_type)?;
-    if on.is_empty() {
-        return refuse("no equi-join keys (theta and cross joins are not moved to the GPU yet)");
-    }
     let mut keys = Vec::with_capacity(on.len());
     for (l, r) in on {
         let (li, ri) = (key_column(l, left, "left")?, key_column(r, right, "right")?);
@@ -196,14 +193,18 @@ pub fn plan_join(
         }
         sources.push((side, ci.index));
     }
-    // An output without columns still has rows: carry them in one key column of a side the
-    // join returns.
+    // An output without columns still has rows: carry them in one column (a key, else the
+    // first) of a side the join returns.
     if select[0].is_empty() && select[1].is_empty() {
-        if jt.has_left_map() {
-            select[0].push(keys[0].0);
-        } else {
-            select[1].push(keys[0].1);
-        }
+        let (side, key, schema) = if jt.has_left_map() { (0, keys.first().map(|k| k.0), left) } else { (1, keys.first().map(|k| k.1), right) };
+        let carrier = match key {
+            Some(k) => k,
+            None => match (0..schema.fields().len()).find(|&i| device_column(schema, i, "").is_ok()) {
+                Some(i) => i,
+                None => return refuse("no output columns and no column of a device type to carry the rows"),
+            },
+        };
+        select[side].push(carrier);
     }
     let [select_left, select_right] = select;
     let outputs = sources
@@ -222,6 +223,13 @@ pub fn plan_join(
     };
     let left_cols = cols(&mut keys.iter().map(|k| k.0), &refs[0], &select_left);
     let right_cols = cols(&mut keys.iter().map(|k| k.1), &refs[1], &select_right);
+    // A device table without columns has no rows: a side the join neither keys on, filters on
+    // nor outputs (a cross join counted, say) would lose its rows.
+    for (cols, side) in [(&left_cols, "left"), (&right_cols, "right")] {
+        if cols.is_empty() {
+            return refuse(format!("no column of the {side} input is used (gpujoin's tables carry their rows in their columns)"));
+        }
+    }
     let predicate = predicate.map(|p| {
         remap(&p, &|side, i| {
             let cols = if side == Side::Left { &left_cols } else { &right_cols };
