@@ -220,16 +220,36 @@ async fn rule_keeps_unsupported_outputs_and_decimal_filters() {
 }
 
 #[tokio::test]
-async fn other_join_operators_stay_with_their_reason() {
+async fn nested_loop_and_cross_joins_move_sort_merge_joins_stay() {
     let mut rng = StdRng::seed_from_u64(8);
     let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
     let ctx = context(Some(forced()), false, l.clone(), r.clone()).await.unwrap();
-    for (sql, operators) in [("SELECT l.v, r.v FROM l JOIN r ON l.v < r.v", &["NestedLoopJoinExec"][..]), ("SELECT l.v, r.v FROM l CROSS JOIN r", &["CrossJoinExec", "NestedLoopJoinExec"][..])] {
-        let (plan, decisions) = decide(&ctx, sql).await;
+    // (query, operators it may plan, moves, words of the reason when kept)
+    let cases: [(String, &[&str], bool, &str); 7] = [
+        ("SELECT l.v, r.v FROM l JOIN r ON l.v < r.v".into(), &["NestedLoopJoinExec"], true, ""),
+        ("SELECT l.v, r.k_str FROM l LEFT JOIN r ON l.v < r.v AND l.k_str <> r.k_str".into(), &["NestedLoopJoinExec"], true, ""),
+        ("SELECT l.v, r.v FROM l JOIN r ON l.k_f64 < r.k_f64".into(), &["NestedLoopJoinExec"], false, "float column"),
+        // DataFusion computes `r.v + 1` below the join: the filter compares columns.
+        ("SELECT l.v, r.v FROM l JOIN r ON l.v < r.v + 1".into(), &["NestedLoopJoinExec"], true, ""),
+        ("SELECT l.v, r.v FROM l JOIN r ON l.v < r.v + l.v_nn".into(), &["NestedLoopJoinExec"], false, "neither a column nor a literal"),
+        ("SELECT l.v, r.v FROM l CROSS JOIN r".into(), &["CrossJoinExec", "NestedLoopJoinExec"], true, ""),
+        // A cross join that outputs no column of an input uploads none of it: kept.
+        ("SELECT 1 AS one FROM l CROSS JOIN r".into(), &["CrossJoinExec", "NestedLoopJoinExec"], false, "no column"),
+    ];
+    for (sql, operators, moves, words) in cases {
+        let (plan, decisions) = decide(&ctx, &sql).await;
+        let text = plan_text(&plan);
         assert_eq!(decisions.len(), 1, "{sql}: {decisions:?}");
         let d = &decisions[0];
-        assert!(operators.contains(&d.operator.as_str()) && d.kept.as_deref().unwrap().contains("not moved to the GPU"), "{sql}: {d}");
-        assert_eq!(count_nodes(&plan, "GpuJoinExec"), 0);
+        assert!(operators.contains(&d.operator.as_str()), "{sql}: {d}");
+        assert_eq!(d.moved(), moves, "{sql}: {d}\n{text}");
+        if moves {
+            assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{text}");
+            assert!(text.contains(&format!("replaces={}", d.operator)), "{text}");
+        } else {
+            assert!(d.kept.as_deref().unwrap().contains(words), "{sql}: {d}");
+            assert_eq!(count_nodes(&plan, "GpuJoinExec"), 0, "{text}");
+        }
     }
     // prefer_hash_join = false plans sort-merge joins, which stay.
     let mut config = session_config(true);
@@ -240,7 +260,7 @@ async fn other_join_operators_stay_with_their_reason() {
     smj.register_table("r", partitions(r)).unwrap();
     let (plan, decisions) = decide(&smj, &query("JOIN", "k_i32", None, None)).await;
     assert_eq!(count_nodes(&plan, "SortMergeJoinExec"), 1, "{}", plan_text(&plan));
-    assert!(decisions.iter().all(|d| d.operator == "SortMergeJoinExec" && !d.moved()), "{decisions:?}");
+    assert!(decisions.iter().all(|d| d.operator == "SortMergeJoinExec" && d.kept.as_deref().unwrap().contains("not moved to the GPU")), "{decisions:?}");
 }
 
 #[tokio::test]
@@ -333,8 +353,11 @@ async fn empty_inputs_are_answered_on_the_host_like_datafusion() {
         for partitioned in [false, true] {
             let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
             let gpu = context(Some(forced()), partitioned, l.clone(), r.clone()).await.unwrap();
-            for join in JOINS {
-                let sql = query(join, "k_i32", Some("l.v < r.v"), Some(if join.contains("SEMI") || join.contains("ANTI") { "1" } else { "r.k_str, l.k_ts, r.k_dict" }));
+            let extra = |join: &str| if join.contains("SEMI") || join.contains("ANTI") { "1" } else { "r.k_str, l.k_ts, r.k_dict" };
+            // Hash joins, then theta joins (nested loop) of every type.
+            let hash = JOINS.iter().map(|j| query(j, "k_i32", Some("l.v < r.v"), Some(extra(j))));
+            let theta = JOINS.iter().map(|j| query(j, "k_i32", None, Some(extra(j))).replace("ON l.k_i32 = r.k_i32", "ON l.v < r.v"));
+            for sql in hash.chain(theta) {
                 let (want, _) = run(&plain, &sql).await.unwrap();
                 let (got, plan) = run(&gpu, &sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
                 assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{sql}\n{}", plan_text(&plan));
@@ -383,6 +406,26 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
                 }
             }
         }
+        // Theta joins (NestedLoopJoinExec) of every type, and a cross join.
+        for join in JOINS {
+            let out = if join.contains("RIGHT SEMI") || join.contains("RIGHT ANTI") {
+                "r.v, r.k_str"
+            } else if join.contains("SEMI") || join.contains("ANTI") {
+                "l.v, l.k_dec"
+            } else {
+                "l.v, r.v, r.k_dict"
+            };
+            let sql = format!("SELECT {out} FROM l {join} r ON l.v < r.v AND l.k_str <> r.k_str");
+            let (want, _) = run(&plain, &sql).await.unwrap();
+            let (got, plan) = run(&gpu, &sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            moved += count_nodes(&plan, "GpuJoinExec");
+            assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}\n{}", plan_text(&plan));
+        }
+        let sql = "SELECT a.v, b.k_date FROM (SELECT * FROM l LIMIT 50) a CROSS JOIN r b";
+        let (want, _) = run(&plain, sql).await.unwrap();
+        let (got, plan) = run(&gpu, sql).await.unwrap();
+        moved += count_nodes(&plan, "GpuJoinExec");
+        assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}\n{}", plan_text(&plan));
         // Two joins in a row, and EXPLAIN ANALYZE's metrics.
         let sql = "SELECT a.v, b.v, c.v FROM l a JOIN r b ON a.k_i32 = b.k_i32 LEFT JOIN l c ON b.k_str = c.k_str AND b.v < c.v";
         let (want, _) = run(&plain, sql).await.unwrap();
@@ -405,7 +448,7 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
         moved += count_nodes(&plan, "GpuJoinExec");
         assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}");
     }
-    assert!(moved >= 2 * 8 * 8 * 3 + 2 * 2 + 8, "{moved} joins moved");
+    assert!(moved >= 2 * (8 * 8 * 3 + 8 + 1 + 2) + 8, "{moved} joins moved");
 }
 
 mod translate {
@@ -467,7 +510,10 @@ mod translate {
         let r = schema(&[("b", DataType::Int32, true), ("g", DataType::Float64, true)]);
         let on = [(col("a", 0), col("b", 0))];
         assert!(plan(&l, &r, &on, None, JoinType::LeftMark, None).unwrap_err().contains("LeftMark"));
-        assert!(plan(&l, &r, &[], None, JoinType::Inner, None).unwrap_err().contains("no equi-join keys"));
+        // No keys: a cross join (or a theta join on the filter), unless an input has no column
+        // to carry its rows.
+        assert!(plan(&l, &r, &[], None, JoinType::Inner, None).is_ok());
+        assert!(plan(&l, &r, &[], None, JoinType::Inner, Some(&[0])).unwrap_err().contains("no column of the right input"));
         let expr_key = [(bin(col("a", 0), Operator::Plus, Arc::new(Literal::new(ScalarValue::Int32(Some(1))))), col("b", 0))];
         assert!(plan(&l, &r, &expr_key, None, JoinType::Inner, None).unwrap_err().contains("not a column reference"));
         assert!(plan(&l, &r, &[(col("f", 1), col("g", 1))], None, JoinType::Inner, None).unwrap_err().contains("float key"));
