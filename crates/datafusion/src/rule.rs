@@ -247,15 +247,14 @@ impl PhysicalOptimizerRule for GpuJoinRule {
         let gate = self.gate();
         let mut seen = Vec::new();
         let out = plan.transform_up(|node| {
-            let replaced = if let Some(h) = node.downcast_ref::<HashJoinExec>() {
-                Some(("HashJoinExec", Some(h.join_type), keys(&h.on), gate.clone().map_err(Refusal).and_then(|()| self.replace_hash_join(h))))
-            } else if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
-                Some(("NestedLoopJoinExec", Some(*j.join_type()), String::new(), gate.clone().map_err(Refusal).and_then(|()| self.replace_nested_loop(j))))
-            } else if let Some(j) = node.downcast_ref::<CrossJoinExec>() {
-                Some(("CrossJoinExec", None, String::new(), gate.clone().map_err(Refusal).and_then(|()| self.replace_cross(j))))
-            } else {
-                None
-            };
+            // The joins this version moves: the operator, its join type and keys, and the
+            // GpuJoinExec or why not.
+            let open = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| gate.clone().map_err(Refusal).and_then(|()| r());
+            let replaced = node
+                .downcast_ref::<HashJoinExec>()
+                .map(|h| ("HashJoinExec", Some(h.join_type), keys(&h.on), open(&|| self.replace_hash_join(h))))
+                .or_else(|| node.downcast_ref::<NestedLoopJoinExec>().map(|j| ("NestedLoopJoinExec", Some(*j.join_type()), String::new(), open(&|| self.replace_nested_loop(j)))))
+                .or_else(|| node.downcast_ref::<CrossJoinExec>().map(|j| ("CrossJoinExec", None, String::new(), open(&|| self.replace_cross(j)))));
             if let Some((operator, join_type, on, result)) = replaced {
                 let (kept, next) = match result {
                     Ok(exec) => (None, Transformed::yes(exec)),
