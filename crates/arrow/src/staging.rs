@@ -53,66 +53,11 @@ const PARALLEL_COPY_MIN: usize = 256 << 10;
 /// `dst.copy_from_slice(src)`, split over the rayon pool when large.
 pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
     if src.len() < PARALLEL_COPY_MIN {
-        stream_copy(dst, src);
+        dst.copy_from_slice(src);
         return;
     }
     let chunk = src.len().div_ceil(rayon::current_num_threads()).max(PARALLEL_COPY_MIN / 2);
-    dst.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(d, s)| stream_copy(d, s));
-}
-
-/// `dst.copy_from_slice(src)` with non-temporal stores: the staging buffer is written for the
-/// device to read, not for this core, so its lines are not read into the cache first (a plain
-/// copy reads, then writes, every destination line: a third more memory traffic, in the same
-/// memory the device copies are reading).
-#[cfg(target_arch = "x86_64")]
-fn stream_copy(dst: &mut [u8], src: &[u8]) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    assert_eq!(dst.len(), src.len(), "copy of equal lengths");
-    let n = src.len();
-    let head = dst.as_ptr().align_offset(16).min(n);
-    let body = (n - head) / 64 * 64;
-    dst[..head].copy_from_slice(&src[..head]);
-    // SAFETY: `head .. head + body` is inside both slices (equal lengths); the destination is
-    // 16-byte aligned from `head`; SSE2 is part of x86-64; the fence orders the streaming stores
-    // before anything this thread does next (the device copy is queued after the join).
-    unsafe {
-        let mut d = dst.as_mut_ptr().add(head) as *mut __m128i;
-        let mut s = src.as_ptr().add(head) as *const __m128i;
-        for _ in 0..body / 64 {
-            let (a, b, c, e) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)), _mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
-            _mm_stream_si128(d, a);
-            _mm_stream_si128(d.add(1), b);
-            _mm_stream_si128(d.add(2), c);
-            _mm_stream_si128(d.add(3), e);
-            d = d.add(4);
-            s = s.add(4);
-        }
-        _mm_sfence();
-    }
-    dst[head + body..].copy_from_slice(&src[head + body..]);
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn stream_copy(dst: &mut [u8], src: &[u8]) {
-    dst.copy_from_slice(src);
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn stream_copy_copies_every_byte_at_any_alignment() {
-        let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
-        for (a, b, n) in [(0, 0, 0), (1, 3, 1), (3, 0, 63), (5, 9, 64), (0, 1, 4000), (15, 2, 4900)] {
-            let mut dst = vec![0xAAu8; 5000];
-            super::stream_copy(&mut dst[a..a + n], &src[b..b + n]);
-            assert_eq!(&dst[a..a + n], &src[b..b + n]);
-            assert!(dst[..a].iter().chain(&dst[a + n..]).all(|&x| x == 0xAA));
-        }
-        let big: Vec<u8> = (0..(3 << 20)).map(|i: u32| (i % 251) as u8).collect();
-        let mut out = vec![0u8; big.len()];
-        super::par_copy(&mut out[..], &big);
-        assert_eq!(out, big);
-    }
+    dst.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(d, s)| d.copy_from_slice(s));
 }
 
 /// Pinned buffers of finished stagings, kept for the next one (page-locking costs milliseconds
