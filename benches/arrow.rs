@@ -123,6 +123,20 @@ fn main() {
         report(&mut h, "upload_fixed_2p27", ms, bytes, h2d_rate);
         let ms = wall_ms(5, || drop(upload_batches_with(&s, &schema, fixed.iter().cloned(), REGISTER).unwrap()));
         report(&mut h, "upload_fixed_2p27_registered", ms, bytes, h2d_rate);
+        // Where the time goes, for a few ring shapes (host clocks of one warm run each).
+        for (mib, buffers) in [(32usize, 4usize), (8, 8), (128, 4), (32, 2)] {
+            let opts = StagingOptions { buffer_bytes: mib << 20, buffers, register_min_bytes: 0 };
+            drop(upload_batches_with(&s, &schema, fixed.iter().cloned(), opts).unwrap());
+            s.synchronize().unwrap();
+            let t0 = Instant::now();
+            let (t, st) = gpujoin_arrow::upload_batches_with_stats(&s, &schema, fixed.iter().cloned(), opts).unwrap();
+            s.synchronize().unwrap();
+            println!(
+                "STATS upload_fixed_2p27 ring {buffers} x {mib} MiB: {:.1} ms wall; waiting for the device {:.1} ms, host copies {:.1} ms ({:.1} GB/s while copying), issuing {:.1} ms; {} pieces",
+                t0.elapsed().as_secs_f64() * 1e3, st.waiting.as_secs_f64() * 1e3, st.host_copy.as_secs_f64() * 1e3, st.bytes as f64 / st.host_copy.as_secs_f64() / 1e9, st.issuing.as_secs_f64() * 1e3, st.pieces
+            );
+            drop(t);
+        }
         let t = upload_batches(&s, &schema, fixed.iter().cloned()).unwrap();
         let ms = wall_ms(5, || {
             let rows: usize = Downloader::new(&s, t.view(), None, DownloadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();

@@ -3,6 +3,7 @@
 //! others; host copies of a piece are split over the rayon pool.
 
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use gpujoin_device::{DeviceViewMut, HostRegistration, PinnedBuffer, Result, Stream};
 use rayon::prelude::*;
@@ -33,6 +34,21 @@ pub(crate) struct Staging {
     piece: usize,
     ordinal: usize,
     register_min: usize,
+    pub(crate) stats: StagingStats,
+}
+
+/// Where the time of the staged uploads went (host clocks).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StagingStats {
+    /// Waiting for a pinned buffer's previous device copy to finish (the device is behind).
+    pub waiting: Duration,
+    /// Copying into pinned buffers (the host is behind).
+    pub host_copy: Duration,
+    /// Queueing device copies.
+    pub issuing: Duration,
+    /// Bytes staged and pieces they went in.
+    pub bytes: u64,
+    pub pieces: u64,
 }
 
 impl Drop for Staging {
@@ -84,7 +100,7 @@ impl Staging {
         while ring.len() < options.buffers.max(2) {
             ring.push(PinnedBuffer::new(stream.device(), piece)?);
         }
-        Ok(Staging { ring, next: 0, piece, ordinal, register_min: options.register_min_bytes })
+        Ok(Staging { ring, next: 0, piece, ordinal, register_min: options.register_min_bytes, stats: StagingStats::default() })
     }
 
     /// Queues the copy of `src` into `dst` (same length): each piece is copied into the next
@@ -118,8 +134,17 @@ impl Staging {
             let k = self.next;
             self.next = (k + 1) % self.ring.len();
             let slot = &mut self.ring[k];
+            let t0 = Instant::now();
+            slot.wait()?;
+            let t1 = Instant::now();
             fill(start, &mut slot.as_mut_slice()?[..n]);
+            let t2 = Instant::now();
             stream.copy_from_pinned_async(slot, &mut dst.slice_mut(start..start + n))?;
+            self.stats.waiting += t1 - t0;
+            self.stats.host_copy += t2 - t1;
+            self.stats.issuing += t2.elapsed();
+            self.stats.bytes += n as u64;
+            self.stats.pieces += 1;
             start += n;
         }
         Ok(())

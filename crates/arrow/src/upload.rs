@@ -74,6 +74,11 @@ impl Uploader {
         self.rows
     }
 
+    /// Where the staged copies' host time went so far.
+    pub fn staging_stats(&self) -> crate::StagingStats {
+        self.staging.stats
+    }
+
     /// Makes room for `rows` more rows, so that the device buffers need not grow for them (growing
     /// copies a buffer on the device); string columns also get room for `string_bytes[i]` more
     /// bytes in their `i`-th position among the string columns (missing entries: none).
@@ -251,6 +256,15 @@ pub fn upload_batches_with(stream: &Stream, schema: &Schema, batches: impl IntoI
     let mut u = Uploader::new(stream, schema, staging)?;
     push_group(&mut u, schema, &mut batches)?;
     u.finish()
+}
+
+/// [`upload_batches_with`], also returning where the staging's host time went.
+pub fn upload_batches_with_stats(stream: &Stream, schema: &Schema, batches: impl IntoIterator<Item = RecordBatch>, staging: StagingOptions) -> Result<(Table, crate::StagingStats)> {
+    let mut batches: Vec<RecordBatch> = batches.into_iter().collect();
+    let mut u = Uploader::new(stream, schema, staging)?;
+    push_group(&mut u, schema, &mut batches)?;
+    let stats = u.staging_stats();
+    Ok((u.finish()?, stats))
 }
 
 /// Uploads every batch of `reader` as one device table. Batches are gathered (they hold their
