@@ -119,8 +119,18 @@ fn main() {
         ]);
         let schema = fixed[0].schema();
         let bytes = n * (4 + 8 + 8);
-        let ms = wall_ms(5, || drop(upload_batches(&s, &schema, fixed.iter().cloned()).unwrap()));
+        let ms = wall_ms(5, || {
+            drop(upload_batches(&s, &schema, fixed.iter().cloned()).unwrap());
+            s.synchronize().unwrap(); // the last device copies are part of the upload
+        });
         report(&mut h, "upload_fixed_2p27", ms, bytes, h2d_rate);
+        // The same rows in DataFusion's default batches of 8192 rows: packed into full pieces.
+        let small: Vec<RecordBatch> = fixed.iter().flat_map(|b| (0..b.num_rows()).step_by(8192).map(|i| b.slice(i, 8192.min(b.num_rows() - i))).collect::<Vec<_>>()).collect();
+        let ms = wall_ms(5, || {
+            drop(upload_batches(&s, &schema, small.iter().cloned()).unwrap());
+            s.synchronize().unwrap();
+        });
+        report(&mut h, "upload_fixed_2p27_8k_batches", ms, bytes, h2d_rate);
         // Where the time goes, for a few ring shapes (host clocks of one warm run each).
         for (mib, buffers) in [(8usize, 32usize), (32, 8), (2, 64), (8, 4)] {
             let opts = StagingOptions { buffer_bytes: mib << 20, buffers };
@@ -157,7 +167,10 @@ fn main() {
         let utf8 = batches(vec![("s", Arc::new(strings) as ArrayRef)]);
         let schema = utf8[0].schema();
         let bytes = text_bytes + 4 * n;
-        let ms = wall_ms(5, || drop(upload_batches(&s, &schema, utf8.iter().cloned()).unwrap()));
+        let ms = wall_ms(5, || {
+            drop(upload_batches(&s, &schema, utf8.iter().cloned()).unwrap());
+            s.synchronize().unwrap();
+        });
         report(&mut h, "upload_utf8_2p27", ms, bytes, h2d_rate);
         let t = upload_batches(&s, &schema, utf8.iter().cloned()).unwrap();
         let ms = wall_ms(5, || {
@@ -188,6 +201,7 @@ fn main() {
     let up = wall_ms(5, || {
         drop(upload_batches(&s, &schema, rb.iter().cloned()).unwrap());
         drop(upload_batches(&s, &schema, fb.iter().cloned()).unwrap());
+        s.synchronize().unwrap();
     });
     report(&mut h, "e2e_pkfk_narrow_4b4b_upload", up, up_bytes, h2d_rate);
     let up_reader = wall_ms(5, || {

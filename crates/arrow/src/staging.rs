@@ -45,55 +45,102 @@ pub struct StagingStats {
     pub pieces: u64,
 }
 
-/// How a piece's bytes are made.
+/// How bytes of a piece are made.
 pub(crate) enum Fill<'a> {
     /// A copy of these bytes.
     Copy(&'a [u8]),
-    /// `count` string offsets `src[i0 + j + 1] - first + base` (`width` bytes each).
-    Offsets { src: Offsets<'a>, i0: usize, first: i64, base: i64 },
+    /// `count` string offsets `src[i0 + j + 1] - first + base`, `src.width()` bytes each.
+    Offsets { src: Offsets<'a>, i0: usize, count: usize, first: i64, base: i64 },
 }
 
-/// One device copy: its bytes and where they go.
-pub(crate) struct Piece<'a, 'd> {
-    pub fill: Fill<'a>,
-    pub dst: DeviceViewMut<'d, u8>,
-}
-
-impl<'a, 'd> Piece<'a, 'd> {
-    /// Pieces of at most `max` bytes for `fill` (of `dst.len()` bytes) into `dst`.
-    pub(crate) fn split(fill: Fill<'a>, dst: DeviceViewMut<'d, u8>, max: usize, out: &mut Vec<Piece<'a, 'd>>) {
-        let (mut fill, mut dst) = (fill, dst);
-        while dst.len() > max {
-            let (head, tail) = dst.split_at(max);
-            let (a, b) = match fill {
-                Fill::Copy(s) => (Fill::Copy(&s[..max]), Fill::Copy(&s[max..])),
-                Fill::Offsets { src, i0, first, base } => {
-                    let k = max / src.width();
-                    (Fill::Offsets { src, i0, first, base }, Fill::Offsets { src, i0: i0 + k, first, base })
-                }
-            };
-            out.push(Piece { fill: a, dst: head });
-            fill = b;
-            dst = tail;
+impl<'a> Fill<'a> {
+    fn len(&self) -> usize {
+        match self {
+            Fill::Copy(s) => s.len(),
+            Fill::Offsets { src, count, .. } => count * src.width(),
         }
-        if !dst.is_empty() {
-            out.push(Piece { fill, dst });
+    }
+
+    /// The first `bytes` and the rest (`bytes` a multiple of the offsets' width for offsets).
+    fn split_at(self, bytes: usize) -> (Fill<'a>, Fill<'a>) {
+        match self {
+            Fill::Copy(s) => (Fill::Copy(&s[..bytes]), Fill::Copy(&s[bytes..])),
+            Fill::Offsets { src, i0, count, first, base } => {
+                let k = bytes / src.width();
+                (Fill::Offsets { src, i0, count: k, first, base }, Fill::Offsets { src, i0: i0 + k, count: count - k, first, base })
+            }
         }
     }
 
     fn write(&self, out: &mut [u8]) {
-        match self.fill {
+        match *self {
             Fill::Copy(s) => out.copy_from_slice(s),
-            Fill::Offsets { src: Offsets::I32(src), i0, first, base } => {
+            Fill::Offsets { src: Offsets::I32(src), i0, first, base, .. } => {
                 for (j, d) in out.chunks_exact_mut(4).enumerate() {
                     d.copy_from_slice(&((src[i0 + j + 1] as i64 - first + base) as i32).to_le_bytes());
                 }
             }
-            Fill::Offsets { src: Offsets::I64(src), i0, first, base } => {
+            Fill::Offsets { src: Offsets::I64(src), i0, first, base, .. } => {
                 for (j, d) in out.chunks_exact_mut(8).enumerate() {
                     d.copy_from_slice(&(src[i0 + j + 1] - first + base).to_le_bytes());
                 }
             }
+        }
+    }
+}
+
+/// One device copy: the bytes of its parts, back to back, and where they go.
+pub(crate) struct Piece<'a, 'd> {
+    parts: Vec<Fill<'a>>,
+    dst: DeviceViewMut<'d, u8>,
+}
+
+impl<'a, 'd> Piece<'a, 'd> {
+    /// Packs `fills` (back to back, exactly `dst.len()` bytes) into pieces of at most `max`
+    /// bytes (a multiple of 8): many small batches share one device copy, a large one is split.
+    pub(crate) fn pack(fills: impl IntoIterator<Item = Fill<'a>>, dst: DeviceViewMut<'d, u8>, max: usize, out: &mut Vec<Piece<'a, 'd>>) {
+        let mut dst = dst;
+        let mut parts = Vec::new();
+        let mut len = 0;
+        for f in fills {
+            let mut f = f;
+            while f.len() > 0 {
+                let room = max - len;
+                if f.len() <= room {
+                    len += f.len();
+                    parts.push(f);
+                    break;
+                }
+                let (a, b) = f.split_at(room);
+                parts.push(a);
+                len = max;
+                f = b;
+                let (d, rest) = dst.split_at(len);
+                out.push(Piece { parts: std::mem::take(&mut parts), dst: d });
+                dst = rest;
+                len = 0;
+            }
+            if len == max {
+                let (d, rest) = dst.split_at(len);
+                out.push(Piece { parts: std::mem::take(&mut parts), dst: d });
+                dst = rest;
+                len = 0;
+            }
+        }
+        if len > 0 {
+            let (d, rest) = dst.split_at(len);
+            out.push(Piece { parts, dst: d });
+            dst = rest;
+        }
+        debug_assert!(dst.is_empty(), "the fills cover the destination");
+    }
+
+    fn write(&self, out: &mut [u8]) {
+        let mut at = 0;
+        for p in &self.parts {
+            let n = p.len();
+            p.write(&mut out[at..at + n]);
+            at += n;
         }
     }
 }
@@ -136,7 +183,7 @@ fn nanos(d: Duration) -> u64 {
 
 impl Staging {
     pub(crate) fn new(stream: &Stream, options: StagingOptions) -> Result<Staging> {
-        let piece = options.buffer_bytes.max(1 << 12);
+        let piece = options.buffer_bytes.max(1 << 12) / 8 * 8;
         let count = options.buffers.max(2);
         let ordinal = stream.device().ordinal();
         let mut ring = Vec::with_capacity(count);
@@ -219,5 +266,48 @@ impl Staging {
             self.give(slot);
             r
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pieces' destinations and contents for `fills` into `len` bytes at a fake address
+    /// (packing only splits views; nothing is read or written on a device).
+    fn packed(fills: Vec<Fill<'_>>, len: usize, max: usize) -> Vec<(u64, Vec<u8>)> {
+        // SAFETY: the view is never dereferenced: only split and measured.
+        let dst = unsafe { DeviceViewMut::<u8>::from_raw(0x10_0000, len) };
+        let mut out = Vec::new();
+        Piece::pack(fills, dst, max, &mut out);
+        out.iter()
+            .map(|p| {
+                let mut bytes = vec![0u8; p.dst.len()];
+                p.write(&mut bytes);
+                (p.dst.raw() - 0x10_0000, bytes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn small_fills_share_a_piece_and_large_ones_are_split() {
+        let (a, b, c) = ([1u8; 3], [2u8; 10], [3u8; 5]);
+        let got = packed(vec![Fill::Copy(&a), Fill::Copy(&b), Fill::Copy(&c)], 18, 8);
+        let want: Vec<(u64, Vec<u8>)> = vec![(0, vec![1, 1, 1, 2, 2, 2, 2, 2]), (8, vec![2, 2, 2, 2, 2, 3, 3, 3]), (16, vec![3, 3])];
+        assert_eq!(got, want);
+        assert!(packed(vec![Fill::Copy(&[]), Fill::Copy(&[])], 0, 8).is_empty());
+        assert_eq!(packed(vec![Fill::Copy(&[7u8; 8])], 8, 8), vec![(0, vec![7u8; 8])]);
+    }
+
+    #[test]
+    fn offsets_are_rebased_across_pieces() {
+        let o1 = [10i64, 12, 15, 20];
+        let o2 = [0i64, 1, 2];
+        let fills = vec![
+            Fill::Offsets { src: Offsets::I64(&o1), i0: 0, count: 3, first: 10, base: 100 },
+            Fill::Offsets { src: Offsets::I64(&o2), i0: 0, count: 2, first: 0, base: 110 },
+        ];
+        let got: Vec<i64> = packed(fills, 40, 16).into_iter().flat_map(|(_, b)| b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>()).collect();
+        assert_eq!(got, vec![102, 105, 110, 111, 112]);
     }
 }

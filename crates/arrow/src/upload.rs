@@ -14,7 +14,7 @@
 
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{Schema, SchemaRef};
-use gpujoin_device::{DeviceBuffer, DeviceViewMut, Error, Result, Stream};
+use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_join::table::{Column, DataType, Table};
 
 use crate::bits::copy_bits;
@@ -194,12 +194,12 @@ impl Uploader {
             let first_byte = rows / 8;
             if let Some(v) = nbits {
                 let dst = c.validity.as_mut().expect("validity").slice_mut(first_byte..first_byte + v.len());
-                Piece::split(Fill::Copy(v), dst, max, &mut pieces);
+                Piece::pack([Fill::Copy(v)], dst, max, &mut pieces);
             }
             match c.data_type {
                 DataType::Boolean => {
                     let v = vbits.as_ref().expect("boolean values");
-                    Piece::split(Fill::Copy(v), c.values.slice_mut(first_byte..first_byte + v.len()), max, &mut pieces);
+                    Piece::pack([Fill::Copy(v)], c.values.slice_mut(first_byte..first_byte + v.len()), max, &mut pieces);
                     used_after.push((rows + n).div_ceil(8));
                 }
                 t if t.is_string() => {
@@ -209,30 +209,29 @@ impl Uploader {
                     if t == DataType::Utf8 && end > i32::MAX as usize {
                         return Err(Error::too_large(format!("bytes of the Utf8 column {:?} (cast it to LargeUtf8)", c.name), end as u64, i32::MAX as u64));
                     }
-                    let mut bytes_dst: DeviceViewMut<'_, u8> = c.values.slice_mut(c.values_used..end);
-                    let mut offs_dst = c.offsets.as_mut().expect("string offsets").slice_mut((rows + 1) * w..(rows + 1 + n) * w);
-                    let mut base = c.values_used as i64;
-                    for p in ps {
+                    let bytes = ps.iter().map(|p| {
                         let o = p.string_offsets();
-                        let (first, last) = (o.first(), o.last());
-                        let (bd, rest) = bytes_dst.split_at((last - first) as usize);
-                        bytes_dst = rest;
-                        Piece::split(Fill::Copy(&p.string_bytes()[first as usize..last as usize]), bd, max, &mut pieces);
-                        let (od, rest) = offs_dst.split_at(p.len() * w);
-                        offs_dst = rest;
-                        Piece::split(Fill::Offsets { src: o, i0: 0, first, base }, od, max / w * w, &mut pieces);
-                        base += last - first;
-                    }
+                        Fill::Copy(&p.string_bytes()[o.first() as usize..o.last() as usize])
+                    });
+                    Piece::pack(bytes, c.values.slice_mut(c.values_used..end), max, &mut pieces);
+                    let mut base = c.values_used as i64;
+                    let offsets: Vec<Fill<'_>> = ps
+                        .iter()
+                        .map(|p| {
+                            let o = p.string_offsets();
+                            let f = Fill::Offsets { src: o, i0: 0, count: p.len(), first: o.first(), base };
+                            base += o.last() - o.first();
+                            f
+                        })
+                        .collect();
+                    let dst = c.offsets.as_mut().expect("string offsets").slice_mut((rows + 1) * w..(rows + 1 + n) * w);
+                    Piece::pack(offsets, dst, max, &mut pieces);
                     used_after.push(end);
                 }
                 t => {
                     let w = t.byte_width().unwrap();
-                    let mut dst = c.values.slice_mut(c.values_used..c.values_used + n * w);
-                    for p in ps {
-                        let (d, rest) = dst.split_at(p.len() * w);
-                        dst = rest;
-                        Piece::split(Fill::Copy(p.fixed_bytes()), d, max, &mut pieces);
-                    }
+                    let dst = c.values.slice_mut(c.values_used..c.values_used + n * w);
+                    Piece::pack(ps.iter().map(|p| Fill::Copy(p.fixed_bytes())), dst, max, &mut pieces);
                     used_after.push(c.values_used + n * w);
                 }
             }
