@@ -12,7 +12,7 @@
 //! # Ok(()) }
 //! ```
 
-use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_array::{Array, RecordBatch, RecordBatchReader};
 use arrow_schema::{Schema, SchemaRef};
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_join::table::{Column, DataType, Table};
@@ -301,7 +301,8 @@ pub fn upload_reader(stream: &Stream, reader: impl RecordBatchReader, staging: S
     let mut bytes = 0usize;
     for b in reader {
         let b = b.map_err(|e| arrow_error("reading a record batch", e))?;
-        bytes += b.get_array_memory_size();
+        // The rows' own bytes: a slice of a larger batch reports its whole buffers otherwise.
+        bytes += b.columns().iter().map(|a| a.to_data().get_slice_memory_size().unwrap_or_else(|_| a.get_array_memory_size())).sum::<usize>();
         group.push(b);
         if bytes >= READER_GROUP_BYTES {
             u.push_all(&group)?;
