@@ -25,7 +25,7 @@ use gpujoin::join::wide::{self, WideJoinOptions, WideRelation};
 use gpujoin::join::{JoinType, Keys};
 use gpujoin_arrow::{join_on, upload_batches, upload_batches_with, Downloader, DownloadOptions, JoinSpec, StagingOptions};
 
-const REGISTER: StagingOptions = StagingOptions { buffer_bytes: 32 << 20, buffers: 4, register_min_bytes: 1 << 20 };
+
 use gpujoin_testkit::datagen;
 
 const GROUP: &str = "arrow";
@@ -119,10 +119,32 @@ fn main() {
         ]);
         let schema = fixed[0].schema();
         let bytes = n * (4 + 8 + 8);
-        let ms = wall_ms(5, || drop(upload_batches(&s, &schema, fixed.iter().cloned()).unwrap()));
+        let ms = wall_ms(5, || {
+            drop(upload_batches(&s, &schema, fixed.iter().cloned()).unwrap());
+            s.synchronize().unwrap(); // the last device copies are part of the upload
+        });
         report(&mut h, "upload_fixed_2p27", ms, bytes, h2d_rate);
-        let ms = wall_ms(5, || drop(upload_batches_with(&s, &schema, fixed.iter().cloned(), REGISTER).unwrap()));
-        report(&mut h, "upload_fixed_2p27_registered", ms, bytes, h2d_rate);
+        // The same rows in DataFusion's default batches of 8192 rows: packed into full pieces.
+        let small: Vec<RecordBatch> = fixed.iter().flat_map(|b| (0..b.num_rows()).step_by(8192).map(|i| b.slice(i, 8192.min(b.num_rows() - i))).collect::<Vec<_>>()).collect();
+        let ms = wall_ms(5, || {
+            drop(upload_batches(&s, &schema, small.iter().cloned()).unwrap());
+            s.synchronize().unwrap();
+        });
+        report(&mut h, "upload_fixed_2p27_8k_batches", ms, bytes, h2d_rate);
+        // Where the time goes, for a few ring shapes (host clocks of one warm run each).
+        for (mib, buffers) in [(8usize, 32usize), (32, 8), (2, 64), (8, 4)] {
+            let opts = StagingOptions { buffer_bytes: mib << 20, buffers };
+            drop(upload_batches_with(&s, &schema, fixed.iter().cloned(), opts).unwrap());
+            s.synchronize().unwrap();
+            let t0 = Instant::now();
+            let (t, st) = gpujoin_arrow::upload_batches_with_stats(&s, &schema, fixed.iter().cloned(), opts).unwrap();
+            s.synchronize().unwrap();
+            println!(
+                "STATS upload_fixed_2p27 {buffers} x {mib} MiB buffers: {:.1} ms wall; summed over threads: waiting for a buffer {:.1} ms, host copies {:.1} ms, issuing {:.1} ms; {} pieces",
+                t0.elapsed().as_secs_f64() * 1e3, st.waiting.as_secs_f64() * 1e3, st.host_copy.as_secs_f64() * 1e3, st.issuing.as_secs_f64() * 1e3, st.pieces
+            );
+            drop(t);
+        }
         let t = upload_batches(&s, &schema, fixed.iter().cloned()).unwrap();
         let ms = wall_ms(5, || {
             let rows: usize = Downloader::new(&s, t.view(), None, DownloadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
@@ -145,10 +167,11 @@ fn main() {
         let utf8 = batches(vec![("s", Arc::new(strings) as ArrayRef)]);
         let schema = utf8[0].schema();
         let bytes = text_bytes + 4 * n;
-        let ms = wall_ms(5, || drop(upload_batches(&s, &schema, utf8.iter().cloned()).unwrap()));
+        let ms = wall_ms(5, || {
+            drop(upload_batches(&s, &schema, utf8.iter().cloned()).unwrap());
+            s.synchronize().unwrap();
+        });
         report(&mut h, "upload_utf8_2p27", ms, bytes, h2d_rate);
-        let ms = wall_ms(5, || drop(upload_batches_with(&s, &schema, utf8.iter().cloned(), REGISTER).unwrap()));
-        report(&mut h, "upload_utf8_2p27_registered", ms, bytes, h2d_rate);
         let t = upload_batches(&s, &schema, utf8.iter().cloned()).unwrap();
         let ms = wall_ms(5, || {
             let rows: usize = Downloader::new(&s, t.view(), None, DownloadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
@@ -171,30 +194,23 @@ fn main() {
         let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
         assert_eq!(rows, ns);
     });
-    let mut spec_reg = spec.clone();
-    spec_reg.staging = REGISTER;
-    let ms_reg = wall_ms(5, || {
-        let reader = |b: &Vec<RecordBatch>| RecordBatchIterator::new(b.iter().cloned().map(Ok).collect::<Vec<_>>().into_iter(), schema.clone());
-        let out = join_on(&s, reader(&rb), reader(&fb), spec_reg.clone()).unwrap();
-        let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
-        assert_eq!(rows, ns);
-    });
     let pcie_ms = up_bytes as f64 / h2d_rate / 1e6 + down_bytes as f64 / d2h_rate / 1e6;
     println!("RESULT {GROUP}/e2e_pkfk_narrow_4b4b_total: median {ms:.3} ms, {:.2}x the PCIe bytes at the pinned rates ({pcie_ms:.3} ms)", ms / pcie_ms);
     h.record(GROUP, "e2e_pkfk_narrow_4b4b_total", ms, 0);
-    println!("RESULT {GROUP}/e2e_pkfk_narrow_4b4b_total_registered: median {ms_reg:.3} ms, {:.2}x the PCIe bytes at the pinned rates", ms_reg / pcie_ms);
-    h.record(GROUP, "e2e_pkfk_narrow_4b4b_total_registered", ms_reg, 0);
     // The parts, on the same data.
     let up = wall_ms(5, || {
         drop(upload_batches(&s, &schema, rb.iter().cloned()).unwrap());
         drop(upload_batches(&s, &schema, fb.iter().cloned()).unwrap());
+        s.synchronize().unwrap();
     });
     report(&mut h, "e2e_pkfk_narrow_4b4b_upload", up, up_bytes, h2d_rate);
-    let up_reg = wall_ms(5, || {
-        drop(upload_batches_with(&s, &schema, rb.iter().cloned(), REGISTER).unwrap());
-        drop(upload_batches_with(&s, &schema, fb.iter().cloned(), REGISTER).unwrap());
+    let up_reader = wall_ms(5, || {
+        let reader = |b: &Vec<RecordBatch>| RecordBatchIterator::new(b.iter().cloned().map(Ok).collect::<Vec<_>>().into_iter(), schema.clone());
+        drop(gpujoin_arrow::upload_reader(&s, reader(&rb), StagingOptions::default()).unwrap());
+        drop(gpujoin_arrow::upload_reader(&s, reader(&fb), StagingOptions::default()).unwrap());
+        s.synchronize().unwrap();
     });
-    report(&mut h, "e2e_pkfk_narrow_4b4b_upload_registered", up_reg, up_bytes, h2d_rate);
+    report(&mut h, "e2e_pkfk_narrow_4b4b_upload_reader", up_reader, up_bytes, h2d_rate);
     let (rt, ft): (Table, Table) = (upload_batches(&s, &schema, rb.iter().cloned()).unwrap(), upload_batches(&s, &schema, fb.iter().cloned()).unwrap());
     let join = Join::new(JoinType::Inner).on(&rt, &["k"], &ft, &["k"]).select(&["p"], &["p"]);
     let device = h.case(GROUP, "device_narrow_4b4b_auto", ((nr + ns) * 8 + ns * 2 * 4) as u64, (nr + ns) as u64, |s| {
@@ -202,6 +218,13 @@ fn main() {
     });
     // The join part of `join_on` is this very call (the front door, Auto, no output budget).
     let jms = device;
+    let join_wall = wall_ms(5, || {
+        let out = join.run(&s).unwrap();
+        s.synchronize().unwrap();
+        drop(out);
+    });
+    println!("STATS e2e join wall clock (run + synchronize + drop): {join_wall:.3} ms");
+    h.record(GROUP, "e2e_pkfk_narrow_4b4b_join_wall", join_wall, 0);
     let out = join.run(&s).unwrap();
     let out_schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new("left.p", arrow_schema::DataType::UInt32, false), arrow_schema::Field::new("right.p", arrow_schema::DataType::UInt32, false)]));
     let down = wall_ms(5, || {

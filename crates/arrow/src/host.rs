@@ -22,6 +22,14 @@ pub(crate) enum Offsets<'a> {
 }
 
 impl Offsets<'_> {
+    /// Bytes per offset.
+    pub(crate) fn width(&self) -> usize {
+        match self {
+            Offsets::I32(_) => 4,
+            Offsets::I64(_) => 8,
+        }
+    }
+
     pub(crate) fn first(&self) -> i64 {
         match self {
             Offsets::I32(o) => o[0] as i64,
@@ -96,21 +104,6 @@ impl Prepared {
             }
             t => self.len() * t.byte_width().unwrap(),
         }
-    }
-}
-
-/// The bytes of the strings of a `Utf8`/`LargeUtf8` array (0 for anything else).
-pub(crate) fn string_bytes_hint(a: &dyn Array) -> usize {
-    match a.data_type() {
-        ArrowType::Utf8 => {
-            let o = a.as_string::<i32>().offsets();
-            (o[o.len() - 1] - o[0]) as usize
-        }
-        ArrowType::LargeUtf8 => {
-            let o = a.as_string::<i64>().offsets();
-            (o[o.len() - 1] - o[0]) as usize
-        }
-        _ => 0,
     }
 }
 

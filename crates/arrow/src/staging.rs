@@ -1,44 +1,175 @@
-//! Pinned staging of uploads: a ring of page-locked buffers that host bytes pass through on
-//! their way to the device. The host copy into one buffer overlaps the device copies out of the
-//! others; host copies of a piece are split over the rayon pool.
+//! Pinned staging of uploads: a pool of page-locked buffers that host bytes pass through on
+//! their way to the device.
+//!
+//! An upload is a list of pieces (at most one buffer each), run on the rayon pool all at once:
+//! each thread takes a free buffer (waiting for its last device copy), fills it (one thread per
+//! piece: no fork-join per piece), queues its device copy and hands the buffer back. Host copies
+//! of many pieces and the device copies of others run at the same time.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-use gpujoin_device::{DeviceViewMut, HostRegistration, PinnedBuffer, Result, Stream};
+use gpujoin_device::{DeviceViewMut, PinnedBuffer, Result, Stream};
 use rayon::prelude::*;
+
+use crate::host::Offsets;
 
 /// The pinned staging of uploads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StagingOptions {
-    /// Bytes of one pinned buffer (default 32 MiB): the unit of one device copy.
+    /// Bytes of one pinned buffer (default 8 MiB): the most one device copy carries.
     pub buffer_bytes: usize,
-    /// Buffers in the ring (default 4, at least 2).
+    /// Buffers in the pool (default 32, at least 2): pieces being filled or copied at once.
     pub buffers: usize,
-    /// Input buffers of at least this many bytes are page-locked in place (`cuMemHostRegister`)
-    /// for the copy instead of passing through the ring (0, the default: never). Registration
-    /// avoids the host copy but costs a page-locking pass; measured in the `arrow` bench.
-    pub register_min_bytes: usize,
 }
 
 impl Default for StagingOptions {
     fn default() -> Self {
-        StagingOptions { buffer_bytes: 32 << 20, buffers: 4, register_min_bytes: 0 }
+        StagingOptions { buffer_bytes: 8 << 20, buffers: 32 }
     }
 }
 
-/// The ring of pinned buffers.
+/// Where the staging's host time went, summed over the threads that staged.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StagingStats {
+    /// Waiting for a pinned buffer: free ones, or their previous device copy (the device is
+    /// behind).
+    pub waiting: Duration,
+    /// Filling pinned buffers (the host is behind).
+    pub host_copy: Duration,
+    /// Queueing device copies.
+    pub issuing: Duration,
+    /// Bytes staged and the pieces they went in.
+    pub bytes: u64,
+    pub pieces: u64,
+}
+
+/// How bytes of a piece are made.
+pub(crate) enum Fill<'a> {
+    /// A copy of these bytes.
+    Copy(&'a [u8]),
+    /// `count` string offsets `src[i0 + j + 1] - first + base`, `src.width()` bytes each.
+    Offsets { src: Offsets<'a>, i0: usize, count: usize, first: i64, base: i64 },
+}
+
+impl<'a> Fill<'a> {
+    fn len(&self) -> usize {
+        match self {
+            Fill::Copy(s) => s.len(),
+            Fill::Offsets { src, count, .. } => count * src.width(),
+        }
+    }
+
+    /// The first `bytes` and the rest (`bytes` a multiple of the offsets' width for offsets).
+    fn split_at(self, bytes: usize) -> (Fill<'a>, Fill<'a>) {
+        match self {
+            Fill::Copy(s) => (Fill::Copy(&s[..bytes]), Fill::Copy(&s[bytes..])),
+            Fill::Offsets { src, i0, count, first, base } => {
+                let k = bytes / src.width();
+                (Fill::Offsets { src, i0, count: k, first, base }, Fill::Offsets { src, i0: i0 + k, count: count - k, first, base })
+            }
+        }
+    }
+
+    fn write(&self, out: &mut [u8]) {
+        match *self {
+            Fill::Copy(s) => out.copy_from_slice(s),
+            Fill::Offsets { src: Offsets::I32(src), i0, first, base, .. } => {
+                for (j, d) in out.chunks_exact_mut(4).enumerate() {
+                    d.copy_from_slice(&((src[i0 + j + 1] as i64 - first + base) as i32).to_le_bytes());
+                }
+            }
+            Fill::Offsets { src: Offsets::I64(src), i0, first, base, .. } => {
+                for (j, d) in out.chunks_exact_mut(8).enumerate() {
+                    d.copy_from_slice(&(src[i0 + j + 1] - first + base).to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// One device copy: the bytes of its parts, back to back, and where they go.
+pub(crate) struct Piece<'a, 'd> {
+    parts: Vec<Fill<'a>>,
+    dst: DeviceViewMut<'d, u8>,
+}
+
+impl<'a, 'd> Piece<'a, 'd> {
+    /// Packs `fills` (back to back, exactly `dst.len()` bytes) into pieces of at most `max`
+    /// bytes (a multiple of 8): many small batches share one device copy, a large one is split.
+    pub(crate) fn pack(fills: impl IntoIterator<Item = Fill<'a>>, dst: DeviceViewMut<'d, u8>, max: usize, out: &mut Vec<Piece<'a, 'd>>) {
+        let mut dst = dst;
+        let mut parts = Vec::new();
+        let mut len = 0;
+        for f in fills {
+            let mut f = f;
+            while f.len() > 0 {
+                let room = max - len;
+                if f.len() <= room {
+                    len += f.len();
+                    parts.push(f);
+                    break;
+                }
+                let (a, b) = f.split_at(room);
+                parts.push(a);
+                len = max;
+                f = b;
+                let (d, rest) = dst.split_at(len);
+                out.push(Piece { parts: std::mem::take(&mut parts), dst: d });
+                dst = rest;
+                len = 0;
+            }
+            if len == max {
+                let (d, rest) = dst.split_at(len);
+                out.push(Piece { parts: std::mem::take(&mut parts), dst: d });
+                dst = rest;
+                len = 0;
+            }
+        }
+        if len > 0 {
+            let (d, rest) = dst.split_at(len);
+            out.push(Piece { parts, dst: d });
+            dst = rest;
+        }
+        debug_assert!(dst.is_empty(), "the fills cover the destination");
+    }
+
+    fn write(&self, out: &mut [u8]) {
+        let mut at = 0;
+        for p in &self.parts {
+            let n = p.len();
+            p.write(&mut out[at..at + n]);
+            at += n;
+        }
+    }
+}
+
+/// Pinned buffers of finished stagings, kept for the next one (page-locking costs milliseconds
+/// per buffer): `(device ordinal, buffer)`, at most [`POOL_MAX`] of them.
+static POOL: Mutex<Vec<(usize, PinnedBuffer<u8>)>> = Mutex::new(Vec::new());
+
+/// Most pinned buffers kept for reuse (2 stagings' worth of the default options: 512 MiB).
+const POOL_MAX: usize = 64;
+
+/// The pool of pinned buffers of one uploader.
 pub(crate) struct Staging {
-    ring: Vec<PinnedBuffer<u8>>,
-    next: usize,
+    free: Mutex<Vec<PinnedBuffer<u8>>>,
+    freed: Condvar,
     piece: usize,
     ordinal: usize,
-    register_min: usize,
+    waiting: AtomicU64,
+    host_copy: AtomicU64,
+    issuing: AtomicU64,
+    bytes: AtomicU64,
+    pieces: AtomicU64,
 }
 
 impl Drop for Staging {
     fn drop(&mut self) {
+        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|p| p.into_inner()));
         let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-        for b in self.ring.drain(..) {
+        for b in free {
             if pool.len() < POOL_MAX {
                 pool.push((self.ordinal, b));
             }
@@ -46,82 +177,137 @@ impl Drop for Staging {
     }
 }
 
-/// Host copies below this many bytes stay on the calling thread; larger ones are split into
-/// parts of at least half of it, over every thread of the rayon pool.
-const PARALLEL_COPY_MIN: usize = 256 << 10;
-
-/// `dst.copy_from_slice(src)`, split over the rayon pool when large.
-pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
-    if src.len() < PARALLEL_COPY_MIN {
-        dst.copy_from_slice(src);
-        return;
-    }
-    let chunk = src.len().div_ceil(rayon::current_num_threads()).max(PARALLEL_COPY_MIN / 2);
-    dst.par_chunks_mut(chunk).zip(src.par_chunks(chunk)).for_each(|(d, s)| d.copy_from_slice(s));
+fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
 }
-
-/// Pinned buffers of finished stagings, kept for the next one (page-locking costs milliseconds
-/// per buffer): `(device ordinal, buffer)`, at most [`POOL_MAX`] of them.
-static POOL: Mutex<Vec<(usize, PinnedBuffer<u8>)>> = Mutex::new(Vec::new());
-
-/// Most pinned buffers kept for reuse (4 stagings' worth of the default options: 512 MiB).
-const POOL_MAX: usize = 16;
 
 impl Staging {
     pub(crate) fn new(stream: &Stream, options: StagingOptions) -> Result<Staging> {
-        let piece = options.buffer_bytes.max(1 << 16);
+        let piece = options.buffer_bytes.max(1 << 12) / 8 * 8;
+        let count = options.buffers.max(2);
         let ordinal = stream.device().ordinal();
-        let mut ring = Vec::with_capacity(options.buffers.max(2));
+        let mut ring = Vec::with_capacity(count);
         {
             let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-            while ring.len() < options.buffers.max(2) {
+            while ring.len() < count {
                 match pool.iter().position(|(o, b)| *o == ordinal && b.len() == piece) {
                     Some(i) => ring.push(pool.swap_remove(i).1),
                     None => break,
                 }
             }
         }
-        while ring.len() < options.buffers.max(2) {
+        while ring.len() < count {
             ring.push(PinnedBuffer::new(stream.device(), piece)?);
         }
-        Ok(Staging { ring, next: 0, piece, ordinal, register_min: options.register_min_bytes })
+        Ok(Staging {
+            free: Mutex::new(ring),
+            freed: Condvar::new(),
+            piece,
+            ordinal,
+            waiting: AtomicU64::new(0),
+            host_copy: AtomicU64::new(0),
+            issuing: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            pieces: AtomicU64::new(0),
+        })
     }
 
-    /// Queues the copy of `src` into `dst` (same length): each piece is copied into the next
-    /// pinned buffer (after that buffer's previous device copy finished) and sent on `stream`.
-    pub(crate) fn upload(&mut self, stream: &Stream, src: &[u8], dst: DeviceViewMut<'_, u8>) -> Result<()> {
-        self.upload_with(stream, src.len(), dst, |start, out| par_copy(out, &src[start..start + out.len()]))
+    /// The most bytes of one piece.
+    pub(crate) fn piece_bytes(&self) -> usize {
+        self.piece
     }
 
-    /// As [`Staging::upload`], but a source of at least the registration threshold is copied
-    /// straight from its own memory, page-locked in place; the registration is returned (keep it
-    /// until the copies may finish: dropping it waits for them). A source the driver will not
-    /// register (e.g. on a page registered already) goes through the ring.
-    pub(crate) fn upload_registering<'s>(&mut self, stream: &Stream, src: &'s [u8], mut dst: DeviceViewMut<'_, u8>) -> Result<Option<HostRegistration<'s>>> {
-        if self.register_min > 0 && src.len() >= self.register_min {
-            if let Ok(mut r) = HostRegistration::new(stream.device(), src) {
-                stream.copy_from_registered_async(&mut r, 0, &mut dst)?;
-                return Ok(Some(r));
+    pub(crate) fn stats(&self) -> StagingStats {
+        let d = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        StagingStats {
+            waiting: d(&self.waiting),
+            host_copy: d(&self.host_copy),
+            issuing: d(&self.issuing),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            pieces: self.pieces.load(Ordering::Relaxed),
+        }
+    }
+
+    fn take(&self) -> PinnedBuffer<u8> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(b) = free.pop() {
+                return b;
             }
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
         }
-        self.upload(stream, src, dst)?;
-        Ok(None)
     }
 
-    /// As [`Staging::upload`] for bytes made on the fly: `fill(start, out)` writes bytes
-    /// `start .. start + out.len()` of the `len` bytes to send.
-    pub(crate) fn upload_with(&mut self, stream: &Stream, len: usize, mut dst: DeviceViewMut<'_, u8>, mut fill: impl FnMut(usize, &mut [u8])) -> Result<()> {
-        gpujoin_device::check_same_len("staged bytes", len, "device destination", dst.len())?;
-        let mut start = 0;
-        while start < len {
-            let n = self.piece.min(len - start);
-            let k = self.next;
-            self.next = (k + 1) % self.ring.len();
-            let slot = &mut self.ring[k];
-            fill(start, &mut slot.as_mut_slice()?[..n]);
-            stream.copy_from_pinned_async(slot, &mut dst.slice_mut(start..start + n))?;
-            start += n;
-        }
-        Ok(())
+    fn give(&self, b: PinnedBuffer<u8>) {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).push(b);
+        self.freed.notify_one();
+    }
+
+    /// Queues every piece's device copy on `stream` (pieces of at most
+    /// [`Staging::piece_bytes`], to disjoint destinations); returns when all are queued.
+    pub(crate) fn upload(&self, stream: &Stream, pieces: Vec<Piece<'_, '_>>) -> Result<()> {
+        pieces.into_par_iter().try_for_each(|mut p| -> Result<()> {
+            let t0 = Instant::now();
+            let mut slot = self.take();
+            let r = (|| {
+                slot.wait()?;
+                let t1 = Instant::now();
+                let n = p.dst.len();
+                p.write(&mut slot.as_mut_slice()?[..n]);
+                let t2 = Instant::now();
+                stream.copy_from_pinned_async(&mut slot, &mut p.dst)?;
+                self.waiting.fetch_add(nanos(t1 - t0), Ordering::Relaxed);
+                self.host_copy.fetch_add(nanos(t2 - t1), Ordering::Relaxed);
+                self.issuing.fetch_add(nanos(t2.elapsed()), Ordering::Relaxed);
+                self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                self.pieces.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })();
+            self.give(slot);
+            r
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pieces' destinations and contents for `fills` into `len` bytes at a fake address
+    /// (packing only splits views; nothing is read or written on a device).
+    fn packed(fills: Vec<Fill<'_>>, len: usize, max: usize) -> Vec<(u64, Vec<u8>)> {
+        // SAFETY: the view is never dereferenced: only split and measured.
+        let dst = unsafe { DeviceViewMut::<u8>::from_raw(0x10_0000, len) };
+        let mut out = Vec::new();
+        Piece::pack(fills, dst, max, &mut out);
+        out.iter()
+            .map(|p| {
+                let mut bytes = vec![0u8; p.dst.len()];
+                p.write(&mut bytes);
+                (p.dst.raw() - 0x10_0000, bytes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn small_fills_share_a_piece_and_large_ones_are_split() {
+        let (a, b, c) = ([1u8; 3], [2u8; 10], [3u8; 5]);
+        let got = packed(vec![Fill::Copy(&a), Fill::Copy(&b), Fill::Copy(&c)], 18, 8);
+        let want: Vec<(u64, Vec<u8>)> = vec![(0, vec![1, 1, 1, 2, 2, 2, 2, 2]), (8, vec![2, 2, 2, 2, 2, 3, 3, 3]), (16, vec![3, 3])];
+        assert_eq!(got, want);
+        assert!(packed(vec![Fill::Copy(&[]), Fill::Copy(&[])], 0, 8).is_empty());
+        assert_eq!(packed(vec![Fill::Copy(&[7u8; 8])], 8, 8), vec![(0, vec![7u8; 8])]);
+    }
+
+    #[test]
+    fn offsets_are_rebased_across_pieces() {
+        let o1 = [10i64, 12, 15, 20];
+        let o2 = [0i64, 1, 2];
+        let fills = vec![
+            Fill::Offsets { src: Offsets::I64(&o1), i0: 0, count: 3, first: 10, base: 100 },
+            Fill::Offsets { src: Offsets::I64(&o2), i0: 0, count: 2, first: 0, base: 110 },
+        ];
+        let got: Vec<i64> = packed(fills, 40, 16).into_iter().flat_map(|(_, b)| b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>()).collect();
+        assert_eq!(got, vec![102, 105, 110, 111, 112]);
     }
 }

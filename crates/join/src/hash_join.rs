@@ -555,8 +555,7 @@ fn transform_column_chunked<K: HashKey>(stream: &Stream, side: &SideKeys<'_, K>,
     let mut out = BitsBuf::alloc(stream, col, side.n)?;
     if nk > 0 {
         gpujoin_device::check_same_len("partition offsets", parts + 1, "offsets", offsets.len())?;
-        let mut cursor = stream.alloc::<u64>(parts)?;
-        stream.copy_device_to_device(&offsets.slice(..parts), &mut cursor.view_mut())?;
+        let mut cursor = stream.copy_from_device(&offsets.slice(..parts))?;
         let chunk = nk.div_ceil(TRANSFORM_CHUNKS).max(MIN_TRANSFORM_CHUNK);
         let keys = side.keys.view();
         let mut begin = 0;

@@ -382,8 +382,7 @@ pub(crate) fn dense_ranks(
     drop(heads);
     scatter(stream, &sorted_ranks.view(), &ids.view(), &mut ranks.view_mut())?;
     let bits = (u32::BITS - ((n - 1) as u32).leading_zeros()).max(1);
-    let mut right_ranks = stream.alloc::<u32>(b)?;
-    stream.copy_device_to_device(&ranks.slice(a..), &mut right_ranks.view_mut())?;
+    let right_ranks = stream.copy_from_device(&ranks.slice(a..))?;
     ranks.truncate(a);
     Ok((ranks, right_ranks, bits))
 }

@@ -114,9 +114,7 @@ fn merge_bounds<K: SortedKey + SortPairsOwned>(
 /// a validity (no key images, no rows to set aside); `None` for any other keys.
 fn plain_unsigned_keys(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType) -> Result<Option<Merged>> {
     fn owned<T: gpujoin_device::Pod>(stream: &Stream, v: &DeviceView<'_, T>) -> Result<DeviceBuffer<T>> {
-        let mut b = stream.alloc::<T>(v.len())?;
-        stream.copy_device_to_device(v, &mut b.view_mut())?;
-        Ok(b)
+        stream.copy_from_device(v)
     }
     let (l, r) = (left.columns(), right.columns());
     if l.len() != 1 || r.len() != 1 || l[0].validity.is_some() || r[0].validity.is_some() {
@@ -239,8 +237,7 @@ impl ChunkSource for EquiChunkSource {
         let rows = usize::try_from(range.len()).map_err(|_| Error::too_large("chunk rows", range.len(), usize::MAX as u64))?;
         let n = r1 - r0;
         // The chunk's lower bounds; the first advanced past rows that earlier chunks wrote.
-        let mut lb = stream.alloc::<u32>(n)?;
-        stream.copy_device_to_device(&self.lower.slice(r0..r1), &mut lb.view_mut())?;
+        let mut lb = stream.copy_from_device(&self.lower.slice(r0..r1))?;
         let skip = range.skip_in_first_row();
         if skip > 0 {
             let first = stream.copy_to_host(&self.lower.slice(r0..r0 + 1))?[0] as u64;

@@ -428,9 +428,7 @@ impl<'a> NestedLoopJoin<'a> {
             stream.copy_to_host(&scan.slice(entries..))?[0]
         };
         let row_offsets = if chunks == 1 {
-            let mut r = stream.alloc::<u64>(n_left + 1)?;
-            stream.copy_device_to_device(&scan.view(), &mut r.view_mut())?;
-            r
+            stream.copy_from_device(&scan.view())?
         } else {
             let mut r = stream.alloc::<u64>(n_left + 1)?;
             let (s, o) = (scan.view().as_ptr(), r.view_mut().as_mut_ptr());
