@@ -70,6 +70,7 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
         }
     }
     write(&bundle.join("MANIFEST"), &manifest)?;
+    copy_slt_files(&bundle)?;
     let packing = compress_if_large(&bundle, &manifest)?;
     let commit = commit(&root);
     write(&bundle.join("COMMIT"), &format!("{commit}\n"))?;
@@ -105,6 +106,31 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
         );
     }
     println!("run it there with: bash bundle/run.sh [tests|benches|all] [filter], or bash bundle/run.sh sanitize [tool...] [filter]");
+    Ok(())
+}
+
+/// Copies DataFusion's sqllogictest files (the `datafusion-sqllogictest` package's `test_files`,
+/// which gpujoin-datafusion's `tests/sqllogictest.rs` runs) into `bundle/slt/test_files`; `run.sh`
+/// points `GPUJOIN_SLT_DIR` at them. Nothing when the package is not a dependency.
+fn copy_slt_files(bundle: &Path) -> crate::Result<()> {
+    let mut c = crate::cargo(&["metadata", "--format-version", "1"])?;
+    let out = c.output().map_err(|e| format!("cargo metadata: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The manifest path of datafusion-sqllogictest, without a JSON parser: the first
+    // `"manifest_path":"..."` after its package id.
+    let Some(at) = text.find("datafusion-sqllogictest@") else { return Ok(()) };
+    let Some(m) = text[at..].find("\"manifest_path\":\"") else { return Ok(()) };
+    let start = at + m + "\"manifest_path\":\"".len();
+    let Some(len) = text[start..].find('"') else { return Ok(()) };
+    let files = Path::new(&text[start..start + len]).with_file_name("test_files");
+    if !files.is_dir() {
+        return Ok(());
+    }
+    let dest = bundle.join("slt");
+    mkdir(&dest)?;
+    let mut cp = Command::new("cp");
+    cp.arg("-r").arg(&files).arg(&dest);
+    crate::run(cp)?;
     Ok(())
 }
 
@@ -368,7 +394,10 @@ fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<Packing> {
     if has("xz") && has("tar") {
         let archive = bundle.join("executables.tar.xz");
         let script = format!(
-            "tar -C '{}' -cf - tests benches | xz -T2 --lzma2=preset=3,dict=64MiB > '{}'",
+            // One block with a dictionary larger than any executable: DataFusion's code and the CUDA
+            // fat binaries repeat from executable to executable, and xz finds the repeats only
+            // within its dictionary.
+            "tar -C '{0}' -cf - tests benches $(test -d '{0}/slt' && echo slt) | xz -T1 --lzma2=preset=6,dict=512MiB > '{1}'",
             bundle.display(),
             archive.display()
         );
@@ -379,6 +408,9 @@ fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<Packing> {
             let mut f = line.split('\t');
             let (d, n) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
             std::fs::remove_file(bundle.join(d).join(n)).map_err(|e| format!("removing {d}/{n}: {e}"))?;
+        }
+        if bundle.join("slt").exists() {
+            std::fs::remove_dir_all(bundle.join("slt")).map_err(|e| format!("removing slt/: {e}"))?;
         }
         return Ok(Packing::TarXz);
     }

@@ -151,6 +151,10 @@ out="${OUT:-$BUNDLE/out}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 export GPUJOIN_BENCH_CSV="$out/bench.csv"
+# DataFusion's sqllogictest files (gpujoin-datafusion's tests/sqllogictest.rs), carried in the archive.
+for d in "$exe_dir/slt/test_files" "$BUNDLE/slt/test_files"; do
+  if [[ -z "${GPUJOIN_SLT_DIR:-}" && -d "$d" ]]; then export GPUJOIN_SLT_DIR="$d"; fi
+done
 
 if [[ "$what" == sanitize ]]; then
   export GPUJOIN_REQUIRE_GPU=1

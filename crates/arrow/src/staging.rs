@@ -6,6 +6,7 @@
 //! piece: no fork-join per piece), queues its device copy and hands the buffer back. Host copies
 //! of many pieces and the device copies of others run at the same time.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -20,13 +21,15 @@ use crate::host::Offsets;
 pub struct StagingOptions {
     /// Bytes of one pinned buffer (default 8 MiB): the most one device copy carries.
     pub buffer_bytes: usize,
-    /// Buffers in the pool (default 32, at least 2): pieces being filled or copied at once.
+    /// The most pinned buffers of this size in the process (default 64, at least 2): pieces
+    /// being filled or copied at once by all uploads together. Buffers are page-locked when
+    /// first needed and kept for later uploads.
     pub buffers: usize,
 }
 
 impl Default for StagingOptions {
     fn default() -> Self {
-        StagingOptions { buffer_bytes: 8 << 20, buffers: 32 }
+        StagingOptions { buffer_bytes: 8 << 20, buffers: 64 }
     }
 }
 
@@ -145,36 +148,35 @@ impl<'a, 'd> Piece<'a, 'd> {
     }
 }
 
-/// Pinned buffers of finished stagings, kept for the next one (page-locking costs milliseconds
-/// per buffer): `(device ordinal, buffer)`, at most [`POOL_MAX`] of them.
-static POOL: Mutex<Vec<(usize, PinnedBuffer<u8>)>> = Mutex::new(Vec::new());
-
-/// Most pinned buffers kept for reuse (2 stagings' worth of the default options: 512 MiB).
-const POOL_MAX: usize = 64;
-
-/// The pool of pinned buffers of one uploader.
-pub(crate) struct Staging {
-    free: Mutex<Vec<PinnedBuffer<u8>>>,
+/// The page-locked buffers of every upload in the process, shared: `(device ordinal, buffer
+/// bytes, buffer)` free now, and how many of each `(ordinal, bytes)` exist. Page-locking costs
+/// milliseconds per buffer and serializes in the driver, so buffers are made once, only when an
+/// upload finds none free and fewer than its [`StagingOptions::buffers`] exist, and then kept;
+/// uploads running at once (a query's partitions) wait for each other's buffers instead of
+/// page-locking their own.
+struct SharedPool {
+    state: Mutex<PoolState>,
     freed: Condvar,
+}
+
+struct PoolState {
+    free: Vec<(usize, usize, PinnedBuffer<u8>)>,
+    made: BTreeMap<(usize, usize), usize>,
+}
+
+static POOL: SharedPool = SharedPool { state: Mutex::new(PoolState { free: Vec::new(), made: BTreeMap::new() }), freed: Condvar::new() };
+
+/// The staging of one uploader: buffers from the shared pool, and where its time went.
+pub(crate) struct Staging {
+    device: gpujoin_device::Device,
     piece: usize,
-    ordinal: usize,
+    /// The most buffers of this size in the process (the options' `buffers`).
+    most: usize,
     waiting: AtomicU64,
     host_copy: AtomicU64,
     issuing: AtomicU64,
     bytes: AtomicU64,
     pieces: AtomicU64,
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        let free = std::mem::take(self.free.get_mut().unwrap_or_else(|p| p.into_inner()));
-        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-        for b in free {
-            if pool.len() < POOL_MAX {
-                pool.push((self.ordinal, b));
-            }
-        }
-    }
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -183,27 +185,10 @@ fn nanos(d: Duration) -> u64 {
 
 impl Staging {
     pub(crate) fn new(stream: &Stream, options: StagingOptions) -> Result<Staging> {
-        let piece = options.buffer_bytes.max(1 << 12) / 8 * 8;
-        let count = options.buffers.max(2);
-        let ordinal = stream.device().ordinal();
-        let mut ring = Vec::with_capacity(count);
-        {
-            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-            while ring.len() < count {
-                match pool.iter().position(|(o, b)| *o == ordinal && b.len() == piece) {
-                    Some(i) => ring.push(pool.swap_remove(i).1),
-                    None => break,
-                }
-            }
-        }
-        while ring.len() < count {
-            ring.push(PinnedBuffer::new(stream.device(), piece)?);
-        }
         Ok(Staging {
-            free: Mutex::new(ring),
-            freed: Condvar::new(),
-            piece,
-            ordinal,
+            device: stream.device().clone(),
+            piece: options.buffer_bytes.max(1 << 12) / 8 * 8,
+            most: options.buffers.max(2),
             waiting: AtomicU64::new(0),
             host_copy: AtomicU64::new(0),
             issuing: AtomicU64::new(0),
@@ -228,19 +213,34 @@ impl Staging {
         }
     }
 
-    fn take(&self) -> PinnedBuffer<u8> {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+    /// A free buffer of this staging's size from the shared pool: one that is free, else a new
+    /// one while fewer than `most` exist, else the next one handed back.
+    fn take(&self) -> Result<PinnedBuffer<u8>> {
+        let key = (self.device.ordinal(), self.piece);
+        let mut st = POOL.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if let Some(b) = free.pop() {
-                return b;
+            if let Some(i) = st.free.iter().rposition(|(o, n, _)| (*o, *n) == key) {
+                return Ok(st.free.swap_remove(i).2);
             }
-            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+            let made = st.made.entry(key).or_insert(0);
+            if *made < self.most {
+                *made += 1;
+                drop(st);
+                return PinnedBuffer::new(&self.device, self.piece).inspect_err(|_| {
+                    let mut st = POOL.state.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(m) = st.made.get_mut(&key) {
+                        *m -= 1;
+                    }
+                    POOL.freed.notify_all();
+                });
+            }
+            st = POOL.freed.wait(st).unwrap_or_else(|p| p.into_inner());
         }
     }
 
     fn give(&self, b: PinnedBuffer<u8>) {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).push(b);
-        self.freed.notify_one();
+        POOL.state.lock().unwrap_or_else(|p| p.into_inner()).free.push((self.device.ordinal(), self.piece, b));
+        POOL.freed.notify_all();
     }
 
     /// Queues every piece's device copy on `stream` (pieces of at most
@@ -248,7 +248,7 @@ impl Staging {
     pub(crate) fn upload(&self, stream: &Stream, pieces: Vec<Piece<'_, '_>>) -> Result<()> {
         pieces.into_par_iter().try_for_each(|mut p| -> Result<()> {
             let t0 = Instant::now();
-            let mut slot = self.take();
+            let mut slot = self.take()?;
             let r = (|| {
                 slot.wait()?;
                 let t1 = Instant::now();

@@ -34,7 +34,10 @@
 //! `output_rows`, `elapsed_compute` (the device work of the partition), `build_input_rows`,
 //! `input_rows` (probe side), `upload_time` (both inputs to the device and the join's checks:
 //! the call of `join_on`), `join_time` (until the first output batch is on the host: the join and
-//! the first download window), `download_time` (the rest of the output), `device_joins`.
+//! the first download window), `download_time` (the rest of the output), `device_joins`,
+//! `peak_device_memory` (bytes: the device pool's high-water mark when the partition's join
+//! ended; the pool is the process's, so joins running at once count together). The algorithm is
+//! in the operator's line (`algorithm=...`).
 
 use std::cell::Cell;
 use std::fmt;
@@ -55,7 +58,7 @@ use datafusion::physical_plan::distribution_requirements::InputDistributionRequi
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::joins::utils::{adjust_right_output_partitioning, build_join_schema, JoinFilter};
 use datafusion::physical_plan::joins::PartitionMode;
-use datafusion::physical_plan::metrics::{BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, Time};
+use datafusion::physical_plan::metrics::{BaselineMetrics, Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, MetricsSet, Time};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
@@ -416,6 +419,9 @@ struct GpuJoinMetrics {
     join_time: Time,
     download_time: Time,
     device_joins: Count,
+    /// The device memory pool's high-water mark at the end of this partition's join (the pool
+    /// is the process's: joins running at the same time share it).
+    peak_device_memory: Gauge,
 }
 
 impl GpuJoinMetrics {
@@ -428,6 +434,7 @@ impl GpuJoinMetrics {
             join_time: MetricBuilder::new(set).subset_time("join_time", partition),
             download_time: MetricBuilder::new(set).subset_time("download_time", partition),
             device_joins: MetricBuilder::new(set).counter("device_joins", partition),
+            peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
         }
     }
 }
@@ -492,7 +499,8 @@ impl Job {
         }
 
         let t = Instant::now();
-        let stream = gpujoin_device::Device::new(self.config.device).and_then(|d| d.new_stream()).map_err(external)?;
+        let device = gpujoin_device::Device::new(self.config.device).map_err(external)?;
+        let stream = device.new_stream().map_err(external)?;
         let reader = join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), RecordBatchIterator::new(rb.into_iter().map(Ok), rs), spec).map_err(external)?;
         self.metrics.upload_time.add_elapsed(t);
         self.metrics.device_joins.add(1);
@@ -515,6 +523,9 @@ impl Job {
         }
         if first {
             self.metrics.join_time.add_elapsed(t);
+        }
+        if let Ok(peak) = device.peak_memory() {
+            self.metrics.peak_device_memory.set_max(usize::try_from(peak).unwrap_or(usize::MAX));
         }
         Ok(())
     }

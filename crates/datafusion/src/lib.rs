@@ -58,9 +58,13 @@
 //! - Peak device memory in the metrics, a `PhysicalExtensionCodec`, the reason for kept joins in
 //!   `EXPLAIN` itself (it is in [`GpuJoinRule::decisions`]), the peer suite and TPC-H.
 
+#[cfg(feature = "proto")]
+mod codec;
 mod config;
 pub mod exec;
 pub mod rule;
+#[cfg(feature = "tpch")]
+pub mod tpch;
 pub mod translate;
 
 use std::sync::Arc;
@@ -69,6 +73,8 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 
+#[cfg(feature = "proto")]
+pub use codec::GpuJoinCodec;
 pub use config::GpuJoinConfig;
 pub use exec::GpuJoinExec;
 pub use rule::{GpuJoinRule, JoinDecision};

@@ -1,0 +1,222 @@
+//! [`GpuJoinCodec`] (feature `proto`): a `PhysicalExtensionCodec` for [`GpuJoinExec`], so that a
+//! plan holding one can be serialized with datafusion-proto and run elsewhere.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use datafusion::physical_plan::ExecutionPlan;
+//! # use datafusion::prelude::SessionContext;
+//! # fn f(plan: Arc<dyn ExecutionPlan>, ctx: &SessionContext) -> datafusion::common::Result<()> {
+//! use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
+//! use gpujoin_datafusion::GpuJoinCodec;
+//! let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &GpuJoinCodec)?;
+//! let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &GpuJoinCodec)?;
+//! # Ok(()) }
+//! ```
+//!
+//! The node carries the keys and the filter as datafusion-proto expressions, the join type, the
+//! null equality, the projection, the partition mode, the [`GpuJoinConfig`] and the name of the
+//! operator it replaced; its two inputs are datafusion-proto's. Decoding builds the operator
+//! again with [`GpuJoinExec::try_new`], which checks it as the rule did.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::{internal_err, DataFusionError, JoinSide, JoinType as DfJoinType, NullEquality, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
+use datafusion::physical_plan::joins::PartitionMode;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::physical_plan::from_proto::parse_physical_expr;
+use datafusion_proto::physical_plan::to_proto::serialize_physical_expr;
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use datafusion_proto::protobuf;
+use gpujoin_join::plan::Algorithm;
+use prost::Message;
+
+use crate::{GpuJoinConfig, GpuJoinExec};
+
+/// Encodes and decodes [`GpuJoinExec`] nodes (see the [module docs](self)).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GpuJoinCodec;
+
+/// The serialized node.
+#[derive(Clone, PartialEq, Message)]
+struct GpuJoinNode {
+    #[prost(message, repeated, tag = "1")]
+    left_keys: Vec<protobuf::PhysicalExprNode>,
+    #[prost(message, repeated, tag = "2")]
+    right_keys: Vec<protobuf::PhysicalExprNode>,
+    #[prost(message, optional, tag = "3")]
+    filter: Option<FilterNode>,
+    #[prost(string, tag = "4")]
+    join_type: String,
+    #[prost(bool, tag = "5")]
+    nulls_equal: bool,
+    #[prost(uint64, repeated, packed = "true", tag = "6")]
+    projection: Vec<u64>,
+    #[prost(bool, tag = "7")]
+    has_projection: bool,
+    #[prost(bool, tag = "8")]
+    collect_left: bool,
+    #[prost(message, optional, tag = "9")]
+    config: Option<ConfigNode>,
+    #[prost(string, optional, tag = "10")]
+    replaces: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct FilterNode {
+    #[prost(message, optional, tag = "1")]
+    expression: Option<protobuf::PhysicalExprNode>,
+    /// (column index, side: 0 left, 1 right, 2 none) pairs, flattened.
+    #[prost(uint64, repeated, packed = "true", tag = "2")]
+    columns: Vec<u64>,
+    #[prost(message, optional, tag = "3")]
+    schema: Option<protobuf::Schema>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ConfigNode {
+    #[prost(bool, tag = "1")]
+    enabled: bool,
+    #[prost(uint64, tag = "2")]
+    device: u64,
+    #[prost(uint64, optional, tag = "3")]
+    batch_rows: Option<u64>,
+    #[prost(string, tag = "4")]
+    algorithm: String,
+    #[prost(bool, tag = "5")]
+    allow_float_semantics: bool,
+    #[prost(uint64, optional, tag = "6")]
+    chunk_bytes: Option<u64>,
+}
+
+const JOIN_TYPES: [DfJoinType; 10] = [
+    DfJoinType::Inner,
+    DfJoinType::Left,
+    DfJoinType::Right,
+    DfJoinType::Full,
+    DfJoinType::LeftSemi,
+    DfJoinType::LeftAnti,
+    DfJoinType::RightSemi,
+    DfJoinType::RightAnti,
+    DfJoinType::LeftMark,
+    DfJoinType::RightMark,
+];
+
+fn algorithm_from_name(name: &str) -> Result<Algorithm> {
+    std::iter::once(Algorithm::Auto)
+        .chain(Algorithm::EXPLICIT)
+        .find(|a| a.name() == name)
+        .ok_or_else(|| DataFusionError::Internal(format!("GpuJoinCodec: unknown algorithm {name:?}")))
+}
+
+fn side_code(side: JoinSide) -> u64 {
+    match side {
+        JoinSide::Left => 0,
+        JoinSide::Right => 1,
+        JoinSide::None => 2,
+    }
+}
+
+fn side_from_code(code: u64) -> Result<JoinSide> {
+    match code {
+        0 => Ok(JoinSide::Left),
+        1 => Ok(JoinSide::Right),
+        2 => Ok(JoinSide::None),
+        c => internal_err!("GpuJoinCodec: join side code {c}"),
+    }
+}
+
+fn usize_of(v: u64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| DataFusionError::Internal(format!("GpuJoinCodec: {v} does not fit in usize")))
+}
+
+impl PhysicalExtensionCodec for GpuJoinCodec {
+    fn try_decode(&self, buf: &[u8], inputs: &[Arc<dyn ExecutionPlan>], ctx: &TaskContext, _converter: &dyn PhysicalProtoConverterExtension) -> Result<Arc<dyn ExecutionPlan>> {
+        let node = GpuJoinNode::decode(buf).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: not a GpuJoinExec node: {e}")))?;
+        let [left, right] = inputs else {
+            return internal_err!("GpuJoinCodec: a GpuJoinExec has 2 inputs, got {}", inputs.len());
+        };
+        let (ls, rs) = (left.schema(), right.schema());
+        if node.left_keys.len() != node.right_keys.len() {
+            return internal_err!("GpuJoinCodec: {} left keys and {} right keys", node.left_keys.len(), node.right_keys.len());
+        }
+        let on = node
+            .left_keys
+            .iter()
+            .zip(&node.right_keys)
+            .map(|(l, r)| Ok((parse_physical_expr(l, ctx, &ls, self)?, parse_physical_expr(r, ctx, &rs, self)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let filter = match &node.filter {
+            None => None,
+            Some(f) => {
+                let schema: Schema = f.schema.as_ref().ok_or_else(|| DataFusionError::Internal("GpuJoinCodec: filter without schema".into()))?.try_into()?;
+                let expression = f.expression.as_ref().ok_or_else(|| DataFusionError::Internal("GpuJoinCodec: filter without expression".into()))?;
+                let expression = parse_physical_expr(expression, ctx, &schema, self)?;
+                if f.columns.len() % 2 != 0 {
+                    return internal_err!("GpuJoinCodec: odd filter column list");
+                }
+                let columns = f.columns.chunks(2).map(|c| Ok(ColumnIndex { index: usize_of(c[0])?, side: side_from_code(c[1])? })).collect::<Result<Vec<_>>>()?;
+                Some(JoinFilter::new(expression, columns, Arc::new(schema)))
+            }
+        };
+        let join_type = *JOIN_TYPES
+            .iter()
+            .find(|t| format!("{t:?}") == node.join_type)
+            .ok_or_else(|| DataFusionError::Internal(format!("GpuJoinCodec: unknown join type {:?}", node.join_type)))?;
+        let null_equality = if node.nulls_equal { NullEquality::NullEqualsNull } else { NullEquality::NullEqualsNothing };
+        let projection = node.has_projection.then(|| node.projection.iter().map(|&i| usize_of(i)).collect::<Result<Vec<_>>>()).transpose()?;
+        let mode = if node.collect_left { PartitionMode::CollectLeft } else { PartitionMode::Partitioned };
+        let c = node.config.unwrap_or_default();
+        let config = GpuJoinConfig {
+            enabled: c.enabled,
+            device: usize_of(c.device)?,
+            batch_rows: c.batch_rows.map(usize_of).transpose()?,
+            algorithm: algorithm_from_name(&c.algorithm)?,
+            allow_float_semantics: c.allow_float_semantics,
+            chunk_bytes: c.chunk_bytes,
+            ..GpuJoinConfig::default()
+        };
+        let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
+        if let Some(r) = node.replaces {
+            exec = exec.replacing(r);
+        }
+        Ok(Arc::new(exec))
+    }
+
+    fn try_encode(&self, node: Arc<dyn ExecutionPlan>, buf: &mut Vec<u8>, _converter: &dyn PhysicalProtoConverterExtension) -> Result<()> {
+        let Some(exec) = node.downcast_ref::<GpuJoinExec>() else {
+            return internal_err!("GpuJoinCodec encodes GpuJoinExec only, not {}", node.name());
+        };
+        let filter = match exec.filter() {
+            None => None,
+            Some(f) => Some(FilterNode {
+                expression: Some(serialize_physical_expr(f.expression(), self)?),
+                columns: f.column_indices().iter().flat_map(|c| [c.index as u64, side_code(c.side)]).collect(),
+                schema: Some(f.schema().as_ref().try_into()?),
+            }),
+        };
+        let c = exec.config();
+        let msg = GpuJoinNode {
+            left_keys: exec.on().iter().map(|(l, _)| serialize_physical_expr(l, self)).collect::<Result<_>>()?,
+            right_keys: exec.on().iter().map(|(_, r)| serialize_physical_expr(r, self)).collect::<Result<_>>()?,
+            filter,
+            join_type: format!("{:?}", exec.join_type()),
+            nulls_equal: exec.null_equality() == NullEquality::NullEqualsNull,
+            projection: exec.projection().unwrap_or(&[]).iter().map(|&i| i as u64).collect(),
+            has_projection: exec.projection().is_some(),
+            collect_left: exec.mode() == PartitionMode::CollectLeft,
+            config: Some(ConfigNode {
+                enabled: c.enabled,
+                device: c.device as u64,
+                batch_rows: c.batch_rows.map(|b| b as u64),
+                algorithm: c.algorithm.name().to_string(),
+                allow_float_semantics: c.allow_float_semantics,
+                chunk_bytes: c.chunk_bytes,
+            }),
+            replaces: exec.replaces().map(str::to_string),
+        };
+        msg.encode(buf).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: {e}")))
+    }
+}

@@ -1,0 +1,296 @@
+//! DataFusion's own sqllogictest suite, run twice: with a plain DataFusion session and with
+//! [`GpuJoinRule`] installed. Every record that passes plain must pass with the rule.
+//!
+//! The `.slt` files are read from the `datafusion-sqllogictest` 55.2 package (a dev-dependency:
+//! the files, its engine `DataFusion` and the per-file set-up `TestContext`), found in cargo's
+//! registry or at `GPUJOIN_SLT_DIR` (the bundle carries a copy for the GPU machine).
+//!
+//! Which files: every file whose text has a join (` join `, any case) by default;
+//! `GPUJOIN_SLT=all` runs the whole suite; arguments are substrings of the files' paths to run.
+//!
+//! How a record is judged, per file (plain first, then with the rule, each in a fresh session):
+//!
+//! - fails plain: not compared (files that need data outside the package, for example);
+//! - passes plain and with the rule: passed;
+//! - passes plain, and with the rule the same rows in another order: passed, and counted as
+//!   "order differs" (gpujoin's output order is its algorithm's and the query does not fix it).
+//!   Only possible where a join moved to the GPU;
+//! - an `EXPLAIN` whose plan differs because the rule moved a join: skipped, and counted;
+//! - anything else: a failure, printed with the record's location, and the test fails.
+//!
+//! At the end it prints the counts and how many queries ran a join on the GPU. Without a GPU the
+//! rule leaves every plan unchanged, so both runs must agree exactly.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use datafusion::execution::SessionStateBuilder;
+use datafusion::prelude::SessionContext;
+use datafusion_sqllogictest::{df_value_validator, setup_scratch_dir, value_normalizer, DFColumnType, DataFusion, TestContext};
+use futures::StreamExt;
+use gpujoin_datafusion::{GpuJoinConfig, GpuJoinRule, SessionStateBuilderExt};
+use sqllogictest::{parse_file, strict_column_validator, Normalizer, Record};
+
+/// Records that passed with the rule only after sorting both sides' rows.
+static ORDER_DIFFERS: AtomicU64 = AtomicU64::new(0);
+
+/// The rule run's validator: DataFusion's, else the same rows in another order (counted).
+fn same_rows_any_order(normalizer: Normalizer, actual: &[Vec<String>], expected: &[String]) -> bool {
+    if df_value_validator(normalizer, actual, expected) {
+        return true;
+    }
+    if expected.iter().any(|l| l.contains("<slt:ignore>")) {
+        return false;
+    }
+    let mut a: Vec<String> = actual.iter().map(|r| r.join(" ").trim_end().to_string()).collect();
+    let mut e: Vec<String> = expected.iter().map(normalizer).collect();
+    a.sort();
+    e.sort();
+    let same = a == e;
+    if same {
+        ORDER_DIFFERS.fetch_add(1, Ordering::Relaxed);
+    }
+    same
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    Plain,
+    GpuRule,
+}
+
+/// One record's outcome in one run.
+struct Outcome {
+    /// `file:line` of the record.
+    loc: String,
+    sql: String,
+    error: Option<String>,
+    /// Joins the rule moved to the GPU while this record ran.
+    moved: usize,
+}
+
+#[derive(Default, Debug)]
+struct Totals {
+    files: usize,
+    files_skipped: usize,
+    records: usize,
+    failed_plain: usize,
+    passed: usize,
+    explain_skipped: usize,
+    failures: usize,
+    queries_moved: usize,
+    joins_moved: usize,
+}
+
+fn test_files_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("GPUJOIN_SLT_DIR") {
+        return PathBuf::from(dir);
+    }
+    let cargo_home = std::env::var("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cargo"));
+    let registry = cargo_home.join("registry").join("src");
+    for index in std::fs::read_dir(&registry).into_iter().flatten().flatten() {
+        let dir = index.path().join("datafusion-sqllogictest-55.2.0").join("test_files");
+        if dir.is_dir() {
+            return dir;
+        }
+    }
+    panic!("datafusion-sqllogictest 55.2.0's test_files not found under {} (set GPUJOIN_SLT_DIR)", registry.display());
+}
+
+fn slt_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "scratch") {
+                slt_files(&p, out);
+            }
+        } else if p.extension().is_some_and(|e| e == "slt") {
+            out.push(p);
+        }
+    }
+}
+
+/// A working folder laid out as the files expect (`test_files/...` relative to the current
+/// directory, `test_files/scratch` writable): links to the package's entries and a real
+/// scratch folder.
+fn working_dir(package_files: &Path) -> PathBuf {
+    let work = std::env::temp_dir().join(format!("gpujoin-slt-{}", std::process::id()));
+    let tf = work.join("test_files");
+    std::fs::create_dir_all(tf.join("scratch")).unwrap();
+    for e in std::fs::read_dir(package_files).unwrap().flatten() {
+        if e.file_name() != "scratch" {
+            let _ = std::os::unix::fs::symlink(e.path(), tf.join(e.file_name()));
+        }
+    }
+    if let Some(data) = package_files.parent().map(|p| p.join("data")).filter(|p| p.is_dir()) {
+        let _ = std::os::unix::fs::symlink(data, work.join("data"));
+    }
+    work
+}
+
+fn record_info(r: &Record<DFColumnType>) -> Option<(String, String)> {
+    match r {
+        Record::Statement { loc, sql, .. } | Record::Query { loc, sql, .. } => Some((loc.to_string(), sql.clone())),
+        _ => None,
+    }
+}
+
+async fn run_file(path: &Path, relative: &Path, mode: Mode) -> Option<Vec<Outcome>> {
+    let test_ctx = TestContext::try_new_for_test_file(relative).await?;
+    setup_scratch_dir(relative).unwrap();
+    let ctx: SessionContext = match mode {
+        Mode::Plain => test_ctx.session_ctx().clone(),
+        Mode::GpuRule => {
+            let existing = test_ctx.session_ctx().state();
+            let create_default = existing.config().options().catalog.create_default_catalog_and_schema;
+            let mut state = SessionStateBuilder::new_from_existing(existing).with_gpu_joins(GpuJoinConfig::default()).build();
+            // new_from_existing turns this off (the catalog exists already); `SHOW ALL` shows it.
+            state.config_mut().options_mut().catalog.create_default_catalog_and_schema = create_default;
+            SessionContext::new_with_state(state)
+        }
+    };
+    let rule_state = ctx.state();
+    let rule = GpuJoinRule::find(&rule_state);
+    let mut runner = sqllogictest::Runner::new(|| {
+        let ctx = ctx.clone();
+        let relative = relative.to_path_buf();
+        async move { Ok(DataFusion::new(ctx, relative, indicatif::ProgressBar::hidden())) }
+    });
+    runner.add_label("Datafusion");
+    runner.with_column_validator(strict_column_validator);
+    runner.with_normalizer(value_normalizer);
+    runner.with_validator(if mode == Mode::Plain { df_value_validator } else { same_rows_any_order });
+    let records = match parse_file::<DFColumnType>(path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{}: does not parse: {e}", path.display());
+            return None;
+        }
+    };
+    let mut out = Vec::new();
+    for record in records {
+        if let Record::Halt { .. } = record {
+            break;
+        }
+        let info = record_info(&record);
+        let result = runner.run_async(record).await;
+        let moved = rule.map(|r| r.take_decisions().iter().filter(|d| d.moved()).count()).unwrap_or(0);
+        if let Some((loc, sql)) = info {
+            out.push(Outcome { loc, sql, error: result.err().map(|e| e.to_string()), moved });
+        }
+    }
+    runner.shutdown_async().await;
+    Some(out)
+}
+
+fn is_explain(sql: &str) -> bool {
+    sql.trim_start().get(..7).is_some_and(|s| s.eq_ignore_ascii_case("explain"))
+}
+
+async fn compare_file(path: PathBuf, files_root: PathBuf) -> (Totals, Vec<String>) {
+    let relative = path.strip_prefix(&files_root).unwrap().to_path_buf();
+    let mut t = Totals { files: 1, ..Totals::default() };
+    let mut failures = Vec::new();
+    let Some(plain) = run_file(&path, &relative, Mode::Plain).await else {
+        t.files_skipped = 1;
+        return (t, failures);
+    };
+    let Some(gpu) = run_file(&path, &relative, Mode::GpuRule).await else {
+        failures.push(format!("{}: the rule's run did not start", relative.display()));
+        t.failures = 1;
+        return (t, failures);
+    };
+    assert_eq!(plain.len(), gpu.len(), "{}: both runs see the same records", relative.display());
+    for (p, g) in plain.iter().zip(&gpu) {
+        t.records += 1;
+        if g.moved > 0 {
+            t.queries_moved += 1;
+            t.joins_moved += g.moved;
+        }
+        match (&p.error, &g.error) {
+            (Some(_), _) => t.failed_plain += 1,
+            (None, None) => t.passed += 1,
+            (None, Some(_)) if is_explain(&g.sql) && g.moved > 0 => t.explain_skipped += 1,
+            (None, Some(e)) => {
+                t.failures += 1;
+                failures.push(format!("{} (joins on the GPU: {}): passes plain, fails with GpuJoinRule:\n{e}", g.loc, g.moved));
+            }
+        }
+    }
+    (t, failures)
+}
+
+fn main() {
+    // libtest's arguments (`--test-threads`, `--nocapture`, ...) are ignored; plain words filter
+    // the files by path.
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let package_files = test_files_dir().canonicalize().unwrap();
+    let mut files = Vec::new();
+    slt_files(&package_files, &mut files);
+    let all = std::env::var("GPUJOIN_SLT").is_ok_and(|v| v == "all");
+    files.retain(|p| {
+        let rel = p.strip_prefix(&package_files).unwrap().to_string_lossy().to_string();
+        let chosen = all || std::fs::read_to_string(p).is_ok_and(|s| s.to_ascii_lowercase().contains(" join "));
+        chosen && (filters.is_empty() || filters.iter().any(|f| rel.contains(f.as_str())))
+    });
+    let work = working_dir(&package_files);
+    std::env::set_current_dir(&work).unwrap();
+    let files_root = work.join("test_files");
+    let files: Vec<PathBuf> = files.iter().map(|p| files_root.join(p.strip_prefix(&package_files).unwrap())).collect();
+    // Without a GPU the rule's run is DataFusion's own (and it must agree); GPUJOIN_REQUIRE_GPU=1
+    // makes a missing device a failure.
+    let gpu = gpujoin_device::testing::device_or_skip("sqllogictest: GPU joins (the suite runs with the rule keeping every plan)").is_some();
+
+    let started = std::time::Instant::now();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let parallel = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(1, 8);
+    let results: Vec<(Totals, Vec<String>)> = runtime.block_on(async {
+        futures::stream::iter(files.iter().cloned()).map(|p| compare_file(p, files_root.clone())).buffer_unordered(parallel).collect().await
+    });
+    let mut total = Totals::default();
+    let mut failures = Vec::new();
+    for (t, f) in results {
+        total.files += t.files;
+        total.files_skipped += t.files_skipped;
+        total.records += t.records;
+        total.failed_plain += t.failed_plain;
+        total.passed += t.passed;
+        total.explain_skipped += t.explain_skipped;
+        total.failures += t.failures;
+        total.queries_moved += t.queries_moved;
+        total.joins_moved += t.joins_moved;
+        failures.extend(f);
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    for f in &failures {
+        eprintln!("FAILED {f}\n");
+    }
+    let order = ORDER_DIFFERS.load(Ordering::Relaxed);
+    println!(
+        "sqllogictest ({}, {}): {} files ({} skipped by their set-up), {} records: {} failed plain (not compared), {} passed plain and with GpuJoinRule ({} of them with rows in another order), {} EXPLAIN records skipped (a join moved), {} failed with the rule; {} queries ran {} joins on the GPU; {:.1} s",
+        if all { "whole suite" } else { "files with joins" },
+        if gpu { "GPU present" } else { "no GPU: the rule keeps every plan" },
+        total.files,
+        total.files_skipped,
+        total.records,
+        total.failed_plain,
+        total.passed,
+        order,
+        total.explain_skipped,
+        total.failures,
+        total.queries_moved,
+        total.joins_moved,
+        started.elapsed().as_secs_f64()
+    );
+    if !gpu && (order > 0 || total.queries_moved > 0) {
+        eprintln!("without a GPU the rule must keep every plan");
+        std::process::exit(1);
+    }
+    if total.failures > 0 {
+        std::process::exit(1);
+    }
+}
