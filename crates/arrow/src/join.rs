@@ -173,15 +173,72 @@ pub fn join(left: impl RecordBatchReader, right: impl RecordBatchReader, spec: J
 /// columns, key types that differ) are returned here; device errors later, as batches.
 /// Output order: that of the algorithm that ran ([`Algorithm`]'s docs).
 pub fn join_on(stream: &Stream, left: impl RecordBatchReader, right: impl RecordBatchReader, spec: JoinSpec) -> Result<JoinReader> {
-    let (ls, rs) = (left.schema(), right.schema());
-    let l = upload_reader(stream, left, spec.staging)?;
-    let r = upload_reader(stream, right, spec.staging)?;
+    let l = Arc::new(DeviceInput { schema: left.schema(), table: upload_reader(stream, left, spec.staging)? });
+    let r = Arc::new(DeviceInput { schema: right.schema(), table: upload_reader(stream, right, spec.staging)? });
+    join_inputs(stream, l, r, spec)
+}
+
+/// An input uploaded once and joined many times: the build side of a join that many
+/// partitions probe ([`join_shared_on`]).
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int32Array, RecordBatch, RecordBatchIterator};
+/// # use gpujoin_arrow::{join_shared_on, DeviceInput, JoinSpec, StagingOptions};
+/// # fn f(build: RecordBatch, parts: Vec<RecordBatch>) -> gpujoin_device::Result<()> {
+/// let stream = gpujoin_device::Device::new(0)?.new_stream()?;
+/// let schema = build.schema();
+/// let build = Arc::new(DeviceInput::upload(&stream, RecordBatchIterator::new([Ok(build)], schema), StagingOptions::default())?);
+/// for part in parts {
+///     let schema = part.schema();
+///     let probe = RecordBatchIterator::new([Ok(part)], schema);
+///     for batch in join_shared_on(&stream, Arc::clone(&build), probe, JoinSpec::new(gpujoin_join::JoinType::Inner, &["k"], &["k"]))? {
+///         let _ = batch;
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub struct DeviceInput {
+    schema: SchemaRef,
+    table: Table,
+}
+
+impl DeviceInput {
+    /// Uploads `reader` on `stream` and waits until its bytes are on the device, so that joins on
+    /// other streams may read it.
+    pub fn upload(stream: &Stream, reader: impl RecordBatchReader, staging: StagingOptions) -> Result<DeviceInput> {
+        let schema = reader.schema();
+        let table = upload_reader(stream, reader, staging)?;
+        stream.synchronize()?;
+        Ok(DeviceInput { schema, table })
+    }
+
+    /// The Arrow schema it was uploaded with.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Its rows.
+    pub fn num_rows(&self) -> u64 {
+        self.table.rows() as u64
+    }
+}
+
+/// [`join_on`] with a left side already on the device (uploaded once by [`DeviceInput::upload`],
+/// shared by the joins of many right sides; each join reads it, none changes it).
+pub fn join_shared_on(stream: &Stream, left: Arc<DeviceInput>, right: impl RecordBatchReader, spec: JoinSpec) -> Result<JoinReader> {
+    let r = Arc::new(DeviceInput { schema: right.schema(), table: upload_reader(stream, right, spec.staging)? });
+    join_inputs(stream, left, r, spec)
+}
+
+fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: JoinSpec) -> Result<JoinReader> {
+    let (ls, rs) = (l.schema.clone(), r.schema.clone());
     let jt = spec.join_type;
     let lsel = spec.selected(&ls, jt.has_left_map(), &spec.left_select);
     let rsel = spec.selected(&rs, jt.has_right_map(), &spec.right_select);
     // Check everything (names, types, algorithm) before any work; the output names come from
     // the front door's rule.
-    let probe = build(&spec, &l, &r, &lsel, &rsel);
+    let probe = build(&spec, &l.table, &r.table, &lsel, &rsel);
     probe.explain()?;
     let schema = output_schema(&ls, &rs, &lsel, &rsel, jt)?;
     let (tx, rx) = sync_channel(2);
@@ -189,7 +246,7 @@ pub fn join_on(stream: &Stream, left: impl RecordBatchReader, right: impl Record
     let out_schema = schema.clone();
     std::thread::spawn(move || {
         let send = |b: Result<RecordBatch>| tx.send(b.map_err(|e| ArrowError::ExternalError(Box::new(e)))).is_ok();
-        let j = build(&spec, &l, &r, &lsel, &rsel);
+        let j = build(&spec, &l.table, &r.table, &lsel, &rsel);
         let result = (|| -> Result<()> {
             // The whole output at once (no count pass first: a join whose output does not fit
             // fails with a typed error before writing it, and then runs in chunks).

@@ -66,7 +66,7 @@ use datafusion::physical_plan::{
 };
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use gpujoin_arrow::{join_on, JoinSpec};
+use gpujoin_arrow::{join_on, join_shared_on, DeviceInput, JoinSpec, StagingOptions};
 use gpujoin_join::predicate::Side;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::OnceCell;
@@ -74,8 +74,21 @@ use tokio::sync::OnceCell;
 use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan};
 use crate::GpuJoinConfig;
 
+/// The build side of a partition's join: its batches on the host and, for a `CollectLeft` join
+/// with rows, its join columns uploaded once for every output partition.
+struct BuildSide {
+    host: Vec<RecordBatch>,
+    device: Option<Arc<DeviceInput>>,
+}
+
+impl fmt::Debug for BuildSide {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BuildSide").field("batches", &self.host.len()).field("uploaded", &self.device.as_ref().map(|d| d.num_rows())).finish()
+    }
+}
+
 /// The collected build side, shared by the output partitions of a `CollectLeft` join.
-type SharedLeft = std::result::Result<Arc<Vec<RecordBatch>>, Arc<DataFusionError>>;
+type SharedLeft = std::result::Result<Arc<BuildSide>, Arc<DataFusionError>>;
 
 /// A join (Inner, Left, Right, Full, LeftSemi, LeftAnti, RightSemi, RightAnti) on key columns
 /// and/or a filter, run on the GPU. See the [module docs](self).
@@ -354,20 +367,32 @@ impl ExecutionPlan for GpuJoinExec {
             _ => {}
         }
         let metrics = GpuJoinMetrics::new(partition, &self.metrics);
-        let left: BoxFuture<'static, Result<Arc<Vec<RecordBatch>>>> = match self.mode {
+        let left: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
             PartitionMode::CollectLeft => {
                 let (once, input, ctx, rows) = (Arc::clone(&self.left_once), Arc::clone(&self.left), Arc::clone(&context), metrics.build_input_rows.clone());
+                let (plan, schema, config, upload_time) = (Arc::clone(&self.plan), self.left.schema(), self.config.clone(), metrics.upload_time.clone());
                 async move {
                     let shared = once
                         .get_or_init(|| async move {
-                            let batches = async { collect(input.execute(0, ctx)?).await }.await;
-                            match batches {
-                                Ok(b) => {
-                                    rows.add(b.iter().map(RecordBatch::num_rows).sum());
-                                    Ok(Arc::new(b))
-                                }
-                                Err(e) => Err(Arc::new(e)),
+                            let built = async {
+                                let host = collect(input.execute(0, ctx)?).await?;
+                                let n: usize = host.iter().map(RecordBatch::num_rows).sum();
+                                rows.add(n);
+                                // Uploaded once here, joined by every output partition.
+                                let device = if n == 0 {
+                                    None
+                                } else {
+                                    let batches = host.clone();
+                                    let t = Instant::now();
+                                    let up = tokio::task::spawn_blocking(move || upload_build_side(&plan, &schema, &batches, &config));
+                                    let d = up.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
+                                    upload_time.add_elapsed(t);
+                                    Some(Arc::new(d))
+                                };
+                                Ok(Arc::new(BuildSide { host, device }))
                             }
+                            .await;
+                            built.map_err(Arc::new)
                         })
                         .await;
                     shared.clone().map_err(DataFusionError::Shared)
@@ -378,9 +403,9 @@ impl ExecutionPlan for GpuJoinExec {
                 let stream = self.left.execute(partition, Arc::clone(&context))?;
                 let rows = metrics.build_input_rows.clone();
                 async move {
-                    let b = collect(stream).await?;
-                    rows.add(b.iter().map(RecordBatch::num_rows).sum());
-                    Ok(Arc::new(b))
+                    let host = collect(stream).await?;
+                    rows.add(host.iter().map(RecordBatch::num_rows).sum());
+                    Ok(Arc::new(BuildSide { host, device: None }))
                 }
                 .boxed()
             }
@@ -459,7 +484,7 @@ fn external(e: gpujoin_device::Error) -> DataFusionError {
 impl Job {
     /// Joins the collected inputs and sends the output batches; stops early when the consumer
     /// has gone.
-    fn run(&self, left: &[RecordBatch], right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+    fn run(&self, left: &BuildSide, right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let started = Instant::now();
         let result = self.run_inner(left, right, tx);
         // The partition's own work: not the time spent waiting for the consumer.
@@ -468,14 +493,13 @@ impl Job {
         result
     }
 
-    fn run_inner(&self, left: &[RecordBatch], right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+    fn run_inner(&self, left: &BuildSide, right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let rows = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).sum::<usize>();
-        let (lrows, rrows) = (rows(left), rows(&right));
+        let (lrows, rrows) = (rows(&left.host), rows(&right));
         if lrows == 0 || rrows == 0 {
-            return self.one_side_empty(left, &right, lrows, rrows, tx);
+            return self.one_side_empty(&left.host, &right, lrows, rrows, tx);
         }
         let p = &self.plan;
-        let (ls, lb) = device_input(left, &self.left_schema, &p.left_cols, Side::Left)?;
         let (rs, rb) = device_input(&right, &self.right_schema, &p.right_cols, Side::Right)?;
         drop(right);
         let names = |side, cols: &mut dyn Iterator<Item = usize>| cols.map(|i| device_name(side, i)).collect::<Vec<_>>();
@@ -501,7 +525,15 @@ impl Job {
         let t = Instant::now();
         let device = gpujoin_device::Device::new(self.config.device).map_err(external)?;
         let stream = device.new_stream().map_err(external)?;
-        let reader = join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), RecordBatchIterator::new(rb.into_iter().map(Ok), rs), spec).map_err(external)?;
+        let probe = RecordBatchIterator::new(rb.into_iter().map(Ok), rs);
+        let reader = match &left.device {
+            Some(build) => join_shared_on(&stream, Arc::clone(build), probe, spec),
+            None => {
+                let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
+                join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), probe, spec)
+            }
+        }
+        .map_err(external)?;
         self.metrics.upload_time.add_elapsed(t);
         self.metrics.device_joins.add(1);
 
@@ -607,6 +639,14 @@ fn fit(column: &ArrayRef, field: &Field) -> Result<ArrayRef> {
 
 /// The uploaded columns of one side's batches, named by position (`l0`, `r3`): no duplicate
 /// names, whatever the input's.
+/// The build side's join columns uploaded on a stream of their own, on the device when this
+/// returns (every output partition's join reads them).
+fn upload_build_side(plan: &JoinPlan, schema: &Schema, batches: &[RecordBatch], config: &GpuJoinConfig) -> Result<DeviceInput> {
+    let (s, b) = device_input(batches, schema, &plan.left_cols, Side::Left)?;
+    let stream = gpujoin_device::Device::new(config.device).and_then(|d| d.new_stream()).map_err(external)?;
+    DeviceInput::upload(&stream, RecordBatchIterator::new(b.into_iter().map(Ok), s), StagingOptions::default()).map_err(external)
+}
+
 fn device_input(batches: &[RecordBatch], schema: &Schema, cols: &[usize], side: Side) -> Result<(SchemaRef, Vec<RecordBatch>)> {
     let fields: Vec<Field> = cols.iter().map(|&i| schema.field(i).clone().with_name(device_name(side, i))).collect();
     let out = Arc::new(Schema::new(fields));

@@ -49,9 +49,9 @@
 //!
 //! ## Not yet (issue 12)
 //!
-//! - A build side uploaded once for all partitions and a shared matched-rows bitmap: today a
-//!   `CollectLeft` join that returns the build side's unmatched rows runs with its probe side in
-//!   one partition, and each partition uploads the build side again.
+//! - A shared matched-rows bitmap: today a `CollectLeft` join that returns the build side's
+//!   unmatched rows (Left, Full, LeftSemi, LeftAnti) runs with its probe side in one partition.
+//!   (The build side of a `CollectLeft` join is uploaded once for all partitions.)
 //! - `SortMergeJoinExec`, the symmetric and piecewise-merge joins; arithmetic and casts in
 //!   filters; pushed-down limits.
 //! - A limit on concurrent device joins (each output partition runs its own join at once).
