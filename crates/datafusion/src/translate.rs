@@ -140,6 +140,8 @@ pub fn plan_join(
 ) -> Result<JoinPlan, Refusal> {
     let jt = join_type(df_join_type)?;
     let mut keys = Vec::with_capacity(on.len());
+    // gpujoin prepares each key column as one key word, a Decimal128 as two.
+    let mut words = 0;
     for (l, r) in on {
         let (li, ri) = (key_column(l, left, "left")?, key_column(r, right, "right")?);
         let (lt, rt) = (device_column(left, li, "key")?, device_column(right, ri, "key")?);
@@ -152,7 +154,15 @@ pub fn plan_join(
                 left.field(li).name()
             ));
         }
+        words += if matches!(lt, gpujoin_join::table::DataType::Decimal128(..)) { 2 } else { 1 };
         keys.push((li, ri));
+    }
+    if words > gpujoin_join::MAX_KEY_COLUMNS {
+        return refuse(format!(
+            "a composite key of {} columns takes {words} key words (a Decimal128 takes 2); gpujoin joins on at most {}",
+            keys.len(),
+            gpujoin_join::MAX_KEY_COLUMNS
+        ));
     }
     let null_equality = match null_equality {
         DfNullEquality::NullEqualsNothing => NullEquality::NullEqualsNothing,

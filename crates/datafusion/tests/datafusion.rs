@@ -521,6 +521,16 @@ mod translate {
         assert!(plan(&l, &r, &[(col("f", 1), col("g", 1))], None, JoinType::Inner, None).unwrap_err().contains("float key"));
         let allow = GpuJoinConfig { allow_float_semantics: true, ..GpuJoinConfig::default() };
         assert!(plan_join(&l, &r, &[(col("f", 1), col("g", 1))], None, JoinType::Inner, NullEquality::NullEqualsNull, None, &allow).is_ok());
+        // Composite keys: at most 4 key words (a Decimal128 takes 2), as DataFusion's IMDB
+        // queries found (5 integer key columns).
+        let wide = schema(&[("a", DataType::Int32, true), ("b", DataType::Int64, true), ("c", DataType::Int32, true), ("d", DataType::Int32, true), ("e", DataType::Int32, true), ("m", DataType::Decimal128(20, 2), true)]);
+        let pairs = |idx: &[(&str, usize)]| idx.iter().map(|&(n, i)| (col(n, i), col(n, i))).collect::<Vec<_>>();
+        assert!(plan(&wide, &wide, &pairs(&[("a", 0), ("b", 1), ("c", 2), ("d", 3)]), None, JoinType::Inner, None).is_ok());
+        let five = plan(&wide, &wide, &pairs(&[("a", 0), ("b", 1), ("c", 2), ("d", 3), ("e", 4)]), None, JoinType::Inner, None).unwrap_err();
+        assert!(five.contains("5 key words"), "{five}");
+        assert!(plan(&wide, &wide, &pairs(&[("a", 0), ("b", 1), ("m", 5)]), None, JoinType::Inner, None).is_ok());
+        let dec = plan(&wide, &wide, &pairs(&[("a", 0), ("b", 1), ("c", 2), ("m", 5)]), None, JoinType::Inner, None).unwrap_err();
+        assert!(dec.contains("4 columns takes 5 key words"), "{dec}");
     }
 
     #[test]
