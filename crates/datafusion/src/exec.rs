@@ -41,7 +41,7 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchOptions};
@@ -75,15 +75,24 @@ use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan}
 use crate::GpuJoinConfig;
 
 /// The build side of a partition's join: its batches on the host and, for a `CollectLeft` join
-/// with rows, its join columns uploaded once for every output partition.
+/// (`shared`), its join columns uploaded once, by the first output partition that has probe rows,
+/// for every output partition.
 struct BuildSide {
     host: Vec<RecordBatch>,
-    device: Option<Arc<DeviceInput>>,
+    shared: bool,
+    device: OnceLock<std::result::Result<Arc<DeviceInput>, Arc<DataFusionError>>>,
+}
+
+impl BuildSide {
+    fn new(host: Vec<RecordBatch>, shared: bool) -> Self {
+        BuildSide { host, shared, device: OnceLock::new() }
+    }
 }
 
 impl fmt::Debug for BuildSide {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BuildSide").field("batches", &self.host.len()).field("uploaded", &self.device.as_ref().map(|d| d.num_rows())).finish()
+        let uploaded = self.device.get().map(|d| d.as_ref().map(|d| d.num_rows()).map_err(|e| e.to_string()));
+        f.debug_struct("BuildSide").field("batches", &self.host.len()).field("shared", &self.shared).field("uploaded", &uploaded).finish()
     }
 }
 
@@ -370,26 +379,13 @@ impl ExecutionPlan for GpuJoinExec {
         let left: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
             PartitionMode::CollectLeft => {
                 let (once, input, ctx, rows) = (Arc::clone(&self.left_once), Arc::clone(&self.left), Arc::clone(&context), metrics.build_input_rows.clone());
-                let (plan, schema, config, upload_time) = (Arc::clone(&self.plan), self.left.schema(), self.config.clone(), metrics.upload_time.clone());
                 async move {
                     let shared = once
                         .get_or_init(|| async move {
                             let built = async {
                                 let host = collect(input.execute(0, ctx)?).await?;
-                                let n: usize = host.iter().map(RecordBatch::num_rows).sum();
-                                rows.add(n);
-                                // Uploaded once here, joined by every output partition.
-                                let device = if n == 0 {
-                                    None
-                                } else {
-                                    let batches = host.clone();
-                                    let t = Instant::now();
-                                    let up = tokio::task::spawn_blocking(move || upload_build_side(&plan, &schema, &batches, &config));
-                                    let d = up.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))??;
-                                    upload_time.add_elapsed(t);
-                                    Some(Arc::new(d))
-                                };
-                                Ok(Arc::new(BuildSide { host, device }))
+                                rows.add(host.iter().map(RecordBatch::num_rows).sum());
+                                Ok(Arc::new(BuildSide::new(host, true)))
                             }
                             .await;
                             built.map_err(Arc::new)
@@ -405,7 +401,7 @@ impl ExecutionPlan for GpuJoinExec {
                 async move {
                     let host = collect(stream).await?;
                     rows.add(host.iter().map(RecordBatch::num_rows).sum());
-                    Ok(Arc::new(BuildSide { host, device: None }))
+                    Ok(Arc::new(BuildSide::new(host, false)))
                 }
                 .boxed()
             }
@@ -526,14 +522,18 @@ impl Job {
         let device = gpujoin_device::Device::new(self.config.device).map_err(external)?;
         let stream = device.new_stream().map_err(external)?;
         let probe = RecordBatchIterator::new(rb.into_iter().map(Ok), rs);
-        let reader = match &left.device {
-            Some(build) => join_shared_on(&stream, Arc::clone(build), probe, spec),
-            None => {
-                let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
-                join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), probe, spec)
-            }
-        }
-        .map_err(external)?;
+        let reader = if left.shared {
+            // The first partition here uploads the build side; the others wait for it and share it.
+            let build = left
+                .device
+                .get_or_init(|| upload_build_side(p, &self.left_schema, &left.host, &self.config).map(Arc::new).map_err(Arc::new))
+                .clone()
+                .map_err(DataFusionError::Shared)?;
+            join_shared_on(&stream, build, probe, spec).map_err(external)?
+        } else {
+            let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
+            join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), probe, spec).map_err(external)?
+        };
         self.metrics.upload_time.add_elapsed(t);
         self.metrics.device_joins.add(1);
 
