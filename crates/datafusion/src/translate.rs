@@ -176,7 +176,7 @@ pub fn plan_join(
     };
     let mut refs: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
     if let Some(p) = &predicate {
-        visit(p, &mut |side, i| refs[side_index(side)].push(i));
+        p.for_each_column(&mut |side, i| refs[side_index(side)].push(i));
     }
 
     // The output columns: DataFusion's join schema, projected.
@@ -241,7 +241,7 @@ pub fn plan_join(
         }
     }
     let predicate = predicate.map(|p| {
-        remap(&p, &|side, i| {
+        p.map_columns(&|side, i| {
             let cols = if side == Side::Left { &left_cols } else { &right_cols };
             cols.iter().position(|&c| c == i).expect("uploaded")
         })
@@ -266,7 +266,7 @@ pub fn filter_predicate(filter: &JoinFilter, left: &Schema, right: &Schema, conf
     let p = cx.predicate(filter.expression())?;
     if !conjunctive(&p) {
         let mut nullable = None;
-        visit(&p, &mut |side, i| {
+        p.for_each_column(&mut |side, i| {
             let f = if side == Side::Left { left.field(i) } else { right.field(i) };
             if f.is_nullable() && nullable.is_none() {
                 nullable = Some(f.name().clone());
@@ -425,48 +425,6 @@ impl FilterContext<'_> {
     }
 }
 
-fn visit_expr(e: &Expr, f: &mut impl FnMut(Side, usize)) {
-    match e {
-        Expr::Column { side, index } => f(*side, *index),
-        Expr::Literal(_) => {}
-        Expr::Add(a, b) | Expr::Sub(a, b) => {
-            visit_expr(a, f);
-            visit_expr(b, f);
-        }
-    }
-}
-
-/// Every column reference of `p`.
-pub(crate) fn visit(p: &Predicate, f: &mut impl FnMut(Side, usize)) {
-    match p {
-        Predicate::Cmp { left, right, .. } => {
-            visit_expr(left, f);
-            visit_expr(right, f);
-        }
-        Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| visit(q, f)),
-        Predicate::Not(q) => visit(q, f),
-        Predicate::True => {}
-    }
-}
-
-fn remap_expr(e: &Expr, m: &impl Fn(Side, usize) -> usize) -> Expr {
-    match e {
-        Expr::Column { side, index } => Expr::Column { side: *side, index: m(*side, *index) },
-        Expr::Literal(s) => Expr::Literal(s.clone()),
-        Expr::Add(a, b) => Expr::Add(Box::new(remap_expr(a, m)), Box::new(remap_expr(b, m))),
-        Expr::Sub(a, b) => Expr::Sub(Box::new(remap_expr(a, m)), Box::new(remap_expr(b, m))),
-    }
-}
-
-fn remap(p: &Predicate, m: &impl Fn(Side, usize) -> usize) -> Predicate {
-    match p {
-        Predicate::Cmp { op, left, right } => Predicate::Cmp { op: *op, left: remap_expr(left, m), right: remap_expr(right, m) },
-        Predicate::And(v) => Predicate::And(v.iter().map(|q| remap(q, m)).collect()),
-        Predicate::Or(v) => Predicate::Or(v.iter().map(|q| remap(q, m)).collect()),
-        Predicate::Not(q) => Predicate::Not(Box::new(remap(q, m))),
-        Predicate::True => Predicate::True,
-    }
-}
 
 /// No OR and no NOT.
 fn conjunctive(p: &Predicate) -> bool {

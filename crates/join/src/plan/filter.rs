@@ -26,47 +26,6 @@ pub(crate) struct Lowered {
     pub right_index: Vec<Option<usize>>,
 }
 
-fn visit_expr(e: &Expr, f: &mut impl FnMut(Side, usize)) {
-    match e {
-        Expr::Column { side, index } => f(*side, *index),
-        Expr::Literal(_) => {}
-        Expr::Add(a, b) | Expr::Sub(a, b) => {
-            visit_expr(a, f);
-            visit_expr(b, f);
-        }
-    }
-}
-
-pub(crate) fn visit(p: &Predicate, f: &mut impl FnMut(Side, usize)) {
-    match p {
-        Predicate::Cmp { left, right, .. } => {
-            visit_expr(left, f);
-            visit_expr(right, f);
-        }
-        Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| visit(q, f)),
-        Predicate::Not(q) => visit(q, f),
-        Predicate::True => {}
-    }
-}
-
-fn remap_expr(e: &Expr, m: &impl Fn(Side, usize) -> usize) -> Expr {
-    match e {
-        Expr::Column { side, index } => Expr::Column { side: *side, index: m(*side, *index) },
-        Expr::Literal(s) => Expr::Literal(s.clone()),
-        Expr::Add(a, b) => Expr::Add(Box::new(remap_expr(a, m)), Box::new(remap_expr(b, m))),
-        Expr::Sub(a, b) => Expr::Sub(Box::new(remap_expr(a, m)), Box::new(remap_expr(b, m))),
-    }
-}
-
-fn remap(p: &Predicate, m: &impl Fn(Side, usize) -> usize) -> Predicate {
-    match p {
-        Predicate::Cmp { op, left, right } => Predicate::Cmp { op: *op, left: remap_expr(left, m), right: remap_expr(right, m) },
-        Predicate::And(v) => Predicate::And(v.iter().map(|q| remap(q, m)).collect()),
-        Predicate::Or(v) => Predicate::Or(v.iter().map(|q| remap(q, m)).collect()),
-        Predicate::Not(q) => Predicate::Not(Box::new(remap(q, m))),
-        Predicate::True => Predicate::True,
-    }
-}
 
 fn copy<T: gpujoin_device::Pod>(stream: &Stream, v: &ColumnView<'_>) -> Result<DeviceBuffer<T>> {
     let src = v.typed::<T>().ok_or_else(|| Error::invalid(format!("a {} column whose values are misaligned", v.data_type())))?;
@@ -140,7 +99,7 @@ pub(crate) fn lower(stream: &Stream, pred: &Predicate, left: &TableView<'_>, rig
             refs[i].push(index);
         }
     };
-    visit(pred, &mut note);
+    pred.for_each_column(&mut note);
     extra.iter().for_each(|&(s, i)| note(s, i));
     if let Some(b) = bad {
         return Err(Error::invalid(b));
@@ -182,7 +141,7 @@ pub(crate) fn lower(stream: &Stream, pred: &Predicate, left: &TableView<'_>, rig
         Side::Left => li[i].expect("referenced"),
         Side::Right => ri[i].expect("referenced"),
     };
-    let mut pred = remap(pred, &m);
+    let mut pred = pred.map_columns(&m);
     for (side, flags) in [(Side::Left, &lflags), (Side::Right, &rflags)] {
         for &f in flags {
             pred = pred.and(Expr::Column { side, index: f }.equals(crate::predicate::lit(1u32)));

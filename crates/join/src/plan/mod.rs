@@ -401,7 +401,7 @@ impl<'a> Join<'a> {
     fn check_filter_columns(&self, pred: &Predicate) -> Result<()> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
         let mut err = None;
-        filter::visit(pred, &mut |side, index| {
+        pred.for_each_column(&mut |side, index| {
             let t = if side == Side::Left { l } else { r };
             if let (Some(c), None) = (t.columns().get(index), &err) {
                 let name = &t.names()[index];
@@ -439,7 +439,7 @@ impl<'a> Join<'a> {
         let checked = self.checked_on_schema(&pred)?;
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
         let mut nullable = false;
-        filter::visit(&pred, &mut |side, index| {
+        pred.for_each_column(&mut |side, index| {
             let t = if side == Side::Left { l } else { r };
             nullable |= t.columns().get(index).is_some_and(|c| c.validity().is_some());
         });

@@ -234,7 +234,66 @@ impl std::ops::Not for Predicate {
     }
 }
 
+impl Expr {
+    fn for_each_column(&self, f: &mut impl FnMut(Side, usize)) {
+        match self {
+            Expr::Column { side, index } => f(*side, *index),
+            Expr::Literal(_) => {}
+            Expr::Add(a, b) | Expr::Sub(a, b) => {
+                a.for_each_column(f);
+                b.for_each_column(f);
+            }
+        }
+    }
+
+    fn map_columns(&self, m: &impl Fn(Side, usize) -> usize) -> Expr {
+        match self {
+            Expr::Column { side, index } => Expr::Column { side: *side, index: m(*side, *index) },
+            Expr::Literal(s) => Expr::Literal(s.clone()),
+            Expr::Add(a, b) => Expr::Add(Box::new(a.map_columns(m)), Box::new(b.map_columns(m))),
+            Expr::Sub(a, b) => Expr::Sub(Box::new(a.map_columns(m)), Box::new(b.map_columns(m))),
+        }
+    }
+}
+
 impl Predicate {
+    /// Calls `f` with every column reference, `(side, index)`, left to right (repeats included).
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, CmpOp, Predicate, Side};
+    /// let mut seen = Vec::new();
+    /// Predicate::cmp(CmpOp::Lt, col_l(2), col_r(0)).for_each_column(&mut |s, i| seen.push((s, i)));
+    /// assert_eq!(seen, [(Side::Left, 2), (Side::Right, 0)]);
+    /// ```
+    pub fn for_each_column(&self, f: &mut impl FnMut(Side, usize)) {
+        match self {
+            Predicate::Cmp { left, right, .. } => {
+                left.for_each_column(f);
+                right.for_each_column(f);
+            }
+            Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| q.for_each_column(f)),
+            Predicate::Not(q) => q.for_each_column(f),
+            Predicate::True => {}
+        }
+    }
+
+    /// The same predicate with each column reference `(side, index)` pointing at `m(side, index)`.
+    ///
+    /// ```
+    /// use gpujoin_join::predicate::{col_l, col_r, CmpOp, Predicate};
+    /// let p = Predicate::cmp(CmpOp::Lt, col_l(2), col_r(0)).map_columns(&|_, i| i + 1);
+    /// assert_eq!(p, Predicate::cmp(CmpOp::Lt, col_l(3), col_r(1)));
+    /// ```
+    pub fn map_columns(&self, m: &impl Fn(Side, usize) -> usize) -> Predicate {
+        match self {
+            Predicate::Cmp { op, left, right } => Predicate::Cmp { op: *op, left: left.map_columns(m), right: right.map_columns(m) },
+            Predicate::And(v) => Predicate::And(v.iter().map(|q| q.map_columns(m)).collect()),
+            Predicate::Or(v) => Predicate::Or(v.iter().map(|q| q.map_columns(m)).collect()),
+            Predicate::Not(q) => Predicate::Not(Box::new(q.map_columns(m))),
+            Predicate::True => Predicate::True,
+        }
+    }
+
     /// `left op right`.
     pub fn cmp(op: CmpOp, left: Expr, right: Expr) -> Predicate {
         Predicate::Cmp { op, left, right }
