@@ -12,79 +12,11 @@
 //! Prints a table; appends CSV rows (`group,case,ms_median,floor_ms,device,commit`; no byte floor
 //! here) to `GPUJOIN_BENCH_CSV` when set.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::execution::SessionStateBuilder;
-use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use gpujoin_datafusion::{tpch, GpuJoinConfig, GpuJoinRule, SessionStateBuilderExt};
-
-const CPU_JOINS: [&str; 6] = ["HashJoinExec", "SortMergeJoinExec", "NestedLoopJoinExec", "CrossJoinExec", "SymmetricHashJoinExec", "PiecewiseMergeJoinExec"];
-
-/// Summed metrics of the join operators of one executed plan, in ms.
-#[derive(Default, Debug, Clone, Copy)]
-struct JoinTimes {
-    cpu_joins: usize,
-    gpu_joins: usize,
-    cpu_ms: f64,
-    gpu_ms: f64,
-    upload_ms: f64,
-    join_ms: f64,
-    download_ms: f64,
-}
-
-fn join_times(plan: &Arc<dyn ExecutionPlan>, t: &mut JoinTimes) {
-    let ms = |name: &str| -> f64 {
-        let m = plan.metrics();
-        let nanos = if name == "elapsed_compute" { m.and_then(|m| m.elapsed_compute()) } else { m.and_then(|m| m.sum_by_name(name)).map(|v| v.as_usize()) };
-        nanos.unwrap_or(0) as f64 / 1e6
-    };
-    let name = plan.name();
-    if CPU_JOINS.contains(&name) {
-        t.cpu_joins += 1;
-        t.cpu_ms += ms("elapsed_compute");
-    } else if name == "GpuJoinExec" {
-        t.gpu_joins += 1;
-        t.gpu_ms += ms("elapsed_compute");
-        t.upload_ms += ms("upload_time");
-        t.join_ms += ms("join_time");
-        t.download_ms += ms("download_time");
-    }
-    for c in plan.children() {
-        join_times(c, t);
-    }
-}
-
-fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
-    let mut rows: Vec<String> = batches
-        .iter()
-        .flat_map(|b| (0..b.num_rows()).map(move |i| b.columns().iter().map(|c| array_value_to_string(c, i).unwrap()).collect::<Vec<_>>().join("|")))
-        .collect();
-    rows.sort();
-    rows
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-async fn timed(ctx: &SessionContext, sql: &str) -> (f64, Vec<RecordBatch>) {
-    let t = Instant::now();
-    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    (t.elapsed().as_secs_f64() * 1e3, batches)
-}
-
-async fn with_plan(ctx: &SessionContext, sql: &str) -> JoinTimes {
-    let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
-    collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
-    let mut t = JoinTimes::default();
-    join_times(&plan, &mut t);
-    t
-}
+use gpujoin_datafusion::{tpch, GpuJoinConfig, SessionStateBuilderExt};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -109,7 +41,6 @@ fn main() {
         let plain = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).build());
         let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig::default()).build();
         let gpu = SessionContext::new_with_state(gpu_state.clone());
-        let rule = GpuJoinRule::find(&gpu_state).expect("the rule is installed");
         let t = Instant::now();
         let rows = tpch::register_tables(&plain, sf, cores).unwrap();
         for t in tpch::TABLES {
@@ -121,40 +52,23 @@ fn main() {
         let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
         println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download) | join speed-up | answers");
         for &q in &queries {
-            let sql = tpch::query(q).expect("query 1 to 22");
-            let _ = timed(&plain, sql).await;
-            rule.take_decisions();
-            let _ = timed(&gpu, sql).await;
-            let moved = rule.take_decisions().iter().filter(|d| d.moved()).count();
-            let (mut tp, mut tg) = (Vec::new(), Vec::new());
-            let (mut ap, mut ag) = (Vec::new(), Vec::new());
-            for _ in 0..reps {
-                let (ms, b) = timed(&plain, sql).await;
-                tp.push(ms);
-                ap = b;
-                let (ms, b) = timed(&gpu, sql).await;
-                tg.push(ms);
-                ag = b;
-            }
-            let same = sorted_rows(&ap) == sorted_rows(&ag);
-            let (mp, mg) = (median(tp), median(tg));
+            let r = tpch::compare(&plain, &gpu, q, reps).await.unwrap();
+            let (mp, mg, jp, jg) = (r.plain_ms, r.gpu_ms, r.plain_joins, r.gpu_joins);
             sum_plain += mp;
             sum_gpu += mg;
-            let jp = with_plan(&plain, sql).await;
-            let jg = with_plan(&gpu, sql).await;
-            // The CPU joins the rule replaced: the plain plan's join time minus the joins it kept.
-            let replaced_cpu_ms = jp.cpu_ms - jg.cpu_ms;
+            let replaced_cpu_ms = r.replaced_cpu_ms();
             let join_speedup = if jg.gpu_ms > 0.0 { replaced_cpu_ms / jg.gpu_ms } else { f64::NAN };
             println!(
-                "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {moved} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {}",
+                "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {}",
                 mp / mg,
-                jp.cpu_joins,
+                r.moved,
+                r.joins,
                 jp.cpu_ms,
                 jg.gpu_ms,
                 jg.upload_ms,
                 jg.join_ms,
                 jg.download_ms,
-                if same { "equal" } else { "DIFFER" }
+                if r.same { "equal" } else { "DIFFER" }
             );
             let group = format!("tpch_sf{sf}");
             for (case, ms) in [
@@ -169,7 +83,7 @@ fn main() {
             ] {
                 csv.push(format!("{group},q{q}_{case},{ms:.3},,{device_name},{commit}"));
             }
-            assert!(same, "Q{q}: the answers differ with the rule");
+            assert!(r.same, "Q{q}: the answers differ with the rule");
         }
         println!("together: plain {sum_plain:.1} ms, with the rule {sum_gpu:.1} ms ({:.2}x)", sum_plain / sum_gpu);
         if let Ok(path) = std::env::var("GPUJOIN_BENCH_CSV") {

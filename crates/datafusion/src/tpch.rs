@@ -18,11 +18,14 @@
 //! Q9, Q11, Q13 and Q16 as there).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::MemTable;
 use datafusion::common::{DataFusionError, Result};
+use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::SessionContext;
 use tpchgen::generators::{CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator, PartSuppGenerator, RegionGenerator, SupplierGenerator};
 use tpchgen_arrow::{CustomerArrow, LineItemArrow, NationArrow, OrderArrow, PartArrow, PartSuppArrow, RegionArrow, SupplierArrow};
@@ -117,4 +120,153 @@ pub fn register_tables(ctx: &SessionContext, scale_factor: f64, partitions: usiz
         ctx.register_table(table, Arc::new(MemTable::try_new(schema, parts)?))?;
     }
     Ok(rows)
+}
+
+/// The CPU join operators DataFusion plans (the ones [`JoinTimes`] counts as CPU joins).
+pub const CPU_JOIN_OPERATORS: [&str; 6] = ["HashJoinExec", "SortMergeJoinExec", "NestedLoopJoinExec", "CrossJoinExec", "SymmetricHashJoinExec", "PiecewiseMergeJoinExec"];
+
+/// The join operators' own time in one executed plan, from their metrics as `EXPLAIN ANALYZE`
+/// shows them (summed over partitions), in ms.
+///
+/// A plan with one `HashJoinExec` whose `elapsed_compute` is 12 ms and one `GpuJoinExec` of
+/// 3 ms (upload 1, join 1.5, download 0.5): `cpu_joins = 1, cpu_ms = 12, gpu_joins = 1,
+/// gpu_ms = 3, upload_ms = 1, join_ms = 1.5, download_ms = 0.5`.
+#[derive(Default, Debug, Clone, Copy, PartialEq)]
+pub struct JoinTimes {
+    pub cpu_joins: usize,
+    pub gpu_joins: usize,
+    pub cpu_ms: f64,
+    pub gpu_ms: f64,
+    pub upload_ms: f64,
+    pub join_ms: f64,
+    pub download_ms: f64,
+}
+
+impl JoinTimes {
+    /// The sums over `plan` and its descendants (after it ran).
+    pub fn of(plan: &Arc<dyn ExecutionPlan>) -> JoinTimes {
+        let mut t = JoinTimes::default();
+        t.add(plan);
+        t
+    }
+
+    fn add(&mut self, plan: &Arc<dyn ExecutionPlan>) {
+        let ms = |name: &str| -> f64 {
+            let m = plan.metrics();
+            let nanos = if name == "elapsed_compute" { m.and_then(|m| m.elapsed_compute()) } else { m.and_then(|m| m.sum_by_name(name)).map(|v| v.as_usize()) };
+            nanos.unwrap_or(0) as f64 / 1e6
+        };
+        let name = plan.name();
+        if CPU_JOIN_OPERATORS.contains(&name) {
+            self.cpu_joins += 1;
+            self.cpu_ms += ms("elapsed_compute");
+        } else if name == "GpuJoinExec" {
+            self.gpu_joins += 1;
+            self.gpu_ms += ms("elapsed_compute");
+            self.upload_ms += ms("upload_time");
+            self.join_ms += ms("join_time");
+            self.download_ms += ms("download_time");
+        }
+        for c in plan.children() {
+            self.add(c);
+        }
+    }
+}
+
+/// The rows of `batches` as text (`|` between values), sorted: two answers are the same
+/// multiset of rows when these are equal.
+pub fn sorted_rows(batches: &[RecordBatch]) -> Result<Vec<String>> {
+    let mut rows = Vec::new();
+    for b in batches {
+        for i in 0..b.num_rows() {
+            let values = b.columns().iter().map(|c| array_value_to_string(c, i)).collect::<std::result::Result<Vec<_>, _>>()?;
+            rows.push(values.join("|"));
+        }
+    }
+    rows.sort();
+    Ok(rows)
+}
+
+/// One query run in two sessions, without and with `GpuJoinRule` ([`compare`]).
+#[derive(Debug, Clone)]
+pub struct QueryRun {
+    pub query: usize,
+    /// Wall-clock medians, ms.
+    pub plain_ms: f64,
+    pub gpu_ms: f64,
+    /// Joins the rule moved to the GPU, of the joins it saw.
+    pub moved: usize,
+    pub joins: usize,
+    /// Join operator times of one more run of each (plan kept).
+    pub plain_joins: JoinTimes,
+    pub gpu_joins: JoinTimes,
+    /// Whether both sessions returned the same rows (sorted).
+    pub same: bool,
+    /// Rows of the answer (the plain session's).
+    pub rows: usize,
+}
+
+impl QueryRun {
+    /// The CPU joins the rule replaced: the plain plan's join time minus the joins it kept.
+    pub fn replaced_cpu_ms(&self) -> f64 {
+        self.plain_joins.cpu_ms - self.gpu_joins.cpu_ms
+    }
+}
+
+async fn timed(ctx: &SessionContext, sql: &str) -> Result<(f64, Vec<RecordBatch>)> {
+    let t = Instant::now();
+    let batches = ctx.sql(sql).await?.collect().await?;
+    Ok((t.elapsed().as_secs_f64() * 1e3, batches))
+}
+
+async fn join_times(ctx: &SessionContext, sql: &str) -> Result<JoinTimes> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    Ok(JoinTimes::of(&plan))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs TPC-H query `query` in `plain` (no rule) and in `gpu` (a session with
+/// [`GpuJoinRule`](crate::GpuJoinRule); both see the same tables): one warm-up run each, then
+/// `reps` runs of each, alternating (wall-clock medians), then one more run of each with the
+/// physical plan kept for the join operators' metrics. Compares the answers of the last runs.
+pub async fn compare(plain: &SessionContext, gpu: &SessionContext, query: usize, reps: usize) -> Result<QueryRun> {
+    let sql = self::query(query).ok_or_else(|| DataFusionError::Plan(format!("TPC-H has queries 1 to 22, not {query}")))?;
+    let state = gpu.state();
+    let rule = crate::GpuJoinRule::find(&state);
+    timed(plain, sql).await?;
+    if let Some(r) = rule {
+        r.take_decisions();
+    }
+    timed(gpu, sql).await?;
+    let decisions = rule.map(|r| r.take_decisions()).unwrap_or_default();
+    let (mut tp, mut tg, mut ap, mut ag) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps.max(1) {
+        let (ms, b) = timed(plain, sql).await?;
+        tp.push(ms);
+        ap = b;
+        let (ms, b) = timed(gpu, sql).await?;
+        tg.push(ms);
+        ag = b;
+    }
+    let plain_joins = join_times(plain, sql).await?;
+    let gpu_joins = join_times(gpu, sql).await?;
+    if let Some(r) = rule {
+        r.take_decisions();
+    }
+    Ok(QueryRun {
+        query,
+        plain_ms: median(tp),
+        gpu_ms: median(tg),
+        moved: decisions.iter().filter(|d| d.moved()).count(),
+        joins: decisions.len(),
+        plain_joins,
+        gpu_joins,
+        same: sorted_rows(&ap)? == sorted_rows(&ag)?,
+        rows: ap.iter().map(RecordBatch::num_rows).sum(),
+    })
 }
