@@ -22,7 +22,8 @@
 //! ```
 
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, DataType as ArrowType, Field, Schema, SchemaRef};
@@ -144,6 +145,27 @@ impl JoinSpec {
 pub struct JoinReader {
     schema: SchemaRef,
     batches: Receiver<std::result::Result<RecordBatch, ArrowError>>,
+    times: Arc<Mutex<JoinTimes>>,
+}
+
+/// Where a [`join_on`]'s time went, host wall-clock: `upload` covers pulling both readers (their
+/// own reading included) and copying them to the device; `join` the device join (each chunk's,
+/// summed), `download` copying the output to host batches (not the time the worker waited for
+/// the reader to take them).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct JoinTimes {
+    pub upload: Duration,
+    pub join: Duration,
+    pub download: Duration,
+    /// Output chunks (1 when the whole output fit at once).
+    pub chunks: u64,
+}
+
+impl JoinReader {
+    /// The times so far (final once the reader returned `None`).
+    pub fn times(&self) -> JoinTimes {
+        *self.times.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Iterator for JoinReader {
@@ -173,9 +195,11 @@ pub fn join(left: impl RecordBatchReader, right: impl RecordBatchReader, spec: J
 /// columns, key types that differ) are returned here; device errors later, as batches.
 /// Output order: that of the algorithm that ran ([`Algorithm`]'s docs).
 pub fn join_on(stream: &Stream, left: impl RecordBatchReader, right: impl RecordBatchReader, spec: JoinSpec) -> Result<JoinReader> {
+    let start = Instant::now();
     let l = Arc::new(DeviceInput { schema: left.schema(), table: upload_reader(stream, left, spec.staging)? });
     let r = Arc::new(DeviceInput { schema: right.schema(), table: upload_reader(stream, right, spec.staging)? });
-    join_inputs(stream, l, r, spec)
+    stream.synchronize()?;
+    join_inputs(stream, l, r, spec, start.elapsed())
 }
 
 /// An input uploaded once and joined many times: the build side of a join that many
@@ -227,11 +251,12 @@ impl DeviceInput {
 /// [`join_on`] with a left side already on the device (uploaded once by [`DeviceInput::upload`],
 /// shared by the joins of many right sides; each join reads it, none changes it).
 pub fn join_shared_on(stream: &Stream, left: Arc<DeviceInput>, right: impl RecordBatchReader, spec: JoinSpec) -> Result<JoinReader> {
+    let start = Instant::now();
     let r = Arc::new(DeviceInput { schema: right.schema(), table: upload_reader(stream, right, spec.staging)? });
-    join_inputs(stream, left, r, spec)
+    join_inputs(stream, left, r, spec, start.elapsed())
 }
 
-fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: JoinSpec) -> Result<JoinReader> {
+fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: JoinSpec, upload: Duration) -> Result<JoinReader> {
     let (ls, rs) = (l.schema.clone(), r.schema.clone());
     let jt = spec.join_type;
     let lsel = spec.selected(&ls, jt.has_left_map(), &spec.left_select);
@@ -244,46 +269,83 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
     let (tx, rx) = sync_channel(2);
     let stream = stream.clone();
     let out_schema = schema.clone();
+    let times = Arc::new(Mutex::new(JoinTimes { upload, ..JoinTimes::default() }));
+    let worker_times = Arc::clone(&times);
     std::thread::spawn(move || {
-        let send = |b: Result<RecordBatch>| tx.send(b.map_err(|e| ArrowError::ExternalError(Box::new(e)))).is_ok();
+        let add = |f: &dyn Fn(&mut JoinTimes)| f(&mut worker_times.lock().unwrap_or_else(|p| p.into_inner()));
+        // Time in `send` is the reader's, not the download's.
+        let send = |b: Result<RecordBatch>| {
+            let t = Instant::now();
+            let ok = tx.send(b.map_err(|e| ArrowError::ExternalError(Box::new(e)))).is_ok();
+            let waited = t.elapsed();
+            add(&|t| t.download = t.download.saturating_sub(waited));
+            ok
+        };
         let j = build(&spec, &l.table, &r.table, &lsel, &rsel);
+        let timed_join = |f: &dyn Fn() -> Result<Table>| -> Result<Table> {
+            let t = Instant::now();
+            let out = f();
+            stream.synchronize()?;
+            let e = t.elapsed();
+            add(&|t| {
+                t.join += e;
+                t.chunks += 1;
+            });
+            out
+        };
         let result = (|| -> Result<()> {
             // The whole output at once (no count pass first: a join whose output does not fit
             // fails with a typed error before writing it, and then runs in chunks).
             let whole = if spec.force_chunks {
                 None
             } else {
-                match j.run(&stream) {
+                match timed_join(&|| j.run(&stream).map(|o| o.table)) {
                     Ok(out) => Some(out),
-                    Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => None,
+                    Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => {
+                        add(&|t| t.chunks = 0);
+                        None
+                    }
                     Err(e) => return Err(e),
                 }
             };
             let emit = |table: &Table| -> Result<bool> {
+                let t = Instant::now();
+                let mut ok = true;
                 for b in Downloader::new(&stream, table.view(), Some(&out_schema), spec.download)? {
                     if !send(b) {
-                        return Ok(false);
+                        ok = false;
+                        break;
                     }
                 }
-                Ok(true)
+                let e = t.elapsed();
+                add(&|t| t.download += e);
+                Ok(ok)
             };
             if let Some(out) = whole {
-                emit(&out.table)?;
+                emit(&out)?;
                 return Ok(());
             }
             let budget = ChunkBudget::Bytes(spec.chunk_budget.resolve(stream.device())?);
-            if spec.filter.is_some() || spec.left_on.is_empty() {
-                let inputs = j.theta_inputs(&stream)?;
-                for c in inputs.chunks(&stream, budget)? {
-                    if !emit(&j.gather(&stream, &c?.data)?)? {
-                        return Ok(());
-                    }
-                }
+            let theta_inputs;
+            let mut chunks: Box<dyn Iterator<Item = Result<_>>> = if spec.filter.is_some() || spec.left_on.is_empty() {
+                theta_inputs = j.theta_inputs(&stream)?;
+                Box::new(theta_inputs.chunks(&stream, budget)?)
             } else {
-                for c in j.chunks(&stream, budget)? {
-                    if !emit(&j.gather(&stream, &c?.data)?)? {
-                        return Ok(());
-                    }
+                Box::new(j.chunks(&stream, budget)?)
+            };
+            loop {
+                // A chunk's join: its maps (the iterator's step) and their gather.
+                let t = Instant::now();
+                let Some(c) = chunks.next() else { break };
+                let table = j.gather(&stream, &c?.data)?;
+                stream.synchronize()?;
+                let e = t.elapsed();
+                add(&|t| {
+                    t.join += e;
+                    t.chunks += 1;
+                });
+                if !emit(&table)? {
+                    return Ok(());
                 }
             }
             Ok(())
@@ -292,7 +354,7 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
             send(Err(e));
         }
     });
-    Ok(JoinReader { schema, batches: rx })
+    Ok(JoinReader { schema, batches: rx, times })
 }
 
 fn build<'a>(spec: &JoinSpec, l: &'a Table, r: &'a Table, lsel: &[String], rsel: &[String]) -> Join<'a> {
