@@ -32,6 +32,8 @@ pub(crate) struct Artifact {
     target: String,
     pub(crate) exe: PathBuf,
     package_dir: PathBuf,
+    /// Built with a test profile (a test or bench executable), not a plain binary.
+    test: bool,
 }
 
 pub fn build(rest: &[String]) -> crate::Result<()> {
@@ -39,7 +41,11 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     let bundle = root.join("bundle");
     let extra: Vec<&str> = rest.iter().map(String::as_str).collect();
 
-    let tests = test_artifacts(&extra)?;
+    let built = artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], &extra)?;
+    // The binaries built for integration tests (`gpujoin`, which the CLI's tests run): in `bin/`,
+    // outside the MANIFEST; run.sh points `GPUJOIN_BIN_DIR` at them.
+    let bins: Vec<Artifact> = built.iter().filter(|a| !a.test && a.kind == "bin").map(Artifact::clone_plain).collect();
+    let tests: Vec<Artifact> = built.into_iter().filter(|a| a.test).collect();
     let benches = artifacts(&["bench", "--workspace", "--exclude", "xtask", "--no-run"], &extra)?
         .into_iter()
         .filter(|a| a.kind == "bench")
@@ -67,6 +73,17 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
                 }
             }
             manifest.push_str(&manifest_line(dir, &name, a, &root));
+        }
+    }
+    if !bins.is_empty() {
+        let folder = bundle.join("bin");
+        mkdir(&folder)?;
+        for a in &bins {
+            let dest = folder.join(&a.target);
+            std::fs::copy(&a.exe, &dest).map_err(|e| format!("copying {}: {e}", a.exe.display()))?;
+            if has_strip {
+                let _ = Command::new("strip").arg(&dest).status();
+            }
         }
     }
     write(&bundle.join("MANIFEST"), &manifest)?;
@@ -136,7 +153,13 @@ fn copy_slt_files(bundle: &Path) -> crate::Result<()> {
 
 /// The release test executables of the workspace (xtask excluded), built now.
 pub(crate) fn test_artifacts(extra: &[&str]) -> crate::Result<Vec<Artifact>> {
-    artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], extra)
+    Ok(artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], extra)?.into_iter().filter(|a| a.test).collect())
+}
+
+impl Artifact {
+    fn clone_plain(&self) -> Artifact {
+        Artifact { package: self.package.clone(), kind: self.kind.clone(), target: self.target.clone(), exe: self.exe.clone(), package_dir: self.package_dir.clone(), test: self.test }
+    }
 }
 
 /// Bundle names `<target>-<kind>-<package>` of `list`, unique within `dir` (`-2`, `-3`, ... on
@@ -196,7 +219,7 @@ fn artifacts(args: &[&str], extra: &[&str]) -> crate::Result<Vec<Artifact>> {
     Ok(found)
 }
 
-/// A `compiler-artifact` message whose profile has `"test":true` and that names an executable.
+/// A `compiler-artifact` message that names an executable (`test`: its profile has `"test":true`).
 fn parse_artifact(line: &str) -> Option<Artifact> {
     let line = line.trim();
     if !line.starts_with('{') || !line.contains("\"compiler-artifact\"") {
@@ -209,9 +232,7 @@ fn parse_artifact(line: &str) -> Option<Artifact> {
     }
     let exe = json::string(get("executable")?)?; // null -> None
     let profile = json::fields(get("profile")?)?;
-    if !profile.iter().any(|(k, v)| k == "test" && *v == "true") {
-        return None;
-    }
+    let test = profile.iter().any(|(k, v)| k == "test" && *v == "true");
     let target = json::fields(get("target")?)?;
     let tget = |k: &str| target.iter().find(|(key, _)| key == k).map(|(_, v)| *v);
     let name = json::string(tget("name")?)?;
@@ -222,7 +243,7 @@ fn parse_artifact(line: &str) -> Option<Artifact> {
         .and_then(json::string)
         .and_then(|id| package_name(&id))
         .unwrap_or_else(|| package_dir.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
-    Some(Artifact { package, kind, target: name, exe: PathBuf::from(exe), package_dir })
+    Some(Artifact { package, kind, target: name, exe: PathBuf::from(exe), package_dir, test })
 }
 
 /// The package name in a package id: `path+file:///a/b#name@0.1.0`, `path+file:///a/name#0.1.0`
@@ -397,7 +418,7 @@ fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<Packing> {
             // One block with a dictionary larger than any executable: DataFusion's code and the CUDA
             // fat binaries repeat from executable to executable, and xz finds the repeats only
             // within its dictionary.
-            "tar -C '{0}' -cf - tests benches $(test -d '{0}/slt' && echo slt) | xz -T1 --lzma2=preset=6,dict=512MiB > '{1}'",
+            "tar -C '{0}' -cf - tests benches $(test -d '{0}/bin' && echo bin) $(test -d '{0}/slt' && echo slt) | xz -T1 --lzma2=preset=6,dict=512MiB > '{1}'",
             bundle.display(),
             archive.display()
         );
@@ -409,8 +430,10 @@ fn compress_if_large(bundle: &Path, manifest: &str) -> crate::Result<Packing> {
             let (d, n) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
             std::fs::remove_file(bundle.join(d).join(n)).map_err(|e| format!("removing {d}/{n}: {e}"))?;
         }
-        if bundle.join("slt").exists() {
-            std::fs::remove_dir_all(bundle.join("slt")).map_err(|e| format!("removing slt/: {e}"))?;
+        for d in ["slt", "bin"] {
+            if bundle.join(d).exists() {
+                std::fs::remove_dir_all(bundle.join(d)).map_err(|e| format!("removing {d}/: {e}"))?;
+            }
         }
         return Ok(Packing::TarXz);
     }
@@ -481,9 +504,10 @@ mod tests {
         assert_eq!((a.package.as_str(), a.kind.as_str(), a.target.as_str()), ("gpujoin-device", "lib", "gpujoin_device"));
         assert_eq!(a.exe, PathBuf::from("/w/target/release/deps/gpujoin_device-1"));
         assert_eq!(a.package_dir, PathBuf::from("/w/crates/device"));
-        // Same target, not a test profile (target.test is true, profile.test false): skipped.
+        assert!(a.test);
+        // Same target, not a test profile (target.test is true, profile.test false): a plain build.
         let rlib = line.replace(r#""overflow_checks":false,"test":true"#, r#""overflow_checks":false,"test":false"#);
-        assert!(parse_artifact(&rlib).is_none());
+        assert!(!parse_artifact(&rlib).unwrap().test);
         let null = line.replace(r#""executable":"/w/target/release/deps/gpujoin_device-1""#, r#""executable":null"#);
         assert!(parse_artifact(&null).is_none());
         assert!(parse_artifact(r#"{"reason":"build-finished","success":true}"#).is_none());

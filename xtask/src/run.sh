@@ -14,7 +14,8 @@
 #   GPUJOIN_TIMEOUT      optional limit in seconds for each executable (needs `timeout`);
 #                        sanitize: for each tool and executable, default 600
 #   GPUJOIN_ROOT         the repository root the tests run in (default: the bundle's parent)
-# Sets GPUJOIN_COMMIT (from bundle/COMMIT) and GPUJOIN_BENCH_CSV=$OUT/bench.csv for the benches.
+# Sets GPUJOIN_COMMIT (from bundle/COMMIT) and GPUJOIN_BENCH_CSV=$OUT/bench.csv for the benches,
+# and GPUJOIN_BIN_DIR to the bundle's binaries (bin/: `gpujoin`, which gpujoin-cli's tests run).
 #
 # Ends with one line `N passed, N failed, N skipped`; exits non-zero when anything failed.
 # Tests: libtest counts; a test that printed `SKIPPED <name>: ...` counts as skipped (not passed),
@@ -151,6 +152,10 @@ out="${OUT:-$BUNDLE/out}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 export GPUJOIN_BENCH_CSV="$out/bench.csv"
+# Binaries the tests run (gpujoin-cli's tests run `gpujoin`), carried in bin/ or the archive.
+for d in "$exe_dir/bin" "$BUNDLE/bin"; do
+  if [[ -z "${GPUJOIN_BIN_DIR:-}" && -d "$d" ]]; then export GPUJOIN_BIN_DIR="$d"; fi
+done
 # DataFusion's sqllogictest files (gpujoin-datafusion's tests/sqllogictest.rs), carried in the archive.
 for d in "$exe_dir/slt/test_files" "$BUNDLE/slt/test_files"; do
   if [[ -z "${GPUJOIN_SLT_DIR:-}" && -d "$d" ]]; then export GPUJOIN_SLT_DIR="$d"; fi
