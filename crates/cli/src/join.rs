@@ -1,0 +1,361 @@
+//! `gpujoin join`: two files joined on the GPU (gpujoin-arrow's one call), the output streamed to
+//! a file or printed; DataFusion's CPU join with `--cpu` or without a GPU.
+//!
+//! ```sh
+//! gpujoin join orders.parquet customers.csv --on cust --right-on id --how left -o out.parquet
+//! gpujoin join a.parquet b.parquet --on k --filter "l.ts < r.ts" --how semi
+//! ```
+//!
+//! Output columns: the left file's, then the right file's (only one side for semi and anti
+//! joins); a name both sides have is written `left.<name>` / `right.<name>`. Rows come in no
+//! particular order. Outputs larger than device memory are produced and written in chunks.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::ValueEnum;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::common::{Column, DFSchema, JoinSide, NullEquality};
+use datafusion::config::FormatOptions;
+use datafusion::logical_expr::{col, Expr, LogicalPlanBuilder};
+use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
+use datafusion::prelude::SessionContext;
+use datafusion_cli::print_format::PrintFormat;
+use datafusion_cli::print_options::MaxRows;
+use futures::StreamExt;
+use gpujoin_arrow::JoinSpec;
+use gpujoin_datafusion::GpuJoinConfig;
+use gpujoin_join::{JoinType, NullEquality as GpuNullEquality};
+
+use crate::error::{CliError, Result};
+use crate::files::{FileReader, FileWriter};
+
+/// `--how`: the join type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum How {
+    Inner,
+    Left,
+    Right,
+    Full,
+    /// Left rows with a match.
+    Semi,
+    /// Left rows without a match.
+    Anti,
+    /// Right rows with a match.
+    RightSemi,
+    /// Right rows without a match.
+    RightAnti,
+}
+
+impl How {
+    pub fn join_type(self) -> JoinType {
+        match self {
+            How::Inner => JoinType::Inner,
+            How::Left => JoinType::Left,
+            How::Right => JoinType::Right,
+            How::Full => JoinType::Full,
+            How::Semi => JoinType::LeftSemi,
+            How::Anti => JoinType::LeftAnti,
+            How::RightSemi => JoinType::RightSemi,
+            How::RightAnti => JoinType::RightAnti,
+        }
+    }
+
+    fn datafusion(self) -> datafusion::common::JoinType {
+        use datafusion::common::JoinType as D;
+        match self {
+            How::Inner => D::Inner,
+            How::Left => D::Left,
+            How::Right => D::Right,
+            How::Full => D::Full,
+            How::Semi => D::LeftSemi,
+            How::Anti => D::LeftAnti,
+            How::RightSemi => D::RightSemi,
+            How::RightAnti => D::RightAnti,
+        }
+    }
+}
+
+/// What `gpujoin join` joins and where the output goes.
+#[derive(Debug, Clone)]
+pub struct JoinOptions {
+    pub left: PathBuf,
+    pub right: PathBuf,
+    /// Key columns of the left file.
+    pub on: Vec<String>,
+    /// Key columns of the right file (empty: the same names as `on`).
+    pub right_on: Vec<String>,
+    pub how: How,
+    /// A condition on matching pairs, SQL over `l.<column>` and `r.<column>`.
+    pub filter: Option<String>,
+    /// NULL keys match NULL keys (SQL's `IS NOT DISTINCT FROM`).
+    pub nulls_equal: bool,
+    /// The output file (its extension gives the format); `None`: printed to stdout.
+    pub output: Option<PathBuf>,
+    pub cpu: bool,
+    /// Produce the output in chunks of at most this many MiB of device memory.
+    pub chunk_mb: Option<u64>,
+    pub format: PrintFormat,
+    pub maxrows: MaxRows,
+    pub quiet: bool,
+}
+
+/// Where the time of one `gpujoin join` went.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct JoinReport {
+    pub left_rows: u64,
+    pub right_rows: u64,
+    pub output_rows: u64,
+    pub read: Duration,
+    pub upload: Duration,
+    pub join: Duration,
+    pub download: Duration,
+    pub write: Duration,
+    pub total: Duration,
+    pub chunks: u64,
+    pub on_gpu: bool,
+}
+
+impl std::fmt::Display for JoinReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = |d: Duration| d.as_secs_f64();
+        write!(f, "{} x {} rows -> {} rows in {:.3} s: read {:.3} s, ", self.left_rows, self.right_rows, self.output_rows, s(self.total), s(self.read))?;
+        if self.on_gpu {
+            write!(f, "upload {:.3} s, join {:.3} s (GPU, {} chunk{}), download {:.3} s, ", s(self.upload), s(self.join), self.chunks, if self.chunks == 1 { "" } else { "s" }, s(self.download))?;
+        } else {
+            write!(f, "join {:.3} s (CPU, DataFusion), ", s(self.join))?;
+        }
+        write!(f, "write {:.3} s", s(self.write))
+    }
+}
+
+/// The key columns of both sides, checked: they exist, pair up, and have types that join.
+fn keys(o: &JoinOptions, ls: &Schema, rs: &Schema) -> Result<(Vec<String>, Vec<String>)> {
+    let right_on = if o.right_on.is_empty() { o.on.clone() } else { o.right_on.clone() };
+    if o.on.is_empty() {
+        return Err(CliError::new("--on names no key column"));
+    }
+    if right_on.len() != o.on.len() {
+        return Err(CliError::new(format!("--on names {} key columns and --right-on {}; they pair up one to one", o.on.len(), right_on.len())));
+    }
+    let field = |schema: &Schema, name: &str, path: &std::path::Path| {
+        schema.field_with_name(name).cloned().map_err(|_| {
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            CliError::new(format!("unknown column `{name}` in {} (its columns: {})", path.display(), names.join(", ")))
+        })
+    };
+    for (l, r) in o.on.iter().zip(&right_on) {
+        let (lf, rf) = (field(ls, l, &o.left)?, field(rs, r, &o.right)?);
+        let lt = gpujoin_arrow::device_type(l, lf.data_type()).map_err(|e| CliError::in_file(&o.left, e))?;
+        let rt = gpujoin_arrow::device_type(r, rf.data_type()).map_err(|e| CliError::in_file(&o.right, e))?;
+        if lt != rt {
+            return Err(CliError::new(format!(
+                "key types differ: `{l}` in {} is {}, `{r}` in {} is {} (cast one side first, e.g. with `gpujoin sql`)",
+                o.left.display(),
+                lf.data_type(),
+                o.right.display(),
+                rf.data_type()
+            )));
+        }
+    }
+    Ok((o.on.clone(), right_on))
+}
+
+/// The output names, as gpujoin-arrow names them: each side's columns (none for the side a semi
+/// or anti join does not return), a name both sides output prefixed `left.` / `right.`.
+fn output_names(ls: &Schema, rs: &Schema, jt: JoinType) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let names = |s: &Schema, returned: bool| -> Vec<String> { if returned { s.fields().iter().map(|f| f.name().clone()).collect() } else { Vec::new() } };
+    let (l, r) = (names(ls, jt.has_left_map()), names(rs, jt.has_right_map()));
+    let out = |mine: &[String], other: &[String], prefix: &str| mine.iter().map(|n| (n.clone(), if other.contains(n) { format!("{prefix}{n}") } else { n.clone() })).collect();
+    (out(&l, &r, "left."), out(&r, &l, "right."))
+}
+
+/// The filter as DataFusion's expression over the two files (`l.` / `r.` qualifiers), and the
+/// schema it refers to (the left columns, then the right ones).
+fn parse_filter(ctx: &SessionContext, text: &str, ls: &SchemaRef, rs: &SchemaRef) -> Result<(Expr, DFSchema)> {
+    let l = DFSchema::try_from_qualified_schema("l", ls)?;
+    let r = DFSchema::try_from_qualified_schema("r", rs)?;
+    let both = l.join(&r)?;
+    let expr = ctx.parse_sql_expr(text, &both).map_err(|e| CliError::new(format!("--filter {text:?}: {}", CliError::from(e))))?;
+    Ok((expr, both))
+}
+
+/// Runs `gpujoin join`.
+pub async fn run(o: JoinOptions) -> Result<JoinReport> {
+    let start = Instant::now();
+    let left = FileReader::open(&o.left)?;
+    let right = FileReader::open(&o.right)?;
+    let (ls, rs) = (left.schema_ref(), right.schema_ref());
+    let (left_on, right_on) = keys(&o, &ls, &rs)?;
+    let ctx = crate::session::context(true, crate::session::BATCH_ROWS, None)?;
+    let filter = match &o.filter {
+        Some(text) => Some(parse_filter(&ctx, text, &ls, &rs)?),
+        None => None,
+    };
+    let gpu = if o.cpu { Err("--cpu".to_string()) } else { crate::session::gpu() };
+    if let Err(why) = &gpu {
+        if !o.cpu && !o.quiet {
+            eprintln!("gpujoin: no GPU ({why}): joining on the CPU with DataFusion");
+        }
+    }
+    let mut report = if gpu.is_ok() {
+        join_on_gpu(&o, left, right, &left_on, &right_on, filter, start).await?
+    } else {
+        join_on_cpu(&o, &ctx, left, right, &left_on, &right_on, filter).await?
+    };
+    report.total = start.elapsed();
+    Ok(report)
+}
+
+/// Where the output goes: a file, or stdout (at most `maxrows` rows kept for printing).
+enum Sink {
+    File(FileWriter),
+    Print { schema: SchemaRef, batches: Vec<RecordBatch>, kept: usize },
+}
+
+impl Sink {
+    fn new(o: &JoinOptions, schema: &SchemaRef) -> Result<Sink> {
+        Ok(match &o.output {
+            Some(path) => Sink::File(FileWriter::create(path, schema)?),
+            None => Sink::Print { schema: Arc::clone(schema), batches: Vec::new(), kept: 0 },
+        })
+    }
+
+    fn write(&mut self, b: RecordBatch, maxrows: MaxRows) -> Result<()> {
+        match self {
+            Sink::File(w) => w.write(&b),
+            Sink::Print { batches, kept, .. } => {
+                let limit = match maxrows {
+                    MaxRows::Unlimited => usize::MAX,
+                    MaxRows::Limited(n) => n,
+                };
+                if *kept < limit {
+                    *kept += b.num_rows();
+                    batches.push(b);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn finish(self, o: &JoinOptions) -> Result<()> {
+        match self {
+            Sink::File(w) => w.finish(),
+            Sink::Print { schema, batches, .. } => {
+                let mut out = std::io::stdout().lock();
+                o.format.print_batches(&mut out, schema, &batches, o.maxrows, true, &FormatOptions::default()).map_err(CliError::from)
+            }
+        }
+    }
+}
+
+async fn join_on_gpu(o: &JoinOptions, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], filter: Option<(Expr, DFSchema)>, start: Instant) -> Result<JoinReport> {
+    let (ls, rs) = (left.schema_ref(), right.schema_ref());
+    // Every column must go to the device: say which one cannot before reading anything more.
+    gpujoin_arrow::device_types(&ls).map_err(|e| CliError::in_file(&o.left, e))?;
+    gpujoin_arrow::device_types(&rs).map_err(|e| CliError::in_file(&o.right, e))?;
+    let jt = o.how.join_type();
+    let lo: Vec<&str> = left_on.iter().map(String::as_str).collect();
+    let ro: Vec<&str> = right_on.iter().map(String::as_str).collect();
+    let mut spec = JoinSpec::new(jt, &lo, &ro).batch_rows(crate::session::BATCH_ROWS);
+    if o.nulls_equal {
+        spec = spec.null_equality(GpuNullEquality::NullEqualsNull);
+    }
+    if let Some(mb) = o.chunk_mb {
+        spec = spec.chunks_of(mb.max(1) << 20);
+    }
+    if let Some((expr, schema)) = filter {
+        let physical = crate::session::context(true, 8192, None)?.create_physical_expr(expr, &schema)?;
+        let nl = ls.fields().len();
+        let indices = (0..schema.fields().len()).map(|i| if i < nl { ColumnIndex { index: i, side: JoinSide::Left } } else { ColumnIndex { index: i - nl, side: JoinSide::Right } }).collect();
+        let join_filter = JoinFilter::new(physical, indices, Arc::clone(schema.inner()));
+        let p = gpujoin_datafusion::translate::filter_predicate(&join_filter, &ls, &rs, &GpuJoinConfig::default())
+            .map_err(|r| CliError::new(format!("--filter {}: the GPU cannot evaluate it ({}); run with --cpu", o.filter.as_deref().unwrap_or(""), r.0)))?;
+        spec = spec.filter(p);
+    }
+    let (lread, rread) = (left.read_time(), right.read_time());
+    let (lrows, rrows) = (left.rows_read(), right.rows_read());
+    let bar = crate::progress::spinner("uploading");
+    let stream = gpujoin_device::Device::new(0)?.new_stream()?;
+    let reader = gpujoin_arrow::join_on(&stream, left, right, spec)?;
+    bar.set_message("joining");
+    let schema = arrow_schema_of(&reader);
+    let mut sink = Sink::new(o, &schema)?;
+    let mut write = Duration::ZERO;
+    let mut out_rows = 0u64;
+    let mut reader = reader;
+    for b in reader.by_ref() {
+        let b = b?;
+        out_rows += b.num_rows() as u64;
+        bar.set_message(format!("{out_rows} rows out"));
+        let t = Instant::now();
+        sink.write(b, o.maxrows)?;
+        write += t.elapsed();
+    }
+    let t = Instant::now();
+    sink.finish(o)?;
+    write += t.elapsed();
+    bar.finish_and_clear();
+    let times = reader.times();
+    let read = *lread.lock().unwrap_or_else(|p| p.into_inner()) + *rread.lock().unwrap_or_else(|p| p.into_inner());
+    let _ = start;
+    Ok(JoinReport {
+        left_rows: lrows.load(std::sync::atomic::Ordering::Relaxed),
+        right_rows: rrows.load(std::sync::atomic::Ordering::Relaxed),
+        output_rows: out_rows,
+        read,
+        upload: times.upload.saturating_sub(read),
+        join: times.join,
+        download: times.download,
+        write,
+        total: Duration::ZERO,
+        chunks: times.chunks,
+        on_gpu: true,
+    })
+}
+
+fn arrow_schema_of(r: &gpujoin_arrow::JoinReader) -> SchemaRef {
+    use datafusion::arrow::array::RecordBatchReader;
+    r.schema()
+}
+
+async fn join_on_cpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], filter: Option<(Expr, DFSchema)>) -> Result<JoinReport> {
+    let (lread, rread) = (left.read_time(), right.read_time());
+    let (ls, lb) = left.read_all()?;
+    let (rs, rb) = right.read_all()?;
+    let read = *lread.lock().unwrap_or_else(|p| p.into_inner()) + *rread.lock().unwrap_or_else(|p| p.into_inner());
+    let (left_rows, right_rows) = (lb.iter().map(|b| b.num_rows() as u64).sum(), rb.iter().map(|b| b.num_rows() as u64).sum());
+    let t = Instant::now();
+    let l = ctx.read_batches(lb)?.alias("l")?.into_unoptimized_plan();
+    let r = ctx.read_batches(rb)?.alias("r")?.into_unoptimized_plan();
+    let lk: Vec<Column> = left_on.iter().map(|n| Column::new(Some("l"), n)).collect();
+    let rk: Vec<Column> = right_on.iter().map(|n| Column::new(Some("r"), n)).collect();
+    let nulls = if o.nulls_equal { NullEquality::NullEqualsNull } else { NullEquality::NullEqualsNothing };
+    let (lnames, rnames) = output_names(&ls, &rs, o.how.join_type());
+    let project: Vec<Expr> = lnames
+        .iter()
+        .map(|(n, out)| col(Column::new(Some("l"), n)).alias(out))
+        .chain(rnames.iter().map(|(n, out)| col(Column::new(Some("r"), n)).alias(out)))
+        .collect();
+    let plan = LogicalPlanBuilder::from(l).join_detailed(r, o.how.datafusion(), (lk, rk), filter.map(|(e, _)| e), nulls)?.project(project)?.build()?;
+    let df = ctx.execute_logical_plan(plan).await?;
+    let schema = Arc::clone(df.schema().inner());
+    // Plain names in the output (DataFusion's schema carries no qualifiers in Arrow names).
+    let schema: SchemaRef = Arc::new(Schema::new(schema.fields().iter().map(|f| f.as_ref().clone()).collect::<Vec<_>>()));
+    let mut stream = df.execute_stream().await?;
+    let mut sink = Sink::new(o, &schema)?;
+    let (mut write, mut out_rows) = (Duration::ZERO, 0u64);
+    while let Some(b) = stream.next().await {
+        let b = RecordBatch::try_new(Arc::clone(&schema), b?.columns().to_vec())?;
+        out_rows += b.num_rows() as u64;
+        let w = Instant::now();
+        sink.write(b, o.maxrows)?;
+        write += w.elapsed();
+    }
+    let w = Instant::now();
+    sink.finish(o)?;
+    write += w.elapsed();
+    Ok(JoinReport { left_rows, right_rows, output_rows: out_rows, read, join: t.elapsed().saturating_sub(write), write, on_gpu: false, ..JoinReport::default() })
+}
