@@ -1,4 +1,4 @@
-//! The seed demonstrations, shared by the `gpujoin-demo` binary (`cargo xtask demo`) and the
+//! The seed demonstrations, shared by the `gpujoin-demo` binary (`cargo xtask seeds`) and the
 //! tests: ModernGPU's relational-join demonstration (seed 000) in its own format, the interleave
 //! join's worked example (seed 001), and the throughput of a 2^24-row join.
 

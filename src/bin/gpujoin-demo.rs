@@ -1,4 +1,4 @@
-//! `cargo xtask demo`: the seed demonstrations on the GPU (see `gpujoin::demo`).
+//! `cargo xtask seeds`: the seed demonstrations on the GPU (see `gpujoin::demo`).
 
 use std::process::ExitCode;
 

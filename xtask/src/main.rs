@@ -5,7 +5,8 @@
 //! | `toolkit` | finds a CUDA toolkit, or provisions the pinned CUDA 13.0 wheels into the cache |
 //! | `build` | provisions if needed, then `cargo build --release` |
 //! | `test` | provisions if needed, checks the bindings, then `cargo test` on the workspace; ends with the count of GPU tests that skipped for lack of a device |
-//! | `demo` | provisions if needed, then runs the demo (the seed examples on the GPU) |
+//! | `demo [args]` | provisions if needed, then runs `gpujoin demo [args]` (gpujoin-cli: TPC-H generated in process, the join-heavy queries with DataFusion's CPU joins and with GPU joins) |
+//! | `seeds` | provisions if needed, then runs the seed documents' examples (`gpujoin-demo`) |
 //! | `bench` | runs the benchmarks here (needs a GPU) and collates `benches/results/` |
 //! | `collate DIR` | turns the CSV rows that a bundle run wrote into DIR into `benches/results/` |
 //! | `bundle` | builds release test and bench executables into `bundle/` with a runner script |
@@ -32,7 +33,8 @@ fn main() -> ExitCode {
         "toolkit" => toolkit::ensure().map(|t| println!("CUDA toolkit: {} ({})", t.root.display(), t.source)),
         "build" => cargo_with_toolkit(&["build", "--release", "--workspace"], rest),
         "test" => return test(rest),
-        "demo" => cargo_with_toolkit(&["run", "--release", "--quiet", "--bin", "gpujoin-demo", "--"], rest),
+        "demo" => cargo_with_toolkit(&["run", "--release", "--quiet", "-p", "gpujoin-cli", "--bin", "gpujoin", "--", "demo"], rest),
+        "seeds" => cargo_with_toolkit(&["run", "--release", "--quiet", "--bin", "gpujoin-demo", "--"], rest),
         "bench" => bench::run_local(rest),
         "collate" => bench::collate(rest),
         "bundle" => bundle::build(rest),

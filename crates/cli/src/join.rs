@@ -92,6 +92,9 @@ pub struct JoinOptions {
     pub filter: Option<String>,
     /// NULL keys match NULL keys (SQL's `IS NOT DISTINCT FROM`).
     pub nulls_equal: bool,
+    /// The output columns of each side (`None`: every column of a side the join type returns).
+    pub left_columns: Option<Vec<String>>,
+    pub right_columns: Option<Vec<String>>,
     /// The output file (its extension gives the format); `None`: printed to stdout.
     pub output: Option<PathBuf>,
     pub cpu: bool,
@@ -163,13 +166,34 @@ fn keys(o: &JoinOptions, ls: &Schema, rs: &Schema) -> Result<(Vec<String>, Vec<S
     Ok((o.on.clone(), right_on))
 }
 
-/// The output names, as gpujoin-arrow names them: each side's columns (none for the side a semi
-/// or anti join does not return), a name both sides output prefixed `left.` / `right.`.
-fn output_names(ls: &Schema, rs: &Schema, jt: JoinType) -> (Vec<(String, String)>, Vec<(String, String)>) {
-    let names = |s: &Schema, returned: bool| -> Vec<String> { if returned { s.fields().iter().map(|f| f.name().clone()).collect() } else { Vec::new() } };
-    let (l, r) = (names(ls, jt.has_left_map()), names(rs, jt.has_right_map()));
+/// The selected columns of each side, checked: `--left-columns` / `--right-columns`, or every
+/// column of a side the join type returns.
+fn selected(o: &JoinOptions, ls: &Schema, rs: &Schema) -> Result<(Vec<String>, Vec<String>)> {
+    let jt = o.how.join_type();
+    let side = |cols: &Option<Vec<String>>, s: &Schema, returned: bool, path: &std::path::Path, flag: &str| -> Result<Vec<String>> {
+        match cols {
+            None if returned => Ok(s.fields().iter().map(|f| f.name().clone()).collect()),
+            None => Ok(Vec::new()),
+            Some(c) if !returned && !c.is_empty() => Err(CliError::new(format!("{flag}: a {:?} join returns no columns of {}", o.how, path.display()))),
+            Some(c) => {
+                for n in c {
+                    if s.field_with_name(n).is_err() {
+                        let names: Vec<&str> = s.fields().iter().map(|f| f.name().as_str()).collect();
+                        return Err(CliError::new(format!("{flag}: unknown column `{n}` in {} (its columns: {})", path.display(), names.join(", "))));
+                    }
+                }
+                Ok(c.clone())
+            }
+        }
+    };
+    Ok((side(&o.left_columns, ls, jt.has_left_map(), &o.left, "--left-columns")?, side(&o.right_columns, rs, jt.has_right_map(), &o.right, "--right-columns")?))
+}
+
+/// The output names, as gpujoin-arrow names them: each side's selected columns, a name both
+/// sides output prefixed `left.` / `right.`.
+fn output_names(l: &[String], r: &[String]) -> (Vec<(String, String)>, Vec<(String, String)>) {
     let out = |mine: &[String], other: &[String], prefix: &str| mine.iter().map(|n| (n.clone(), if other.contains(n) { format!("{prefix}{n}") } else { n.clone() })).collect();
-    (out(&l, &r, "left."), out(&r, &l, "right."))
+    (out(l, r, "left."), out(r, l, "right."))
 }
 
 /// The filter as DataFusion's expression over the two files (`l.` / `r.` qualifiers), and the
@@ -189,6 +213,7 @@ pub async fn run(o: JoinOptions) -> Result<JoinReport> {
     let right = FileReader::open(&o.right)?;
     let (ls, rs) = (left.schema_ref(), right.schema_ref());
     let (left_on, right_on) = keys(&o, &ls, &rs)?;
+    let select = selected(&o, &ls, &rs)?;
     let ctx = crate::session::context(true, crate::session::BATCH_ROWS, None)?;
     let filter = match &o.filter {
         Some(text) => Some(parse_filter(&ctx, text, &ls, &rs)?),
@@ -201,9 +226,9 @@ pub async fn run(o: JoinOptions) -> Result<JoinReport> {
         }
     }
     let mut report = if gpu.is_ok() {
-        join_on_gpu(&o, left, right, &left_on, &right_on, filter, start).await?
+        join_on_gpu(&o, left, right, &left_on, &right_on, &select, filter, start).await?
     } else {
-        join_on_cpu(&o, &ctx, left, right, &left_on, &right_on, filter).await?
+        join_on_cpu(&o, &ctx, left, right, &left_on, &right_on, &select, filter).await?
     };
     report.total = start.elapsed();
     Ok(report)
@@ -251,7 +276,8 @@ impl Sink {
     }
 }
 
-async fn join_on_gpu(o: &JoinOptions, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], filter: Option<(Expr, DFSchema)>, start: Instant) -> Result<JoinReport> {
+#[allow(clippy::too_many_arguments)]
+async fn join_on_gpu(o: &JoinOptions, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], select: &(Vec<String>, Vec<String>), filter: Option<(Expr, DFSchema)>, start: Instant) -> Result<JoinReport> {
     let (ls, rs) = (left.schema_ref(), right.schema_ref());
     // Every column must go to the device: say which one cannot before reading anything more.
     gpujoin_arrow::device_types(&ls).map_err(|e| CliError::in_file(&o.left, e))?;
@@ -259,7 +285,9 @@ async fn join_on_gpu(o: &JoinOptions, left: FileReader, right: FileReader, left_
     let jt = o.how.join_type();
     let lo: Vec<&str> = left_on.iter().map(String::as_str).collect();
     let ro: Vec<&str> = right_on.iter().map(String::as_str).collect();
-    let mut spec = JoinSpec::new(jt, &lo, &ro).batch_rows(crate::session::BATCH_ROWS);
+    let ls_: Vec<&str> = select.0.iter().map(String::as_str).collect();
+    let rs_: Vec<&str> = select.1.iter().map(String::as_str).collect();
+    let mut spec = JoinSpec::new(jt, &lo, &ro).select(&ls_, &rs_).batch_rows(crate::session::BATCH_ROWS);
     if o.nulls_equal {
         spec = spec.null_equality(GpuNullEquality::NullEqualsNull);
     }
@@ -321,10 +349,11 @@ fn arrow_schema_of(r: &gpujoin_arrow::JoinReader) -> SchemaRef {
     r.schema()
 }
 
-async fn join_on_cpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], filter: Option<(Expr, DFSchema)>) -> Result<JoinReport> {
+#[allow(clippy::too_many_arguments)]
+async fn join_on_cpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], select: &(Vec<String>, Vec<String>), filter: Option<(Expr, DFSchema)>) -> Result<JoinReport> {
     let (lread, rread) = (left.read_time(), right.read_time());
-    let (ls, lb) = left.read_all()?;
-    let (rs, rb) = right.read_all()?;
+    let (_, lb) = left.read_all()?;
+    let (_, rb) = right.read_all()?;
     let read = *lread.lock().unwrap_or_else(|p| p.into_inner()) + *rread.lock().unwrap_or_else(|p| p.into_inner());
     let (left_rows, right_rows) = (lb.iter().map(|b| b.num_rows() as u64).sum(), rb.iter().map(|b| b.num_rows() as u64).sum());
     let t = Instant::now();
@@ -333,7 +362,7 @@ async fn join_on_cpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
     let lk: Vec<Column> = left_on.iter().map(|n| Column::new(Some("l"), n)).collect();
     let rk: Vec<Column> = right_on.iter().map(|n| Column::new(Some("r"), n)).collect();
     let nulls = if o.nulls_equal { NullEquality::NullEqualsNull } else { NullEquality::NullEqualsNothing };
-    let (lnames, rnames) = output_names(&ls, &rs, o.how.join_type());
+    let (lnames, rnames) = output_names(&select.0, &select.1);
     let project: Vec<Expr> = lnames
         .iter()
         .map(|(n, out)| col(Column::new(Some("l"), n)).alias(out))

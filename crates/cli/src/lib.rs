@@ -96,6 +96,12 @@ pub struct JoinArgs {
     /// NULL keys match NULL keys (SQL's IS NOT DISTINCT FROM); by default they match nothing.
     #[arg(long)]
     pub nulls_equal: bool,
+    /// Output only these columns of the left file, comma-separated (default: all it returns).
+    #[arg(long, value_delimiter = ',')]
+    pub left_columns: Option<Vec<String>>,
+    /// Output only these columns of the right file, comma-separated (default: all it returns).
+    #[arg(long, value_delimiter = ',')]
+    pub right_columns: Option<Vec<String>>,
     /// The output file (.parquet, .csv, .arrow, .json); without it the rows are printed.
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,
@@ -173,6 +179,8 @@ pub async fn run(cli: Cli) -> Result<()> {
                 how: a.how,
                 filter: a.filter,
                 nulls_equal: a.nulls_equal,
+                left_columns: a.left_columns,
+                right_columns: a.right_columns,
                 output: a.output,
                 cpu: a.cpu,
                 chunk_mb: a.chunk_mb,

@@ -233,6 +233,11 @@ fn join_output_formats_and_printing() {
     assert_eq!(stdout.lines().count(), want.len() + 1, "{stdout}");
     let (stdout, _) = ok(&dir, &["join", "left.parquet", "right.parquet", "--on", "k", "--how", "full", "--maxrows", "2"]);
     assert!(stdout.contains("left.k"), "a table: {stdout}");
+    // Selected columns.
+    ok(&dir, &["join", "left.parquet", "right.parquet", "--on", "k", "--left-columns", "v,k", "--right-columns", "w", "-o", "sel.parquet"]);
+    let (rows, names) = read_parquet(&dir.join("sel.parquet"));
+    assert_eq!(names, ["v", "k", "w"]);
+    assert_eq!(rows, vec!["NULL|3|2.5", "b|2|0.5", "b|2|1.5", "c|2|0.5", "c|2|1.5", "g|5|5.5"]);
     // --cpu gives the same rows.
     ok(&dir, &["join", "left.parquet", "right.parquet", "--on", "k", "--how", "full", "--cpu", "-o", "cpu.parquet"]);
     assert_eq!(read_parquet(&dir.join("cpu.parquet")).0, expected("full", &[0], false, |_, _, _, _| true));
@@ -253,6 +258,8 @@ fn join_bad_inputs() {
     fails(&dir, &["join", "left.parquet", "right.parquet", "--on", "k,k2", "--right-on", "k"], "pair up");
     fails(&dir, &["join", "left.parquet", "right.parquet", "--on", "k", "--filter", "l.zz < r.k2"], "--filter");
     fails(&dir, &["join", "left.parquet", "right.parquet", "--on", "k", "-o", "out.xlsx"], "unknown file format");
+    fails(&dir, &["join", "left.parquet", "right.parquet", "--on", "k", "--right-columns", "nope"], "--right-columns: unknown column `nope` in right.parquet");
+    fails(&dir, &["join", "left.parquet", "right.parquet", "--on", "k", "--how", "semi", "--right-columns", "w"], "returns no columns of right.parquet");
     // A usage error: status 1 too.
     let out = gpujoin(&dir, &["join", "left.parquet"]);
     assert_eq!(out.status.code(), Some(1));
