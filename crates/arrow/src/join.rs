@@ -273,12 +273,12 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
     let worker_times = Arc::clone(&times);
     std::thread::spawn(move || {
         let add = |f: &dyn Fn(&mut JoinTimes)| f(&mut worker_times.lock().unwrap_or_else(|p| p.into_inner()));
-        // Time in `send` is the reader's, not the download's.
+        // Time in `send` is the reader's, not the download's: counted here, taken off below.
+        let waiting = std::cell::Cell::new(Duration::ZERO);
         let send = |b: Result<RecordBatch>| {
             let t = Instant::now();
             let ok = tx.send(b.map_err(|e| ArrowError::ExternalError(Box::new(e)))).is_ok();
-            let waited = t.elapsed();
-            add(&|t| t.download = t.download.saturating_sub(waited));
+            waiting.set(waiting.get() + t.elapsed());
             ok
         };
         let j = build(&spec, &l.table, &r.table, &lsel, &rsel);
@@ -310,6 +310,7 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
             };
             let emit = |table: &Table| -> Result<bool> {
                 let t = Instant::now();
+                let waited_before = waiting.get();
                 let mut ok = true;
                 for b in Downloader::new(&stream, table.view(), Some(&out_schema), spec.download)? {
                     if !send(b) {
@@ -317,7 +318,7 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
                         break;
                     }
                 }
-                let e = t.elapsed();
+                let e = t.elapsed().saturating_sub(waiting.get() - waited_before);
                 add(&|t| t.download += e);
                 Ok(ok)
             };

@@ -36,3 +36,44 @@ pub fn spinner(message: &str) -> ProgressBar {
     s.enable_steady_tick(Duration::from_millis(120));
     s
 }
+
+/// Rows read from files, shown while they are read (a bar when the files' metadata gives their
+/// rows, else a spinner with the count); updated from the readers' counters by a thread.
+pub struct Reading {
+    bar: ProgressBar,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts showing the rows `files` have read.
+pub fn reading(files: &[&crate::files::FileReader]) -> Reading {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let total: u64 = files.iter().map(|f| f.rows_hint()).sum();
+    let bar = if total > 0 && files.iter().all(|f| f.rows_hint() > 0) { self::bar(total, "reading") } else { spinner("reading") };
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let thread = (!bar.is_hidden()).then(|| {
+        let counters: Vec<_> = files.iter().map(|f| f.rows_read()).collect();
+        let (bar, done) = (bar.clone(), std::sync::Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                let rows: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+                bar.set_position(rows);
+                if bar.length().is_none() {
+                    bar.set_message(format!("reading: {rows} rows"));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    });
+    Reading { bar, done, thread }
+}
+
+impl Reading {
+    pub fn finish(mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
