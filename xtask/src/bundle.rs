@@ -13,6 +13,8 @@
 //! | `run.sh` | the runner: `bash bundle/run.sh [tests\|benches\|all] [filter]`, or `bash bundle/run.sh sanitize [tool...] [filter]` (the test executables under compute-sanitizer, see `xtask/src/run.sh`) |
 //!
 //! Extra arguments go to both `cargo test` and `cargo bench` (e.g. `--features ...`).
+//! `GPUJOIN_BUNDLE_ONLY=cli,datafusion-test,front_door` keeps only the test and bench executables
+//! whose bundle name contains one of the comma-separated pieces (the binaries always go).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -46,9 +48,14 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     // outside the MANIFEST; run.sh points `GPUJOIN_BIN_DIR` at them.
     let bins: Vec<Artifact> = built.iter().filter(|a| !a.test && a.kind == "bin").map(Artifact::clone_plain).collect();
     let tests: Vec<Artifact> = built.into_iter().filter(|a| a.test).collect();
+    // GPUJOIN_BUNDLE_ONLY=cli,front_door: only the test and bench executables whose bundle name
+    // contains one of the pieces (the full bundle with DataFusion's executables passes 64 MiB).
+    let only: Vec<String> = std::env::var("GPUJOIN_BUNDLE_ONLY").unwrap_or_default().split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect();
+    let keep = |a: &Artifact| only.is_empty() || only.iter().any(|p| format!("{}-{}-{}", a.target, a.kind, a.package).contains(p.as_str()));
+    let tests: Vec<Artifact> = tests.into_iter().filter(|a| keep(a)).collect();
     let benches = artifacts(&["bench", "--workspace", "--exclude", "xtask", "--no-run"], &extra)?
         .into_iter()
-        .filter(|a| a.kind == "bench")
+        .filter(|a| a.kind == "bench" && keep(a))
         .collect::<Vec<_>>();
 
     if bundle.exists() {
