@@ -27,7 +27,7 @@ const WARN_BYTES: u64 = 48 << 20;
 const GZIP_BYTES: u64 = 24 << 20;
 
 /// One executable that cargo reported.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Artifact {
     package: String,
     kind: String,
@@ -46,7 +46,7 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     let built = artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], &extra)?;
     // The binaries built for integration tests (`gpujoin`, which the CLI's tests run): in `bin/`,
     // outside the MANIFEST; run.sh points `GPUJOIN_BIN_DIR` at them.
-    let bins: Vec<Artifact> = built.iter().filter(|a| !a.test && a.kind == "bin").map(Artifact::clone_plain).collect();
+    let bins: Vec<Artifact> = built.iter().filter(|a| !a.test && a.kind == "bin").cloned().collect();
     let tests: Vec<Artifact> = built.into_iter().filter(|a| a.test).collect();
     // GPUJOIN_BUNDLE_ONLY=cli,front_door: only the test and bench executables whose bundle name
     // contains one of the pieces (the full bundle with DataFusion's executables passes 64 MiB).
@@ -163,11 +163,6 @@ pub(crate) fn test_artifacts(extra: &[&str]) -> crate::Result<Vec<Artifact>> {
     Ok(artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], extra)?.into_iter().filter(|a| a.test).collect())
 }
 
-impl Artifact {
-    fn clone_plain(&self) -> Artifact {
-        Artifact { package: self.package.clone(), kind: self.kind.clone(), target: self.target.clone(), exe: self.exe.clone(), package_dir: self.package_dir.clone(), test: self.test }
-    }
-}
 
 /// Bundle names `<target>-<kind>-<package>` of `list`, unique within `dir` (`-2`, `-3`, ... on
 /// a clash).

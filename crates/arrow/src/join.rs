@@ -282,16 +282,16 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
             ok
         };
         let j = build(&spec, &l.table, &r.table, &lsel, &rsel);
-        let timed_join = |f: &dyn Fn() -> Result<Table>| -> Result<Table> {
-            let t = Instant::now();
-            let out = f();
+        // Device join time since `start` (after a synchronize), and one more output chunk if
+        // `produced`.
+        let joined = |start: Instant, produced: bool| -> Result<()> {
             stream.synchronize()?;
-            let e = t.elapsed();
+            let e = start.elapsed();
             add(&|t| {
                 t.join += e;
-                t.chunks += 1;
+                t.chunks += u64::from(produced);
             });
-            out
+            Ok(())
         };
         let result = (|| -> Result<()> {
             // The whole output at once (no count pass first: a join whose output does not fit
@@ -299,12 +299,12 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
             let whole = if spec.force_chunks {
                 None
             } else {
-                match timed_join(&|| j.run(&stream).map(|o| o.table)) {
-                    Ok(out) => Some(out),
-                    Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => {
-                        add(&|t| t.chunks = 0);
-                        None
-                    }
+                let start = Instant::now();
+                let run = j.run(&stream);
+                joined(start, run.is_ok())?;
+                match run {
+                    Ok(out) => Some(out.table),
+                    Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => None,
                     Err(e) => return Err(e),
                 }
             };
@@ -336,15 +336,10 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
             };
             loop {
                 // A chunk's join: its maps (the iterator's step) and their gather.
-                let t = Instant::now();
+                let start = Instant::now();
                 let Some(c) = chunks.next() else { break };
                 let table = j.gather(&stream, &c?.data)?;
-                stream.synchronize()?;
-                let e = t.elapsed();
-                add(&|t| {
-                    t.join += e;
-                    t.chunks += 1;
-                });
+                joined(start, true)?;
                 if !emit(&table)? {
                     return Ok(());
                 }

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use datafusion::catalog::MemTable;
-use datafusion::prelude::SessionContext;
 use gpujoin_datafusion::tpch;
 
 use crate::error::{CliError, Result};
@@ -51,23 +50,6 @@ fn share(part: f64, whole: f64) -> f64 {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-async fn cpu_only(ctx: &SessionContext, q: usize, reps: usize) -> Result<f64> {
-    let sql = tpch::query(q).ok_or_else(|| CliError::new(format!("TPC-H has queries 1 to 22, not {q}")))?;
-    ctx.sql(sql).await?.collect().await?;
-    let mut times = Vec::new();
-    for _ in 0..reps.max(1) {
-        let t = Instant::now();
-        ctx.sql(sql).await?.collect().await?;
-        times.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(median(times))
-}
-
 /// Runs the demo (a table on stdout) or the benchmark (CSV rows).
 pub async fn run(o: DemoOptions) -> Result<Vec<QueryFigures>> {
     let start = Instant::now();
@@ -99,6 +81,7 @@ pub async fn run(o: DemoOptions) -> Result<Vec<QueryFigures>> {
         Ok(_) => Some(crate::session::context(false, crate::session::BATCH_ROWS, Some(partitions))?),
         Err(_) => None,
     };
+    let device_name = gpu.unwrap_or_else(|_| "no GPU".into());
 
     let generation = Instant::now();
     let bar = crate::progress::bar(tpch::TABLES.len() as u64, "generating");
@@ -145,7 +128,7 @@ pub async fn run(o: DemoOptions) -> Result<Vec<QueryFigures>> {
                 QueryFigures { query: q, cpu_ms: r.plain_ms, gpu: Some(r) }
             }
             None => {
-                let ms = cpu_only(&plain, q, o.reps).await?;
+                let ms = tpch::time(&plain, q, o.reps).await?;
                 bar.suspend(|| say(format!("Q{q} | {ms:.1} | - | - | - | - | -")));
                 QueryFigures { query: q, cpu_ms: ms, gpu: None }
             }
@@ -171,16 +154,12 @@ pub async fn run(o: DemoOptions) -> Result<Vec<QueryFigures>> {
         say(format!("together: CPU {cpu:.1} ms; {:.1} s end to end without generation", total.as_secs_f64()));
     }
     if o.bench {
-        write_csv(&o, &figures, gpu_name())?;
+        write_csv(&o, &figures, device_name)?;
     }
     if !differ.is_empty() {
         return Err(CliError::new(format!("the GPU's answers differ from DataFusion's for {}", differ.join(", "))));
     }
     Ok(figures)
-}
-
-fn gpu_name() -> String {
-    crate::session::gpu().unwrap_or_else(|_| "no GPU".into())
 }
 
 /// CSV: one row per query.

@@ -76,31 +76,26 @@ pub fn describe_gpu_error(e: &gpujoin_device::Error) -> String {
 impl From<DataFusionError> for CliError {
     fn from(e: DataFusionError) -> CliError {
         // A gpujoin error inside DataFusion's (GpuJoinExec's) gets gpujoin's message.
-        let root = e.find_root();
-        if let DataFusionError::External(inner) = root {
-            if let Some(g) = inner.downcast_ref::<gpujoin_device::Error>() {
-                return CliError(describe_gpu_error(g));
-            }
-        }
-        if let DataFusionError::ArrowError(a, _) = root {
-            if let ArrowError::ExternalError(inner) = a.as_ref() {
-                if let Some(g) = inner.downcast_ref::<gpujoin_device::Error>() {
-                    return CliError(describe_gpu_error(g));
-                }
-            }
-        }
-        CliError(e.to_string())
+        let gpu = match e.find_root() {
+            DataFusionError::External(inner) => inner.downcast_ref::<gpujoin_device::Error>(),
+            DataFusionError::ArrowError(a, _) => gpu_error_in(a),
+            _ => None,
+        };
+        CliError(gpu.map_or_else(|| e.to_string(), describe_gpu_error))
+    }
+}
+
+/// The gpujoin error an Arrow error carries (what `JoinReader` yields), if any.
+fn gpu_error_in(e: &ArrowError) -> Option<&gpujoin_device::Error> {
+    match e {
+        ArrowError::ExternalError(inner) => inner.downcast_ref::<gpujoin_device::Error>(),
+        _ => None,
     }
 }
 
 impl From<ArrowError> for CliError {
     fn from(e: ArrowError) -> CliError {
-        if let ArrowError::ExternalError(inner) = &e {
-            if let Some(g) = inner.downcast_ref::<gpujoin_device::Error>() {
-                return CliError(describe_gpu_error(g));
-            }
-        }
-        CliError(e.to_string())
+        CliError(gpu_error_in(&e).map_or_else(|| e.to_string(), describe_gpu_error))
     }
 }
 

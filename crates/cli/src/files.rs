@@ -11,6 +11,7 @@
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,14 +59,35 @@ impl Format {
     }
 }
 
-/// A file's batches, with the time spent reading them (in `next`).
+/// What a [`FileReader`] has read so far: rows, and the time spent opening and reading (in
+/// `next`). Shared, so that it can be read after the reader moved (into an upload).
+#[derive(Debug, Default)]
+pub struct ReadCounters {
+    rows: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl ReadCounters {
+    pub fn rows(&self) -> u64 {
+        self.rows.load(Ordering::Relaxed)
+    }
+
+    pub fn time(&self) -> Duration {
+        Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+    }
+
+    fn add_time(&self, d: Duration) {
+        self.nanos.fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+}
+
+/// A file's batches, counting what it read ([`ReadCounters`]).
 pub struct FileReader {
     path: PathBuf,
     inner: Box<dyn RecordBatchReader + Send>,
     schema: SchemaRef,
-    read_time: Arc<std::sync::Mutex<Duration>>,
     rows: u64,
-    rows_read: Arc<std::sync::atomic::AtomicU64>,
+    read: Arc<ReadCounters>,
 }
 
 impl FileReader {
@@ -105,7 +127,9 @@ impl FileReader {
             }
         };
         let schema = inner.schema();
-        Ok(FileReader { path: path.to_path_buf(), inner, schema, read_time: Arc::new(std::sync::Mutex::new(start.elapsed())), rows, rows_read: Default::default() })
+        let read = Arc::new(ReadCounters::default());
+        read.add_time(start.elapsed());
+        Ok(FileReader { path: path.to_path_buf(), inner, schema, rows, read })
     }
 
     /// The file's schema.
@@ -122,22 +146,15 @@ impl FileReader {
         self.rows
     }
 
-    /// A handle on the time spent reading so far (it keeps counting after the reader moves).
-    pub fn read_time(&self) -> Arc<std::sync::Mutex<Duration>> {
-        Arc::clone(&self.read_time)
-    }
-
-    /// A handle on the rows read so far.
-    pub fn rows_read(&self) -> Arc<std::sync::atomic::AtomicU64> {
-        Arc::clone(&self.rows_read)
+    /// A handle on the rows and time read so far (it keeps counting after the reader moves).
+    pub fn counters(&self) -> Arc<ReadCounters> {
+        Arc::clone(&self.read)
     }
 
     /// Every batch, in memory.
-    pub fn read_all(self) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        let schema = self.schema.clone();
+    pub fn read_all(self) -> Result<Vec<RecordBatch>> {
         let path = self.path.clone();
-        let batches = self.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| CliError::in_file(&path, e))?;
-        Ok((schema, batches))
+        self.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| CliError::in_file(&path, e))
     }
 }
 
@@ -146,9 +163,9 @@ impl Iterator for FileReader {
     fn next(&mut self) -> Option<Self::Item> {
         let start = Instant::now();
         let next = self.inner.next();
-        *self.read_time.lock().unwrap_or_else(|p| p.into_inner()) += start.elapsed();
+        self.read.add_time(start.elapsed());
         if let Some(Ok(b)) = &next {
-            self.rows_read.fetch_add(b.num_rows() as u64, std::sync::atomic::Ordering::Relaxed);
+            self.read.rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
         }
         // Name the file in errors (the upload reports them without it).
         next.map(|r| r.map_err(|e| ArrowError::ExternalError(Box::new(CliError::in_file(&self.path, e)))))

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{RecordBatch, RecordBatchReader};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::common::{Column, DFSchema, JoinSide, NullEquality};
 use datafusion::config::FormatOptions;
@@ -226,7 +226,7 @@ pub async fn run(o: JoinOptions) -> Result<JoinReport> {
         }
     }
     let mut report = if gpu.is_ok() {
-        join_on_gpu(&o, left, right, &left_on, &right_on, &select, filter, start).await?
+        join_on_gpu(&o, &ctx, left, right, &left_on, &right_on, &select, filter).await?
     } else {
         join_on_cpu(&o, &ctx, left, right, &left_on, &right_on, &select, filter).await?
     };
@@ -235,23 +235,33 @@ pub async fn run(o: JoinOptions) -> Result<JoinReport> {
 }
 
 /// Where the output goes: a file, or stdout (at most `maxrows` rows kept for printing).
-enum Sink {
+enum Output {
     File(FileWriter),
     Print { schema: SchemaRef, batches: Vec<RecordBatch>, kept: usize },
 }
 
+/// The output, with the rows it took and the time spent writing them.
+struct Sink {
+    output: Output,
+    rows: u64,
+    write: Duration,
+}
+
 impl Sink {
     fn new(o: &JoinOptions, schema: &SchemaRef) -> Result<Sink> {
-        Ok(match &o.output {
-            Some(path) => Sink::File(FileWriter::create(path, schema)?),
-            None => Sink::Print { schema: Arc::clone(schema), batches: Vec::new(), kept: 0 },
-        })
+        let output = match &o.output {
+            Some(path) => Output::File(FileWriter::create(path, schema)?),
+            None => Output::Print { schema: Arc::clone(schema), batches: Vec::new(), kept: 0 },
+        };
+        Ok(Sink { output, rows: 0, write: Duration::ZERO })
     }
 
     fn write(&mut self, b: RecordBatch, maxrows: MaxRows) -> Result<()> {
-        match self {
-            Sink::File(w) => w.write(&b),
-            Sink::Print { batches, kept, .. } => {
+        let start = Instant::now();
+        self.rows += b.num_rows() as u64;
+        match &mut self.output {
+            Output::File(w) => w.write(&b)?,
+            Output::Print { batches, kept, .. } => {
                 let limit = match maxrows {
                     MaxRows::Unlimited => usize::MAX,
                     MaxRows::Limited(n) => n,
@@ -260,24 +270,28 @@ impl Sink {
                     *kept += b.num_rows();
                     batches.push(b);
                 }
-                Ok(())
             }
         }
+        self.write += start.elapsed();
+        Ok(())
     }
 
-    fn finish(self, o: &JoinOptions) -> Result<()> {
-        match self {
-            Sink::File(w) => w.finish(),
-            Sink::Print { schema, batches, .. } => {
+    /// Closes the file (or prints the rows kept); returns the rows and the time spent writing.
+    fn finish(self, o: &JoinOptions) -> Result<(u64, Duration)> {
+        let start = Instant::now();
+        match self.output {
+            Output::File(w) => w.finish()?,
+            Output::Print { schema, batches, .. } => {
                 let mut out = std::io::stdout().lock();
-                o.format.print_batches(&mut out, schema, &batches, o.maxrows, true, &FormatOptions::default()).map_err(CliError::from)
+                o.format.print_batches(&mut out, schema, &batches, o.maxrows, true, &FormatOptions::default())?;
             }
         }
+        Ok((self.rows, self.write + start.elapsed()))
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn join_on_gpu(o: &JoinOptions, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], select: &(Vec<String>, Vec<String>), filter: Option<(Expr, DFSchema)>, start: Instant) -> Result<JoinReport> {
+async fn join_on_gpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], select: &(Vec<String>, Vec<String>), filter: Option<(Expr, DFSchema)>) -> Result<JoinReport> {
     let (ls, rs) = (left.schema_ref(), right.schema_ref());
     // Every column must go to the device: say which one cannot before reading anything more.
     gpujoin_arrow::device_types(&ls).map_err(|e| CliError::in_file(&o.left, e))?;
@@ -295,7 +309,7 @@ async fn join_on_gpu(o: &JoinOptions, left: FileReader, right: FileReader, left_
         spec = spec.chunks_of(mb.max(1) << 20);
     }
     if let Some((expr, schema)) = filter {
-        let physical = crate::session::context(true, 8192, None)?.create_physical_expr(expr, &schema)?;
+        let physical = ctx.create_physical_expr(expr, &schema)?;
         let nl = ls.fields().len();
         let indices = (0..schema.fields().len()).map(|i| if i < nl { ColumnIndex { index: i, side: JoinSide::Left } } else { ColumnIndex { index: i - nl, side: JoinSide::Right } }).collect();
         let join_filter = JoinFilter::new(physical, indices, Arc::clone(schema.inner()));
@@ -303,8 +317,7 @@ async fn join_on_gpu(o: &JoinOptions, left: FileReader, right: FileReader, left_
             .map_err(|r| CliError::new(format!("--filter {}: the GPU cannot evaluate it ({}); run with --cpu", o.filter.as_deref().unwrap_or(""), r.0)))?;
         spec = spec.filter(p);
     }
-    let (lread, rread) = (left.read_time(), right.read_time());
-    let (lrows, rrows) = (left.rows_read(), right.rows_read());
+    let (lread, rread) = (left.counters(), right.counters());
     let warm = warm_up(&ls, &rs, left_on, right_on, &select.0, &select.1, jt);
     let reading = crate::progress::reading(&[&left, &right]);
     let stream = gpujoin_device::Device::new(0)?.new_stream()?;
@@ -313,30 +326,20 @@ async fn join_on_gpu(o: &JoinOptions, left: FileReader, right: FileReader, left_
     let _ = warm.join();
     let reader = reader?;
     let bar = crate::progress::spinner("joining");
-    let schema = arrow_schema_of(&reader);
-    let mut sink = Sink::new(o, &schema)?;
-    let mut write = Duration::ZERO;
-    let mut out_rows = 0u64;
+    let mut sink = Sink::new(o, &reader.schema())?;
     let mut reader = reader;
     for b in reader.by_ref() {
-        let b = b?;
-        out_rows += b.num_rows() as u64;
-        bar.set_message(format!("{out_rows} rows out"));
-        let t = Instant::now();
-        sink.write(b, o.maxrows)?;
-        write += t.elapsed();
+        sink.write(b?, o.maxrows)?;
+        bar.set_message(format!("{} rows out", sink.rows));
     }
-    let t = Instant::now();
-    sink.finish(o)?;
-    write += t.elapsed();
+    let (output_rows, write) = sink.finish(o)?;
     bar.finish_and_clear();
     let times = reader.times();
-    let read = *lread.lock().unwrap_or_else(|p| p.into_inner()) + *rread.lock().unwrap_or_else(|p| p.into_inner());
-    let _ = start;
+    let read = lread.time() + rread.time();
     Ok(JoinReport {
-        left_rows: lrows.load(std::sync::atomic::Ordering::Relaxed),
-        right_rows: rrows.load(std::sync::atomic::Ordering::Relaxed),
-        output_rows: out_rows,
+        left_rows: lread.rows(),
+        right_rows: rread.rows(),
+        output_rows,
         read,
         upload: times.upload.saturating_sub(read),
         join: times.join,
@@ -390,20 +393,14 @@ fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[Strin
     })
 }
 
-fn arrow_schema_of(r: &gpujoin_arrow::JoinReader) -> SchemaRef {
-    use datafusion::arrow::array::RecordBatchReader;
-    r.schema()
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn join_on_cpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, right: FileReader, left_on: &[String], right_on: &[String], select: &(Vec<String>, Vec<String>), filter: Option<(Expr, DFSchema)>) -> Result<JoinReport> {
-    let (lread, rread) = (left.read_time(), right.read_time());
+    let (lread, rread) = (left.counters(), right.counters());
     let reading = crate::progress::reading(&[&left, &right]);
     let (lb, rb) = (left.read_all(), right.read_all());
     reading.finish();
-    let ((_, lb), (_, rb)) = (lb?, rb?);
-    let read = *lread.lock().unwrap_or_else(|p| p.into_inner()) + *rread.lock().unwrap_or_else(|p| p.into_inner());
-    let (left_rows, right_rows) = (lb.iter().map(|b| b.num_rows() as u64).sum(), rb.iter().map(|b| b.num_rows() as u64).sum());
+    let (lb, rb) = (lb?, rb?);
+    let read = lread.time() + rread.time();
     let t = Instant::now();
     let l = ctx.read_batches(lb)?.alias("l")?.into_unoptimized_plan();
     let r = ctx.read_batches(rb)?.alias("r")?.into_unoptimized_plan();
@@ -418,21 +415,11 @@ async fn join_on_cpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
         .collect();
     let plan = LogicalPlanBuilder::from(l).join_detailed(r, o.how.datafusion(), (lk, rk), filter.map(|(e, _)| e), nulls)?.project(project)?.build()?;
     let df = ctx.execute_logical_plan(plan).await?;
-    let schema = Arc::clone(df.schema().inner());
-    // Plain names in the output (DataFusion's schema carries no qualifiers in Arrow names).
-    let schema: SchemaRef = Arc::new(Schema::new(schema.fields().iter().map(|f| f.as_ref().clone()).collect::<Vec<_>>()));
     let mut stream = df.execute_stream().await?;
-    let mut sink = Sink::new(o, &schema)?;
-    let (mut write, mut out_rows) = (Duration::ZERO, 0u64);
+    let mut sink = Sink::new(o, &stream.schema())?;
     while let Some(b) = stream.next().await {
-        let b = RecordBatch::try_new(Arc::clone(&schema), b?.columns().to_vec())?;
-        out_rows += b.num_rows() as u64;
-        let w = Instant::now();
-        sink.write(b, o.maxrows)?;
-        write += w.elapsed();
+        sink.write(b?, o.maxrows)?;
     }
-    let w = Instant::now();
-    sink.finish(o)?;
-    write += w.elapsed();
-    Ok(JoinReport { left_rows, right_rows, output_rows: out_rows, read, join: t.elapsed().saturating_sub(write), write, on_gpu: false, ..JoinReport::default() })
+    let (output_rows, write) = sink.finish(o)?;
+    Ok(JoinReport { left_rows: lread.rows(), right_rows: rread.rows(), output_rows, read, join: t.elapsed().saturating_sub(write), write, on_gpu: false, ..JoinReport::default() })
 }

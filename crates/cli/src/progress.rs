@@ -52,11 +52,11 @@ pub fn reading(files: &[&crate::files::FileReader]) -> Reading {
     let bar = if total > 0 && files.iter().all(|f| f.rows_hint() > 0) { self::bar(total, "reading") } else { spinner("reading") };
     let done = std::sync::Arc::new(AtomicBool::new(false));
     let thread = (!bar.is_hidden()).then(|| {
-        let counters: Vec<_> = files.iter().map(|f| f.rows_read()).collect();
+        let counters: Vec<_> = files.iter().map(|f| f.counters()).collect();
         let (bar, done) = (bar.clone(), std::sync::Arc::clone(&done));
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                let rows: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+                let rows: u64 = counters.iter().map(|c| c.rows()).sum();
                 bar.set_position(rows);
                 if bar.length().is_none() {
                     bar.set_message(format!("reading: {rows} rows"));

@@ -197,7 +197,6 @@ async fn run_statements(o: SqlOptions) -> Result<()> {
     }
     writer.finish()?;
     if !o.quiet {
-        print.quiet = true;
         eprintln!("wrote {rows} rows to {} in {:.3} s", output.display(), start.elapsed().as_secs_f64());
     }
     Ok(())

@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::MemTable;
@@ -173,13 +173,13 @@ impl JoinTimes {
     }
 }
 
-/// The rows of `batches` as text (`|` between values), sorted: two answers are the same
-/// multiset of rows when these are equal.
+/// The rows of `batches` as text (`|` between values, NULL as `NULL`), sorted: two answers are
+/// the same multiset of rows when these are equal.
 pub fn sorted_rows(batches: &[RecordBatch]) -> Result<Vec<String>> {
     let mut rows = Vec::new();
     for b in batches {
         for i in 0..b.num_rows() {
-            let values = b.columns().iter().map(|c| array_value_to_string(c, i)).collect::<std::result::Result<Vec<_>, _>>()?;
+            let values = b.columns().iter().map(|c| if c.is_null(i) { Ok("NULL".to_string()) } else { array_value_to_string(c, i) }).collect::<std::result::Result<Vec<_>, _>>()?;
             rows.push(values.join("|"));
         }
     }
@@ -230,12 +230,28 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+fn sql_of(query: usize) -> Result<&'static str> {
+    self::query(query).ok_or_else(|| DataFusionError::Plan(format!("TPC-H has queries 1 to 22, not {query}")))
+}
+
+/// Runs TPC-H query `query` in `ctx` once as a warm-up, then `reps` times: the wall-clock
+/// median in ms (the one-session half of [`compare`]).
+pub async fn time(ctx: &SessionContext, query: usize, reps: usize) -> Result<f64> {
+    let sql = sql_of(query)?;
+    timed(ctx, sql).await?;
+    let mut times = Vec::new();
+    for _ in 0..reps.max(1) {
+        times.push(timed(ctx, sql).await?.0);
+    }
+    Ok(median(times))
+}
+
 /// Runs TPC-H query `query` in `plain` (no rule) and in `gpu` (a session with
 /// [`GpuJoinRule`](crate::GpuJoinRule); both see the same tables): one warm-up run each, then
 /// `reps` runs of each, alternating (wall-clock medians), then one more run of each with the
 /// physical plan kept for the join operators' metrics. Compares the answers of the last runs.
 pub async fn compare(plain: &SessionContext, gpu: &SessionContext, query: usize, reps: usize) -> Result<QueryRun> {
-    let sql = self::query(query).ok_or_else(|| DataFusionError::Plan(format!("TPC-H has queries 1 to 22, not {query}")))?;
+    let sql = sql_of(query)?;
     let state = gpu.state();
     let rule = crate::GpuJoinRule::find(&state);
     timed(plain, sql).await?;

@@ -325,15 +325,7 @@ async fn without_a_gpu_every_plan_is_datafusions() {
 
 /// Rows as sorted strings (NULL as "NULL"), for comparing answers whatever the order.
 fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
-    let mut rows = Vec::new();
-    for b in batches {
-        for i in 0..b.num_rows() {
-            let cells: Vec<String> = b.columns().iter().map(|c| if c.is_null(i) { "NULL".into() } else { array_value_to_string(c, i).unwrap() }).collect();
-            rows.push(cells.join("|"));
-        }
-    }
-    rows.sort();
-    rows
+    gpujoin_datafusion::tpch::sorted_rows(batches).unwrap()
 }
 
 async fn run(ctx: &SessionContext, sql: &str) -> Result<(Vec<RecordBatch>, Arc<dyn ExecutionPlan>)> {
