@@ -9,6 +9,10 @@
 //! Output columns: the left file's, then the right file's (only one side for semi and anti
 //! joins); a name both sides have is written `left.<name>` / `right.<name>`. Rows come in no
 //! particular order. Outputs larger than device memory are produced and written in chunks.
+//!
+//! Only the columns the join uses are read (keys, output columns, the filter's); Parquet row
+//! groups are decoded on several threads. On the GPU path a thread warms the device up while the
+//! files are read ([`warm_up`]), so that the join's reported time is its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -100,6 +104,8 @@ pub struct JoinOptions {
     pub cpu: bool,
     /// Produce the output in chunks of at most this many MiB of device memory.
     pub chunk_mb: Option<u64>,
+    /// Warm the GPU up while the files are read ([`warm_up`]).
+    pub warm_up: bool,
     pub format: PrintFormat,
     pub maxrows: MaxRows,
     pub quiet: bool,
@@ -215,6 +221,20 @@ pub async fn run(o: JoinOptions) -> Result<JoinReport> {
     let (left_on, right_on) = keys(&o, &ls, &rs)?;
     let select = selected(&o, &ls, &rs)?;
     let ctx = crate::session::context(true, crate::session::BATCH_ROWS, None)?;
+    // Read only the columns the join uses: keys, output columns, the filter's.
+    let (mut lneed, mut rneed): (Vec<String>, Vec<String>) = (left_on.iter().chain(&select.0).cloned().collect(), right_on.iter().chain(&select.1).cloned().collect());
+    if let Some(text) = &o.filter {
+        let (expr, _) = parse_filter(&ctx, text, &ls, &rs)?;
+        for c in expr.column_refs() {
+            match c.relation.as_ref().map(|r| r.table()) {
+                Some("l") => lneed.push(c.name.clone()),
+                Some("r") => rneed.push(c.name.clone()),
+                _ => {}
+            }
+        }
+    }
+    let (left, right) = (left.project(&lneed)?, right.project(&rneed)?);
+    let (ls, rs) = (left.schema_ref(), right.schema_ref());
     let filter = match &o.filter {
         Some(text) => Some(parse_filter(&ctx, text, &ls, &rs)?),
         None => None,
@@ -318,12 +338,15 @@ async fn join_on_gpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
         spec = spec.filter(p);
     }
     let (lread, rread) = (left.counters(), right.counters());
-    let warm = warm_up(&ls, &rs, left_on, right_on, &select.0, &select.1, jt);
+    let reserve = planned_peak_bytes(&ls, &rs, left.rows_hint(), right.rows_hint(), left_on, &select.0, &select.1);
+    let warm = o.warm_up.then(|| warm_up(&ls, &rs, left_on, right_on, &select.0, &select.1, jt, reserve));
     let reading = crate::progress::reading(&[&left, &right]);
     let stream = gpujoin_device::Device::new(0)?.new_stream()?;
     let reader = gpujoin_arrow::join_on(&stream, left, right, spec);
     reading.finish();
-    let _ = warm.join();
+    if let Some(w) = warm {
+        let _ = w.join();
+    }
     let reader = reader?;
     let bar = crate::progress::spinner("joining");
     let mut sink = Sink::new(o, &reader.schema())?;
@@ -351,13 +374,34 @@ async fn join_on_gpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
     })
 }
 
+/// The device memory to reserve for the join ahead of it, from the Parquet row counts (0, no
+/// reservation, when a side's rows are not known before reading): the peak of the partitioned
+/// hash join with unclustered payloads (the largest of `Auto`'s usual choices), inputs included,
+/// for a key-foreign-key output of `max(L, R)` rows. A hint: a join that needs more grows the
+/// pool as it goes.
+fn planned_peak_bytes(ls: &Schema, rs: &Schema, l_rows: u64, r_rows: u64, left_on: &[String], lsel: &[String], rsel: &[String]) -> u64 {
+    use gpujoin_join::memory::{peak_bytes, JoinSizes, KeyShape, Payloads, PeakAlgorithm};
+    if l_rows == 0 || r_rows == 0 {
+        return 0;
+    }
+    // Fixed-width columns by their width; strings and the like as 16 bytes a row.
+    let width = |s: &Schema, n: &String| s.field_with_name(n).ok().and_then(|f| f.data_type().primitive_width()).unwrap_or(16) as u32;
+    let key_bytes: u32 = left_on.iter().map(|n| width(ls, n)).sum();
+    let keys = KeyShape::integer(if key_bytes <= 4 { 4 } else { 8 });
+    let (lw, rw): (Vec<u32>, Vec<u32>) = (lsel.iter().map(|n| width(ls, n)).collect(), rsel.iter().map(|n| width(rs, n)).collect());
+    let sizes = JoinSizes::inner(l_rows, r_rows, keys, l_rows.max(r_rows)).with_payloads(Payloads::of_widths(&lw), Payloads::of_widths(&rw));
+    peak_bytes(PeakAlgorithm::PartitionedHashJoinWithPayloads(gpujoin_join::Materialization::Unclustered), &sizes)
+}
+
 /// A process's first GPU join pays one-time costs: the CUDA runtime's start, kernel modules
-/// loaded on first launch, the memory pool's first growth. A thread pays them on small joins
-/// (2^16 rows, the same column types, the algorithms `Auto` may choose) while the files are read,
-/// so that the reported join time is the join's, as a warmed-up benchmark measures it. Errors are
-/// ignored (the real join reports its own).
+/// loaded on first launch, the memory pool's growth to the join's size. A thread pays them while
+/// the files are read, so that the reported join time is the join's, as a warmed-up benchmark
+/// measures it: it grows the pool to `reserve` bytes ([`planned_peak_bytes`]; the uploads and
+/// the join then allocate from memory the pool holds), then runs small joins (2^16 rows, the
+/// same column types, the algorithms `Auto` may choose). Errors are ignored (the real join
+/// reports its own).
 #[allow(clippy::too_many_arguments)]
-fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[String], lsel: &[String], rsel: &[String], jt: JoinType) -> std::thread::JoinHandle<()> {
+fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[String], lsel: &[String], rsel: &[String], jt: JoinType, reserve: u64) -> std::thread::JoinHandle<()> {
     use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatchIterator};
     use gpujoin_join::plan::{Algorithm, Gather};
     let batch = |schema: &SchemaRef, names: Vec<String>| -> Option<RecordBatch> {
@@ -378,8 +422,9 @@ fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[Strin
     let r = batch(rs, right_on.iter().chain(rsel).cloned().collect());
     let (lo, ro, lsel, rsel) = (left_on.to_vec(), right_on.to_vec(), lsel.to_vec(), rsel.to_vec());
     std::thread::spawn(move || {
-        let (Some(l), Some(r)) = (l, r) else { return };
         let Ok(stream) = gpujoin_device::Device::new(0).and_then(|d| d.new_stream()) else { return };
+        let _ = stream.reserve_pool(reserve);
+        let (Some(l), Some(r)) = (l, r) else { return };
         let (lo, ro, ls_, rs_): (Vec<&str>, Vec<&str>, Vec<&str>, Vec<&str>) =
             (lo.iter().map(String::as_str).collect(), ro.iter().map(String::as_str).collect(), lsel.iter().map(String::as_str).collect(), rsel.iter().map(String::as_str).collect());
         for algorithm in [Algorithm::Auto, Algorithm::PartitionedHash(Gather::Unclustered), Algorithm::PartitionedHash(Gather::Clustered), Algorithm::SortMerge(Gather::Unclustered), Algorithm::Hash] {

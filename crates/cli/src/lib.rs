@@ -112,6 +112,10 @@ pub struct JoinArgs {
     /// when the whole output does not fit).
     #[arg(long)]
     pub chunk_mb: Option<u64>,
+    /// Skip the GPU warm-up while the files are read (small joins that load the kernels, and the
+    /// memory pool grown to the join's planned size): the join then pays those one-time costs.
+    #[arg(long)]
+    pub no_warm_up: bool,
     /// How rows are printed without -o.
     #[arg(long, value_enum, default_value_t = PrintFormat::Table)]
     pub format: PrintFormat,
@@ -184,6 +188,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 output: a.output,
                 cpu: a.cpu,
                 chunk_mb: a.chunk_mb,
+                warm_up: !a.no_warm_up,
                 format: a.format,
                 maxrows: a.maxrows,
                 quiet,

@@ -372,3 +372,93 @@ fn rows_per_key_agree_between_gpu_and_cpu() {
     ok(&dir, &["join", "l.parquet", "r.parquet", "--on", "k", "--cpu", "-o", "d.parquet"]);
     assert_eq!(read_parquet(&dir.join("c.parquet")).0, read_parquet(&dir.join("d.parquet")).0);
 }
+
+#[test]
+fn join_reads_only_the_columns_it_uses() {
+    // Many row groups (read on several threads), and a column the GPU cannot take (a list) that
+    // the join does not use: it is never read.
+    use datafusion::arrow::array::ListArray;
+    use datafusion::arrow::datatypes::Int32Type;
+    use datafusion::parquet::file::properties::WriterProperties;
+    let dir = folder("columns");
+    let n = 20_000i64;
+    let k: Int64Array = (0..n).map(|i| Some((i * 7) % 150)).collect();
+    let v: Int64Array = (0..n).map(Some).collect();
+    let list = ListArray::from_iter_primitive::<Int32Type, _, _>((0..n).map(|i| Some(vec![Some(i as i32), None])));
+    let left = RecordBatch::try_from_iter([("k", Arc::new(k) as ArrayRef), ("unused", Arc::new(list) as ArrayRef), ("v", Arc::new(v) as ArrayRef)]).unwrap();
+    let props = WriterProperties::builder().set_max_row_group_row_count(Some(1000)).build();
+    let mut w = ArrowWriter::try_new(File::create(dir.join("l.parquet")).unwrap(), left.schema(), Some(props)).unwrap();
+    w.write(&left).unwrap();
+    w.close().unwrap();
+    let rk: Int64Array = (0..100i64).map(Some).collect();
+    write_parquet(&dir.join("r.parquet"), &RecordBatch::try_from_iter([("k", Arc::new(rk) as ArrayRef)]).unwrap());
+    for (how, extra) in [("inner", &["--left-columns", "v", "--right-columns", "k"][..]), ("semi", &["--left-columns", "v,k", "--no-warm-up"][..]), ("inner", &["--left-columns", "k", "--right-columns", "k", "--filter", "l.v > r.k * 150"][..])] {
+        let mut a = vec!["join", "l.parquet", "r.parquet", "--on", "k", "--how", how, "-o", "a.parquet"];
+        a.extend_from_slice(extra);
+        ok(&dir, &a);
+        a[8] = "b.parquet";
+        a.push("--cpu");
+        ok(&dir, &a);
+        let (got, want) = (read_parquet(&dir.join("a.parquet")), read_parquet(&dir.join("b.parquet")));
+        assert!(!want.0.is_empty());
+        assert!(got == want, "--how {how} {extra:?}: GPU and CPU rows differ");
+    }
+    // The semi join by hand: every left row whose key is below 100.
+    ok(&dir, &["join", "l.parquet", "r.parquet", "--on", "k", "--how", "semi", "--left-columns", "v", "-o", "s.parquet"]);
+    let mut want: Vec<String> = (0..n).filter(|i| (i * 7) % 150 < 100).map(|i| i.to_string()).collect();
+    want.sort();
+    assert_eq!(read_parquet(&dir.join("s.parquet")), (want, vec!["v".to_string()]));
+}
+
+fn abc_batch(n: i64) -> RecordBatch {
+    let a: Int64Array = (0..n).map(Some).collect();
+    let b: StringArray = (0..n).map(|i| Some(format!("s{i}"))).collect();
+    let c: Int64Array = (0..n).map(|i| Some(-i)).collect();
+    RecordBatch::try_from_iter([("a", Arc::new(a) as ArrayRef), ("b", Arc::new(b) as ArrayRef), ("c", Arc::new(c) as ArrayRef)]).unwrap()
+}
+
+fn int64s(batches: &[RecordBatch], name: &str) -> Vec<i64> {
+    batches.iter().flat_map(|b| b.column_by_name(name).unwrap().as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()).collect()
+}
+
+#[test]
+fn files_read_in_order_and_project() {
+    use datafusion::parquet::file::properties::WriterProperties;
+    use gpujoin_cli::files::{FileReader, FileWriter};
+    let dir = folder("files");
+    let n = 200_001;
+    let b = abc_batch(n);
+    // Parquet with 41 row groups of at most 4999 rows: more than the decoding threads.
+    let props = WriterProperties::builder().set_max_row_group_row_count(Some(4999)).build();
+    let mut w = ArrowWriter::try_new(File::create(dir.join("t.parquet")).unwrap(), b.schema(), Some(props)).unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+    for ext in ["parquet", "csv", "arrow", "json"] {
+        let path = dir.join(format!("t.{ext}"));
+        if ext != "parquet" {
+            let mut w = FileWriter::create(&path, &b.schema()).unwrap();
+            w.write(&b).unwrap();
+            w.finish().unwrap();
+        }
+        let r = FileReader::open(&path).unwrap();
+        assert_eq!(r.schema_ref().fields().len(), 3, "{ext}");
+        let counters = r.counters();
+        let all = r.read_all().unwrap();
+        assert_eq!(int64s(&all, "a"), (0..n).collect::<Vec<_>>(), "{ext}: every row, in order");
+        assert_eq!(counters.rows(), n as u64);
+        // Projected: `c` then `a` asked for, the file's order kept.
+        let r = FileReader::open(&path).unwrap().project(&["c".to_string(), "a".to_string()]).unwrap();
+        let names: Vec<String> = r.schema_ref().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(names, ["a", "c"], "{ext}");
+        let got = r.read_all().unwrap();
+        assert!(got.iter().all(|b| b.num_columns() == 2 && b.schema().field(1).name() == "c"), "{ext}");
+        assert_eq!(int64s(&got, "c"), (0..n).map(|i| -i).collect::<Vec<_>>(), "{ext}");
+        assert!(FileReader::open(&path).unwrap().project(&["zz".to_string()]).is_err());
+    }
+    // A reader dropped before its end stops its threads (no hang); one opened and dropped
+    // unread decodes nothing.
+    let mut r = FileReader::open(&dir.join("t.parquet")).unwrap();
+    assert!(r.next().unwrap().is_ok());
+    drop(r);
+    drop(FileReader::open(&dir.join("t.parquet")).unwrap());
+}

@@ -83,6 +83,44 @@ impl Stream {
         Ok(DeviceBuffer::from_raw_parts(ptr, len, self.clone()))
     }
 
+    /// Grows the device's memory pool ahead of a large job, so that its allocations are served
+    /// from memory the pool already holds instead of waiting for the driver to map new memory.
+    /// Makes at least `bytes` reserved-but-unused, within the pool's release threshold (memory
+    /// above it goes back to the device at the next synchronization) and the free memory (a
+    /// 256 MiB margin left); waits for this stream. Returns the bytes newly reserved (0 when the
+    /// pool already held enough, or a full device gives nothing).
+    ///
+    /// ```no_run
+    /// # fn f(stream: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
+    /// // Before a join that needs about 3 GiB of working memory:
+    /// let grown = stream.reserve_pool(3 << 30)?;
+    /// assert!(grown <= 3 << 30);
+    /// # Ok(()) }
+    /// ```
+    pub fn reserve_pool(&self, bytes: u64) -> Result<u64> {
+        const MARGIN: u64 = 256 << 20;
+        let d = &self.device;
+        let pool = d.pool_memory()?;
+        let idle = pool.reserved.saturating_sub(pool.in_use);
+        let room = d.release_threshold()?.saturating_sub(pool.reserved).min(d.memory_info()?.free.saturating_sub(MARGIN));
+        let grow = bytes.saturating_sub(idle).min(room);
+        if grow == 0 {
+            return Ok(0);
+        }
+        self.device.bind_to_thread()?;
+        // SAFETY: a pool allocation on this stream's bound context, freed at once on the same
+        // stream: the pool keeps the memory (below its release threshold) for later allocations.
+        let ptr = match unsafe { result::malloc_async(self.inner.cu_stream(), grow as usize) } {
+            Ok(p) => p,
+            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => return Ok(0),
+            Err(e) => return Err(driver("cuMemAllocAsync", e)),
+        };
+        // SAFETY: `ptr` came from `malloc_async` on this stream and nothing else holds it.
+        unsafe { result::free_async(ptr, self.inner.cu_stream()) }.map_err(|e| driver("cuMemFreeAsync", e))?;
+        self.synchronize()?;
+        Ok(d.pool_memory()?.reserved.saturating_sub(pool.reserved))
+    }
+
     /// Allocates `len` zeroed elements.
     pub fn alloc_zeroed<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let mut b = self.alloc::<T>(len)?;

@@ -75,3 +75,30 @@ fn buffers_views_copies_pinned_memory_and_events() {
     s.fill_u32_bits(&mut poisoned.view_mut(), 5).unwrap();
     assert_eq!(poisoned.to_vec().unwrap(), vec![5u32; 8]);
 }
+
+#[test]
+fn the_pool_grows_ahead_of_a_job_within_its_threshold() {
+    let Some(d) = device_or_skip("the_pool_grows_ahead_of_a_job_within_its_threshold") else { return };
+    let s = d.new_stream().unwrap();
+    let before = d.release_threshold().unwrap();
+    d.set_release_threshold(1 << 40).unwrap();
+    d.trim_memory().unwrap();
+    let r0 = d.pool_memory().unwrap().reserved;
+    let grown = s.reserve_pool(96 << 20).unwrap();
+    let p = d.pool_memory().unwrap();
+    assert!(grown >= 96 << 20, "grew {grown} bytes");
+    assert_eq!(p.reserved - r0, grown);
+    assert!(p.reserved - p.in_use >= 96 << 20, "{p:?}");
+    // Enough is held: nothing more; an allocation of that size takes no new memory.
+    assert_eq!(s.reserve_pool(96 << 20).unwrap(), 0);
+    let job = s.alloc::<u8>(64 << 20).unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(d.pool_memory().unwrap().reserved, p.reserved);
+    drop(job);
+    // Beyond the release threshold the pool would give it back: capped there.
+    d.set_release_threshold(p.reserved + (32 << 20)).unwrap();
+    let capped = s.reserve_pool(1 << 30).unwrap();
+    assert!(capped <= 34 << 20, "grew {capped} bytes past a threshold 32 MiB away");
+    d.set_release_threshold(before).unwrap();
+    d.trim_memory().unwrap();
+}
