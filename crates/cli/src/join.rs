@@ -12,7 +12,7 @@
 //!
 //! Only the columns the join uses are read (keys, output columns, the filter's); Parquet row
 //! groups are decoded on several threads. On the GPU path a thread warms the device up while the
-//! files are read ([`warm_up`]), so that the join's reported time is its own.
+//! files are read, so that the join's reported time is its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -104,7 +104,7 @@ pub struct JoinOptions {
     pub cpu: bool,
     /// Produce the output in chunks of at most this many MiB of device memory.
     pub chunk_mb: Option<u64>,
-    /// Warm the GPU up while the files are read ([`warm_up`]).
+    /// Warm the GPU up while the files are read (small joins, the pool grown to the planned peak).
     pub warm_up: bool,
     pub format: PrintFormat,
     pub maxrows: MaxRows,
