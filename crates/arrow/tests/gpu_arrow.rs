@@ -162,3 +162,19 @@ fn bad_input_is_a_typed_error() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn staging_buffers_made_ahead_serve_uploads() {
+    let Some(s) = stream("staging_buffers_made_ahead_serve_uploads") else { return };
+    // A size no other test uses: 3 buffers made now, none the second time.
+    let options = StagingOptions { buffer_bytes: (1 << 20) + 8, buffers: 3 };
+    assert_eq!(options.prepare(s.device()).unwrap(), 3);
+    assert_eq!(options.prepare(s.device()).unwrap(), 0);
+    // An upload through them (more pieces than buffers: they are reused) round-trips.
+    let n = 1_000_000i64;
+    let b = RecordBatch::try_from_iter([("v", Arc::new(Int64Array::from_iter_values(0..n)) as ArrayRef)]).unwrap();
+    let t = upload_batches_with(&s, &b.schema(), [b.clone()], options).unwrap();
+    let back = gpujoin_arrow::download(&s, t.view(), Some(&b.schema())).unwrap();
+    assert_eq!(concat_batches(&b.schema(), &back).unwrap(), b);
+    assert_eq!(options.prepare(s.device()).unwrap(), 0);
+}

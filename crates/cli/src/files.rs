@@ -256,17 +256,23 @@ impl RecordBatchReader for Projected {
 }
 
 /// A Parquet file decoded on several threads, its batches in the file's order: thread `t` of
-/// `n` decodes row groups `t`, `t + n`, `t + 2n`, ... into a small queue of its own, and the
-/// reader takes row group `g`'s batches from thread `g % n`. Memory: at most two batches of
-/// [`READ_BATCH_ROWS`] rows waiting per thread.
+/// `n` decodes row groups `t`, `t + n`, `t + 2n`, ... into a queue of its own, and the reader
+/// takes row group `g`'s batches from thread `g % n`. A queue holds a whole row group (so every
+/// thread decodes while the reader drains another's), and the threads are fewer where row groups
+/// are large: at most about [`DECODED_BYTES`] decoded bytes wait.
 ///
 /// ```text
 /// row groups 0 1 2 3 4 5, 2 threads:  thread 0 -> 0 2 4,  thread 1 -> 1 3 5,  reader -> 0 1 2 3 4 5
 /// ```
+/// The most decoded bytes (uncompressed row groups) waiting in a [`ParallelParquet`]'s queues.
+const DECODED_BYTES: i64 = 2 << 30;
+
 struct ParallelParquet {
     /// Per thread: batches, then `None` at the end of each of its row groups.
     queues: Vec<std::sync::mpsc::Receiver<Option<std::result::Result<RecordBatch, ArrowError>>>>,
     threads: usize,
+    /// Batches one queue holds: the largest row group's, and one more.
+    depth: usize,
     /// What the threads need, until they start.
     pending: Option<(PathBuf, ArrowReaderMetadata, ProjectionMask)>,
     next_group: usize,
@@ -286,8 +292,11 @@ impl ParallelParquet {
         };
         // The projected schema, from a reader of no row groups.
         let schema = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta.clone()).with_projection(mask.clone()).with_row_groups(Vec::new()).build()?.schema();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16).min(groups.max(1));
-        Ok(ParallelParquet { queues: Vec::new(), threads, pending: Some((path.to_path_buf(), meta, mask)), next_group: 0, groups, rows, schema })
+        let largest = meta.metadata().row_groups().iter().map(|g| (g.num_rows().max(0), g.total_byte_size().max(0))).fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+        let memory_bound = (DECODED_BYTES / largest.1.max(1)).max(1) as usize;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16).min(groups.max(1)).min(memory_bound);
+        let depth = (largest.0 as usize).div_ceil(READ_BATCH_ROWS) + 1;
+        Ok(ParallelParquet { queues: Vec::new(), threads, depth, pending: Some((path.to_path_buf(), meta, mask)), next_group: 0, groups, rows, schema })
     }
 
     /// Starts the decoding threads (on the first batch asked for: a reader opened only for its
@@ -296,7 +305,7 @@ impl ParallelParquet {
         let Some((path, meta, mask)) = self.pending.take() else { return };
         let (threads, groups) = (self.threads, self.groups);
         for t in 0..threads {
-            let (tx, rx) = std::sync::mpsc::sync_channel(2);
+            let (tx, rx) = std::sync::mpsc::sync_channel(self.depth);
             self.queues.push(rx);
             let (path, meta, mask) = (path.clone(), meta.clone(), mask.clone());
             std::thread::spawn(move || {

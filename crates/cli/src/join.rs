@@ -132,7 +132,7 @@ impl std::fmt::Display for JoinReport {
         let s = |d: Duration| d.as_secs_f64();
         write!(f, "{} x {} rows -> {} rows in {:.3} s: read {:.3} s, ", self.left_rows, self.right_rows, self.output_rows, s(self.total), s(self.read))?;
         if self.on_gpu {
-            write!(f, "upload {:.3} s, join {:.3} s (GPU, {} chunk{}), download {:.3} s, ", s(self.upload), s(self.join), self.chunks, if self.chunks == 1 { "" } else { "s" }, s(self.download))?;
+            write!(f, "upload {:.3} s, join {:.2} ms (GPU, {} chunk{}), download {:.3} s, ", s(self.upload), self.join.as_secs_f64() * 1e3, self.chunks, if self.chunks == 1 { "" } else { "s" }, s(self.download))?;
         } else {
             write!(f, "join {:.3} s (CPU, DataFusion), ", s(self.join))?;
         }
@@ -397,8 +397,8 @@ fn planned_peak_bytes(ls: &Schema, rs: &Schema, l_rows: u64, r_rows: u64, left_o
 /// loaded on first launch, the memory pool's growth to the join's size. A thread pays them while
 /// the files are read, so that the reported join time is the join's, as a warmed-up benchmark
 /// measures it: it grows the pool to `reserve` bytes ([`planned_peak_bytes`]; the uploads and
-/// the join then allocate from memory the pool holds), then runs small joins (2^16 rows, the
-/// same column types, the algorithms `Auto` may choose). Errors are ignored (the real join
+/// the join then allocate from memory the pool holds), page-locks the uploads' staging buffers,
+/// then runs small joins (2^16 rows, the same column types, the algorithms `Auto` may choose). Errors are ignored (the real join
 /// reports its own).
 #[allow(clippy::too_many_arguments)]
 fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[String], lsel: &[String], rsel: &[String], jt: JoinType, reserve: u64) -> std::thread::JoinHandle<()> {
@@ -424,6 +424,7 @@ fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[Strin
     std::thread::spawn(move || {
         let Ok(stream) = gpujoin_device::Device::new(0).and_then(|d| d.new_stream()) else { return };
         let _ = stream.reserve_pool(reserve);
+        let _ = gpujoin_arrow::StagingOptions::default().prepare(stream.device());
         let (Some(l), Some(r)) = (l, r) else { return };
         let (lo, ro, ls_, rs_): (Vec<&str>, Vec<&str>, Vec<&str>, Vec<&str>) =
             (lo.iter().map(String::as_str).collect(), ro.iter().map(String::as_str).collect(), lsel.iter().map(String::as_str).collect(), rsel.iter().map(String::as_str).collect());
