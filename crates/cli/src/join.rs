@@ -104,8 +104,9 @@ pub struct JoinOptions {
     pub cpu: bool,
     /// Produce the output in chunks of at most this many MiB of device memory.
     pub chunk_mb: Option<u64>,
-    /// Warm the GPU up while the files are read (small joins, the pool grown to the planned peak).
-    pub warm_up: bool,
+    /// Warm the GPU up while the files are read (the pool grown to the planned peak, staging
+    /// buffers, small joins).
+    pub warm_up: WarmUp,
     pub format: PrintFormat,
     pub maxrows: MaxRows,
     pub quiet: bool,
@@ -125,12 +126,17 @@ pub struct JoinReport {
     pub total: Duration,
     pub chunks: u64,
     pub on_gpu: bool,
+    /// Time the join waited for the GPU warm-up after the files were read.
+    pub warm_up_wait: Duration,
 }
 
 impl std::fmt::Display for JoinReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = |d: Duration| d.as_secs_f64();
         write!(f, "{} x {} rows -> {} rows in {:.3} s: read {:.3} s, ", self.left_rows, self.right_rows, self.output_rows, s(self.total), s(self.read))?;
+        if self.warm_up_wait >= Duration::from_millis(1) {
+            write!(f, "warm-up wait {:.3} s, ", s(self.warm_up_wait))?;
+        }
         if self.on_gpu {
             write!(f, "upload {:.3} s, join {:.2} ms (GPU, {} chunk{}), download {:.3} s, ", s(self.upload), self.join.as_secs_f64() * 1e3, self.chunks, if self.chunks == 1 { "" } else { "s" }, s(self.download))?;
         } else {
@@ -339,14 +345,22 @@ async fn join_on_gpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
     }
     let (lread, rread) = (left.counters(), right.counters());
     let reserve = planned_peak_bytes(&ls, &rs, left.rows_hint(), right.rows_hint(), left_on, &select.0, &select.1);
-    let warm = o.warm_up.then(|| warm_up(&ls, &rs, left_on, right_on, &select.0, &select.1, jt, reserve));
+    // Small inputs: no warm-up (it would cost more than the one-time costs it takes off the join).
+    let file_bytes = [&o.left, &o.right].iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum::<u64>();
+    let wanted = match o.warm_up {
+        WarmUp::Auto => file_bytes >= WARM_UP_MIN_FILE_BYTES,
+        WarmUp::On => true,
+        WarmUp::Off => false,
+    };
+    let warm = wanted.then(|| warm_up(&ls, &rs, left_on, right_on, &select.0, &select.1, jt, reserve));
     let reading = crate::progress::reading(&[&left, &right]);
     let stream = gpujoin_device::Device::new(0)?.new_stream()?;
+    // The right side is read last: its end waits for the warm-up, so that the join does not run
+    // beside it.
+    let waited = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let right = AfterWarmUp { inner: right, warm, waited: Arc::clone(&waited) };
     let reader = gpujoin_arrow::join_on(&stream, left, right, spec);
     reading.finish();
-    if let Some(w) = warm {
-        let _ = w.join();
-    }
     let reader = reader?;
     let bar = crate::progress::spinner("joining");
     let mut sink = Sink::new(o, &reader.schema())?;
@@ -359,12 +373,14 @@ async fn join_on_gpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
     bar.finish_and_clear();
     let times = reader.times();
     let read = lread.time() + rread.time();
+    let warm_up_wait = Duration::from_nanos(waited.load(std::sync::atomic::Ordering::Relaxed));
     Ok(JoinReport {
         left_rows: lread.rows(),
         right_rows: rread.rows(),
         output_rows,
         read,
-        upload: times.upload.saturating_sub(read),
+        upload: times.upload.saturating_sub(read + warm_up_wait),
+        warm_up_wait,
         join: times.join,
         download: times.download,
         write,
@@ -372,6 +388,47 @@ async fn join_on_gpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
         chunks: times.chunks,
         on_gpu: true,
     })
+}
+
+/// `--warm-up`: whether a thread warms the GPU up while the files are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WarmUp {
+    /// For input files of [`WARM_UP_MIN_FILE_BYTES`] or more together.
+    Auto,
+    On,
+    Off,
+}
+
+/// Input files smaller than this together get no GPU warm-up by default.
+pub const WARM_UP_MIN_FILE_BYTES: u64 = 64 << 20;
+
+/// The right reader of a GPU join: at its end it waits for the warm-up thread (the time waited
+/// counts in `waited`, nanoseconds).
+struct AfterWarmUp {
+    inner: FileReader,
+    warm: Option<std::thread::JoinHandle<()>>,
+    waited: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Iterator for AfterWarmUp {
+    type Item = std::result::Result<RecordBatch, datafusion::arrow::error::ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let next = self.inner.next();
+        if next.is_none() {
+            if let Some(w) = self.warm.take() {
+                let t = Instant::now();
+                let _ = w.join();
+                self.waited.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        next
+    }
+}
+
+impl RecordBatchReader for AfterWarmUp {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema_ref()
+    }
 }
 
 /// The device memory to reserve for the join ahead of it, from the Parquet row counts (0, no

@@ -112,10 +112,11 @@ pub struct JoinArgs {
     /// when the whole output does not fit).
     #[arg(long)]
     pub chunk_mb: Option<u64>,
-    /// Skip the GPU warm-up while the files are read (small joins that load the kernels, and the
-    /// memory pool grown to the join's planned size): the join then pays those one-time costs.
-    #[arg(long)]
-    pub no_warm_up: bool,
+    /// The GPU warm-up while the files are read (the memory pool grown to the join's planned
+    /// size, staging buffers page-locked, small joins that load the kernels): `auto` for input
+    /// files of 64 MiB or more together; with `off` the join pays those one-time costs itself.
+    #[arg(long, value_enum, default_value_t = join::WarmUp::Auto)]
+    pub warm_up: join::WarmUp,
     /// How rows are printed without -o.
     #[arg(long, value_enum, default_value_t = PrintFormat::Table)]
     pub format: PrintFormat,
@@ -188,7 +189,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 output: a.output,
                 cpu: a.cpu,
                 chunk_mb: a.chunk_mb,
-                warm_up: !a.no_warm_up,
+                warm_up: a.warm_up,
                 format: a.format,
                 maxrows: a.maxrows,
                 quiet,

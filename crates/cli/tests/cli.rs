@@ -392,7 +392,7 @@ fn join_reads_only_the_columns_it_uses() {
     w.close().unwrap();
     let rk: Int64Array = (0..100i64).map(Some).collect();
     write_parquet(&dir.join("r.parquet"), &RecordBatch::try_from_iter([("k", Arc::new(rk) as ArrayRef)]).unwrap());
-    for (how, extra) in [("inner", &["--left-columns", "v", "--right-columns", "k"][..]), ("semi", &["--left-columns", "v,k", "--no-warm-up"][..]), ("inner", &["--left-columns", "k", "--right-columns", "k", "--filter", "l.v < r.k"][..])] {
+    for (how, extra) in [("inner", &["--left-columns", "v", "--right-columns", "k"][..]), ("semi", &["--left-columns", "v,k", "--warm-up", "on"][..]), ("right", &["--left-columns", "v", "--warm-up", "off"][..]), ("inner", &["--left-columns", "k", "--right-columns", "k", "--filter", "l.v < r.k"][..])] {
         let mut a = vec!["join", "l.parquet", "r.parquet", "--on", "k", "--how", how, "-o", "a.parquet"];
         a.extend_from_slice(extra);
         ok(&dir, &a);
