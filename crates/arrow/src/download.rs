@@ -40,6 +40,70 @@ impl Default for DownloadOptions {
     }
 }
 
+impl DownloadOptions {
+    /// Rows of one window of columns of these types.
+    fn window_rows(&self, types: impl Iterator<Item = DataType>) -> usize {
+        let row_bytes: usize = types
+            .map(|t| match t {
+                DataType::Utf8 => 4 + 32,
+                DataType::LargeUtf8 => 8 + 32,
+                DataType::Boolean => 1,
+                t => t.byte_width().unwrap_or(8),
+            })
+            .sum::<usize>()
+            .max(1);
+        let batch_rows = self.batch_rows.max(1);
+        (self.window_bytes / row_bytes / batch_rows).max(1) * batch_rows
+    }
+
+    /// Page-locks ahead the pinned blocks that a download of `rows` rows of these columns
+    /// (device type, has a validity bitmap) takes while its batches are consumed as they come:
+    /// two windows' blocks (the window being handed out and the next). A download then runs at
+    /// the device-to-host rate from its first window instead of page-locking as it goes.
+    /// Covers values, validity and string offsets (not string bytes, which the data size).
+    /// Returns the bytes page-locked (0 when the process's pool holds them already).
+    ///
+    /// ```no_run
+    /// # fn f(device: &gpujoin_device::Device) -> gpujoin_device::Result<()> {
+    /// use gpujoin_join::table::DataType;
+    /// // The output of a join: 2^27 rows of two u32 columns.
+    /// let bytes = gpujoin_arrow::DownloadOptions::default().prepare(device, &[(DataType::UInt32, false), (DataType::UInt32, false)], 1 << 27)?;
+    /// assert_eq!(bytes, 4 * (128 << 20)); // two windows of 2^25 rows, a 128 MiB block per column
+    /// # Ok(()) }
+    /// ```
+    pub fn prepare(&self, device: &gpujoin_device::Device, columns: &[(DataType, bool)], rows: usize) -> Result<usize> {
+        if rows == 0 {
+            return Ok(0);
+        }
+        let window = self.window_rows(columns.iter().map(|&(t, _)| t)).min(rows);
+        let windows = rows.div_ceil(window).min(2);
+        let mut lens = Vec::new();
+        for &(t, nullable) in columns {
+            match t {
+                DataType::Boolean => lens.push(window.div_ceil(8)),
+                DataType::Utf8 | DataType::LargeUtf8 => lens.push((window + 1) * width(t)),
+                t => lens.push(window * t.byte_width().unwrap_or(8)),
+            }
+            if nullable {
+                lens.push(window.div_ceil(8));
+            }
+        }
+        // Blocks of one size class serve every column of that size: count them per class.
+        let mut made = 0;
+        let mut counted: Vec<(usize, usize)> = Vec::new();
+        for len in lens {
+            let class = pinned_blocks::size_class(len)?;
+            match counted.iter_mut().find(|(c, _)| *c == class) {
+                Some((_, n)) => *n += windows,
+                None => counted.push((class, windows)),
+            }
+            let n = counted.iter().find(|(c, _)| *c == class).map_or(windows, |&(_, n)| n);
+            made += pinned_blocks::prepare(device, len, n)?;
+        }
+        Ok(made)
+    }
+}
+
 /// The record batches of a device table, one window of rows copied at a time.
 pub struct Downloader<'a> {
     stream: Stream,
@@ -64,18 +128,8 @@ impl<'a> Downloader<'a> {
             Some(_) => fields,
             None => fields.into_iter().zip(&kinds).map(|(f, &(_, nullable))| f.with_nullable(nullable)).collect(),
         };
-        let row_bytes: usize = kinds
-            .iter()
-            .map(|&(t, _)| match t {
-                DataType::Utf8 => 4 + 32,
-                DataType::LargeUtf8 => 8 + 32,
-                DataType::Boolean => 1,
-                t => t.byte_width().unwrap(),
-            })
-            .sum::<usize>()
-            .max(1);
         let batch_rows = options.batch_rows.max(1);
-        let window_rows = (options.window_bytes / row_bytes / batch_rows).max(1) * batch_rows;
+        let window_rows = options.window_rows(kinds.iter().map(|&(t, _)| t));
         Ok(Downloader {
             stream: stream.clone(),
             table,

@@ -10,7 +10,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 use arrow_buffer::Buffer;
-use gpujoin_device::{DeviceView, Error, PinnedBuffer, Result, Stream};
+use gpujoin_device::{Device, DeviceView, Error, PinnedBuffer, Result, Stream};
 
 /// Most bytes of free blocks the pool keeps.
 pub const POOL_MAX_BYTES: usize = 4 << 30;
@@ -34,10 +34,34 @@ fn pool() -> std::sync::MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The size class of a block of at least `len` bytes.
+pub(crate) fn size_class(len: usize) -> Result<usize> {
+    len.max(MIN_BLOCK).checked_next_power_of_two().ok_or_else(|| Error::too_large("pinned block bytes", len as u64, usize::MAX as u64))
+}
+
+/// Makes free blocks of at least `len` bytes for `device` until `count` of their size class are
+/// free (within [`POOL_MAX_BYTES`]); returns the bytes page-locked.
+pub(crate) fn prepare(device: &Device, len: usize, count: usize) -> Result<usize> {
+    let size = size_class(len)?;
+    let ordinal = device.ordinal();
+    let mut made = 0;
+    loop {
+        {
+            let p = pool();
+            let free = p.free.iter().filter(|b| b.ordinal == ordinal && b.buf.len() == size).count();
+            if free >= count || p.bytes + size > POOL_MAX_BYTES {
+                return Ok(made);
+            }
+        }
+        give_back(Block { buf: PinnedBuffer::new(device, size)?, ordinal });
+        made += size;
+    }
+}
+
 /// A block of at least `len` bytes for `stream`'s device: a free one of the right size class,
 /// or a new one.
 pub(crate) fn take(stream: &Stream, len: usize) -> Result<Block> {
-    let size = len.max(MIN_BLOCK).checked_next_power_of_two().ok_or_else(|| Error::too_large("pinned block bytes", len as u64, usize::MAX as u64))?;
+    let size = size_class(len)?;
     let ordinal = stream.device().ordinal();
     {
         let mut p = pool();

@@ -178,3 +178,23 @@ fn staging_buffers_made_ahead_serve_uploads() {
     assert_eq!(concat_batches(&b.schema(), &back).unwrap(), b);
     assert_eq!(options.prepare(s.device()).unwrap(), 0);
 }
+
+#[test]
+fn download_blocks_made_ahead() {
+    let Some(s) = stream("download_blocks_made_ahead") else { return };
+    use gpujoin_join::table::DataType;
+    // Two windows of 2^25 rows of a u32 column: two 128 MiB blocks (a size class no other test
+    // here downloads), then none more.
+    let options = DownloadOptions::default();
+    let cols = [(DataType::UInt32, false)];
+    let made = options.prepare(s.device(), &cols, 5 << 24).unwrap();
+    assert!(made <= 2 * (128 << 20), "{made}");
+    assert_eq!(options.prepare(s.device(), &cols, 5 << 24).unwrap(), 0);
+    assert_eq!(options.prepare(s.device(), &cols, 0).unwrap(), 0);
+    // A download of that shape goes through them.
+    let n = 5usize << 24;
+    let b = RecordBatch::try_from_iter([("v", Arc::new(arrow_array::UInt32Array::from_iter_values((0..n as u32).map(|i| i.wrapping_mul(2654435761)))) as ArrayRef)]).unwrap();
+    let t = upload_batches_with(&s, &b.schema(), [b.clone()], StagingOptions::default()).unwrap();
+    let back: Vec<RecordBatch> = Downloader::new(&s, t.view(), Some(&b.schema()), options).unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(concat_batches(&b.schema(), &back).unwrap(), b);
+}

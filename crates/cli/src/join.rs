@@ -344,7 +344,13 @@ async fn join_on_gpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
         spec = spec.filter(p);
     }
     let (lread, rread) = (left.counters(), right.counters());
-    let reserve = planned_peak_bytes(&ls, &rs, left.rows_hint(), right.rows_hint(), left_on, &select.0, &select.1);
+    let (lrows, rrows) = (left.rows_hint(), right.rows_hint());
+    let ahead = Ahead {
+        pool_bytes: planned_peak_bytes(&ls, &rs, lrows, rrows, left_on, &select.0, &select.1),
+        // The output of a key-foreign-key join: the larger side's rows (unknown: nothing).
+        output_rows: if lrows == 0 || rrows == 0 { 0 } else { lrows.max(rrows) as usize },
+        output_columns: output_device_columns(&ls, &rs, &select.0, &select.1, jt),
+    };
     // Small inputs: no warm-up (it would cost more than the one-time costs it takes off the join).
     let file_bytes = [&o.left, &o.right].iter().map(|p| std::fs::metadata(p).map_or(0, |m| m.len())).sum::<u64>();
     let wanted = match o.warm_up {
@@ -352,7 +358,7 @@ async fn join_on_gpu(o: &JoinOptions, ctx: &SessionContext, left: FileReader, ri
         WarmUp::On => true,
         WarmUp::Off => false,
     };
-    let warm = wanted.then(|| warm_up(&ls, &rs, left_on, right_on, &select.0, &select.1, jt, reserve));
+    let warm = wanted.then(|| warm_up(&ls, &rs, left_on, right_on, &select.0, &select.1, jt, ahead));
     let reading = crate::progress::reading(&[&left, &right]);
     let stream = gpujoin_device::Device::new(0)?.new_stream()?;
     // The right side is read last: its end waits for the warm-up, so that the join does not run
@@ -431,6 +437,33 @@ impl RecordBatchReader for AfterWarmUp {
     }
 }
 
+/// What the warm-up makes ahead of the join.
+struct Ahead {
+    /// Device memory for the memory pool ([`planned_peak_bytes`]).
+    pool_bytes: u64,
+    /// The download's pinned blocks for this many rows of these columns.
+    output_rows: usize,
+    output_columns: Vec<(gpujoin_join::table::DataType, bool)>,
+}
+
+/// The output columns' device types, and whether they may hold NULLs (nullable in the file, or
+/// padded by an outer join).
+fn output_device_columns(ls: &Schema, rs: &Schema, lsel: &[String], rsel: &[String], jt: JoinType) -> Vec<(gpujoin_join::table::DataType, bool)> {
+    let pads_left = matches!(jt, JoinType::Right | JoinType::Full);
+    let pads_right = matches!(jt, JoinType::Left | JoinType::Full);
+    let side = |s: &Schema, sel: &[String], pads: bool| -> Vec<(gpujoin_join::table::DataType, bool)> {
+        sel.iter()
+            .filter_map(|n| {
+                let f = s.field_with_name(n).ok()?;
+                Some((gpujoin_arrow::device_type(n, f.data_type()).ok()?, f.is_nullable() || pads))
+            })
+            .collect()
+    };
+    let mut out = side(ls, lsel, pads_left);
+    out.extend(side(rs, rsel, pads_right));
+    out
+}
+
 /// The device memory to reserve for the join ahead of it, from the Parquet row counts (0, no
 /// reservation, when a side's rows are not known before reading): the peak of the partitioned
 /// hash join with unclustered payloads (the largest of `Auto`'s usual choices), inputs included,
@@ -453,12 +486,13 @@ fn planned_peak_bytes(ls: &Schema, rs: &Schema, l_rows: u64, r_rows: u64, left_o
 /// A process's first GPU join pays one-time costs: the CUDA runtime's start, kernel modules
 /// loaded on first launch, the memory pool's growth to the join's size. A thread pays them while
 /// the files are read, so that the reported join time is the join's, as a warmed-up benchmark
-/// measures it: it grows the pool to `reserve` bytes ([`planned_peak_bytes`]; the uploads and
-/// the join then allocate from memory the pool holds), page-locks the uploads' staging buffers,
-/// then runs small joins (2^16 rows, the same column types, the algorithms `Auto` may choose). Errors are ignored (the real join
+/// measures it: it grows the pool to the planned peak ([`planned_peak_bytes`]; the uploads and
+/// the join then allocate from memory the pool holds), page-locks the uploads' staging buffers
+/// and the download's pinned blocks for the expected output, then runs small joins (2^16 rows,
+/// the same column types, the algorithms `Auto` may choose). Errors are ignored (the real join
 /// reports its own).
 #[allow(clippy::too_many_arguments)]
-fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[String], lsel: &[String], rsel: &[String], jt: JoinType, reserve: u64) -> std::thread::JoinHandle<()> {
+fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[String], lsel: &[String], rsel: &[String], jt: JoinType, ahead: Ahead) -> std::thread::JoinHandle<()> {
     use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatchIterator};
     use gpujoin_join::plan::{Algorithm, Gather};
     let batch = |schema: &SchemaRef, names: Vec<String>| -> Option<RecordBatch> {
@@ -480,8 +514,10 @@ fn warm_up(ls: &SchemaRef, rs: &SchemaRef, left_on: &[String], right_on: &[Strin
     let (lo, ro, lsel, rsel) = (left_on.to_vec(), right_on.to_vec(), lsel.to_vec(), rsel.to_vec());
     std::thread::spawn(move || {
         let Ok(stream) = gpujoin_device::Device::new(0).and_then(|d| d.new_stream()) else { return };
-        let _ = stream.reserve_pool(reserve);
+        let _ = stream.reserve_pool(ahead.pool_bytes);
         let _ = gpujoin_arrow::StagingOptions::default().prepare(stream.device());
+        let download = gpujoin_arrow::DownloadOptions { batch_rows: crate::session::BATCH_ROWS, ..Default::default() };
+        let _ = download.prepare(stream.device(), &ahead.output_columns, ahead.output_rows);
         let (Some(l), Some(r)) = (l, r) else { return };
         let (lo, ro, ls_, rs_): (Vec<&str>, Vec<&str>, Vec<&str>, Vec<&str>) =
             (lo.iter().map(String::as_str).collect(), ro.iter().map(String::as_str).collect(), lsel.iter().map(String::as_str).collect(), rsel.iter().map(String::as_str).collect());
