@@ -183,12 +183,12 @@ fn staging_buffers_made_ahead_serve_uploads() {
 fn download_blocks_made_ahead() {
     let Some(s) = stream("download_blocks_made_ahead") else { return };
     use gpujoin_join::table::DataType;
-    // Two windows of 2^25 rows of a u32 column: two 128 MiB blocks (a size class no other test
-    // here downloads), then none more.
+    // A window of one u32 column is 2^26 rows (256 MiB): two windows' blocks of 256 MiB (a size
+    // class no other test here downloads), then none more.
     let options = DownloadOptions::default();
     let cols = [(DataType::UInt32, false)];
     let made = options.prepare(s.device(), &cols, 5 << 24).unwrap();
-    assert!(made <= 2 * (128 << 20), "{made}");
+    assert!(made == 2 * (256 << 20), "{made}");
     assert_eq!(options.prepare(s.device(), &cols, 5 << 24).unwrap(), 0);
     assert_eq!(options.prepare(s.device(), &cols, 0).unwrap(), 0);
     // A download of that shape goes through them.
