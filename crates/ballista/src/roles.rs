@@ -158,8 +158,10 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
 }
 
 /// A client session of the scheduler at `url` (`df://127.0.0.1:50050`, or `http://...`) with
-/// [`BallistaGpuCodec`], [`BATCH_ROWS`] rows per batch and `partitions` target partitions
-/// (`None`: DataFusion's default). Queries go to the scheduler as logical plans; it plans them
+/// [`BallistaGpuCodec`], [`BATCH_ROWS`] rows per batch, `partitions` target partitions
+/// (`None`: Ballista's 16) and hash joins (`datafusion.optimizer.prefer_hash_join`, which
+/// Ballista turns off because DataFusion's hash join does not spill; `GpuJoinRule` replaces
+/// hash joins, not sort-merge joins). Queries go to the scheduler as logical plans; it plans them
 /// with the rule and ships the stages, `GpuJoinExec`s included, to the executors.
 ///
 /// ```no_run
@@ -170,6 +172,8 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
 /// ```
 pub async fn client(url: &str, partitions: Option<usize>) -> Result<SessionContext> {
     let mut config = SessionConfig::new_with_ballista()
+        // Ballista prefers sort-merge joins (they spill); GpuJoinRule replaces hash joins.
+        .set_bool("datafusion.optimizer.prefer_hash_join", true)
         .with_batch_size(BATCH_ROWS)
         .with_ballista_physical_extension_codec(Arc::new(BallistaGpuCodec::default()));
     if let Some(p) = partitions {
