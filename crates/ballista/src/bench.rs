@@ -31,11 +31,13 @@ pub struct BenchOptions {
     pub data_dir: Option<PathBuf>,
     /// Files per table (default 8).
     pub files: usize,
+    /// Pull-staged scheduling (default push-staged, Ballista's).
+    pub pull: bool,
 }
 
 impl Default for BenchOptions {
     fn default() -> Self {
-        BenchOptions { scale_factor: 1.0, executors: vec![1, 2], gpus: vec![0], queries: tpch::JOIN_HEAVY.to_vec(), reps: 3, data_dir: None, files: 8 }
+        BenchOptions { scale_factor: 1.0, executors: vec![1, 2], gpus: vec![0], queries: tpch::JOIN_HEAVY.to_vec(), reps: 3, data_dir: None, files: 8, pull: false }
     }
 }
 
@@ -161,7 +163,7 @@ pub async fn bench(bin: &Path, options: &BenchOptions, mut row: impl FnMut(&Benc
     for &n in &options.executors {
         for rule in [false, true] {
             eprintln!("bench: cluster of {n} executors, rule {}", if rule { "on" } else { "off" });
-            let cluster = LocalCluster::start(bin, ClusterOptions { executors: n, gpus: options.gpus.clone(), gpu_rule: rule, ..ClusterOptions::default() })?;
+            let cluster = LocalCluster::start(bin, ClusterOptions { executors: n, gpus: options.gpus.clone(), gpu_rule: rule, pull: options.pull, ..ClusterOptions::default() })?;
             let ctx = client(&cluster.url(), None).await?;
             register_tpch(&ctx, &dir).await?;
             for (i, &q) in options.queries.iter().enumerate() {

@@ -25,11 +25,14 @@ pub struct ClusterOptions {
     pub join_log: Option<PathBuf>,
     /// How long to wait for the scheduler to see every executor (default 60 s).
     pub startup_timeout: Duration,
+    /// Pull-staged scheduling (executors poll for tasks) instead of Ballista's default
+    /// push-staged (see [`SchedulerOptions::policy`](crate::SchedulerOptions::policy)).
+    pub pull: bool,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        ClusterOptions { executors: 2, gpus: vec![0], gpu_rule: true, vcores: None, join_log: None, startup_timeout: Duration::from_secs(60) }
+        ClusterOptions { executors: 2, gpus: vec![0], gpu_rule: true, vcores: None, join_log: None, startup_timeout: Duration::from_secs(60), pull: false }
     }
 }
 
@@ -96,6 +99,9 @@ impl LocalCluster {
                 .args(["--heartbeat", &HEARTBEAT_S.to_string()])
                 .arg("--work-dir")
                 .arg(&work);
+            if cluster.options.pull {
+                cmd.arg("--pull");
+            }
             if let Some(log) = &cluster.options.join_log {
                 cmd.env(crate::JOIN_LOG_ENV, log);
             }
@@ -135,6 +141,9 @@ impl LocalCluster {
             .args(["--executor-timeout", &EXECUTOR_TIMEOUT_S.to_string()]);
         if !self.options.gpu_rule {
             cmd.arg("--no-rule");
+        }
+        if self.options.pull {
+            cmd.arg("--pull");
         }
         self.scheduler_starts += 1;
         self.scheduler = Some(self.spawn(cmd, "scheduler")?);

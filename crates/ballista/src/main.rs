@@ -5,6 +5,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use ballista_core::config::TaskSchedulingPolicy;
 use clap::{Parser, Subcommand};
 use gpujoin_ballista::bench::{bench, BenchOptions, BenchRow};
 use gpujoin_ballista::{client, parse_addr, register_tpch, run_executor, run_scheduler, ClusterOptions, Error, ExecutorOptions, LocalCluster, Result, SchedulerOptions};
@@ -36,6 +37,9 @@ enum Cmd {
         /// Seconds without a heartbeat before an executor counts as dead.
         #[arg(long, default_value_t = 180)]
         executor_timeout: u64,
+        /// Pull-staged scheduling (executors poll; they must say --pull too).
+        #[arg(long)]
+        pull: bool,
     },
     /// An executor whose GpuJoinExecs run on one GPU.
     Executor {
@@ -63,6 +67,9 @@ enum Cmd {
         /// Seconds between heartbeats.
         #[arg(long, default_value_t = 60)]
         heartbeat: u64,
+        /// Pull-staged scheduling (the scheduler must say --pull too).
+        #[arg(long)]
+        pull: bool,
     },
     /// A scheduler and N executors on this machine until Ctrl-C.
     Cluster {
@@ -74,6 +81,9 @@ enum Cmd {
         /// Plain Ballista: no GpuJoinRule.
         #[arg(long)]
         no_rule: bool,
+        /// Pull-staged scheduling.
+        #[arg(long)]
+        pull: bool,
     },
     /// Runs SQL through a scheduler and prints the answer.
     Sql {
@@ -118,6 +128,9 @@ enum Cmd {
         /// CSV output file (default stdout).
         #[arg(short = 'o', long)]
         output: Option<PathBuf>,
+        /// Pull-staged scheduling.
+        #[arg(long)]
+        pull: bool,
     },
 }
 
@@ -166,27 +179,36 @@ fn main() -> ExitCode {
     }
 }
 
+fn policy(pull: bool) -> TaskSchedulingPolicy {
+    if pull {
+        TaskSchedulingPolicy::PullStaged
+    } else {
+        TaskSchedulingPolicy::PushStaged
+    }
+}
+
 async fn run(cmd: Cmd) -> Result<()> {
     match cmd {
-        Cmd::Scheduler { bind, no_rule, gpu, min_executors, executor_timeout } => {
+        Cmd::Scheduler { bind, no_rule, gpu, min_executors, executor_timeout, pull } => {
             let options = SchedulerOptions {
                 bind: parse_addr(&bind)?,
                 gpu_rule: !no_rule,
                 gpu: GpuJoinConfig { device: gpu, ..GpuJoinConfig::default() },
                 min_ready_executors: min_executors,
                 executor_timeout_seconds: executor_timeout,
+                policy: policy(pull),
             };
             run_scheduler(&options).await
         }
-        Cmd::Executor { gpu, scheduler, host, port, grpc_port, vcores, work_dir, heartbeat } => {
-            let mut options = ExecutorOptions { gpu, scheduler: parse_addr(&scheduler)?, host, port, grpc_port, work_dir, heartbeat_seconds: heartbeat, ..ExecutorOptions::default() };
+        Cmd::Executor { gpu, scheduler, host, port, grpc_port, vcores, work_dir, heartbeat, pull } => {
+            let mut options = ExecutorOptions { gpu, scheduler: parse_addr(&scheduler)?, host, port, grpc_port, work_dir, heartbeat_seconds: heartbeat, policy: policy(pull), ..ExecutorOptions::default() };
             if let Some(v) = vcores {
                 options.vcores = v;
             }
             run_executor(&options).await
         }
-        Cmd::Cluster { executors, gpus, no_rule } => {
-            let cluster = LocalCluster::start(&std::env::current_exe()?, ClusterOptions { executors, gpus, gpu_rule: !no_rule, ..ClusterOptions::default() })?;
+        Cmd::Cluster { executors, gpus, no_rule, pull } => {
+            let cluster = LocalCluster::start(&std::env::current_exe()?, ClusterOptions { executors, gpus, gpu_rule: !no_rule, pull, ..ClusterOptions::default() })?;
             println!("{}", cluster.url());
             eprintln!("gpujoin-ballista: scheduler and {executors} executors running; logs in {}; Ctrl-C stops them", cluster.log_path("").parent().map(|p| p.display().to_string()).unwrap_or_default());
             let _ = std::io::stdout().flush();
@@ -214,8 +236,8 @@ async fn run(cmd: Cmd) -> Result<()> {
             gpujoin_ballista::write_tpch(&dir, sf, files)?;
             Ok(())
         }
-        Cmd::Bench { sf, executors, gpus, queries, reps, data_dir, output } => {
-            let options = BenchOptions { scale_factor: sf, executors, gpus, queries, reps, data_dir, ..BenchOptions::default() };
+        Cmd::Bench { sf, executors, gpus, queries, reps, data_dir, output, pull } => {
+            let options = BenchOptions { scale_factor: sf, executors, gpus, queries, reps, data_dir, pull, ..BenchOptions::default() };
             let mut out: Box<dyn std::io::Write> = match &output {
                 Some(p) => Box::new(std::fs::File::create(p)?),
                 None => Box::new(std::io::stdout()),

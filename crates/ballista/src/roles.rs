@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ballista::prelude::SessionContextExt;
+use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::extension::SessionConfigExt;
 use ballista_core::utils::default_session_builder;
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
@@ -39,6 +40,11 @@ pub struct SchedulerOptions {
     /// Seconds without a heartbeat after which an executor counts as dead (default 180,
     /// Ballista's; the local cluster uses a few seconds so that a killed executor is noticed).
     pub executor_timeout_seconds: u64,
+    /// Push-staged (Ballista's default: the scheduler sends tasks) or pull-staged (executors
+    /// poll). Scheduler and executors must agree. With Ballista 55.0 a push-staged job whose
+    /// executor is killed can stay stuck after the scheduler rolls its stages back; pull-staged
+    /// jobs recover (see the crate's fault test), at some latency per stage (50 ms polls).
+    pub policy: TaskSchedulingPolicy,
 }
 
 impl Default for SchedulerOptions {
@@ -49,6 +55,7 @@ impl Default for SchedulerOptions {
             gpu: GpuJoinConfig::default(),
             min_ready_executors: 1,
             executor_timeout_seconds: 180,
+            policy: TaskSchedulingPolicy::PushStaged,
         }
     }
 }
@@ -75,6 +82,7 @@ pub fn scheduler_config(options: &SchedulerOptions) -> SchedulerConfig {
     config.no_executors_grace_period_seconds = options.executor_timeout_seconds;
     config.expire_dead_executor_interval_seconds = (options.executor_timeout_seconds / 3).clamp(1, 15);
     config.override_physical_codec = Some(Arc::new(BallistaGpuCodec::default()));
+    config.scheduling_policy = options.policy;
     if options.gpu_rule {
         let gpu = options.gpu.clone();
         config.override_session_builder = Some(Arc::new(move |session: SessionConfig| {
@@ -115,6 +123,8 @@ pub struct ExecutorOptions {
     /// Seconds between heartbeats (default 60, Ballista's; the local cluster uses 2, so
     /// that executors find a restarted scheduler quickly).
     pub heartbeat_seconds: u64,
+    /// As the scheduler's ([`SchedulerOptions::policy`]).
+    pub policy: TaskSchedulingPolicy,
 }
 
 impl Default for ExecutorOptions {
@@ -128,6 +138,7 @@ impl Default for ExecutorOptions {
             vcores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             work_dir: None,
             heartbeat_seconds: 60,
+            policy: TaskSchedulingPolicy::PushStaged,
         }
     }
 }
@@ -146,6 +157,7 @@ pub fn executor_config(options: &ExecutorOptions) -> ExecutorProcessConfig {
         vcores: options.vcores,
         work_dir: options.work_dir.clone(),
         executor_heartbeat_interval_seconds: options.heartbeat_seconds,
+        task_scheduling_policy: options.policy,
         override_physical_codec: Some(Arc::new(BallistaGpuCodec::for_executor(options.gpu))),
         ..ExecutorProcessConfig::default()
     }
@@ -161,7 +173,8 @@ pub async fn run_executor(options: &ExecutorOptions) -> Result<()> {
 /// [`BallistaGpuCodec`], [`BATCH_ROWS`] rows per batch, `partitions` target partitions
 /// (`None`: Ballista's 16) and hash joins (`datafusion.optimizer.prefer_hash_join`, which
 /// Ballista turns off because DataFusion's hash join does not spill; `GpuJoinRule` replaces
-/// hash joins, not sort-merge joins). Queries go to the scheduler as logical plans; it plans them
+/// hash joins, not sort-merge joins) and Ballista's static planner (its adaptive planner,
+/// `ballista.planner.adaptive.enabled`, picks joins at run time, after the rule). Queries go to the scheduler as logical plans; it plans them
 /// with the rule and ships the stages, `GpuJoinExec`s included, to the executors.
 ///
 /// ```no_run
@@ -174,6 +187,9 @@ pub async fn client(url: &str, partitions: Option<usize>) -> Result<SessionConte
     let mut config = SessionConfig::new_with_ballista()
         // Ballista prefers sort-merge joins (they spill); GpuJoinRule replaces hash joins.
         .set_bool("datafusion.optimizer.prefer_hash_join", true)
+        // Ballista's adaptive planner (AQE, on by default) chooses the joins at run time with
+        // its own rules, after GpuJoinRule has run: the static planner keeps the rule's plan.
+        .with_ballista_adaptive_query_planner(false)
         .with_batch_size(BATCH_ROWS)
         .with_ballista_physical_extension_codec(Arc::new(BallistaGpuCodec::default()));
     if let Some(p) = partitions {
