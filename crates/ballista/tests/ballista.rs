@@ -122,7 +122,8 @@ async fn tpch_on_two_executors_answers_as_datafusion() {
         assert!(!log.is_empty(), "the executors decoded no GpuJoinExec (log {})", join_log.display());
         assert_eq!(pids.len(), 2, "both executors should have run GPU joins:\n{log}");
     } else {
-        eprintln!("SKIPPED tpch_on_two_executors_answers_as_datafusion (GPU part): no GPU; the rule kept DataFusion's joins");
+        // The CPU part above is the test on CI; only the GPU checks are left out.
+        eprintln!("no GPU: the rule kept DataFusion's joins; the GpuJoinExec checks did not run");
         assert_eq!(gpu_joins, 0);
     }
 }
