@@ -11,7 +11,8 @@
 //!   which moves each `GpuJoinExec` to the executor's GPU ([`ExecutorOptions::gpu`], an index
 //!   among the devices `CUDA_VISIBLE_DEVICES` exposes): one executor per GPU.
 //! - The **client** ([`client`]) is a Ballista remote session with the same codec; its
-//!   queries go to the scheduler as logical plans.
+//!   queries go to the scheduler as logical plans. Or plan on the client, with the rule, and
+//!   ship the physical plan, `GpuJoinExec`s included ([`planner`], [`run_planned_here`]).
 //! - [`LocalCluster`] starts a scheduler and N executors of the `gpujoin-ballista` binary as
 //!   child processes and kills them on drop; [`bench`](mod@bench) times TPC-H on such clusters.
 //!
@@ -41,7 +42,7 @@ mod roles;
 pub use cluster::{ClusterOptions, LocalCluster};
 pub use codec::{BallistaGpuCodec, JOIN_LOG_ENV};
 pub use data::{register_tpch, write_tpch};
-pub use roles::{client, executor_config, parse_addr, run_executor, run_scheduler, scheduler_config, ExecutorOptions, SchedulerOptions, BATCH_ROWS};
+pub use roles::{client, executor_config, parse_addr, planner, run_executor, run_planned_here, run_scheduler, scheduler_config, ExecutorOptions, SchedulerOptions, BATCH_ROWS};
 
 /// What can go wrong.
 #[derive(Debug, thiserror::Error)]

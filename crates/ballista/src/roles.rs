@@ -208,3 +208,40 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr> {
         .find(|a| a.is_ipv4())
         .ok_or_else(|| Error::Usage(format!("{text:?} resolves to no IPv4 address")))
 }
+
+/// A local session that plans as a Ballista client does (Ballista's configuration, hash joins,
+/// [`BATCH_ROWS`] rows per batch) with [`GpuJoinRule`](gpujoin_datafusion::GpuJoinRule) (`gpu`,
+/// or none): its physical plans go to the cluster with [`run_planned_here`].
+pub fn planner(gpu: Option<GpuJoinConfig>) -> SessionContext {
+    let config = SessionConfig::new_with_ballista()
+        .set_bool("datafusion.optimizer.prefer_hash_join", true)
+        .with_batch_size(BATCH_ROWS)
+        .with_ballista_physical_extension_codec(Arc::new(BallistaGpuCodec::default()));
+    let mut builder = SessionStateBuilder::new().with_default_features().with_config(config);
+    if let Some(gpu) = gpu {
+        builder = builder.with_gpu_joins(gpu);
+    }
+    SessionContext::new_with_state(builder.build())
+}
+
+/// Plans `sql` here, in `planner` (see [`planner`]: with the rule, the plan holds the
+/// `GpuJoinExec`s), and runs the physical plan on the cluster at `url`: the plan travels to
+/// the scheduler through [`BallistaGpuCodec`], which splits it into stages for the executors.
+/// Returns the answer.
+///
+/// ```no_run
+/// # async fn f() -> gpujoin_ballista::Result<()> {
+/// let here = gpujoin_ballista::planner(Some(gpujoin_datafusion::GpuJoinConfig::default()));
+/// gpujoin_ballista::register_tpch(&here, "/tmp/tpch-sf1".as_ref()).await?;
+/// let batches = gpujoin_ballista::run_planned_here("df://127.0.0.1:50050", &here, "SELECT count(*) FROM orders JOIN customer ON o_custkey = c_custkey").await?;
+/// # Ok(()) }
+/// ```
+pub async fn run_planned_here(url: &str, planner: &SessionContext, sql: &str) -> Result<Vec<datafusion::arrow::array::RecordBatch>> {
+    use datafusion_proto::protobuf::PhysicalPlanNode;
+    let plan = planner.sql(sql).await?.create_physical_plan().await?;
+    let scheduler = format!("http://{}", parse_addr(url)?);
+    let config = planner.copied_config();
+    let ballista = config.ballista_config();
+    let stream = ballista_core::execution_plans::execute_physical_plan::<PhysicalPlanNode>(scheduler, &ballista, plan, &BallistaGpuCodec::default(), planner.session_id(), config).await?;
+    Ok(datafusion::physical_plan::common::collect(stream).await?)
+}

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use datafusion::prelude::SessionContext;
 use gpujoin_ballista::bench::{count_joins, explain, local_context};
-use gpujoin_ballista::{client, register_tpch, write_tpch, ClusterOptions, LocalCluster};
+use gpujoin_ballista::{client, planner, register_tpch, run_planned_here, write_tpch, ClusterOptions, LocalCluster};
+use gpujoin_datafusion::GpuJoinConfig;
 use gpujoin_datafusion::tpch;
 use gpujoin_device::testing::{device_or_skip, has_device};
 
@@ -187,4 +188,59 @@ async fn scheduler_restart_between_queries() {
     let ctx = connect(&cluster).await;
     assert_eq!(answer(&ctx, q3).await.expect("q3 after the restart"), answer(&local, q3).await.unwrap());
     assert_eq!(answer(&ctx, q5).await.expect("q5 after the restart"), answer(&local, q5).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn physical_plans_made_on_the_client_run_on_the_cluster() {
+    let _turn = turn();
+    let gpu = require_gpu() || has_device();
+    let cluster = start(ClusterOptions { executors: 2, ..ClusterOptions::default() });
+    let here = planner(Some(GpuJoinConfig::default()));
+    register_tpch(&here, data()).await.unwrap();
+    let local = reference().await;
+    for q in [3, 5, 13, 21] {
+        let sql = tpch::query(q).unwrap();
+        let plan = explain(&here, sql).await.unwrap();
+        let (g, c) = count_joins(&plan);
+        eprintln!("q{q} planned here: {g} GPU joins, {c} CPU joins");
+        if gpu {
+            assert!(g > 0, "q{q}: a GPU is present but the client's plan has no GpuJoinExec:\n{plan}");
+        }
+        let got = run_planned_here(&cluster.url(), &here, sql).await.unwrap_or_else(|e| panic!("q{q} planned here, run on the cluster: {e}\nscheduler log:\n{}", cluster.tail("scheduler")));
+        assert_eq!(tpch::sorted_rows(&got).unwrap(), answer(&local, sql).await.unwrap(), "q{q} planned on the client");
+    }
+}
+
+/// GpuJoinExecs planned on the client (without a GPU: forced, as the plan tests do) reach the
+/// executors through the codec: the executors decode them (their join log says so) and, without
+/// a GPU, the query fails with the device's error, never a wrong answer; with one, it answers
+/// as DataFusion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_joins_planned_on_the_client_reach_the_executors() {
+    let _turn = turn();
+    let gpu = require_gpu() || has_device();
+    let log_dir = tempfile::tempdir().unwrap();
+    let join_log = log_dir.path().join("joins.log");
+    let cluster = start(ClusterOptions { executors: 2, join_log: Some(join_log.clone()), ..ClusterOptions::default() });
+    let here = planner(Some(GpuJoinConfig { force_without_gpu_for_plan_tests: true, ..GpuJoinConfig::default() }));
+    register_tpch(&here, data()).await.unwrap();
+    let sql = tpch::query(3).unwrap();
+    let plan = explain(&here, sql).await.unwrap();
+    let (g, _) = count_joins(&plan);
+    assert!(g > 0, "the forced rule planned no GpuJoinExec:\n{plan}");
+    let result = tokio::time::timeout(Duration::from_secs(180), run_planned_here(&cluster.url(), &here, sql))
+        .await
+        .unwrap_or_else(|_| panic!("q3 with GpuJoinExecs neither finished nor failed in 180 s; scheduler log:\n{}", cluster.tail("scheduler")));
+    let log = std::fs::read_to_string(&join_log).unwrap_or_default();
+    eprintln!("{} GpuJoinExecs decoded by the executors", log.lines().count());
+    assert!(!log.is_empty(), "the executors decoded no GpuJoinExec; scheduler log:\n{}", cluster.tail("scheduler"));
+    if gpu {
+        let got = result.unwrap_or_else(|e| panic!("q3 with GpuJoinExecs on the GPU: {e}"));
+        assert_eq!(tpch::sorted_rows(&got).unwrap(), answer(&reference().await, sql).await.unwrap());
+    } else {
+        let e = result.expect_err("without a GPU the GpuJoinExecs cannot run").to_string();
+        eprintln!("q3 failed as it should without a GPU: {e}");
+        // Ballista passes the executor's error on in Debug form: NoDriver(...) / NoDevice(...).
+        assert!(["NoDriver", "NoDevice", "CUDA"].iter().any(|m| e.contains(m)), "not the device's error: {e}");
+    }
 }
