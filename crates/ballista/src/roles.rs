@@ -11,7 +11,7 @@ use ballista_core::extension::SessionConfigExt;
 use ballista_core::utils::default_session_builder;
 use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
 use ballista_scheduler::cluster::BallistaCluster;
-use ballista_scheduler::config::SchedulerConfig;
+use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::start_server;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -83,6 +83,9 @@ pub fn scheduler_config(options: &SchedulerOptions) -> SchedulerConfig {
     config.expire_dead_executor_interval_seconds = (options.executor_timeout_seconds / 3).clamp(1, 15);
     config.override_physical_codec = Some(Arc::new(BallistaGpuCodec::default()));
     config.scheduling_policy = options.policy;
+    // Ballista's default (Bias) fills one executor's slots first; round-robin spreads each
+    // stage's tasks over the executors (Ballista recommends it with a single scheduler).
+    config.task_distribution = TaskDistributionPolicy::RoundRobin;
     if options.gpu_rule {
         let gpu = options.gpu.clone();
         config.override_session_builder = Some(Arc::new(move |session: SessionConfig| {
