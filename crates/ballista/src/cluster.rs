@@ -79,7 +79,12 @@ impl LocalCluster {
         if !bin.is_file() {
             return Err(Error::Usage(format!("no gpujoin-ballista binary at {}", bin.display())));
         }
-        let dir = tempfile::Builder::new().prefix("gpujoin-ballista-").tempdir()?;
+        let mut dir = tempfile::Builder::new().prefix("gpujoin-ballista-").tempdir()?;
+        // GPUJOIN_BALLISTA_KEEP_LOGS=1: keep the logs (and shuffle files) after the cluster stops.
+        if std::env::var("GPUJOIN_BALLISTA_KEEP_LOGS").is_ok_and(|v| v == "1") {
+            dir.disable_cleanup(true);
+            eprintln!("gpujoin-ballista: keeping the cluster's logs in {}", dir.path().display());
+        }
         let scheduler_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let mut cluster = LocalCluster { bin: bin.to_path_buf(), options, dir, scheduler_addr, scheduler: None, scheduler_starts: 0, executors: Vec::new() };
         cluster.spawn_scheduler()?;

@@ -5,7 +5,8 @@
 //! Without a GPU the rule keeps DataFusion's CPU joins; with one (or with
 //! `GPUJOIN_REQUIRE_GPU=1`) the joins of the executors' stages must run as `GpuJoinExec`.
 //! The binary is `$GPUJOIN_BIN_DIR/gpujoin-ballista` where set (the bundle), else cargo's build.
-//! The tests take turns (one cluster at a time).
+//! The tests take turns (one cluster at a time). `GPUJOIN_BALLISTA_KEEP_LOGS=1` keeps each
+//! cluster's folder (scheduler and executor logs, with `RUST_LOG=info` for more).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -133,8 +134,12 @@ async fn tpch_on_two_executors_answers_as_datafusion() {
 /// scheduling and only DataFusion's CPU operators (no GPU, the rule keeps the joins), about one
 /// run in four finished q21 at SF0.1 after the kill with inflated counts (the lost executor's
 /// stages re-run and their shuffle output counted twice); push-staged jobs (static or adaptive
-/// planner) stayed stuck after the rollback. Run it with `--ignored`: it must pass before
-/// executor loss counts as handled.
+/// planner) stayed stuck after the rollback. In a failing run's scheduler log: the lost
+/// executor's heartbeat times out, the running stage is rolled back to unresolved and the
+/// finished stages' tasks on the lost executor reset, the scheduler cannot reach the surviving
+/// (pull-staged) executor to cancel its running tasks of the rolled-back stage, and ignores
+/// their status updates; the job then completes with inflated counts. Run it with `--ignored`:
+/// it must pass before executor loss counts as handled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "Ballista 55.0 can answer wrong after an executor is killed (shuffle output counted twice on stage re-run); see the doc comment"]
 async fn executor_killed_during_a_query_gives_the_answer_or_an_error() {
