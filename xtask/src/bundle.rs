@@ -44,7 +44,8 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     let extra: Vec<&str> = rest.iter().map(String::as_str).collect();
 
     let built = artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], &extra)?;
-    // The binaries built for integration tests (`gpujoin`, which the CLI's tests run): in `bin/`,
+    // The binaries built for integration tests (`gpujoin`, which the CLI's tests run;
+    // `gpujoin-ballista`, whose tests start it as scheduler and executors): in `bin/`,
     // outside the MANIFEST; run.sh points `GPUJOIN_BIN_DIR` at them.
     let bins: Vec<Artifact> = built.iter().filter(|a| !a.test && a.kind == "bin").cloned().collect();
     let tests: Vec<Artifact> = built.into_iter().filter(|a| a.test).collect();

@@ -15,7 +15,8 @@
 #                        sanitize: for each tool and executable, default 600
 #   GPUJOIN_ROOT         the repository root the tests run in (default: the bundle's parent)
 # Sets GPUJOIN_COMMIT (from bundle/COMMIT) and GPUJOIN_BENCH_CSV=$OUT/bench.csv for the benches,
-# and GPUJOIN_BIN_DIR to the bundle's binaries (bin/: `gpujoin`, which gpujoin-cli's tests run).
+# and GPUJOIN_BIN_DIR to the bundle's binaries (bin/: `gpujoin`, which gpujoin-cli's tests run;
+# `gpujoin-ballista`, which gpujoin-ballista's tests start as scheduler and executors).
 #
 # Ends with one line `N passed, N failed, N skipped`; exits non-zero when anything failed.
 # Tests: libtest counts; a test that printed `SKIPPED <name>: ...` counts as skipped (not passed),
