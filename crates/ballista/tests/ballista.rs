@@ -47,7 +47,8 @@ fn data() -> &'static Path {
     DIR.get_or_init(|| {
         let sf = scale_factor();
         let dir = std::env::temp_dir().join(format!("gpujoin-ballista-tpch-sf{sf}"));
-        write_tpch(&dir, sf, 4).expect("write TPC-H Parquet files")
+        // 8 files a table, as `gpujoin-ballista bench` writes them: the two share the folder.
+        write_tpch(&dir, sf, 8).expect("write TPC-H Parquet files")
     })
 }
 
