@@ -117,7 +117,7 @@ async fn tpch_on_two_executors_answers_as_datafusion() {
     // An outer join whose unmatched rows depend on several partitions: Partitioned (DataFusion's
     // joins, CI) or CollectLeft over a partitioned probe side (the build side's unmatched rows
     // need every probe partition's matches), which is how the rule's plans came out on the H100.
-    let outer = |l: &&&str| ["join_type=Left,", "join_type=Right,", "join_type=Full,"].iter().any(|t| l.contains(t));
+    let outer = |l: &&str| ["join_type=Left,", "join_type=Right,", "join_type=Full,"].iter().any(|t| l.contains(t));
     assert!(join_lines.iter().any(outer), "no outer join in the distributed plans:\n{plans}");
     if gpu {
         let _device = device_or_skip("tpch_on_two_executors_answers_as_datafusion");
