@@ -88,19 +88,17 @@ impl DownloadOptions {
                 lens.push(window.div_ceil(8));
             }
         }
-        // Blocks of one size class serve every column of that size: count them per class.
-        let mut made = 0;
-        let mut counted: Vec<(usize, usize)> = Vec::new();
+        // Blocks of one size class serve every column of that size: count them per class, then
+        // make each class's blocks once.
+        let mut classes: Vec<(usize, usize)> = Vec::new();
         for len in lens {
             let class = pinned_blocks::size_class(len)?;
-            match counted.iter_mut().find(|(c, _)| *c == class) {
+            match classes.iter_mut().find(|(c, _)| *c == class) {
                 Some((_, n)) => *n += windows,
-                None => counted.push((class, windows)),
+                None => classes.push((class, windows)),
             }
-            let n = counted.iter().find(|(c, _)| *c == class).map_or(windows, |&(_, n)| n);
-            made += pinned_blocks::prepare(device, len, n)?;
         }
-        Ok(made)
+        classes.into_iter().try_fold(0, |made, (class, n)| Ok(made + pinned_blocks::prepare(device, class, n)?))
     }
 }
 

@@ -12,7 +12,6 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use gpujoin_device::{DeviceViewMut, PinnedBuffer, Result, Stream};
-use rayon::prelude::*;
 
 use crate::host::Offsets;
 
@@ -58,28 +57,61 @@ impl StagingOptions {
                 }
                 *m += 1;
             }
-            let b = PinnedBuffer::new(device, key.1);
-            let mut st = POOL.state.lock().unwrap_or_else(|p| p.into_inner());
-            match b {
-                Ok(b) => st.free.push((key.0, key.1, b)),
-                Err(e) => {
-                    if let Some(m) = st.made.get_mut(&key) {
-                        *m -= 1;
-                    }
-                    POOL.freed.notify_all();
-                    return Err(e);
-                }
-            }
+            let b = make_counted(device, key)?;
+            POOL.state.lock().unwrap_or_else(|p| p.into_inner()).free.push((key.0, key.1, b));
             POOL.freed.notify_all();
             made += 1;
         }
     }
 }
 
+/// A new pinned buffer of `key`'s size, already counted in the pool's `made`; if page-locking
+/// fails the count is taken back (and waiters told), so another may try.
+fn make_counted(device: &gpujoin_device::Device, key: (usize, usize)) -> Result<PinnedBuffer<u8>> {
+    PinnedBuffer::new(device, key.1).inspect_err(|_| {
+        let mut st = POOL.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = st.made.get_mut(&key) {
+            *m -= 1;
+        }
+        POOL.freed.notify_all();
+    })
+}
+
 /// The bytes of one staging buffer for `buffer_bytes` asked for: at least 4 KiB, a multiple of 8.
 fn piece_bytes(buffer_bytes: usize) -> usize {
     buffer_bytes.max(1 << 12) / 8 * 8
 }
+
+/// The most bytes of each piece of an upload, by its position: the first `wave` pieces take
+/// `first` bytes, each later wave twice the last, up to `largest`. The threads start on the
+/// first pieces together; small ones let the first device copies start after a short host copy
+/// instead of after every thread has filled a whole buffer at once.
+///
+/// With `first` 256 KiB, `largest` 8 MiB and waves of 2: 256, 256, 512, 512 KiB, 1, 1, 2, 2, 4,
+/// 4, 8, 8, 8, ... MiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PieceSizes {
+    pub(crate) first: usize,
+    pub(crate) largest: usize,
+    pub(crate) wave: usize,
+}
+
+impl PieceSizes {
+    /// Every piece of at most `bytes` (a multiple of 8).
+    #[cfg(test)]
+    pub(crate) fn fixed(bytes: usize) -> PieceSizes {
+        PieceSizes { first: bytes, largest: bytes, wave: 1 }
+    }
+
+    /// The most bytes of the `k`-th piece: a multiple of 8.
+    pub(crate) fn at(&self, k: usize) -> usize {
+        let doublings = (k / self.wave.max(1)).min(40) as u32;
+        self.first.checked_shl(doublings).unwrap_or(usize::MAX).min(self.largest)
+    }
+}
+
+/// Bytes of the first pieces of an upload ([`PieceSizes`]).
+const FIRST_PIECE_BYTES: usize = 256 << 10;
 
 /// Where the staging's host time went, summed over the threads that staged.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -94,6 +126,9 @@ pub struct StagingStats {
     /// Bytes staged and the pieces they went in.
     pub bytes: u64,
     pub pieces: u64,
+    /// From the start of each upload pass to its first device copy queued, summed over passes
+    /// (the device waits for the host this long).
+    pub first_copy: Duration,
 }
 
 /// How bytes of a piece are made.
@@ -147,12 +182,14 @@ pub(crate) struct Piece<'a, 'd> {
 }
 
 impl<'a, 'd> Piece<'a, 'd> {
-    /// Packs `fills` (back to back, exactly `dst.len()` bytes) into pieces of at most `max`
-    /// bytes (a multiple of 8): many small batches share one device copy, a large one is split.
-    pub(crate) fn pack(fills: impl IntoIterator<Item = Fill<'a>>, dst: DeviceViewMut<'d, u8>, max: usize, out: &mut Vec<Piece<'a, 'd>>) {
+    /// Packs `fills` (back to back, exactly `dst.len()` bytes) into pieces of at most
+    /// `sizes.at(k)` bytes for the `k`-th piece of `out`: many small batches share one device
+    /// copy, a large one is split.
+    pub(crate) fn pack(fills: impl IntoIterator<Item = Fill<'a>>, dst: DeviceViewMut<'d, u8>, sizes: PieceSizes, out: &mut Vec<Piece<'a, 'd>>) {
         let mut dst = dst;
         let mut parts = Vec::new();
         let mut len = 0;
+        let mut max = sizes.at(out.len());
         for f in fills {
             let mut f = f;
             while f.len() > 0 {
@@ -170,12 +207,14 @@ impl<'a, 'd> Piece<'a, 'd> {
                 out.push(Piece { parts: std::mem::take(&mut parts), dst: d });
                 dst = rest;
                 len = 0;
+                max = sizes.at(out.len());
             }
             if len == max {
                 let (d, rest) = dst.split_at(len);
                 out.push(Piece { parts: std::mem::take(&mut parts), dst: d });
                 dst = rest;
                 len = 0;
+                max = sizes.at(out.len());
             }
         }
         if len > 0 {
@@ -225,6 +264,7 @@ pub(crate) struct Staging {
     issuing: AtomicU64,
     bytes: AtomicU64,
     pieces: AtomicU64,
+    first_copy: AtomicU64,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -242,12 +282,14 @@ impl Staging {
             issuing: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             pieces: AtomicU64::new(0),
+            first_copy: AtomicU64::new(0),
         })
     }
 
-    /// The most bytes of one piece.
-    pub(crate) fn piece_bytes(&self) -> usize {
-        self.piece
+    /// The most bytes of each piece of one upload: whole buffers after a ramp of smaller
+    /// first pieces, one wave per thread of the upload.
+    pub(crate) fn piece_sizes(&self) -> PieceSizes {
+        PieceSizes { first: FIRST_PIECE_BYTES.min(self.piece), largest: self.piece, wave: rayon::current_num_threads().min(self.most) }
     }
 
     pub(crate) fn stats(&self) -> StagingStats {
@@ -258,6 +300,7 @@ impl Staging {
             issuing: d(&self.issuing),
             bytes: self.bytes.load(Ordering::Relaxed),
             pieces: self.pieces.load(Ordering::Relaxed),
+            first_copy: d(&self.first_copy),
         }
     }
 
@@ -274,13 +317,7 @@ impl Staging {
             if *made < self.most {
                 *made += 1;
                 drop(st);
-                return PinnedBuffer::new(&self.device, self.piece).inspect_err(|_| {
-                    let mut st = POOL.state.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(m) = st.made.get_mut(&key) {
-                        *m -= 1;
-                    }
-                    POOL.freed.notify_all();
-                });
+                return make_counted(&self.device, key);
             }
             st = POOL.freed.wait(st).unwrap_or_else(|p| p.into_inner());
         }
@@ -292,9 +329,16 @@ impl Staging {
     }
 
     /// Queues every piece's device copy on `stream` (pieces of at most
-    /// [`Staging::piece_bytes`], to disjoint destinations); returns when all are queued.
+    /// [`Staging::piece_sizes`], to disjoint destinations); returns when all are queued. The
+    /// threads take the pieces in order, so device copies run roughly in the order of the
+    /// pieces and the small first pieces go first.
     pub(crate) fn upload(&self, stream: &Stream, pieces: Vec<Piece<'_, '_>>) -> Result<()> {
-        pieces.into_par_iter().try_for_each(|mut p| -> Result<()> {
+        let threads = rayon::current_num_threads().min(self.most).min(pieces.len());
+        let queue = Mutex::new(pieces.into_iter());
+        let failed: Mutex<Option<gpujoin_device::Error>> = Mutex::new(None);
+        let start = Instant::now();
+        let first = AtomicU64::new(u64::MAX);
+        let stage = |mut p: Piece<'_, '_>| -> Result<()> {
             let t0 = Instant::now();
             let mut slot = self.take()?;
             let r = (|| {
@@ -304,6 +348,7 @@ impl Staging {
                 p.write(&mut slot.as_mut_slice()?[..n]);
                 let t2 = Instant::now();
                 stream.copy_from_pinned_async(&mut slot, &mut p.dst)?;
+                first.fetch_min(nanos(t2 - start), Ordering::Relaxed);
                 self.waiting.fetch_add(nanos(t1 - t0), Ordering::Relaxed);
                 self.host_copy.fetch_add(nanos(t2 - t1), Ordering::Relaxed);
                 self.issuing.fetch_add(nanos(t2.elapsed()), Ordering::Relaxed);
@@ -313,7 +358,29 @@ impl Staging {
             })();
             self.give(slot);
             r
-        })
+        };
+        rayon::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|_| loop {
+                    if failed.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+                        return;
+                    }
+                    let Some(p) = queue.lock().unwrap_or_else(|p| p.into_inner()).next() else { return };
+                    if let Err(e) = stage(p) {
+                        failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                        return;
+                    }
+                });
+            }
+        });
+        let f = first.load(Ordering::Relaxed);
+        if f != u64::MAX {
+            self.first_copy.fetch_add(f, Ordering::Relaxed);
+        }
+        match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 
@@ -324,10 +391,14 @@ mod tests {
     /// The pieces' destinations and contents for `fills` into `len` bytes at a fake address
     /// (packing only splits views; nothing is read or written on a device).
     fn packed(fills: Vec<Fill<'_>>, len: usize, max: usize) -> Vec<(u64, Vec<u8>)> {
+        packed_in(fills, len, PieceSizes::fixed(max))
+    }
+
+    fn packed_in(fills: Vec<Fill<'_>>, len: usize, sizes: PieceSizes) -> Vec<(u64, Vec<u8>)> {
         // SAFETY: the view is never dereferenced: only split and measured.
         let dst = unsafe { DeviceViewMut::<u8>::from_raw(0x10_0000, len) };
         let mut out = Vec::new();
-        Piece::pack(fills, dst, max, &mut out);
+        Piece::pack(fills, dst, sizes, &mut out);
         out.iter()
             .map(|p| {
                 let mut bytes = vec![0u8; p.dst.len()];
@@ -357,5 +428,29 @@ mod tests {
         ];
         let got: Vec<i64> = packed(fills, 40, 16).into_iter().flat_map(|(_, b)| b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>()).collect();
         assert_eq!(got, vec![102, 105, 110, 111, 112]);
+    }
+
+    #[test]
+    fn the_first_pieces_ramp_up_to_whole_buffers() {
+        let sizes = PieceSizes { first: 8, largest: 64, wave: 2 };
+        let at: Vec<usize> = (0..10).map(|k| sizes.at(k)).collect();
+        assert_eq!(at, vec![8, 8, 16, 16, 32, 32, 64, 64, 64, 64]);
+        assert_eq!(PieceSizes { first: 8, largest: 64, wave: 0 }.at(1000), 64);
+        // 200 bytes in two fills: pieces of 8, 8, 16, 16, 32, 32, 64 and the last 24; every byte
+        // once, in order.
+        let (a, b) = ((0..150u8).collect::<Vec<u8>>(), (150..200u8).collect::<Vec<u8>>());
+        let got = packed_in(vec![Fill::Copy(&a), Fill::Copy(&b)], 200, sizes);
+        let lens: Vec<usize> = got.iter().map(|(_, b)| b.len()).collect();
+        assert_eq!(lens, vec![8, 8, 16, 16, 32, 32, 64, 24]);
+        let starts: Vec<u64> = got.iter().map(|(at, _)| *at).collect();
+        assert_eq!(starts, vec![0, 8, 16, 32, 48, 80, 112, 176]);
+        assert_eq!(got.into_iter().flat_map(|(_, b)| b).collect::<Vec<u8>>(), (0..200u8).collect::<Vec<u8>>());
+        // A second column's pieces continue the ramp where the first stopped.
+        let mut out = Vec::new();
+        // SAFETY: never dereferenced, as in `packed_in`.
+        let (d1, d2) = unsafe { (DeviceViewMut::<u8>::from_raw(0x10_0000, 16), DeviceViewMut::<u8>::from_raw(0x20_0000, 100)) };
+        Piece::pack([Fill::Copy(&a[..16])], d1, sizes, &mut out);
+        Piece::pack([Fill::Copy(&a[..100])], d2, sizes, &mut out);
+        assert_eq!(out.iter().map(|p| p.dst.len()).collect::<Vec<_>>(), vec![8, 8, 16, 16, 32, 32, 4]);
     }
 }

@@ -187,7 +187,7 @@ impl Uploader {
             bitmaps.push((values, validity));
         }
         // The pieces: every column's bytes of every batch, to disjoint device ranges.
-        let max = self.staging.piece_bytes();
+        let max = self.staging.piece_sizes();
         let mut pieces: Vec<Piece<'_, '_>> = Vec::new();
         let mut used_after = Vec::with_capacity(self.columns.len());
         for ((c, ps), (vbits, nbits)) in self.columns.iter_mut().zip(&prepared).zip(&bitmaps) {
