@@ -21,7 +21,7 @@
 //! # Ok::<(), gpujoin_device::Error>(())
 //! ```
 
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,7 +36,7 @@ use gpujoin_join::{JoinType, NanEquality, NullEquality};
 
 use crate::download::{DownloadOptions, Downloader};
 use crate::staging::StagingOptions;
-use crate::upload::upload_reader;
+use crate::upload::{upload_batches_with, upload_reader};
 
 /// What to join and how: key columns by name (pairwise), the join type, NULL and NaN equality,
 /// an optional filter, the output columns and the chunking of outputs larger than the device.
@@ -65,6 +65,9 @@ pub struct JoinSpec {
     /// Rows per output batch, staging of uploads and downloads.
     pub download: DownloadOptions,
     pub staging: StagingOptions,
+    /// Host bytes of each part of the right side in [`join_streaming_on`] (`None`: half the left
+    /// side's device bytes, within 64 MiB .. 1 GiB).
+    pub stream_part_bytes: Option<usize>,
 }
 
 impl JoinSpec {
@@ -85,6 +88,7 @@ impl JoinSpec {
             force_chunks: false,
             download: DownloadOptions::default(),
             staging: StagingOptions::default(),
+            stream_part_bytes: None,
         }
     }
 
@@ -130,6 +134,19 @@ impl JoinSpec {
     pub fn batch_rows(mut self, rows: usize) -> JoinSpec {
         self.download.batch_rows = rows;
         self
+    }
+
+    /// Right-side parts of about `bytes` host bytes in [`join_streaming_on`] (default: half the
+    /// left side's device bytes, within 64 MiB .. 1 GiB).
+    pub fn stream_part_bytes(mut self, bytes: usize) -> JoinSpec {
+        self.stream_part_bytes = Some(bytes);
+        self
+    }
+
+    /// The output columns of the two sides.
+    fn selections(&self, ls: &Schema, rs: &Schema) -> (Vec<String>, Vec<String>) {
+        let jt = self.join_type;
+        (self.selected(ls, jt.has_left_map(), &self.left_select), self.selected(rs, jt.has_right_map(), &self.right_select))
     }
 
     fn selected(&self, schema: &Schema, side_returned: bool, select: &Option<Vec<String>>) -> Vec<String> {
@@ -179,12 +196,6 @@ impl RecordBatchReader for JoinReader {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
-}
-
-/// Joins two readers on device 0 (see [`join_on`]).
-pub fn join(left: impl RecordBatchReader, right: impl RecordBatchReader, spec: JoinSpec) -> Result<JoinReader> {
-    let stream = Device::new(0)?.new_stream()?;
-    join_on(&stream, left, right, spec)
 }
 
 /// Uploads both readers on `stream`'s device, then returns a reader of the joined batches: the
@@ -258,98 +269,298 @@ pub fn join_shared_on(stream: &Stream, left: Arc<DeviceInput>, right: impl Recor
 
 fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: JoinSpec, upload: Duration) -> Result<JoinReader> {
     let (ls, rs) = (l.schema.clone(), r.schema.clone());
-    let jt = spec.join_type;
-    let lsel = spec.selected(&ls, jt.has_left_map(), &spec.left_select);
-    let rsel = spec.selected(&rs, jt.has_right_map(), &spec.right_select);
+    let (lsel, rsel) = spec.selections(&ls, &rs);
     // Check everything (names, types, algorithm) before any work; the output names come from
     // the front door's rule.
-    let probe = build(&spec, &l.table, &r.table, &lsel, &rsel);
-    probe.explain()?;
-    let schema = output_schema(&ls, &rs, &lsel, &rsel, jt)?;
+    build(&spec, &l.table, &r.table, &lsel, &rsel).explain()?;
+    let schema = output_schema(&ls, &rs, &lsel, &rsel, spec.join_type)?;
     let (tx, rx) = sync_channel(2);
     let stream = stream.clone();
     let out_schema = schema.clone();
     let times = Arc::new(Mutex::new(JoinTimes { upload, ..JoinTimes::default() }));
     let worker_times = Arc::clone(&times);
     std::thread::spawn(move || {
-        let add = |f: &dyn Fn(&mut JoinTimes)| f(&mut worker_times.lock().unwrap_or_else(|p| p.into_inner()));
-        // Time in `send` is the reader's, not the download's: counted here, taken off below.
-        let waiting = std::cell::Cell::new(Duration::ZERO);
-        let send = |b: Result<RecordBatch>| {
-            let t = Instant::now();
-            let ok = tx.send(b.map_err(|e| ArrowError::ExternalError(Box::new(e)))).is_ok();
-            waiting.set(waiting.get() + t.elapsed());
-            ok
-        };
+        let mut out = Output { tx, times: worker_times, waiting: Duration::ZERO };
         let j = build(&spec, &l.table, &r.table, &lsel, &rsel);
-        // Device join time since `start` (after a synchronize), and one more output chunk if
-        // `produced`.
-        let joined = |start: Instant, produced: bool| -> Result<()> {
-            stream.synchronize()?;
-            let e = start.elapsed();
-            add(&|t| {
-                t.join += e;
-                t.chunks += u64::from(produced);
-            });
-            Ok(())
-        };
-        let result = (|| -> Result<()> {
-            // The whole output at once (no count pass first: a join whose output does not fit
-            // fails with a typed error before writing it, and then runs in chunks).
-            let whole = if spec.force_chunks {
-                None
-            } else {
-                let start = Instant::now();
-                let run = j.run(&stream);
-                joined(start, run.is_ok())?;
-                match run {
-                    Ok(out) => Some(out.table),
-                    Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => None,
-                    Err(e) => return Err(e),
-                }
-            };
-            let emit = |table: &Table| -> Result<bool> {
-                let t = Instant::now();
-                let waited_before = waiting.get();
-                let mut ok = true;
-                for b in Downloader::new(&stream, table.view(), Some(&out_schema), spec.download)? {
-                    if !send(b) {
-                        ok = false;
-                        break;
-                    }
-                }
-                let e = t.elapsed().saturating_sub(waiting.get() - waited_before);
-                add(&|t| t.download += e);
-                Ok(ok)
-            };
-            if let Some(out) = whole {
-                emit(&out)?;
-                return Ok(());
-            }
-            let budget = ChunkBudget::Bytes(spec.chunk_budget.resolve(stream.device())?);
-            let theta_inputs;
-            let mut chunks: Box<dyn Iterator<Item = Result<_>>> = if spec.filter.is_some() || spec.left_on.is_empty() {
-                theta_inputs = j.theta_inputs(&stream)?;
-                Box::new(theta_inputs.chunks(&stream, budget)?)
-            } else {
-                Box::new(j.chunks(&stream, budget)?)
-            };
-            loop {
-                // A chunk's join: its maps (the iterator's step) and their gather.
-                let start = Instant::now();
-                let Some(c) = chunks.next() else { break };
-                let table = j.gather(&stream, &c?.data)?;
-                joined(start, true)?;
-                if !emit(&table)? {
-                    return Ok(());
-                }
-            }
-            Ok(())
-        })();
+        let result = produce(&stream, &j, &spec, &out.times.clone(), &mut |table| out.emit(&stream, &table, &out_schema, spec.download));
         if let Err(e) = result {
-            send(Err(e));
+            out.send(Err(e));
         }
     });
+    Ok(JoinReader { schema, batches: rx, times })
+}
+
+/// The worker's end of a [`JoinReader`]: batches to the reader, and the times.
+struct Output {
+    tx: SyncSender<std::result::Result<RecordBatch, ArrowError>>,
+    times: Arc<Mutex<JoinTimes>>,
+    /// Time spent in `send` (the reader's, not the download's).
+    waiting: Duration,
+}
+
+impl Output {
+    /// Hands a batch to the reader; false when the reader is gone.
+    fn send(&mut self, b: Result<RecordBatch>) -> bool {
+        let t = Instant::now();
+        let ok = self.tx.send(b.map_err(|e| ArrowError::ExternalError(Box::new(e)))).is_ok();
+        self.waiting += t.elapsed();
+        ok
+    }
+
+    /// Downloads `table` as batches of `schema` to the reader (on `stream`, waiting until its
+    /// copies are done); false when the reader is gone.
+    fn emit(&mut self, stream: &Stream, table: &Table, schema: &SchemaRef, options: DownloadOptions) -> Result<bool> {
+        let t = Instant::now();
+        let waited_before = self.waiting;
+        let mut ok = true;
+        for b in Downloader::new(stream, table.view(), Some(schema), options)? {
+            if !self.send(b) {
+                ok = false;
+                break;
+            }
+        }
+        // A reader that left early may leave copies of the next window in flight.
+        stream.synchronize()?;
+        let e = t.elapsed().saturating_sub(self.waiting - waited_before);
+        add_time(&self.times, |t| t.download += e);
+        Ok(ok)
+    }
+}
+
+fn add_time(times: &Mutex<JoinTimes>, f: impl FnOnce(&mut JoinTimes)) {
+    f(&mut times.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Runs `j` on `stream` and hands each output table to `sink` (false: stop, the reader is
+/// gone): the whole output at once when it fits, else in chunks of the spec's budget. Adds the
+/// device join time (each chunk's, after a synchronize) to `times`.
+fn produce(stream: &Stream, j: &Join<'_>, spec: &JoinSpec, times: &Mutex<JoinTimes>, sink: &mut dyn FnMut(Table) -> Result<bool>) -> Result<()> {
+    // Device join time since `start` (after a synchronize), and one more output chunk if
+    // `produced`.
+    let joined = |start: Instant, produced: bool| -> Result<()> {
+        stream.synchronize()?;
+        let e = start.elapsed();
+        add_time(times, |t| {
+            t.join += e;
+            t.chunks += u64::from(produced);
+        });
+        Ok(())
+    };
+    // The whole output at once (no count pass first: a join whose output does not fit fails
+    // with a typed error before writing it, and then runs in chunks).
+    if !spec.force_chunks {
+        let start = Instant::now();
+        let run = j.run(stream);
+        joined(start, run.is_ok())?;
+        match run {
+            Ok(out) => {
+                sink(out.table)?;
+                return Ok(());
+            }
+            Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let budget = ChunkBudget::Bytes(spec.chunk_budget.resolve(stream.device())?);
+    let theta_inputs;
+    let mut chunks: Box<dyn Iterator<Item = Result<_>>> = if spec.filter.is_some() || spec.left_on.is_empty() {
+        theta_inputs = j.theta_inputs(stream)?;
+        Box::new(theta_inputs.chunks(stream, budget)?)
+    } else {
+        Box::new(j.chunks(stream, budget)?)
+    };
+    loop {
+        // A chunk's join: its maps (the iterator's step) and their gather.
+        let start = Instant::now();
+        let Some(c) = chunks.next() else { break };
+        let table = j.gather(stream, &c?.data)?;
+        joined(start, true)?;
+        if !sink(table)? {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Join types whose output for a right row depends on that row and the left side alone, so the
+/// right side may be joined a part at a time: `Inner`, `Right`, `RightSemi`, `RightAnti`.
+fn right_side_streams(jt: JoinType) -> bool {
+    matches!(jt, JoinType::Inner | JoinType::Right | JoinType::RightSemi | JoinType::RightAnti)
+}
+
+/// Host bytes of the right side's parts in [`join_streaming_on`] when the spec leaves it open:
+/// half the left side's device bytes (a part's copies then take about as long as the left
+/// side's preparation that each part's join repeats), within 64 MiB .. 1 GiB.
+fn stream_part_bytes(spec: &JoinSpec, left: &Table) -> usize {
+    spec.stream_part_bytes.unwrap_or_else(|| (table_bytes(left) / 2).clamp(64 << 20, 1 << 30)).max(1)
+}
+
+fn table_bytes(t: &Table) -> usize {
+    t.view().columns().iter().map(|c| c.values().len() + c.offsets().map_or(0, |o| o.len()) + c.validity().map_or(0, |v| v.len())).sum()
+}
+
+/// The next part of `batches`: whole batches (the last one sliced) up to `bytes` host bytes;
+/// `None` at the end. `pending` holds the rest of a batch split across parts.
+fn next_part(batches: &mut dyn Iterator<Item = std::result::Result<RecordBatch, ArrowError>>, pending: &mut Option<RecordBatch>, bytes: usize) -> Result<Option<Vec<RecordBatch>>> {
+    let mut part = Vec::new();
+    let mut have = 0usize;
+    while have < bytes {
+        let b = match pending.take() {
+            Some(b) => b,
+            None => match batches.next() {
+                Some(b) => b.map_err(|e| crate::types::arrow_error("reading a record batch", e))?,
+                None => break,
+            },
+        };
+        let size = batch_bytes(&b);
+        let rows = b.num_rows();
+        if have + size <= bytes || rows <= 1 {
+            have += size;
+            part.push(b);
+            continue;
+        }
+        // Split: the rows that fill the part, the rest for the next one.
+        let per_row = size.div_ceil(rows).max(1);
+        let take = ((bytes - have) / per_row).clamp(1, rows - 1);
+        part.push(b.slice(0, take));
+        *pending = Some(b.slice(take, rows - take));
+        break;
+    }
+    Ok((!part.is_empty()).then_some(part))
+}
+
+/// A batch's own bytes (a slice counts its rows, not the buffers it shares).
+fn batch_bytes(b: &RecordBatch) -> usize {
+    b.columns().iter().map(|a| a.to_data().get_slice_memory_size().unwrap_or_else(|_| a.get_array_memory_size())).sum()
+}
+
+/// Joins two readers on device 0, the right side streamed (see [`join_streaming_on`]).
+pub fn join(left: impl RecordBatchReader, right: impl RecordBatchReader + Send + 'static, spec: JoinSpec) -> Result<JoinReader> {
+    let stream = Device::new(0)?.new_stream()?;
+    join_streaming_on(&stream, left, right, spec)
+}
+
+/// [`join_on`] with the right side streamed where the join type allows it (`Inner`, `Right`,
+/// `RightSemi`, `RightAnti`: a right row's output needs only that row and the left side): the
+/// left side is uploaded first; then the right side is read, uploaded, joined and downloaded a
+/// part at a time ([`JoinSpec::stream_part_bytes`]), by three threads on three streams, so that
+/// the copies to the device, the joins and the copies back overlap (the two copy directions run
+/// at once). A right side of one part, and the other join types, run as [`join_on`].
+///
+/// Output order: part by part in the right side's order; within a part, that of the algorithm
+/// that ran. [`JoinReader::times`] sums each phase over the parts (they overlap, so the sum of
+/// the phases is more than the wall time).
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use arrow_array::{RecordBatch, RecordBatchIterator, UInt32Array};
+/// # use gpujoin_arrow::{join_streaming_on, JoinSpec};
+/// # fn f(stream: &gpujoin_device::Stream, dim: RecordBatch, facts: Vec<RecordBatch>) -> gpujoin_device::Result<()> {
+/// let (ds, fs) = (dim.schema(), facts[0].schema());
+/// // Facts in parts of 64 MiB: each part's output comes back while the next part goes up.
+/// let spec = JoinSpec::new(gpujoin_join::JoinType::Inner, &["id"], &["k"]).stream_part_bytes(64 << 20);
+/// let out = join_streaming_on(stream, RecordBatchIterator::new([Ok(dim)], ds), RecordBatchIterator::new(facts.into_iter().map(Ok), fs), spec)?;
+/// let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
+/// # let _ = rows; Ok(()) }
+/// ```
+pub fn join_streaming_on(stream: &Stream, left: impl RecordBatchReader, right: impl RecordBatchReader + Send + 'static, spec: JoinSpec) -> Result<JoinReader> {
+    let start = Instant::now();
+    let l = Arc::new(DeviceInput { schema: left.schema(), table: upload_reader(stream, left, spec.staging)? });
+    let rs = right.schema();
+    if !right_side_streams(spec.join_type) {
+        let r = Arc::new(DeviceInput { schema: rs, table: upload_reader(stream, right, spec.staging)? });
+        stream.synchronize()?;
+        return join_inputs(stream, l, r, spec, start.elapsed());
+    }
+    let part_bytes = stream_part_bytes(&spec, &l.table);
+    let mut batches: Box<dyn Iterator<Item = std::result::Result<RecordBatch, ArrowError>> + Send> = Box::new(right);
+    let mut pending = None;
+    let first = next_part(&mut batches, &mut pending, part_bytes)?.unwrap_or_default();
+    let first = upload_batches_with(stream, &rs, first, spec.staging)?;
+    stream.synchronize()?;
+    let second = next_part(&mut batches, &mut pending, part_bytes)?;
+    let Some(second) = second else {
+        // One part: nothing to overlap.
+        return join_inputs(stream, l, Arc::new(DeviceInput { schema: rs, table: first }), spec, start.elapsed());
+    };
+    let (ls, lsel, rsel) = {
+        let (lsel, rsel) = spec.selections(&l.schema, &rs);
+        (l.schema.clone(), lsel, rsel)
+    };
+    build(&spec, &l.table, &first, &lsel, &rsel).explain()?;
+    let schema = output_schema(&ls, &rs, &lsel, &rsel, spec.join_type)?;
+    let times = Arc::new(Mutex::new(JoinTimes { upload: start.elapsed(), ..JoinTimes::default() }));
+    let device = stream.device().clone();
+    // Parts uploaded ahead of the join, and output tables ahead of the download: one each
+    // waiting, besides the one being worked on.
+    let (part_tx, part_rx) = sync_channel::<Result<Table>>(1);
+    let (table_tx, table_rx) = sync_channel::<Result<Table>>(1);
+    let (tx, rx) = sync_channel(2);
+    {
+        // The reader of the right side: reads, uploads on its own stream, hands over parts.
+        let (up, times, staging, rs) = (device.new_stream()?, Arc::clone(&times), spec.staging, rs.clone());
+        let mut second = Some(second);
+        std::thread::spawn(move || {
+            let _ = part_tx.send(Ok(first));
+            loop {
+                let t = Instant::now();
+                let part = match second.take().map(|p| Ok(Some(p))).unwrap_or_else(|| next_part(&mut batches, &mut pending, part_bytes)) {
+                    Ok(Some(p)) => upload_batches_with(&up, &rs, p, staging).and_then(|table| up.synchronize().map(|_| table)),
+                    Ok(None) => return,
+                    Err(e) => Err(e),
+                };
+                add_time(&times, |x| x.upload += t.elapsed());
+                let failed = part.is_err();
+                if part_tx.send(part).is_err() || failed {
+                    return;
+                }
+            }
+        });
+    }
+    {
+        // The joiner: each part with the left side, on the caller's stream.
+        let (stream, times, spec, l) = (stream.clone(), Arc::clone(&times), spec.clone(), Arc::clone(&l));
+        let (lsel, rsel) = (lsel.clone(), rsel.clone());
+        std::thread::spawn(move || {
+            for part in part_rx {
+                let result = part.and_then(|part| {
+                    let j = build(&spec, &l.table, &part, &lsel, &rsel);
+                    let mut gone = false;
+                    produce(&stream, &j, &spec, &times, &mut |table| {
+                        gone = table_tx.send(Ok(table)).is_err();
+                        Ok(!gone)
+                    })?;
+                    Ok(gone)
+                });
+                match result {
+                    Ok(false) => {}
+                    Ok(true) => return,
+                    Err(e) => {
+                        let _ = table_tx.send(Err(e));
+                        return;
+                    }
+                }
+            }
+        });
+    }
+    {
+        // The downloader: each output table to batches, on its own stream.
+        let (down, times, out_schema, options) = (device.new_stream()?, Arc::clone(&times), schema.clone(), spec.download);
+        std::thread::spawn(move || {
+            let mut out = Output { tx, times, waiting: Duration::ZERO };
+            for table in table_rx {
+                let r = table.and_then(|t| out.emit(&down, &t, &out_schema, options));
+                match r {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => {
+                        out.send(Err(e));
+                        return;
+                    }
+                }
+            }
+        });
+    }
     Ok(JoinReader { schema, batches: rx, times })
 }
 

@@ -24,7 +24,7 @@ mod upload;
 
 pub use download::{download, DownloadOptions, Downloader};
 pub use host::{from_host_table, to_host_table};
-pub use join::{join, join_on, join_shared_on, DeviceInput, JoinReader, JoinSpec};
+pub use join::{join, join_on, join_shared_on, join_streaming_on, DeviceInput, JoinReader, JoinSpec};
 pub use staging::{StagingOptions, StagingStats};
 pub use upload::{upload_batches, upload_batches_with, upload_batches_with_stats, upload_reader, Uploader, READER_GROUP_BYTES};
 pub use types::{arrow_type, can_download_as, device_type, device_types};

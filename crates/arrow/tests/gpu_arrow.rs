@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float16Array, Int32Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray};
 use arrow_select::concat::concat_batches;
-use gpujoin_arrow::{join_on, upload_batches_with, upload_reader, DownloadOptions, Downloader, JoinSpec, StagingOptions};
+use gpujoin_arrow::{join_on, join_streaming_on, upload_batches_with, upload_reader, DownloadOptions, Downloader, JoinSpec, StagingOptions};
 use gpujoin_device::testing::device_or_skip;
 use gpujoin_device::{Error, Stream};
 use gpujoin_join::predicate::{col_l, col_r};
@@ -83,6 +83,14 @@ fn long_and_non_ascii_strings_through_the_device() {
 }
 
 fn check_join(s: &Stream, l: &RecordBatch, r: &RecordBatch, key: &str, jt: JoinType, nulls: NullEquality, budget: Option<u64>, filter: Option<gpujoin_join::predicate::Predicate>) {
+    check_join_as(s, l, r, key, jt, nulls, budget, filter, None)
+}
+
+/// `check_join`, through `join_streaming_on` with right-side parts of `streamed` bytes when
+/// given (the right side as batches of 1, 17 and the rest of the rows, so parts split batches
+/// and span several).
+#[allow(clippy::too_many_arguments)]
+fn check_join_as(s: &Stream, l: &RecordBatch, r: &RecordBatch, key: &str, jt: JoinType, nulls: NullEquality, budget: Option<u64>, filter: Option<gpujoin_join::predicate::Predicate>, streamed: Option<usize>) {
     let mut spec = JoinSpec::new(jt, &[key], &[key]).null_equality(nulls).batch_rows(97);
     if key.is_empty() {
         spec = JoinSpec::new(jt, &[], &[]).batch_rows(97);
@@ -94,7 +102,15 @@ fn check_join(s: &Stream, l: &RecordBatch, r: &RecordBatch, key: &str, jt: JoinT
     if let Some(f) = &filter {
         spec = spec.filter(f.clone());
     }
-    let out = join_on(s, reader(vec![l.clone()]), reader(vec![r.clone()]), spec).unwrap_or_else(|e| panic!("{key} {jt:?}: {e}"));
+    let out = match streamed {
+        None => join_on(s, reader(vec![l.clone()]), reader(vec![r.clone()]), spec),
+        Some(bytes) => {
+            let n = r.num_rows();
+            let parts = if n > 18 { vec![r.slice(0, 1), r.slice(1, 17), r.slice(18, n - 18)] } else { vec![r.clone()] };
+            join_streaming_on(s, reader(vec![l.clone()]), reader(parts), spec.stream_part_bytes(bytes))
+        }
+    }
+    .unwrap_or_else(|e| panic!("{key} {jt:?} streamed {streamed:?}: {e}"));
     let schema = arrow_array::RecordBatchReader::schema(&out);
     let batches: Vec<RecordBatch> = out.collect::<Result<_, _>>().unwrap_or_else(|e| panic!("{key} {jt:?} {budget:?}: {e}"));
     let got = gpujoin_arrow::to_host_table(&concat_batches(&schema, &batches).unwrap()).unwrap();
@@ -105,7 +121,7 @@ fn check_join(s: &Stream, l: &RecordBatch, r: &RecordBatch, key: &str, jt: JoinT
     let ls: &[&str] = if jt.has_left_map() { &names } else { &[] };
     let rs: &[&str] = if jt.has_right_map() { &names } else { &[] };
     let want = table_reference::rows_of_pairs(&pairs, &lh, ls, &rh, rs);
-    assert_eq!(table_reference::rows_of_table(&got), want, "key {key}, {jt:?}, {nulls:?}, budget {budget:?}");
+    assert_eq!(table_reference::rows_of_table(&got), want, "key {key}, {jt:?}, {nulls:?}, budget {budget:?}, streamed {streamed:?}");
 }
 
 const JOIN_TYPES: [JoinType; 8] = [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full, JoinType::LeftSemi, JoinType::LeftAnti, JoinType::RightSemi, JoinType::RightAnti];
@@ -141,6 +157,47 @@ fn join_matches_the_cpu_reference_for_every_key_type_and_join_type() {
         }
     }
     println!("{cases} Arrow joins matched the CPU reference");
+}
+
+#[test]
+fn streamed_right_side_matches_the_cpu_reference() {
+    let Some(s) = stream("streamed_right_side_matches_the_cpu_reference") else { return };
+    let mut rng = StdRng::seed_from_u64(23);
+    let l = common::every_type(&mut rng, 301, 10, 12);
+    let r = common::every_type(&mut rng, 503, 10, 12).slice(2, 500);
+    let mut cases = 0;
+    // Parts of one byte (a row each), of a few hundred bytes (batches split and joined), and
+    // larger than the whole side (one part: the `join_on` path). Every join type: the ones
+    // that cannot stream run whole.
+    for bytes in [1usize, 700, 5000, 1 << 30] {
+        for key in ["i32", "utf8", "f64", "dict", "i64"] {
+            for jt in JOIN_TYPES {
+                if bytes == 1 && key != "i32" {
+                    continue;
+                }
+                check_join_as(&s, &l, &r, key, jt, NullEquality::NullEqualsNull, None, None, Some(bytes));
+                cases += 1;
+            }
+        }
+        // Chunked output within each part, keys with a filter, and a pure theta join.
+        for jt in JOIN_TYPES.into_iter().filter(|_| bytes > 1) {
+            check_join_as(&s, &l, &r, "i32", jt, NullEquality::NullEqualsNothing, Some(2048), None, Some(bytes));
+            check_join_as(&s, &l, &r, "i64", jt, NullEquality::NullEqualsNothing, None, Some(col_l(2).less(col_r(2))), Some(bytes));
+            check_join_as(&s, &l, &r, "", jt, NullEquality::NullEqualsNothing, Some(4096), Some(col_l(3).less(col_r(3))), Some(bytes));
+            cases += 3;
+        }
+    }
+    // An empty right side, streamed.
+    check_join_as(&s, &l, &r.slice(0, 0), "i32", JoinType::Inner, NullEquality::NullEqualsNothing, None, None, Some(64));
+    // Bad input is still a typed error before any work.
+    let missing = JoinSpec::new(JoinType::Inner, &["nope"], &["i32"]).stream_part_bytes(64);
+    assert!(matches!(join_streaming_on(&s, reader(vec![l.clone()]), reader(vec![r.clone()]), missing).err(), Some(Error::UnknownColumn { .. })));
+    // A reader dropped after the first batch stops the threads (nothing hangs).
+    let spec = JoinSpec::new(JoinType::Inner, &["i32"], &["i32"]).stream_part_bytes(200).batch_rows(3);
+    let mut out = join_streaming_on(&s, reader(vec![l.clone()]), reader(vec![r.clone()]), spec).unwrap();
+    assert!(out.next().is_some());
+    drop(out);
+    println!("{cases} streamed Arrow joins matched the CPU reference");
 }
 
 #[test]
