@@ -69,6 +69,19 @@ fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// A scheduler port that was free a moment ago, with its guard port
+/// ([`crate::guard::guard_addr`]) free too.
+fn free_scheduler_port() -> Result<u16> {
+    for _ in 0..100 {
+        let port = free_port()?;
+        let guard = crate::guard::guard_addr(SocketAddr::from(([127, 0, 0, 1], port)));
+        if port.checked_add(crate::guard::GUARD_PORT_OFFSET).is_some() && TcpListener::bind(guard).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(Error::Cluster("no free scheduler port whose guard port is free too".into()))
+}
+
 impl LocalCluster {
     /// Starts a scheduler and `options.executors` executors of the `gpujoin-ballista` binary
     /// `bin` on free local ports, and waits until the scheduler has seen them all.
@@ -85,7 +98,7 @@ impl LocalCluster {
             dir.disable_cleanup(true);
             eprintln!("gpujoin-ballista: keeping the cluster's logs in {}", dir.path().display());
         }
-        let scheduler_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let scheduler_addr = SocketAddr::from(([127, 0, 0, 1], free_scheduler_port()?));
         let mut cluster = LocalCluster { bin: bin.to_path_buf(), options, dir, scheduler_addr, scheduler: None, scheduler_starts: 0, executors: Vec::new() };
         cluster.spawn_scheduler()?;
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());

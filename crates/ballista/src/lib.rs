@@ -37,6 +37,7 @@ pub mod bench;
 mod cluster;
 mod codec;
 mod data;
+pub mod guard;
 mod roles;
 
 pub use cluster::{ClusterOptions, LocalCluster};

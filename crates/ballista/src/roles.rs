@@ -17,6 +17,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use gpujoin_datafusion::{GpuJoinConfig, SessionStateBuilderExt};
 
+use crate::guard::{self, guard_addr, Events, GuardedClusterState, GuardedJobState, GuardedPlanner};
 use crate::{BallistaGpuCodec, Error, Result};
 
 /// Rows per batch in the sessions this crate builds: DataFusion's 8192 means many short copies
@@ -97,9 +98,19 @@ pub fn scheduler_config(options: &SchedulerOptions) -> SchedulerConfig {
 }
 
 /// Runs a scheduler until the process ends (or the server fails).
+///
+/// Its state counts executor losses and stage re-runs, and it answers the count on the guard
+/// port ([`guard_addr`](crate::guard::guard_addr): its port + 1000), so that this crate's
+/// clients refuse results that a re-run may have counted twice ([`crate::guard`]).
 pub async fn run_scheduler(options: &SchedulerOptions) -> Result<()> {
     let config = scheduler_config(options);
-    let cluster = BallistaCluster::new_from_config(&config).await?;
+    let plain = BallistaCluster::new_from_config(&config).await?;
+    let events = Arc::new(Events::default());
+    let cluster = BallistaCluster::new(
+        Arc::new(GuardedClusterState { inner: plain.cluster_state(), events: Arc::clone(&events) }),
+        Arc::new(GuardedJobState { inner: plain.job_state(), events: Arc::clone(&events) }),
+    );
+    guard::serve(guard_addr(options.bind), events).await?;
     start_server(cluster, options.bind, Arc::new(config)).await?;
     Ok(())
 }
@@ -199,7 +210,17 @@ pub async fn client(url: &str, partitions: Option<usize>) -> Result<SessionConte
         config = config.with_target_partitions(p);
     }
     let state = SessionStateBuilder::new().with_default_features().with_config(config).build();
-    SessionContext::remote_with_state(url, state).await.map_err(Error::from)
+    let ctx = SessionContext::remote_with_state(url, state).await?;
+    // Guarded where the scheduler has a guard (this crate's does; a plain Ballista scheduler
+    // has none, and its results after an executor loss are not checked).
+    let guard = guard_addr(parse_addr(url)?);
+    if let Err(e) = guard::read(guard).await {
+        log::warn!("no executor-loss guard at {guard} ({e}): results after an executor loss are not checked");
+        return Ok(ctx);
+    }
+    let state = ctx.state();
+    let planner = GuardedPlanner { inner: Arc::clone(state.query_planner()), guard };
+    Ok(SessionContext::new_with_state(SessionStateBuilder::new_from_existing(state).with_query_planner(Arc::new(planner)).build()))
 }
 
 /// `host:port` to a socket address (names resolved), as the subcommands take them.
@@ -245,6 +266,16 @@ pub async fn run_planned_here(url: &str, planner: &SessionContext, sql: &str) ->
     let scheduler = format!("http://{}", parse_addr(url)?);
     let config = planner.copied_config();
     let ballista = config.ballista_config();
+    let guard = guard_addr(parse_addr(url)?);
+    let before = guard::read(guard).await.ok();
     let stream = ballista_core::execution_plans::execute_physical_plan::<PhysicalPlanNode>(scheduler, &ballista, plan, &BallistaGpuCodec::default(), planner.session_id(), config).await?;
-    Ok(datafusion::physical_plan::common::collect(stream).await?)
+    let batches = datafusion::physical_plan::common::collect(stream).await?;
+    // As a guarded client's queries ([`crate::guard`]).
+    if let Some(before) = before {
+        let after = guard::read(guard).await?;
+        if after != before {
+            return Err(guard::refused(before, after).into());
+        }
+    }
+    Ok(batches)
 }

@@ -134,18 +134,16 @@ async fn tpch_on_two_executors_answers_as_datafusion() {
     }
 }
 
-/// Ignored on CI: Ballista 55.0 itself can return a wrong answer here. With pull-staged
-/// scheduling and only DataFusion's CPU operators (no GPU, the rule keeps the joins), about one
-/// run in four finished q21 at SF0.1 after the kill with inflated counts (the lost executor's
-/// stages re-run and their shuffle output counted twice); push-staged jobs (static or adaptive
-/// planner) stayed stuck after the rollback. In a failing run's scheduler log: the lost
-/// executor's heartbeat times out, the running stage is rolled back to unresolved and the
-/// finished stages' tasks on the lost executor reset, the scheduler cannot reach the surviving
-/// (pull-staged) executor to cancel its running tasks of the rolled-back stage, and ignores
-/// their status updates; the job then completes with inflated counts. Run it with `--ignored`:
-/// it must pass before executor loss counts as handled.
+/// An executor killed during a query: the query returns the right answer or fails with a
+/// clear error, never a wrong answer. Ballista 55.0 alone can answer wrong here: with pull-staged
+/// scheduling and only DataFusion's CPU operators, about one run in four finished q21 at SF0.1
+/// after the kill with inflated counts (the lost executor's stages re-run and their output
+/// counted twice; the scheduler could not cancel the survivor's tasks of the rolled-back stage).
+/// This crate's scheduler counts executor losses and stage re-runs, and its client refuses a
+/// result whose job overlapped one ([`gpujoin_ballista::guard`]): such a run ends in that error.
+/// Push-staged jobs (static or adaptive planner) stayed stuck after the rollback, so the cluster
+/// here is pull-staged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "Ballista 55.0 can answer wrong after an executor is killed (shuffle output counted twice on stage re-run); see the doc comment"]
 async fn executor_killed_during_a_query_gives_the_answer_or_an_error() {
     let _turn = turn().await;
     // Pull-staged: with Ballista 55.0's push-staged scheduling the job stayed stuck after the
@@ -180,6 +178,9 @@ async fn executor_killed_during_a_query_gives_the_answer_or_an_error() {
             assert!(!msg.trim().is_empty(), "an empty error");
         }
     }
+    // The guard saw the loss (the scheduler removed the executor, or re-ran a stage).
+    let seen = gpujoin_ballista::guard::read(gpujoin_ballista::guard::guard_addr(cluster.scheduler_addr())).await.expect("the guard answers");
+    eprintln!("the guard counted {} executor losses and stage re-runs", seen.events);
     // The survivor still answers right, or says why not.
     match tokio::time::timeout(Duration::from_secs(300), answer(&ctx, tpch::query(3).unwrap())).await {
         Err(_) => panic!("q3 on the remaining executor hung"),
@@ -259,4 +260,25 @@ async fn gpu_joins_planned_on_the_client_reach_the_executors() {
         // Ballista passes the executor's error on in Debug form: NoDriver(...) / NoDevice(...).
         assert!(["NoDriver", "NoDevice", "CUDA"].iter().any(|m| e.contains(m)), "not the device's error: {e}");
     }
+}
+
+#[tokio::test]
+async fn the_guard_counts_losses_and_refuses_a_result_across_one() {
+    use gpujoin_ballista::guard::{read, refused, serve, Events, Reading};
+    let events = std::sync::Arc::new(Events::default());
+    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    serve(addr, std::sync::Arc::clone(&events)).await.unwrap();
+    let a = read(addr).await.unwrap();
+    assert_eq!(a.events, 0);
+    events.executor_removed("e1");
+    events.executor_removed("e2");
+    let b = read(addr).await.unwrap();
+    assert_eq!((b.instance, b.events), (a.instance, 2));
+    let e = refused(a, b).to_string();
+    assert!(e.contains("lost an executor or re-ran a stage (2 events)") && e.contains("run the query again"), "{e}");
+    let restarted = refused(a, Reading { instance: a.instance.wrapping_add(1), events: 0 }).to_string();
+    assert!(restarted.contains("scheduler restarted"), "{restarted}");
+    // Nothing listening: a clear error, not a hang.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    assert!(read(closed).await.is_err());
 }
