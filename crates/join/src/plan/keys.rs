@@ -4,8 +4,8 @@
 //!
 //! | key type | prepared as |
 //! |---|---|
-//! | `Int32`, `Date32` / `Int64`, `Date64`, `Timestamp` | the values, borrowed (`i32` / `i64`) |
-//! | `UInt32` / `UInt64`, `Float32` / `Float64` | the values, borrowed |
+//! | `Int32`, `Date32` / `Int64`, `Date64`, `Timestamp` | the values, borrowed (`i32` / `i64`; a single 8-byte column may be compressed, below) |
+//! | `UInt32` / `UInt64`, `Float32` / `Float64` | the values, borrowed (`UInt64`: as `Int64`) |
 //! | `Int8`, `Int16` / `UInt8`, `UInt16`, `Boolean` | widened to `i32` / `u32` |
 //! | `Decimal128` | two columns: the high `i64` and the low `u64` halves |
 //! | `Utf8`, `LargeUtf8` | exact dense ranks (`u32`) of both sides' strings together: equal strings, equal ranks, in byte order |
@@ -85,7 +85,8 @@ pub(crate) fn words(t: DataType) -> usize {
 pub(crate) fn describe(t: DataType) -> &'static str {
     use DataType::*;
     match t {
-        Int32 | Date32 | Int64 | Date64 | Timestamp(_) | UInt32 | UInt64 | Float32 | Float64 => "the values",
+        Int64 | Date64 | Timestamp(_) | UInt64 => "the values (a single key column: 32-bit offsets from the smallest key where both sides' keys span less than 2^32)",
+        Int32 | Date32 | UInt32 | Float32 | Float64 => "the values",
         Int8 | Int16 => "widened to i32",
         UInt8 | UInt16 | Boolean => "widened to u32",
         Decimal128(..) => "high i64 and low u64 halves",
