@@ -115,15 +115,18 @@ fn raw(keys: &Keys<'_>) -> (*const u64, *const u32, usize) {
     }
 }
 
+/// Whether [`compress`] would look at the keys' range (one 8-byte integer column of the same
+/// type on both sides): no device work.
+pub(crate) fn eligible_pair(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> bool {
+    matches!((eligible(left), eligible(right)), (Some(a), Some(b)) if a == b) && allowed(opts)
+}
+
 /// Compresses one 8-byte integer key column (both sides of the same type, already checked
 /// comparable) to `u32` offsets from the smallest valid key of either side when both sides'
 /// valid keys span less than 2^32. One reduction per side, one host sync, one offset pass per
 /// side. Errors: device errors only.
 pub(crate) fn compress(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> Result<Outcome> {
-    let (Some(signed), Some(signed_r)) = (eligible(left), eligible(right)) else { return Ok(Outcome::NotEligible) };
-    if signed != signed_r || !allowed(opts) {
-        return Ok(Outcome::NotEligible);
-    }
+    let (Some(signed), true) = (eligible(left), eligible_pair(left, right, opts)) else { return Ok(Outcome::NotEligible) };
     let empty: [u64; 2] = if signed { [i64::MAX as u64, i64::MIN as u64] } else { [u64::MAX, 0] };
     let mut words = stream.copy_from_host(&empty)?;
     for keys in [left, right] {
