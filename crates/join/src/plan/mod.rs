@@ -558,8 +558,9 @@ impl<'a> Join<'a> {
         let clustered = matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered));
         if clustered {
             let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
-            let reason = noted(reason, lk.note());
-            return self.run_wide(stream, &inputs, &lk.keys()?, &rk.keys()?, algorithm, reason);
+            let mut out = self.run_wide(stream, &inputs, &lk.keys()?, &rk.keys()?, algorithm, reason)?;
+            out.reason = noted(out.reason, lk.note());
+            return Ok(out);
         }
         let mut clock = if self.stats { Some(crate::common::Clock::start(stream)?) } else { None };
         if let Some(c) = clock.as_mut() {
@@ -626,7 +627,8 @@ impl<'a> Join<'a> {
         let wr = wide::WideRelation::new(r.clone(), rp)?;
         let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
         let opts = wide::WideJoinOptions { keys: self.options, output: wide::Output::Relation };
-        let out = wide::join(stream, &wl, &wr, self.join_type, wa, opts)?;
+        // The keys are prepared (compressed where they can be): not again.
+        let out = wide::join_as_given(stream, &wl, &wr, self.join_type, wa, opts)?;
         let ran = Algorithm::from_wide(out.algorithm);
         if algorithm != Algorithm::Auto && ran != algorithm {
             // The pre-checks should make this impossible; never substitute silently.

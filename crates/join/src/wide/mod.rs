@@ -235,7 +235,7 @@ pub struct WideJoinOutput {
 pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
     left.keys.check_comparable(&right.keys)?;
     if !range::eligible_pair(&left.keys, &right.keys, opts.keys) {
-        return join_keys(stream, left, right, join_type, algorithm, opts);
+        return join_as_given(stream, left, right, join_type, algorithm, opts);
     }
     let start = Event::new(stream.device(), true)?;
     start.record(stream)?;
@@ -243,12 +243,12 @@ pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, 
     let end = Event::new(stream.device(), true)?;
     end.record(stream)?;
     let (mut out, note) = match outcome {
-        Outcome::NotEligible => return join_keys(stream, left, right, join_type, algorithm, opts),
-        Outcome::TooWide(r) => (join_keys(stream, left, right, join_type, algorithm, opts)?, range::wide_note(r)),
+        Outcome::NotEligible => return join_as_given(stream, left, right, join_type, algorithm, opts),
+        Outcome::TooWide(r) => (join_as_given(stream, left, right, join_type, algorithm, opts)?, range::wide_note(r)),
         Outcome::Compressed(c) => {
             let l = WideRelation { keys: c.keys(&left.keys, true)?, payloads: left.payloads.clone() };
             let r = WideRelation { keys: c.keys(&right.keys, false)?, payloads: right.payloads.clone() };
-            (join_keys(stream, &l, &r, join_type, algorithm, opts)?, c.note())
+            (join_as_given(stream, &l, &r, join_type, algorithm, opts)?, c.note())
         }
     };
     out.reason = format!("{}; {note}", out.reason);
@@ -260,8 +260,10 @@ pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, 
     Ok(out)
 }
 
-/// [`join`] on the keys as given (compressed or not).
-fn join_keys(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
+/// [`join`] on the keys as given, never compressed here (the front door prepares its keys
+/// itself, compressed where they can be).
+pub(crate) fn join_as_given(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
+    left.keys.check_comparable(&right.keys)?;
     let (algorithm, reason) = match algorithm {
         Algorithm::Auto => auto::decide(stream, left, right, join_type, opts)?,
         a => (a, "requested".to_string()),
