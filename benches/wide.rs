@@ -239,7 +239,17 @@ fn libcudf(h: &mut Harness) {
     let (nb, np) = (10_000_000usize, 10_000_000usize);
     let matching = np * 3 / 10;
     let mut rng = rand::rngs::StdRng::seed_from_u64(1406);
-    let spread: Vec<i64> = (0..nb).map(|_| rng.gen::<i64>() & !1).collect();
+    let spread: Vec<i64> = {
+        // Unique: redraw the (rare) duplicates.
+        let mut v: Vec<i64> = Vec::with_capacity(nb);
+        while v.len() < nb {
+            v.extend((v.len()..nb).map(|_| rng.gen::<i64>() & !1));
+            v.sort_unstable();
+            v.dedup();
+        }
+        v.shuffle(&mut rng);
+        v
+    };
     let dense: Vec<i64> = {
         let mut all: Vec<i64> = (0..2 * nb as i64).collect();
         all.shuffle(&mut rng);

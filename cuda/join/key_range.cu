@@ -11,6 +11,7 @@ namespace {
 using namespace gj;
 
 constexpr int kThreads = 256;
+constexpr int kUnroll = 4;
 
 // Merges the range [a_lo, a_hi] into [lo, hi] (an empty range has lo > hi and changes nothing).
 template <class T>
@@ -35,10 +36,16 @@ __global__ void __launch_bounds__(kThreads) range_kernel(const T *col, const uin
                                                          T empty_hi, T *range) {
   T lo = empty_lo, hi = empty_hi;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    if (!validity || ((validity[i >> 5] >> (i & 31)) & 1)) {
-      const T v = col[i];
-      merge(v, v, lo, hi);
+  // kUnroll independent loads in flight per thread (the grid is only as large as what stays
+  // resident, so each thread has many rows).
+  for (int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; first < n; first += stride * kUnroll) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = first + u * stride;
+      if (i < n && (!validity || ((validity[i >> 5] >> (i & 31)) & 1))) {
+        const T v = col[i];
+        merge(v, v, lo, hi);
+      }
     }
   }
   for (int d = 16; d > 0; d >>= 1) {
@@ -68,8 +75,9 @@ __global__ void offset_kernel(const uint64_t *col, const uint32_t *validity, int
   }
 }
 
-// A few blocks per SM: each thread folds many rows, so that the blocks' atomics stay few.
-inline int range_grid(int64_t n) { return blocks_for_sms(n, kThreads * 8, 4); }
+// The blocks that stay resident (8 of 256 threads per SM): each thread folds many rows, and the
+// blocks' atomics (two each) stay few.
+inline int range_grid(int64_t n) { return blocks_for_sms(n, kThreads * kUnroll, 8); }
 inline int offset_grid(int64_t n) { return blocks_for_sms(n, kThreads * 4, tuning::kStreamBlocksPerSm); }
 }  // namespace
 
