@@ -118,12 +118,10 @@ fn cases() -> impl Strategy<Value = Case> {
                     *x = Some(span);
                 }
                 if disjoint && span >= 2 {
-                    // No matches: left keys even, right keys odd offsets (ends kept).
+                    // No matches: left keys even, right keys odd offsets, all within [0, span].
+                    let odd = |x: u64| if x | 1 <= span { x | 1 } else { (x - 1) | 1 };
                     left.iter_mut().flatten().for_each(|x| *x &= !1);
-                    right.iter_mut().flatten().for_each(|x| *x |= 1);
-                    if let Some(x) = right.last_mut() {
-                        *x = Some(span | 1).filter(|v| *v <= span).or(Some(span - 1 | 1));
-                    }
+                    right.iter_mut().flatten().for_each(|x| *x = odd(*x));
                 }
                 Case { kind, base, span, left, right }
             },
