@@ -36,6 +36,14 @@
 //!
 //! Every order is deterministic (the same inputs give the same order on every run); only the
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
+//!
+//! Key compression: a single 8-byte integer key column (`Int64`, `UInt64`, `Date64`,
+//! `Timestamp`) whose valid keys on both sides span less than 2^32 is joined as 32-bit offsets
+//! from the smallest key (one reduction a side and one wait for the device to read the range),
+//! by every algorithm but the sorted merge; equality, key order, NULLs and the materialized
+//! columns (gathered from the inputs) are unchanged. [`JoinOutput::reason`] ends with
+//! `8-byte keys joined as 32-bit offsets from <min> (span <s>)`, or `8-byte keys kept: they span
+//! <s>, more than 32 bits`. Keys `[-5, 7]` and `[7, -3]` are joined as `[0, 12]` and `[12, 2]`.
 
 mod filter;
 mod index;
