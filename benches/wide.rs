@@ -256,7 +256,9 @@ fn libcudf(h: &mut Harness) {
         all.truncate(nb);
         all
     };
-    let workloads: [(&str, &Vec<i64>, Box<dyn Fn(&mut rand::rngs::StdRng) -> i64>); 2] = [
+    /// Draws one probe key that is not a build key.
+    type Absent = Box<dyn Fn(&mut rand::rngs::StdRng) -> i64>;
+    let workloads: [(&str, &Vec<i64>, Absent); 2] = [
         ("i64_10m_30pct", &spread, Box::new(|r: &mut rand::rngs::StdRng| r.gen::<i64>() | 1)),
         ("i64_dense_10m_30pct", &dense, Box::new(move |r: &mut rand::rngs::StdRng| r.gen_range(2 * nb as i64..4 * nb as i64))),
     ];
