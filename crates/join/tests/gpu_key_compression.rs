@@ -254,7 +254,7 @@ fn front_door_case(s: &Stream, c: &Case) -> Result<(), TestCaseError> {
             let join = Join::new(jt).on(&lt, &["k"], &rt, &["k"]).null_equality(nulls);
             prop_assert_eq!(join.count(s).unwrap(), want.len() as u64, "count {:?} {:?}", jt, nulls);
             let mut got = Vec::new();
-            for chunk in join.chunks(s, ChunkBudget::Bytes(1 << 10)).unwrap().take(100_000) {
+            for chunk in join.chunks(s, ChunkBudget::Bytes(16 << 10)).unwrap().take(100_000) {
                 let (l, r) = chunk.unwrap().data.to_host().unwrap();
                 got.extend(from_maps(&l, &r));
             }
