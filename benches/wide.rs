@@ -24,6 +24,13 @@
 //! `zipf{0_5,1_5,2}_narrow_4b4b_2p24`; and `r2p25_narrow_4b4b` (|S| = 2^26),
 //! `r2p27_s_over_r_1_narrow_4b4b` (|R| = |S| = 2^27).
 //!
+//! Group `libcudf`: libcudf's nvbench join workload (`cpp/benchmarks/join/`, its
+//! `generate_input_tables`: unique `INT64` build keys, selectivity 0.3, multiplicity 1), maps
+//! only, 10M x 10M; published on the H100: `inner_join` 3.06 ms, `distinct_inner_join` 1.54 ms.
+//! See `fn libcudf` for the generation; rows `i64_10m_30pct_*` (keys over the whole `i64` range,
+//! joined as 8-byte keys) and `i64_dense_10m_30pct_*` (keys spanning less than 2^32, joined as
+//! 32-bit offsets), each with Auto and `_smj_um`, `_smj_om`, `_phj_um`, `_nphj`.
+//!
 //! After each case one more run prints a `STATS` line (algorithm, reason, per-phase times, peak
 //! memory); the explicit-algorithm cases end with a `CHECK` line comparing OM and UM peaks.
 
@@ -213,6 +220,83 @@ fn families(h: &mut Harness) {
     }
 }
 
+/// libcudf's join workload, maps only. The build side (left, 10M rows: the left side builds on
+/// ties) has unique keys; the probe side (right, 10M rows) has 30% of its rows carrying build
+/// keys, each build key at most once (libcudf cycles through the unique build keys, and 3M < 10M),
+/// and 70% keys absent from the build side; both sides shuffled. Output: exactly 3M pairs.
+/// - `i64_10m_30pct`: build keys random over the whole `i64` range with the low bit cleared
+///   (libcudf draws its base table's values from its random-table profile, not from a narrow
+///   range); absent probe keys random with the low bit set. 8-byte keys: no compression.
+/// - `i64_dense_10m_30pct`: build keys 10M distinct values of `[0, 2 x 10M)` (a shuffled
+///   permutation's first half), absent probe keys from `[2 x 10M, 4 x 10M)`: the keys span less
+///   than 2^32, so the join runs on 32-bit offsets.
+///
+/// Byte floor: both key columns read once, the two maps written once.
+fn libcudf(h: &mut Harness) {
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+    const GROUP: &str = "libcudf";
+    let (nb, np) = (10_000_000usize, 10_000_000usize);
+    let matching = np * 3 / 10;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1406);
+    let spread: Vec<i64> = {
+        // Unique: redraw the (rare) duplicates.
+        let mut v: Vec<i64> = Vec::with_capacity(nb);
+        while v.len() < nb {
+            v.extend((v.len()..nb).map(|_| rng.gen::<i64>() & !1));
+            v.sort_unstable();
+            v.dedup();
+        }
+        v.shuffle(&mut rng);
+        v
+    };
+    let dense: Vec<i64> = {
+        let mut all: Vec<i64> = (0..2 * nb as i64).collect();
+        all.shuffle(&mut rng);
+        all.truncate(nb);
+        all
+    };
+    /// Draws one probe key that is not a build key.
+    type Absent = Box<dyn Fn(&mut rand::rngs::StdRng) -> i64>;
+    let workloads: [(&str, &Vec<i64>, Absent); 2] = [
+        ("i64_10m_30pct", &spread, Box::new(|r: &mut rand::rngs::StdRng| r.gen::<i64>() | 1)),
+        ("i64_dense_10m_30pct", &dense, Box::new(move |r: &mut rand::rngs::StdRng| r.gen_range(2 * nb as i64..4 * nb as i64))),
+    ];
+    for (name, build, absent) in workloads {
+        let mut probe: Vec<i64> = build[..matching].to_vec();
+        probe.extend((matching..np).map(|_| absent(&mut rng)));
+        probe.shuffle(&mut rng);
+        let s = h.stream.clone();
+        let (bk, pk) = (s.copy_from_host(build).unwrap(), s.copy_from_host(&probe).unwrap());
+        let (b, p) = (WideRelation::new(Keys::single(bk.view()), vec![]).unwrap(), WideRelation::new(Keys::single(pk.view()), vec![]).unwrap());
+        let bytes = ((nb + np) * 8 + matching * 8) as u64;
+        let opts = WideJoinOptions::maps_only();
+        let algos = [Algorithm::Auto, Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::Nphj];
+        for &a in &algos {
+            wide::join(&s, &b, &p, JoinType::Inner, a, opts).unwrap(); // untimed: steady state
+        }
+        s.synchronize().unwrap();
+        for a in algos {
+            let case = if a == Algorithm::Auto { name.to_string() } else { format!("{name}_{}", a.suffix()) };
+            h.case(GROUP, &case, bytes, (nb + np) as u64, |s| {
+                let out = wide::join(s, &b, &p, JoinType::Inner, a, opts).unwrap();
+                assert_eq!(out.rows, matching as u64);
+            });
+            let out = wide::join(&s, &b, &p, JoinType::Inner, a, opts).unwrap();
+            let st = out.stats;
+            println!(
+                "STATS {GROUP}/{case}: algorithm {} | transform {:.3} ms, match {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",
+                out.algorithm.name(),
+                st.transform_ms,
+                st.match_ms,
+                st.total_ms,
+                mb(st.peak_memory_bytes),
+                out.reason
+            );
+        }
+    }
+}
+
 fn main() {
     let Some(mut h) = Harness::new("wide joins") else { return };
     let s = h.stream.clone();
@@ -244,4 +328,5 @@ fn main() {
     sequences(&mut h);
     variations(&mut h);
     families(&mut h);
+    libcudf(&mut h);
 }

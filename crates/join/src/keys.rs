@@ -1,4 +1,7 @@
-//! Key columns on the device and their images under the join's equality.
+//! Key columns on the device and their images under the join's equality; [`range`]: 8-byte
+//! integer keys joined as 32-bit offsets.
+
+pub(crate) mod range;
 
 use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Error, Result, Stream};

@@ -48,6 +48,10 @@
 //! | `theta_join`, mixed (equality + residual), `P` rows of the equality join | `max(hash_join's with O := P, 17P)` | same |
 //! | [`chunked::EquiChunkSource`](crate::chunked::EquiChunkSource) and one chunk of `C` rows | `max(30N, 4N + 32L, 4N + 28L + 8C)` | same |
 //!
+//! `wide::join` with one 8-byte integer key column (`i64`, `u64`) takes the larger of its `k = 8`
+//! formula and `4N` plus its `k = 4` formula: where both sides' keys span less than 2^32 it joins
+//! 32-bit offsets from the smallest key (key compression), `4N` bytes alive throughout.
+//!
 //! where `T = next_power_of_two(2S)` (NPHJ's table slots, 16 bytes each); `W = 48·I + 48·2^b`
 //! (the PHJ's work items `I ≤ 2^b + S/2048 + M/16384 + (S/2048 + 1)(M/16384 + 1)` and `2^b`
 //! partitions, `b = ⌈log2(S/1024)⌉` clamped to 1..24: well under a byte a row); `E = L·chunks`
@@ -363,7 +367,7 @@ fn formula(algorithm: PeakAlgorithm, c: &Ctx) -> B {
         PeakAlgorithm::HashJoin => nphj(c, false),
         PeakAlgorithm::PartitionedHashJoin => phj(c, false, Materialization::Unclustered),
         PeakAlgorithm::PartitionedHashJoinWithPayloads(mode) => phj(c, true, mode),
-        PeakAlgorithm::Wide(a, out) => wide(c, a, out),
+        PeakAlgorithm::Wide(a, out) => wide_compressible(c, a, out),
         PeakAlgorithm::IndexedNestedLoop { index } => inlj(c, index),
         PeakAlgorithm::Theta(ThetaKind::Sorted) => theta_sorted(c),
         PeakAlgorithm::Theta(ThetaKind::NestedLoop) => theta_nested_loop(c),
@@ -795,7 +799,20 @@ fn om_scratch(x: B, kh: B, p: &Payloads, filtered: bool, bits: u32) -> B {
     w * x + compact + (kh + w) * chunk + alt(chunk, kh + w, bits) + (16 << bits)
 }
 
-/// `wide::join`.
+/// `wide::join`, whose one 8-byte integer key column may be compressed to 32-bit offsets (the
+/// data decide: both sides' keys spanning less than 2^32): the larger of the join on the keys as
+/// given and `4N` of offsets (alive throughout) with the join on 4-byte keys.
+fn wide_compressible(c: &Ctx, a: Algorithm, out: Output) -> B {
+    let given = wide(c, a, out);
+    if c.keys.columns == 1 && c.keys.bytes == 8 && !c.keys.floats {
+        let c4 = Ctx { k: 4, keys: KeyShape { bytes: 4, ..c.keys }, ..*c };
+        given.max(4 * c.n + wide(&c4, a, out))
+    } else {
+        given
+    }
+}
+
+/// `wide::join` on the keys as given.
 fn wide(c: &Ctx, a: Algorithm, out: Output) -> B {
     let maps_only = out == Output::MapsOnly;
     match a {
@@ -1038,6 +1055,9 @@ mod tests {
                     4 * n + 12 * ob,
                     8 * ob,
                 ]);
+                let smj_um_k4 = max(&[20 * lb, 8 * lb + 20 * rb, 8 * n + 20 * lb, 8 * n + 16 * lb + 8 * ob, 4 * n + 12 * ob, 8 * ob]);
+                // 8-byte keys may be compressed to 32-bit offsets (4N) and joined as 4-byte keys.
+                let smj_um = if k == 8 { smj_um.max(4 * n + smj_um_k4) } else { smj_um };
                 assert_eq!(f(PeakAlgorithm::Wide(Algorithm::SmjUm, Output::Relation), &sz), smj_um, "{what}");
                 for index in [Side::Left, Side::Right] {
                     let (ix, pr) = if index == Side::Left { (lb, rb) } else { (rb, lb) };
@@ -1100,6 +1120,28 @@ mod tests {
         assert_eq!(working_bytes(PeakAlgorithm::SortMergeJoin, &e), FIXED_ALLOWANCE);
         // (the PHJ's two partitions and their work items: a few hundred bytes)
         assert!(working_bytes(PeakAlgorithm::Wide(Algorithm::Auto, Output::Relation), &e) < FIXED_ALLOWANCE + 1024);
+    }
+
+    #[test]
+    fn wide_joins_bound_compressed_keys() {
+        // One 8-byte integer key column may be joined as 32-bit offsets (4N alive): the bound
+        // covers that path and the 8-byte one; floats and composites are never compressed.
+        for &(l, r, o) in &SHAPES {
+            let n = (l + r) as B;
+            for a in [Algorithm::Auto, Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] {
+                for out in [Output::Relation, Output::MapsOnly] {
+                    let w = PeakAlgorithm::Wide(a, out);
+                    let p = |k: KeyShape| JoinSizes::inner(l, r, k, o).with_payloads(Payloads::of_widths(&[8]), Payloads::of_widths(&[8, 4]));
+                    let c8 = Ctx::new(&p(KeyShape::integer(8)));
+                    let (k8, k4) = (f(w, &p(KeyShape::integer(8))), f(w, &p(KeyShape::integer(4))));
+                    assert_eq!(k8, wide(&c8, a, out).max(4 * n + k4), "{a:?} {out:?} L {l} R {r}");
+                    let nullable = KeyShape { nullable: true, ..KeyShape::integer(8) };
+                    assert!(f(w, &p(nullable)) >= 4 * n + f(w, &p(KeyShape { nullable: true, ..KeyShape::integer(4) })), "{a:?} {out:?} nullable");
+                    let floats = KeyShape { floats: true, ..KeyShape::integer(8) };
+                    assert_eq!(f(w, &p(floats)), wide(&Ctx::new(&p(floats)), a, out), "{a:?} {out:?} floats");
+                }
+            }
+        }
     }
 
     #[test]

@@ -223,6 +223,10 @@ pub struct TestingOptions {
     /// The partitioned hash join gives each work item at most this many probe rows (0, the
     /// default: 16384), so that small inputs split probe ranges.
     pub probe_split: u32,
+    /// The front door and the wide joins never join 8-byte integer keys as 32-bit offsets from
+    /// their minimum (key compression; `false`, the default: they do where both sides' keys
+    /// span less than 2^32), so that tests compare both paths on the same input.
+    pub no_key_compression: bool,
 }
 
 #[cfg(feature = "testing")]
@@ -233,6 +237,7 @@ impl TestingOptions {
         hash_mask: u64::MAX,
         partition_bits: 0,
         probe_split: 0,
+        no_key_compression: false,
     };
 }
 

@@ -8,7 +8,8 @@
 //!
 //! Shapes: `unique` (2^20 x 2^20 unique keys), `fk` (2^18 primary keys, 2^21 foreign keys),
 //! `m2m` (2^16 x 2^16 rows over 256 keys: 2^24 output rows), each with 4-byte (`u32`) and
-//! 8-byte (`u64`) keys; theta joins on their own relations. `GPUJOIN_TEST_SIZE=small`
+//! 8-byte (`u64`) keys spread over 64 bits, and the wide joins again on 8-byte keys that span
+//! less than 2^32 (`k8 compressed`: joined as 32-bit offsets); theta joins on their own relations. `GPUJOIN_TEST_SIZE=small`
 //! (sanitizer runs) shrinks every size to a few thousand rows and checks the upper bound only
 //! (the allowance's constant dominates there).
 //!
@@ -245,6 +246,41 @@ fn equi_joins(m: &mut Meter, shape: &str, lk: &[u32], rk: &[u32], width: u32, in
     }
 }
 
+/// The wide joins on 8-byte keys that span less than 2^32 (`k + 2^40`): joined as 32-bit
+/// offsets from the smallest key (key compression, checked through the reason), whose `4N` of
+/// offsets the plan of 8-byte keys must cover; every algorithm must return `expected` rows.
+fn compressed_wide_joins(m: &mut Meter, shape: &str, lk: &[u32], rk: &[u32], expected: u64) {
+    let s = m.stream.clone();
+    let up = |k: &[u32]| s.copy_from_host(&k.iter().map(|&x| x as u64 + (1 << 40)).collect::<Vec<_>>()).unwrap();
+    let (lkeys, rkeys) = (up(lk), up(rk));
+    let ids = |n: usize| (s.copy_from_host(&(0..n as u32).collect::<Vec<_>>()).unwrap(), s.copy_from_host(&(0..n as u64).map(|i| i * 3).collect::<Vec<_>>()).unwrap());
+    let ((l32, l64), (r32, _)) = (ids(lk.len()), ids(rk.len()));
+    let shape = format!("{shape} k8 compressed");
+    let plain = |o: u64| JoinSizes::inner(lk.len() as u64, rk.len() as u64, KeyShape::integer(8), o);
+    let (lp, rp) = (Payloads::of_widths(&[4, 8]), Payloads::of_widths(&[4]));
+    let mut rows: Vec<(String, u64)> = Vec::new();
+    for a in Algorithm::EXPLICIT {
+        let name = format!("wide {}", a.name());
+        let got = m.case(&name, &shape, PeakAlgorithm::Wide(a, Output::Relation), |o| plain(o).with_payloads(lp, rp), |s| {
+            let left = WideRelation::new(Keys::single(lkeys.view()), vec![l32.view().into(), l64.view().into()]).unwrap();
+            let right = WideRelation::new(Keys::single(rkeys.view()), vec![r32.view().into()]).unwrap();
+            let out = wide::join(s, &left, &right, JoinType::Inner, a, WideJoinOptions::default()).unwrap();
+            assert!(out.reason.contains("32-bit offsets"), "{name} {shape}: not compressed: {}", out.reason);
+            out.rows
+        });
+        rows.push((name, got));
+    }
+    let got = m.case("wide PHJ-UM maps-only", &shape, PeakAlgorithm::Wide(Algorithm::PhjUm, Output::MapsOnly), plain, |s| {
+        let left = WideRelation::new(Keys::single(lkeys.view()), vec![]).unwrap();
+        let right = WideRelation::new(Keys::single(rkeys.view()), vec![]).unwrap();
+        wide::join(s, &left, &right, JoinType::Inner, Algorithm::PhjUm, WideJoinOptions::maps_only()).unwrap().rows
+    });
+    rows.push(("wide PHJ-UM maps-only".to_string(), got));
+    for (name, got) in rows {
+        assert_eq!(got, expected, "{name} {shape}: output rows");
+    }
+}
+
 fn theta_joins(m: &mut Meter) {
     let s = m.stream.clone();
     let mut rng = StdRng::seed_from_u64(77);
@@ -313,6 +349,9 @@ fn measured_peaks_stay_within_the_memory_plan() {
         equi_joins(&mut m, "fk", &fk.0, &fk.1, width, Side::Left, nfk as u64);
         equi_joins(&mut m, "m2m", &m2m.0, &m2m.1, width, Side::Right, (nmm * nmm / domain) as u64);
     }
+    compressed_wide_joins(&mut m, "unique", &unique.0, &unique.1, nu as u64);
+    compressed_wide_joins(&mut m, "fk", &fk.0, &fk.1, nfk as u64);
+    compressed_wide_joins(&mut m, "m2m", &m2m.0, &m2m.1, (nmm * nmm / domain) as u64);
     theta_joins(&mut m);
     println!("PEAK {} cases in {:.1} s", m.cases, t0.elapsed().as_secs_f64());
     assert!(m.failures.is_empty(), "{} of {} cases outside the memory plan:\n{}", m.failures.len(), m.cases, m.failures.join("\n"));

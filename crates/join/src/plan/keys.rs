@@ -4,21 +4,29 @@
 //!
 //! | key type | prepared as |
 //! |---|---|
-//! | `Int32`, `Date32` / `Int64`, `Date64`, `Timestamp` | the values, borrowed (`i32` / `i64`) |
-//! | `UInt32` / `UInt64`, `Float32` / `Float64` | the values, borrowed |
+//! | `Int32`, `Date32` / `Int64`, `Date64`, `Timestamp` | the values, borrowed (`i32` / `i64`; a single 8-byte column may be compressed, below) |
+//! | `UInt32` / `UInt64`, `Float32` / `Float64` | the values, borrowed (`UInt64`: as `Int64`) |
 //! | `Int8`, `Int16` / `UInt8`, `UInt16`, `Boolean` | widened to `i32` / `u32` |
 //! | `Decimal128` | two columns: the high `i64` and the low `u64` halves |
 //! | `Utf8`, `LargeUtf8` | exact dense ranks (`u32`) of both sides' strings together: equal strings, equal ranks, in byte order |
 //!
 //! Example: left `Utf8` keys `["b", "a", "b"]` and right `["c", "b"]` prepare as ranks
 //! `[1, 0, 1]` and `[2, 1]`.
+//!
+//! Key compression: a single key column prepared as 8-byte integers (`Int64`, `UInt64`,
+//! `Date64`, `Timestamp`) whose valid keys on both sides span less than 2^32 is then joined as
+//! the `u32` offsets `key - min` (`crate::keys::range`: one reduction a side, one host sync), so
+//! that every algorithm takes its 4-byte path; equality and order are kept, validity too, and the
+//! selected columns are gathered from the original columns. Left `Int64` keys `[-5, 7]` and right
+//! `[7, -3]` are joined as `[0, 12]` and `[12, 2]`; the join's reason says so.
 
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
 use crate::kernels::table::{self as kernels, Cow};
+use crate::keys::range::{self, Outcome};
 use crate::keys::{DeviceColumn, KeyColumn, Keys};
 use crate::table::{ColumnView, DataType};
-use crate::types::MAX_KEY_COLUMNS;
+use crate::types::{JoinOptions, MAX_KEY_COLUMNS};
 
 enum Values<'a> {
     I32(Cow<'a, i32>),
@@ -37,6 +45,9 @@ struct Prepared<'a> {
 /// One side's prepared key columns.
 pub(crate) struct PreparedKeys<'a> {
     columns: Vec<Prepared<'a>>,
+    /// How 8-byte integer keys were prepared (compressed or kept), for the join's reason; `None`
+    /// for other keys.
+    note: Option<String>,
 }
 
 impl PreparedKeys<'_> {
@@ -74,7 +85,8 @@ pub(crate) fn words(t: DataType) -> usize {
 pub(crate) fn describe(t: DataType) -> &'static str {
     use DataType::*;
     match t {
-        Int32 | Date32 | Int64 | Date64 | Timestamp(_) | UInt32 | UInt64 | Float32 | Float64 => "the values",
+        Int64 | Date64 | Timestamp(_) | UInt64 => "the values (a single key column: 32-bit offsets from the smallest key where both sides' keys span less than 2^32)",
+        Int32 | Date32 | UInt32 | Float32 | Float64 => "the values",
         Int8 | Int16 => "widened to i32",
         UInt8 | UInt16 | Boolean => "widened to u32",
         Decimal128(..) => "high i64 and low u64 halves",
@@ -110,8 +122,10 @@ fn prepare_one<'a>(stream: &Stream, v: &ColumnView<'a>, out: &mut Vec<Prepared<'
 }
 
 /// Prepares the key columns of both sides (already checked: as many on each side, comparable
-/// types). Errors: more than [`MAX_KEY_COLUMNS`] prepared columns; device errors.
-pub(crate) fn prepare<'a>(stream: &Stream, left: &[ColumnView<'a>], right: &[ColumnView<'a>]) -> Result<(PreparedKeys<'a>, PreparedKeys<'a>)> {
+/// types); with `compress`, a single 8-byte integer column becomes 32-bit offsets where both
+/// sides' valid keys span less than 2^32 (see the module docs). Errors: more than
+/// [`MAX_KEY_COLUMNS`] prepared columns; device errors.
+pub(crate) fn prepare<'a>(stream: &Stream, left: &[ColumnView<'a>], right: &[ColumnView<'a>], opts: JoinOptions, compress: bool) -> Result<(PreparedKeys<'a>, PreparedKeys<'a>)> {
     let total: usize = left.iter().map(|c| words(c.data_type())).sum();
     if total > MAX_KEY_COLUMNS {
         return Err(Error::Unsupported {
@@ -130,10 +144,30 @@ pub(crate) fn prepare<'a>(stream: &Stream, left: &[ColumnView<'a>], right: &[Col
             prepare_one(stream, b, &mut r)?;
         }
     }
-    Ok((PreparedKeys { columns: l }, PreparedKeys { columns: r }))
+    let (mut l, mut r) = (PreparedKeys { columns: l, note: None }, PreparedKeys { columns: r, note: None });
+    if !compress {
+        return Ok((l, r));
+    }
+    let outcome = range::compress(stream, &l.keys()?, &r.keys()?, opts)?;
+    match outcome {
+        Outcome::Compressed(c) => {
+            l.note = Some(c.note());
+            l.columns[0].values = Values::U32(Cow::Owned(c.left));
+            r.columns[0].values = Values::U32(Cow::Owned(c.right));
+        }
+        Outcome::TooWide(range) => l.note = Some(range::wide_note(range)),
+        Outcome::NotEligible => {}
+    }
+    Ok((l, r))
 }
 
 impl PreparedKeys<'_> {
+    /// How the keys were prepared, where a join's reason should say it (8-byte integer keys:
+    /// compressed to 32-bit offsets, or kept because they span 2^32 or more).
+    pub(crate) fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
     /// The validity words of the first (for a single key: the only) prepared key column.
     pub(crate) fn single_validity(&self) -> Option<gpujoin_device::DeviceView<'_, u32>> {
         self.columns[0].validity.as_ref().map(Cow::view)

@@ -36,6 +36,14 @@
 //!
 //! Every order is deterministic (the same inputs give the same order on every run); only the
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
+//!
+//! Key compression: a single 8-byte integer key column (`Int64`, `UInt64`, `Date64`,
+//! `Timestamp`) whose valid keys on both sides span less than 2^32 is joined as 32-bit offsets
+//! from the smallest key (one reduction a side and one wait for the device to read the range),
+//! by every algorithm but the sorted merge; equality, key order, NULLs and the materialized
+//! columns (gathered from the inputs) are unchanged. [`JoinOutput::reason`] ends with
+//! `8-byte keys joined as 32-bit offsets from <min> (span <s>)`, or `8-byte keys kept: they span
+//! <s>, more than 32 bits`. Keys `[-5, 7]` and `[7, -3]` are joined as `[0, 12]` and `[12, 2]`.
 
 mod filter;
 mod index;
@@ -299,6 +307,14 @@ impl<'a> Join<'a> {
         self
     }
 
+    /// Paths forced for tests ([`crate::TestingOptions`]: for example no key compression).
+    /// Only with the feature `testing`.
+    #[cfg(feature = "testing")]
+    pub fn testing(mut self, t: crate::types::TestingOptions) -> Join<'a> {
+        self.options.testing = t;
+        self
+    }
+
     /// The algorithm ([`Algorithm::Auto`] by default).
     pub fn algorithm(mut self, a: Algorithm) -> Join<'a> {
         self.algorithm = a;
@@ -549,14 +565,17 @@ impl<'a> Join<'a> {
         let (algorithm, reason) = self.choose(&inputs)?;
         let clustered = matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered));
         if clustered {
-            let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
-            return self.run_wide(stream, &inputs, &lk.keys()?, &rk.keys()?, algorithm, reason);
+            let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
+            let mut out = self.run_wide(stream, &inputs, &lk.keys()?, &rk.keys()?, algorithm, reason)?;
+            out.reason = noted(out.reason, lk.note());
+            return Ok(out);
         }
         let mut clock = if self.stats { Some(crate::common::Clock::start(stream)?) } else { None };
         if let Some(c) = clock.as_mut() {
             c.mark(stream)?;
         }
-        let maps = self.maps(stream, &inputs, algorithm)?;
+        let (maps, note) = self.maps_noted(stream, &inputs, algorithm)?;
+        let reason = noted(reason, note.as_deref());
         if let Some(c) = clock.as_mut() {
             c.mark(stream)?;
         }
@@ -575,6 +594,12 @@ impl<'a> Join<'a> {
 
     /// The gather maps by `algorithm` (not a clustered one).
     fn maps(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm) -> Result<GatherMaps> {
+        Ok(self.maps_noted(stream, i, algorithm)?.0)
+    }
+
+    /// The gather maps by `algorithm` (not a clustered one) and how the keys were prepared, for
+    /// the reason ([`keys::PreparedKeys::note`]).
+    fn maps_noted(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm) -> Result<(GatherMaps, Option<String>)> {
         let jt = self.join_type;
         if algorithm.is_theta() {
             let pred = self.theta_predicate();
@@ -586,11 +611,13 @@ impl<'a> Join<'a> {
                     return Err(Error::OutputTooLarge { rows, bytes, available: budget });
                 }
             }
-            return theta_maps(stream, &low, algorithm, jt);
+            return Ok((theta_maps(stream, &low, algorithm, jt)?, None));
         }
-        let (lk, rk) = keys::prepare(stream, &i.left_keys, &i.right_keys)?;
+        // The sorted merge joins the key columns as they are (it checks their order itself).
+        let (lk, rk) = keys::prepare(stream, &i.left_keys, &i.right_keys, self.options, algorithm != Algorithm::SortedMerge)?;
+        let note = lk.note().map(str::to_string);
         let (l, r) = (lk.keys()?, rk.keys()?);
-        let Some(f) = &self.filter else { return equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, jt, self.options) };
+        let Some(f) = &self.filter else { return Ok((equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, jt, self.options)?, note)) };
         // Keys and a filter: the inner join on the keys, the filter on its pairs, then the join type.
         let inner = equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, JoinType::Inner, JoinOptions { output_budget: None, ..self.options })?;
         drop((l, r));
@@ -598,7 +625,7 @@ impl<'a> Join<'a> {
         let (a, b) = inner.into_raw();
         let low = filter::lower(stream, f, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
         let (a, b) = crate::theta::nested_loop::PairFilter::new(stream, &low.left, &low.right, &low.pred, &[])?.apply(stream, a, b)?;
-        crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)
+        Ok((crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)?, note))
     }
 
     fn run_wide(&self, stream: &Stream, i: &Inputs<'a>, l: &Keys<'_>, r: &Keys<'_>, algorithm: Algorithm, reason: String) -> Result<JoinOutput> {
@@ -608,7 +635,8 @@ impl<'a> Join<'a> {
         let wr = wide::WideRelation::new(r.clone(), rp)?;
         let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
         let opts = wide::WideJoinOptions { keys: self.options, output: wide::Output::Relation };
-        let out = wide::join(stream, &wl, &wr, self.join_type, wa, opts)?;
+        // The keys are prepared (compressed where they can be): not again.
+        let out = wide::join_as_given(stream, &wl, &wr, self.join_type, wa, opts)?;
         let ran = Algorithm::from_wide(out.algorithm);
         if algorithm != Algorithm::Auto && ran != algorithm {
             // The pre-checks should make this impossible; never substitute silently.
@@ -655,7 +683,7 @@ impl<'a> Join<'a> {
         if self.filter.is_some() {
             return Ok(self.maps(stream, &inputs, algorithm)?.rows());
         }
-        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
+        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
         crate::sort_merge::sort_merge_join_size(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)
     }
 
@@ -720,7 +748,7 @@ impl<'a> Join<'a> {
                 reason: "their device relations must outlive the chunks: call theta_inputs(stream)?.chunks(stream, budget)".into(),
             });
         }
-        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys)?;
+        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
         let source = EquiChunkSource::new(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)?;
         JoinChunks::new(stream, source, budget)
     }
@@ -747,6 +775,15 @@ struct Inputs<'a> {
     right_select: Vec<ColumnView<'a>>,
     left_rows: usize,
     right_rows: usize,
+}
+
+/// A reason with a note on the keys' preparation appended (`"requested; 8-byte keys joined as
+/// 32-bit offsets from 0 (span 9)"`).
+fn noted(reason: String, note: Option<&str>) -> String {
+    match note {
+        Some(n) => format!("{reason}; {n}"),
+        None => reason,
+    }
 }
 
 /// The output name of a selected column: `left.` / `right.` in front where a column of that

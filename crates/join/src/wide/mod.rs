@@ -33,6 +33,15 @@
 //! Every join reports per-phase device times and the peak device memory ([`JoinStats`]), the
 //! algorithm it ran and why ([`WideJoinOutput::algorithm`], [`WideJoinOutput::reason`]).
 //!
+//! Key compression: one 8-byte integer key column (`i64`, `u64`) whose valid keys on both sides
+//! span less than 2^32 is joined as the `u32` offsets `key - min` (one reduction a side, one host
+//! sync, one pass writing 4 bytes a row), so that every algorithm, `Auto`'s choice included,
+//! takes its 4-byte path; equality, key order and nulls are kept, the payloads are the inputs',
+//! and the maps index the input rows. The reason ends with `8-byte keys joined as 32-bit offsets
+//! from <min> (span <max - min>)`, or `8-byte keys kept: they span <s>, more than 32 bits`; the
+//! transform time includes the compression. Left `i64` keys `[-5, 7]` and right `[7, -3]` are
+//! joined as `[0, 12]` and `[12, 2]`.
+//!
 //! Output order: each algorithm's own, deterministic (the same inputs give the same output
 //! order on every run): PHJ-* and NPHJ as in [`mod@crate::hash_join`]; SMJ-* by key, then left row
 //! order within the sorted left side, then right; unmatched right rows last, in key order.
@@ -64,6 +73,7 @@ pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
 use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
 
 use crate::hash_join::{hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
+use crate::keys::range::{self, Outcome};
 use crate::keys::{DeviceColumn, Keys};
 use crate::maps::{map_validity, GatherMaps, Materialized, Payload, Side};
 use crate::types::{JoinOptions, JoinType};
@@ -223,6 +233,36 @@ pub struct WideJoinOutput {
 /// # Ok(()) }
 /// ```
 pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
+    left.keys.check_comparable(&right.keys)?;
+    if !range::eligible_pair(&left.keys, &right.keys, opts.keys) {
+        return join_as_given(stream, left, right, join_type, algorithm, opts);
+    }
+    let start = Event::new(stream.device(), true)?;
+    start.record(stream)?;
+    let outcome = range::compress(stream, &left.keys, &right.keys, opts.keys)?;
+    let end = Event::new(stream.device(), true)?;
+    end.record(stream)?;
+    let (mut out, note) = match outcome {
+        Outcome::NotEligible => return join_as_given(stream, left, right, join_type, algorithm, opts),
+        Outcome::TooWide(r) => (join_as_given(stream, left, right, join_type, algorithm, opts)?, range::wide_note(r)),
+        Outcome::Compressed(c) => {
+            let l = WideRelation { keys: c.keys(&left.keys, true)?, payloads: left.payloads.clone() };
+            let r = WideRelation { keys: c.keys(&right.keys, false)?, payloads: right.payloads.clone() };
+            (join_as_given(stream, &l, &r, join_type, algorithm, opts)?, c.note())
+        }
+    };
+    out.reason = format!("{}; {note}", out.reason);
+    // The range's reduction and the offsets count as transform time.
+    end.synchronize()?; // long complete: the join waited for the device at its end
+    let ms = start.elapsed_ms(&end)?;
+    out.stats.transform_ms += ms;
+    out.stats.total_ms += ms;
+    Ok(out)
+}
+
+/// [`join`] on the keys as given, never compressed here (the front door prepares its keys
+/// itself, compressed where they can be).
+pub(crate) fn join_as_given(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
     left.keys.check_comparable(&right.keys)?;
     let (algorithm, reason) = match algorithm {
         Algorithm::Auto => auto::decide(stream, left, right, join_type, opts)?,

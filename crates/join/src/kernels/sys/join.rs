@@ -392,3 +392,31 @@ unsafe extern "C" {
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }
+unsafe extern "C" {
+    pub fn gj_j_key_range_i64(
+        col: *const i64,
+        validity: *const u32,
+        n: i64,
+        range: *mut i64,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_key_range_u64(
+        col: *const u64,
+        validity: *const u32,
+        n: i64,
+        range: *mut u64,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_j_key_offsets(
+        col: *const u64,
+        validity: *const u32,
+        n: i64,
+        min: u64,
+        out: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
