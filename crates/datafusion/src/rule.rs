@@ -37,7 +37,8 @@
 //! A sort-merge join declares its output order (its keys'), and DataFusion drops the sorts above
 //! it that this order already satisfies: an `ORDER BY` of the key becomes a
 //! `SortPreservingMergeExec` over the join. So the rule walks the plan from the root, noting
-//! which nodes' order the plan above relies on: a parent's `required_input_ordering`, carried
+//! which nodes' order the plan above relies on: a parent's `required_input_ordering` (or a
+//! `PartialSortExec`, which relies on its input's order without declaring it), carried
 //! down through the parents that keep their input's order (`maintains_input_order`), and the
 //! root's own order when the root has one partition (the answer's order, maybe an `ORDER BY`
 //! DataFusion dropped). Where a replaced sort-merge join's order is relied on, a `SortExec`
@@ -71,6 +72,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode, PiecewiseMergeJoinExec, SortMergeJoinExec, StreamJoinPartitionMode, SymmetricHashJoinExec};
+use datafusion::physical_plan::sorts::partial_sort::PartialSortExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
@@ -256,9 +258,12 @@ impl GpuJoinRule {
         }
         let required = node.required_input_ordering();
         let keeps = node.maintains_input_order();
+        // A PartialSortExec sorts only within runs of its input's order, which it requires
+        // without declaring it.
+        let partial_sort = node.downcast_ref::<PartialSortExec>().is_some();
         let mut children = Vec::new();
         for (i, c) in node.children().into_iter().enumerate() {
-            let needed = required.get(i).is_some_and(Option::is_some) || (order_needed && keeps.get(i).copied().unwrap_or(false));
+            let needed = partial_sort || required.get(i).is_some_and(Option::is_some) || (order_needed && keeps.get(i).copied().unwrap_or(false));
             children.push(self.visit(Arc::clone(c), needed, pass)?);
         }
         let node = if children.is_empty() { node } else { replace_children_if_necessary(node, children)? };

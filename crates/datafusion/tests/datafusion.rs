@@ -418,6 +418,21 @@ async fn sort_merge_joins_move_with_their_order_restored_where_needed() {
         assert!(plan.name() == "SortExec" && count_over(&plan, "SortExec", "GpuJoinExec") == 1 && count_nodes(&plan, "SortExec") == 1, "{join_type:?}\n{text}");
         assert_eq!(plan.properties().output_ordering(), smj.properties().output_ordering(), "{text}");
     }
+    // A PartialSortExec relies on its input's order without declaring it: restored too.
+    {
+        use datafusion::physical_expr::expressions::col;
+        use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+        use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+        use datafusion::physical_plan::sorts::partial_sort::PartialSortExec;
+        let join = physical_plan(&plain, "SELECT l.k_i32, l.v FROM l JOIN r ON l.k_i32 = r.k_i32").await.unwrap();
+        assert_eq!(count_nodes(&join, "SortMergeJoinExec"), 1, "{}", plan_text(&join));
+        let schema = join.schema();
+        let ordering = LexOrdering::new([PhysicalSortExpr::new_default(col("k_i32", &schema).unwrap()), PhysicalSortExpr::new_default(col("v", &schema).unwrap())]).unwrap();
+        let partial: Arc<dyn ExecutionPlan> = Arc::new(PartialSortExec::new(ordering, join, 1).with_preserve_partitioning(true));
+        let plan = rule.optimize(Arc::new(CoalescePartitionsExec::new(partial)), &options).unwrap();
+        let text = plan_text(&plan);
+        assert_eq!(count_over(&plan, "SortExec", "GpuJoinExec"), 1, "{text}");
+    }
 }
 
 /// A sort-merge join of `l` and `r` on `k_i32` over one partition (inputs coalesced and
