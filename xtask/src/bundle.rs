@@ -14,7 +14,8 @@
 //!
 //! Extra arguments go to both `cargo test` and `cargo bench` (e.g. `--features ...`).
 //! `GPUJOIN_BUNDLE_ONLY=cli,datafusion-test,front_door` keeps only the test and bench executables
-//! whose bundle name contains one of the comma-separated pieces (the binaries always go).
+//! whose bundle name contains one of the comma-separated pieces; `GPUJOIN_BUNDLE_BINS=gpujoin-demo`
+//! only the named binaries (default: every binary).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -54,6 +55,10 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     let only: Vec<String> = std::env::var("GPUJOIN_BUNDLE_ONLY").unwrap_or_default().split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect();
     let keep = |a: &Artifact| only.is_empty() || only.iter().any(|p| format!("{}-{}-{}", a.target, a.kind, a.package).contains(p.as_str()));
     let tests: Vec<Artifact> = tests.into_iter().filter(|a| keep(a)).collect();
+    // GPUJOIN_BUNDLE_BINS=gpujoin-demo: only these binaries (each DataFusion-linked one takes
+    // about 20 MB of the archive; a bundle of the join crates' tests needs none of them).
+    let bin_names: Option<Vec<String>> = std::env::var("GPUJOIN_BUNDLE_BINS").ok().map(|v| v.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect());
+    let bins: Vec<Artifact> = bins.into_iter().filter(|a| bin_names.as_ref().is_none_or(|names| names.iter().any(|n| *n == a.target))).collect();
     let benches = artifacts(&["bench", "--workspace", "--exclude", "xtask", "--no-run"], &extra)?
         .into_iter()
         .filter(|a| a.kind == "bench" && keep(a))
