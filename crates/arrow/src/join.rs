@@ -36,7 +36,7 @@ use gpujoin_join::{JoinType, NanEquality, NullEquality};
 
 use crate::download::{DownloadOptions, Downloader};
 use crate::staging::StagingOptions;
-use crate::upload::{upload_batches_with, upload_reader};
+use crate::upload::{batch_bytes, upload_batches_with, upload_reader};
 
 /// What to join and how: key columns by name (pairwise), the join type, NULL and NaN equality,
 /// an optional filter, the output columns and the chunking of outputs larger than the device.
@@ -427,11 +427,6 @@ fn next_part(batches: &mut dyn Iterator<Item = std::result::Result<RecordBatch, 
         break;
     }
     Ok((!part.is_empty()).then_some(part))
-}
-
-/// A batch's own bytes (a slice counts its rows, not the buffers it shares).
-fn batch_bytes(b: &RecordBatch) -> usize {
-    b.columns().iter().map(|a| a.to_data().get_slice_memory_size().unwrap_or_else(|_| a.get_array_memory_size())).sum()
 }
 
 /// Joins two readers on device 0 (see [`join_on`]).

@@ -301,8 +301,7 @@ pub fn upload_reader(stream: &Stream, reader: impl RecordBatchReader, staging: S
     let mut bytes = 0usize;
     for b in reader {
         let b = b.map_err(|e| arrow_error("reading a record batch", e))?;
-        // The rows' own bytes: a slice of a larger batch reports its whole buffers otherwise.
-        bytes += b.columns().iter().map(|a| a.to_data().get_slice_memory_size().unwrap_or_else(|_| a.get_array_memory_size())).sum::<usize>();
+        bytes += batch_bytes(&b);
         group.push(b);
         if bytes >= READER_GROUP_BYTES {
             u.push_all(&group)?;
@@ -312,4 +311,9 @@ pub fn upload_reader(stream: &Stream, reader: impl RecordBatchReader, staging: S
     }
     u.push_all(&group)?;
     u.finish()
+}
+
+/// A batch's own bytes: a slice of a larger batch counts its rows, not the buffers it shares.
+pub(crate) fn batch_bytes(b: &RecordBatch) -> usize {
+    b.columns().iter().map(|a| a.to_data().get_slice_memory_size().unwrap_or_else(|_| a.get_array_memory_size())).sum()
 }
