@@ -13,10 +13,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The node carries the keys and the filter as datafusion-proto expressions, the join type, the
+//! A [`GpuJoinExec`] node carries the keys and the filter as datafusion-proto expressions, the join type, the
 //! null equality, the projection, the partition mode, the [`GpuJoinConfig`] and the name of the
 //! operator it replaced; its two inputs are datafusion-proto's. Decoding builds the operator
 //! again with [`GpuJoinExec::try_new`], which checks it as the rule did.
+//!
+//! A [`CpuJoinKeptExec`] node (the rule's note above a join it kept) is the bytes `CPUK` and its
+//! reason; its input is datafusion-proto's. (No encoded `GpuJoinExec` starts with `C`: 0x43
+//! would be field 8 of wire type 3, which prost never writes.)
 
 use std::sync::Arc;
 
@@ -33,9 +37,19 @@ use datafusion_proto::protobuf;
 use gpujoin_join::plan::Algorithm;
 use prost::Message;
 
-use crate::{GpuJoinConfig, GpuJoinExec};
+use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
 
-/// Encodes and decodes [`GpuJoinExec`] nodes (see the [module docs](self)).
+/// The first bytes of an encoded [`CpuJoinKeptExec`].
+const KEPT_MAGIC: &[u8] = b"CPUK";
+
+/// The serialized [`CpuJoinKeptExec`] (after [`KEPT_MAGIC`]).
+#[derive(Clone, PartialEq, Message)]
+struct KeptNode {
+    #[prost(string, tag = "1")]
+    reason: String,
+}
+
+/// Encodes and decodes [`GpuJoinExec`] and [`CpuJoinKeptExec`] nodes (see the [module docs](self)).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GpuJoinCodec;
 
@@ -134,6 +148,13 @@ fn usize_of(v: u64) -> Result<usize> {
 
 impl PhysicalExtensionCodec for GpuJoinCodec {
     fn try_decode(&self, buf: &[u8], inputs: &[Arc<dyn ExecutionPlan>], ctx: &TaskContext, _converter: &dyn PhysicalProtoConverterExtension) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some(rest) = buf.strip_prefix(KEPT_MAGIC) {
+            let node = KeptNode::decode(rest).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: not a CpuJoinKeptExec node: {e}")))?;
+            let [input] = inputs else {
+                return internal_err!("GpuJoinCodec: a CpuJoinKeptExec has 1 input, got {}", inputs.len());
+            };
+            return Ok(Arc::new(CpuJoinKeptExec::new(Arc::clone(input), node.reason)));
+        }
         let node = GpuJoinNode::decode(buf).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: not a GpuJoinExec node: {e}")))?;
         let [left, right] = inputs else {
             return internal_err!("GpuJoinCodec: a GpuJoinExec has 2 inputs, got {}", inputs.len());
@@ -186,8 +207,13 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
     }
 
     fn try_encode(&self, node: Arc<dyn ExecutionPlan>, buf: &mut Vec<u8>, _converter: &dyn PhysicalProtoConverterExtension) -> Result<()> {
+        if let Some(kept) = node.downcast_ref::<CpuJoinKeptExec>() {
+            buf.extend_from_slice(KEPT_MAGIC);
+            let msg = KeptNode { reason: kept.reason().to_string() };
+            return msg.encode(buf).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: {e}")));
+        }
         let Some(exec) = node.downcast_ref::<GpuJoinExec>() else {
-            return internal_err!("GpuJoinCodec encodes GpuJoinExec only, not {}", node.name());
+            return internal_err!("GpuJoinCodec encodes GpuJoinExec and CpuJoinKeptExec only, not {}", node.name());
         };
         let filter = match exec.filter() {
             None => None,

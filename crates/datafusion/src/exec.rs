@@ -23,7 +23,7 @@
 //! # Output
 //!
 //! The schema is the one DataFusion's join operators (`HashJoinExec`, `NestedLoopJoinExec`,
-//! `CrossJoinExec`) give the same join: its join schema (left fields then right fields, nullable
+//! `CrossJoinExec`, `SortMergeJoinExec`, `SymmetricHashJoinExec`) give the same join: its join schema (left fields then right fields, nullable
 //! where an outer join pads; one side for semi and anti joins), projected; the rule checks that
 //! it is equal before it replaces one. gpujoin returns the input types (`Utf8View`, time zones and nullability
 //! restored by the download schema) with dictionaries decoded; dictionary columns are cast back.

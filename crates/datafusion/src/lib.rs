@@ -6,8 +6,10 @@
 //!   (`CollectLeft` or `Partitioned`, every join type but the mark joins, equi-joins, theta joins
 //!   on filters of comparisons, cross joins). See [`exec`].
 //! - [`GpuJoinRule`]: a `PhysicalOptimizerRule` that replaces each `HashJoinExec`,
-//!   `NestedLoopJoinExec` and `CrossJoinExec` gpujoin can run when a GPU is present, and leaves
-//!   the plan unchanged otherwise, recording why ([`GpuJoinRule::decisions`]). See [`rule`].
+//!   `NestedLoopJoinExec`, `CrossJoinExec`, `SortMergeJoinExec` and `SymmetricHashJoinExec`
+//!   (bounded inputs) gpujoin can run when a GPU is present, and puts a [`CpuJoinKeptExec`]
+//!   (`EXPLAIN`: `CpuJoinKeptExec: reason=...`) above each join it keeps; without a GPU it
+//!   leaves the plan unchanged, recording why ([`GpuJoinRule::decisions`]). See [`rule`].
 //! - [`with_gpu_joins`] / [`SessionStateBuilderExt::with_gpu_joins`]: installs the rule in a
 //!   session with a [`GpuJoinConfig`].
 //!
@@ -52,16 +54,15 @@
 //! - A shared matched-rows bitmap: today a `CollectLeft` join that returns the build side's
 //!   unmatched rows (Left, Full, LeftSemi, LeftAnti) runs with its probe side in one partition.
 //!   (The build side of a `CollectLeft` join is uploaded once for all partitions.)
-//! - `SortMergeJoinExec`, the symmetric and piecewise-merge joins; arithmetic and casts in
-//!   filters; pushed-down limits.
+//! - The piecewise-merge join; arithmetic and casts in filters; pushed-down limits.
 //! - A limit on concurrent device joins (each output partition runs its own join at once).
-//! - Peak device memory in the metrics, a `PhysicalExtensionCodec`, the reason for kept joins in
-//!   `EXPLAIN` itself (it is in [`GpuJoinRule::decisions`]), the peer suite and TPC-H.
+//! - Peak device memory in the metrics, a `PhysicalExtensionCodec`, the peer suite and TPC-H.
 
 #[cfg(feature = "proto")]
 mod codec;
 mod config;
 pub mod exec;
+pub mod kept;
 pub mod rule;
 #[cfg(feature = "tpch")]
 pub mod tpch;
@@ -77,6 +78,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 pub use codec::GpuJoinCodec;
 pub use config::GpuJoinConfig;
 pub use exec::GpuJoinExec;
+pub use kept::CpuJoinKeptExec;
 pub use rule::{GpuJoinRule, JoinDecision};
 
 /// Installs a [`GpuJoinRule`] with `config` among `builder`'s physical optimizer rules (DataFusion's

@@ -4,7 +4,8 @@
 //! # What moves
 //!
 //! When a GPU is present, a `HashJoinExec` (mode `CollectLeft` or `Partitioned`), a
-//! `NestedLoopJoinExec` (a theta join on its filter) or a `CrossJoinExec` moves when
+//! `NestedLoopJoinExec` (a theta join on its filter), a `CrossJoinExec`, a `SortMergeJoinExec`
+//! or a `SymmetricHashJoinExec` moves when
 //!
 //! * its join type is Inner, Left, Right, Full, LeftSemi, LeftAnti, RightSemi or RightAnti
 //!   (not LeftMark / RightMark) and it is not a null-aware anti join (`NOT IN`);
@@ -17,19 +18,45 @@
 //! * every output column has a device type, and each input has a column to upload (a join that
 //!   outputs, keys and filters on no column of an input stays: gpujoin's tables carry their
 //!   rows in their columns);
-//! * both inputs are bounded, no `LIMIT` was pushed into it (`fetch`), and it declares no output
-//!   ordering (the plan above might rely on the order the CPU operator keeps; gpujoin's
-//!   differs).
+//! * both inputs are bounded, no `LIMIT` was pushed into it (`fetch`), and (hash and nested-loop
+//!   joins) it declares no output ordering (the plan above might rely on the order the CPU
+//!   operator keeps; gpujoin's differs).
 //!
-//! `SortMergeJoinExec` (which always declares its order), `SymmetricHashJoinExec` and
-//! `PiecewiseMergeJoinExec` stay on the CPU in this version.
+//! The null equality (`IS NOT DISTINCT FROM` keys) carries over for every operator.
+//! `PiecewiseMergeJoinExec` stays on the CPU in this version.
+//!
+//! # Sort-merge and symmetric hash joins
+//!
+//! A `SortMergeJoinExec` becomes a `Partitioned` [`GpuJoinExec`] on the same co-partitioned
+//! inputs; a `SymmetricHashJoinExec` of bounded inputs (DataFusion plans them for unbounded ones,
+//! which stay) a `Partitioned` one, or `CollectLeft` for its single-partition mode. The
+//! `SortExec` directly below either join (the order the CPU join required, which the GPU join
+//! does not need) is removed when it only sorts: no `LIMIT` (`fetch`), and it keeps its input's
+//! partitions (or there is one).
+//!
+//! A sort-merge join declares its output order (its keys'), and DataFusion drops the sorts above
+//! it that this order already satisfies: an `ORDER BY` of the key becomes a
+//! `SortPreservingMergeExec` over the join. So the rule walks the plan from the root, noting
+//! which nodes' order the plan above relies on: a parent's `required_input_ordering` (or a
+//! `PartialSortExec`, which relies on its input's order without declaring it), carried
+//! down through the parents that keep their input's order (`maintains_input_order`), and the
+//! root's own order when the root has one partition (the answer's order, maybe an `ORDER BY`
+//! DataFusion dropped). Where a replaced sort-merge join's order is relied on, a `SortExec`
+//! (`preserve_partitioning`, the join's declared order) over the `GpuJoinExec` restores it; where
+//! not, nothing does (the order was incidental). Only then is a GPU join plus one sort of its
+//! output cheaper than keeping the CPU join (which sorts both inputs): the join is most of the
+//! work. A plan in which the moved sort-merge or symmetric joins fail DataFusion's
+//! `SanityCheckPlan` (an order or distribution requirement no longer met, which should not
+//! happen) is planned again with them kept, saying why.
 //!
 //! # Decisions
 //!
-//! The plan shows only the joins that moved (`GpuJoinExec: ..., replaces=HashJoinExec`): a kept
-//! join stays exactly the CPU operator it was, with no wrapper, so that every plan the rule does
-//! not change is byte for byte DataFusion's. The rule's decision for every join it saw, with the
-//! reason for each join it kept, is in [`GpuJoinRule::decisions`] (the latest
+//! The plan shows each decision the rule made with a GPU present: a join that moved is a
+//! `GpuJoinExec: ..., algorithm=..., replaces=SortMergeJoinExec`; a join kept on the CPU has a
+//! [`CpuJoinKeptExec`] above it, `CpuJoinKeptExec: reason=...`, a pass-through node that costs
+//! nothing (see [`crate::kept`] for why a node). Without a GPU (or disabled) the rule changes
+//! nothing, no notes either: every plan is byte for byte DataFusion's. The rule's decision for
+//! every join it saw is also in [`GpuJoinRule::decisions`] (the latest
 //! [`GpuJoinRule::MAX_DECISIONS`]), and logged at `debug` level (target `gpujoin_datafusion`).
 
 use std::any::Any;
@@ -37,17 +64,20 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{JoinType as DfJoinType, NullEquality, Result};
 use datafusion::execution::SessionState;
 use datafusion::physical_expr::PhysicalExprRef;
+use datafusion::physical_optimizer::sanity_checker::SanityCheckPlan;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::joins::utils::JoinFilter;
-use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode, PiecewiseMergeJoinExec, SortMergeJoinExec, SymmetricHashJoinExec};
+use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode, PiecewiseMergeJoinExec, SortMergeJoinExec, StreamJoinPartitionMode, SymmetricHashJoinExec};
+use datafusion::physical_plan::sorts::partial_sort::PartialSortExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
 use crate::translate::{plan_join, Refusal};
-use crate::{GpuJoinConfig, GpuJoinExec};
+use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
 
 /// What the rule did with one join.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +90,10 @@ pub struct JoinDecision {
     pub on: String,
     /// `None`: replaced by a [`GpuJoinExec`]; `Some(reason)`: kept on the CPU, and why.
     pub kept: Option<String>,
+    /// Whether the plan shows the decision: a [`GpuJoinExec`], or a [`CpuJoinKeptExec`] above
+    /// the kept join (`false`: kept without a note, because there is no GPU or the rule is
+    /// disabled, and the plan is DataFusion's).
+    pub shown: bool,
 }
 
 impl JoinDecision {
@@ -85,8 +119,9 @@ impl fmt::Display for JoinDecision {
     }
 }
 
-/// Replaces `HashJoinExec`s, `NestedLoopJoinExec`s and `CrossJoinExec`s with [`GpuJoinExec`]s
-/// where gpujoin can run them (see the [module docs](self)). Install it with [`crate::with_gpu_joins`].
+/// Replaces `HashJoinExec`s, `NestedLoopJoinExec`s, `CrossJoinExec`s, `SortMergeJoinExec`s and
+/// `SymmetricHashJoinExec`s with [`GpuJoinExec`]s where gpujoin can run them, and notes why
+/// where not (see the [module docs](self)). Install it with [`crate::with_gpu_joins`].
 #[derive(Debug)]
 pub struct GpuJoinRule {
     config: GpuJoinConfig,
@@ -143,7 +178,7 @@ impl GpuJoinRule {
             return Err(Refusal("PartitionMode::Auto (JoinSelection did not choose a mode)".into()));
         }
         let join =
-            Join { left: &h.left, right: &h.right, on: &h.on, filter: h.filter.as_ref(), join_type: h.join_type, null_equality: h.null_equality, projection: h.projection.as_deref(), mode: h.mode };
+            Join { left: &h.left, right: &h.right, on: &h.on, filter: h.filter.as_ref(), join_type: h.join_type, null_equality: h.null_equality, projection: h.projection.as_deref(), mode: h.mode, order: Order::Refuse };
         self.replace(h, join, "HashJoinExec")
     }
 
@@ -160,6 +195,7 @@ impl GpuJoinRule {
             null_equality: NullEquality::NullEqualsNothing,
             projection,
             mode: PartitionMode::CollectLeft,
+            order: Order::Refuse,
         };
         self.replace(j, join, "NestedLoopJoinExec")
     }
@@ -175,8 +211,101 @@ impl GpuJoinRule {
             null_equality: NullEquality::NullEqualsNothing,
             projection: None,
             mode: PartitionMode::CollectLeft,
+            order: Order::Refuse,
         };
         self.replace(j, join, "CrossJoinExec")
+    }
+
+    /// The `GpuJoinExec` (`Partitioned`, on the co-partitioned inputs the sort-merge join
+    /// required, without the `SortExec`s directly below it) for a `SortMergeJoinExec`, under a
+    /// `SortExec` restoring its output order when `order_needed`; or why not.
+    fn replace_sort_merge(&self, j: &SortMergeJoinExec, order_needed: bool) -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal> {
+        let (left, right) = (without_sort(j.left()), without_sort(j.right()));
+        let join = Join {
+            left: &left,
+            right: &right,
+            on: j.on(),
+            filter: j.filter().as_ref(),
+            join_type: j.join_type(),
+            null_equality: j.null_equality(),
+            projection: None,
+            mode: PartitionMode::Partitioned,
+            order: Order::Restore(order_needed),
+        };
+        self.replace(j, join, "SortMergeJoinExec")
+    }
+
+    /// The `GpuJoinExec` (`Partitioned`, or `CollectLeft` for a single-partition one, without
+    /// the `SortExec`s directly below it) for a `SymmetricHashJoinExec` of bounded inputs (it
+    /// declares no output order), or why not.
+    fn replace_symmetric(&self, j: &SymmetricHashJoinExec) -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal> {
+        let mode = match j.partition_mode() {
+            StreamJoinPartitionMode::Partitioned => PartitionMode::Partitioned,
+            StreamJoinPartitionMode::SinglePartition => PartitionMode::CollectLeft,
+        };
+        let (left, right) = (without_sort(j.left()), without_sort(j.right()));
+        let join = Join { left: &left, right: &right, on: j.on(), filter: j.filter(), join_type: *j.join_type(), null_equality: j.null_equality(), projection: None, mode, order: Order::Refuse };
+        self.replace(j, join, "SymmetricHashJoinExec")
+    }
+
+    /// `node` with its joins decided, children first. `order_needed`: the plan above relies on
+    /// `node`'s output order (a parent requires an order of it, or keeps its order for a parent
+    /// that does, up to the root when the root has one partition).
+    fn visit(&self, node: Arc<dyn ExecutionPlan>, order_needed: bool, pass: &mut Pass<'_>) -> Result<Arc<dyn ExecutionPlan>> {
+        // The note of an earlier run: decide again.
+        if let Some(k) = node.downcast_ref::<CpuJoinKeptExec>() {
+            return self.visit(Arc::clone(k.input()), order_needed, pass);
+        }
+        let required = node.required_input_ordering();
+        let keeps = node.maintains_input_order();
+        // A PartialSortExec sorts only within runs of its input's order, which it requires
+        // without declaring it.
+        let partial_sort = node.downcast_ref::<PartialSortExec>().is_some();
+        let mut children = Vec::new();
+        for (i, c) in node.children().into_iter().enumerate() {
+            let needed = partial_sort || required.get(i).is_some_and(Option::is_some) || (order_needed && keeps.get(i).copied().unwrap_or(false));
+            children.push(self.visit(Arc::clone(c), needed, pass)?);
+        }
+        let node = if children.is_empty() { node } else { replace_children_if_necessary(node, children)? };
+        self.decide(node, order_needed, pass)
+    }
+
+    /// The rule's decision for `node` (its children decided): a `GpuJoinExec` (under a
+    /// `SortExec` for a sort-merge join whose order is needed), the join under a
+    /// `CpuJoinKeptExec` with the reason, or, without a GPU, `node` itself.
+    fn decide(&self, node: Arc<dyn ExecutionPlan>, order_needed: bool, pass: &mut Pass<'_>) -> Result<Arc<dyn ExecutionPlan>> {
+        let gate = pass.gate;
+        let merge_joins = pass.merge_joins.clone();
+        let open = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| gate.clone().map_err(Refusal).and_then(|()| r());
+        let merge = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| open(&|| merge_joins.clone().map_err(Refusal).and_then(|()| r()));
+        let replaced = node
+            .downcast_ref::<HashJoinExec>()
+            .map(|h| ("HashJoinExec", Some(h.join_type), keys(&h.on), open(&|| self.replace_hash_join(h))))
+            .or_else(|| node.downcast_ref::<NestedLoopJoinExec>().map(|j| ("NestedLoopJoinExec", Some(*j.join_type()), String::new(), open(&|| self.replace_nested_loop(j)))))
+            .or_else(|| node.downcast_ref::<CrossJoinExec>().map(|j| ("CrossJoinExec", None, String::new(), open(&|| self.replace_cross(j)))))
+            .or_else(|| node.downcast_ref::<SortMergeJoinExec>().map(|j| ("SortMergeJoinExec", Some(j.join_type()), keys(j.on()), merge(&|| self.replace_sort_merge(j, order_needed)))))
+            .or_else(|| node.downcast_ref::<SymmetricHashJoinExec>().map(|j| ("SymmetricHashJoinExec", Some(*j.join_type()), keys(j.on()), merge(&|| self.replace_symmetric(j)))))
+            .or_else(|| {
+                node.downcast_ref::<PiecewiseMergeJoinExec>()
+                    .map(|_| ("PiecewiseMergeJoinExec", None, String::new(), open(&|| Err(Refusal("PiecewiseMergeJoinExec is not moved to the GPU in this version".into())))))
+            });
+        let Some((operator, join_type, on, result)) = replaced else { return Ok(node) };
+        match result {
+            Ok(exec) => {
+                if matches!(operator, "SortMergeJoinExec" | "SymmetricHashJoinExec") {
+                    pass.moved_merge_joins += 1;
+                }
+                pass.seen.push(JoinDecision { operator: operator.into(), join_type, on, kept: None, shown: true });
+                Ok(exec)
+            }
+            Err(Refusal(reason)) => {
+                // A note only where the rule could have moved it: without a GPU (or disabled)
+                // the plan stays DataFusion's.
+                let shown = gate.is_ok();
+                pass.seen.push(JoinDecision { operator: operator.into(), join_type, on, kept: Some(reason.clone()), shown });
+                Ok(if shown { Arc::new(CpuJoinKeptExec::new(node, reason)) } else { node })
+            }
+        }
     }
 
     /// The checks every replaced join passes, then the `GpuJoinExec` with `original`'s schema.
@@ -187,7 +316,7 @@ impl GpuJoinRule {
         if j.left.boundedness().is_unbounded() || j.right.boundedness().is_unbounded() {
             return Err(Refusal("an unbounded input (GpuJoinExec collects its inputs)".into()));
         }
-        if original.properties().output_ordering().is_some() {
+        if j.order == Order::Refuse && original.properties().output_ordering().is_some() {
             return Err(Refusal(format!("the {operator} declares an output order, which the plan above may rely on (gpujoin's output order differs)")));
         }
         let (ls, rs) = (j.left.schema(), j.right.schema());
@@ -208,7 +337,10 @@ impl GpuJoinRule {
         if exec.schema() != original.schema() {
             return Err(Refusal(format!("internal: GpuJoinExec's schema {:?} differs from the {operator}'s {:?}", exec.schema(), original.schema())));
         }
-        Ok(Arc::new(exec))
+        match (j.order, original.properties().output_ordering()) {
+            (Order::Restore(true), Some(ordering)) => Ok(Arc::new(SortExec::new(ordering.clone(), Arc::new(exec)).with_preserve_partitioning(true))),
+            _ => Ok(Arc::new(exec)),
+        }
     }
 }
 
@@ -222,56 +354,64 @@ struct Join<'a> {
     null_equality: NullEquality,
     projection: Option<&'a [usize]>,
     mode: PartitionMode,
+    order: Order,
+}
+
+/// What a replacement does about the output order the CPU join declares.
+#[derive(Clone, Copy, PartialEq)]
+enum Order {
+    /// Keep the CPU join if it declares one (hash and nested-loop joins).
+    Refuse,
+    /// Drop it; `true`: a parent relies on it, so a `SortExec` over the `GpuJoinExec` restores
+    /// it (sort-merge joins).
+    Restore(bool),
+}
+
+/// One run of the rule over a plan.
+struct Pass<'a> {
+    gate: &'a std::result::Result<(), String>,
+    seen: Vec<JoinDecision>,
+    /// `Err(reason)`: sort-merge and symmetric hash joins stay (a first run moved them and the
+    /// plan failed DataFusion's sanity check).
+    merge_joins: std::result::Result<(), String>,
+    /// Sort-merge and symmetric hash joins replaced.
+    moved_merge_joins: usize,
+}
+
+/// `plan` without a `SortExec` on top that only orders (no `LIMIT`, the same partitions): the
+/// sort a sort-merge or symmetric hash join required, which a `GpuJoinExec` does not need (its
+/// output order is its algorithm's whatever the input's).
+fn without_sort(plan: &Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    match plan.downcast_ref::<SortExec>() {
+        Some(s) if s.fetch().is_none() && (s.preserve_partitioning() || s.input().output_partitioning().partition_count() <= 1) => Arc::clone(s.input()),
+        _ => Arc::clone(plan),
+    }
 }
 
 fn keys(on: &[(PhysicalExprRef, PhysicalExprRef)]) -> String {
     on.iter().map(|(l, r)| format!("({l}, {r})")).collect::<Vec<_>>().join(", ")
 }
 
-/// The name, join type and keys of a join this version does not move.
-fn other_join(node: &dyn ExecutionPlan) -> Option<(&'static str, Option<DfJoinType>, String)> {
-    if let Some(j) = node.downcast_ref::<SortMergeJoinExec>() {
-        return Some(("SortMergeJoinExec", Some(j.join_type()), keys(j.on())));
-    }
-    if let Some(j) = node.downcast_ref::<SymmetricHashJoinExec>() {
-        return Some(("SymmetricHashJoinExec", Some(*j.join_type()), keys(j.on())));
-    }
-    if node.downcast_ref::<PiecewiseMergeJoinExec>().is_some() {
-        return Some(("PiecewiseMergeJoinExec", None, String::new()));
-    }
-    None
-}
-
 impl PhysicalOptimizerRule for GpuJoinRule {
-    fn optimize(&self, plan: Arc<dyn ExecutionPlan>, _config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
+    fn optimize(&self, plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
         let gate = self.gate();
-        let mut seen = Vec::new();
-        let out = plan.transform_up(|node| {
-            // The joins this version moves: the operator, its join type and keys, and the
-            // GpuJoinExec or why not.
-            let open = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| gate.clone().map_err(Refusal).and_then(|()| r());
-            let replaced = node
-                .downcast_ref::<HashJoinExec>()
-                .map(|h| ("HashJoinExec", Some(h.join_type), keys(&h.on), open(&|| self.replace_hash_join(h))))
-                .or_else(|| node.downcast_ref::<NestedLoopJoinExec>().map(|j| ("NestedLoopJoinExec", Some(*j.join_type()), String::new(), open(&|| self.replace_nested_loop(j)))))
-                .or_else(|| node.downcast_ref::<CrossJoinExec>().map(|j| ("CrossJoinExec", None, String::new(), open(&|| self.replace_cross(j)))));
-            if let Some((operator, join_type, on, result)) = replaced {
-                let (kept, next) = match result {
-                    Ok(exec) => (None, Transformed::yes(exec)),
-                    Err(r) => (Some(r.0), Transformed::no(Arc::clone(&node))),
-                };
-                seen.push(JoinDecision { operator: operator.into(), join_type, on, kept });
-                return Ok(next);
+        // The root's order is the answer's when it has one partition (an ORDER BY whose SortExec
+        // DataFusion dropped because a sort-merge join below already gave the order).
+        let root_order = plan.output_partitioning().partition_count() <= 1;
+        let mut pass = Pass { gate: &gate, seen: Vec::new(), merge_joins: Ok(()), moved_merge_joins: 0 };
+        let mut out = self.visit(Arc::clone(&plan), root_order, &mut pass)?;
+        if pass.moved_merge_joins > 0 {
+            // The sort-merge and symmetric joins replaced, their sorts removed and orders
+            // restored: DataFusion's final check must still pass, else they stay (and say why).
+            if let Err(e) = SanityCheckPlan::new().optimize(Arc::clone(&out), config) {
+                if SanityCheckPlan::new().optimize(Arc::clone(&plan), config).is_ok() {
+                    let reason = format!("the plan with it on the GPU fails DataFusion's sanity check ({})", e.to_string().lines().next().unwrap_or_default());
+                    pass = Pass { gate: &gate, seen: Vec::new(), merge_joins: Err(reason), moved_merge_joins: 0 };
+                    out = self.visit(plan, root_order, &mut pass)?;
+                }
             }
-            if let Some((name, join_type, on)) = other_join(node.as_ref()) {
-                let reason = match &gate {
-                    Err(g) => g.clone(),
-                    Ok(()) => format!("{name} is not moved to the GPU in this version"),
-                };
-                seen.push(JoinDecision { operator: name.into(), join_type, on, kept: Some(reason) });
-            }
-            Ok(Transformed::no(node))
-        })?;
+        }
+        let seen = pass.seen;
         for d in &seen {
             log::debug!(target: "gpujoin_datafusion", "{d}");
         }
@@ -280,7 +420,7 @@ impl PhysicalOptimizerRule for GpuJoinRule {
             let extra = all.len().saturating_sub(Self::MAX_DECISIONS);
             all.drain(..extra);
         }
-        Ok(out.data)
+        Ok(out)
     }
 
     fn name(&self) -> &str {

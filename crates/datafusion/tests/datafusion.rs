@@ -220,7 +220,7 @@ async fn rule_keeps_unsupported_outputs_and_decimal_filters() {
 }
 
 #[tokio::test]
-async fn nested_loop_and_cross_joins_move_sort_merge_joins_stay() {
+async fn nested_loop_and_cross_joins_move() {
     let mut rng = StdRng::seed_from_u64(8);
     let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
     let ctx = context(Some(forced()), false, l.clone(), r.clone()).await.unwrap();
@@ -251,16 +251,332 @@ async fn nested_loop_and_cross_joins_move_sort_merge_joins_stay() {
             assert_eq!(count_nodes(&plan, "GpuJoinExec"), 0, "{text}");
         }
     }
-    // prefer_hash_join = false plans sort-merge joins, which stay.
-    let mut config = session_config(true);
+}
+
+/// Queries ordered by a sort-merge join's key, in its order (NULLS FIRST): DataFusion drops
+/// their sorts, the sort-merge join's output being in that order.
+const ORDERED: [&str; 4] = [
+    "SELECT l.k_i32, l.v, r.v FROM l JOIN r ON l.k_i32 = r.k_i32 ORDER BY l.k_i32 NULLS FIRST",
+    "SELECT l.k_str, r.v FROM l LEFT JOIN r ON l.k_str = r.k_str AND l.v < r.v ORDER BY l.k_str NULLS FIRST",
+    "SELECT r.k_i64, r.v FROM l RIGHT JOIN r ON l.k_i64 = r.k_i64 ORDER BY r.k_i64 NULLS FIRST",
+    "SELECT l.k_date, l.v FROM l LEFT SEMI JOIN r ON l.k_date = r.k_date ORDER BY l.k_date NULLS FIRST",
+];
+
+/// The GPU test's sort-merge join queries (every one moves: checked without a GPU).
+fn smj_queries() -> Vec<String> {
+    let mut sqls = Vec::new();
+    for join in JOINS {
+        for key in ["k_i32", "k_str", "k_dec", "k_dict"] {
+            for filter in [None, Some("l.v < r.v")] {
+                let extra = if join.contains("SEMI") || join.contains("ANTI") { None } else { Some("r.k_str AS x_str, l.k_dec AS x_dec, r.k_dict AS x_dict") };
+                sqls.push(query(join, key, filter, extra));
+            }
+        }
+    }
+    sqls.push("SELECT l.v, r.v, l.k_str FROM l JOIN r ON l.k_str IS NOT DISTINCT FROM r.k_str".into());
+    sqls.push("SELECT l.v, r.v FROM l FULL JOIN r ON (l.k_i64 IS NOT DISTINCT FROM r.k_i64) AND l.v < r.v".into());
+    sqls
+}
+
+/// The GPU test's symmetric hash joins: (key, partitioned, sorted inputs).
+const SHJ_CASES: [(&str, bool, bool); 4] = [("k_i32", false, false), ("k_str", true, true), ("k_i64", true, false), ("k_date", false, true)];
+
+/// A session planning sort-merge joins (`prefer_hash_join = false`, as DataFusion's
+/// `sort_merge_join.slt`), over `partitions` target partitions (hash-partitioned joins).
+async fn smj_context(gpu: Option<GpuJoinConfig>, partitions_: usize, left: RecordBatch, right: RecordBatch) -> Result<SessionContext> {
+    let mut config = session_config(true).with_target_partitions(partitions_);
     config.options_mut().optimizer.prefer_hash_join = false;
-    let state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(forced()).build();
-    let smj = SessionContext::new_with_state(state);
-    smj.register_table("l", partitions(l)).unwrap();
-    smj.register_table("r", partitions(r)).unwrap();
-    let (plan, decisions) = decide(&smj, &query("JOIN", "k_i32", None, None)).await;
-    assert_eq!(count_nodes(&plan, "SortMergeJoinExec"), 1, "{}", plan_text(&plan));
-    assert!(decisions.iter().all(|d| d.operator == "SortMergeJoinExec" && d.kept.as_deref().unwrap().contains("not moved to the GPU")), "{decisions:?}");
+    let mut b = SessionStateBuilder::new().with_default_features().with_config(config);
+    if let Some(g) = gpu {
+        b = b.with_gpu_joins(g);
+    }
+    let ctx = SessionContext::new_with_state(b.build());
+    ctx.register_table("l", partitions(left))?;
+    ctx.register_table("r", partitions(right))?;
+    Ok(ctx)
+}
+
+/// `EXPLAIN sql`'s text (every row, both columns).
+async fn explain(ctx: &SessionContext, sql: &str) -> String {
+    let batches = ctx.sql(&format!("EXPLAIN {sql}")).await.unwrap().collect().await.unwrap();
+    let mut text = String::new();
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            for c in b.columns() {
+                text.push_str(&array_value_to_string(c, i).unwrap());
+                text.push('\n');
+            }
+        }
+    }
+    text
+}
+
+/// The nodes of `plan` named `name` whose child (first) is named `child`.
+fn count_over(plan: &Arc<dyn ExecutionPlan>, name: &str, child: &str) -> usize {
+    let here = plan.name() == name && plan.children().first().is_some_and(|c| c.name() == child);
+    here as usize + plan.children().into_iter().map(|c| count_over(c, name, child)).sum::<usize>()
+}
+
+#[tokio::test]
+async fn sort_merge_joins_move_with_their_order_restored_where_needed() {
+    let mut rng = StdRng::seed_from_u64(10);
+    let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
+    let plain = smj_context(None, 4, l.clone(), r.clone()).await.unwrap();
+    let ctx = smj_context(Some(forced()), 4, l.clone(), r.clone()).await.unwrap();
+    // Every join type gpujoin has, with and without a filter: the SortMergeJoinExec and the
+    // SortExecs below it (there only for it) go; nothing above needs the order (4 partitions).
+    for join in JOINS {
+        for filter in [None, Some("l.v < r.v")] {
+            let sql = query(join, "k_i32", filter, None);
+            let before = physical_plan(&plain, &sql).await.unwrap();
+            assert_eq!(count_nodes(&before, "SortMergeJoinExec"), 1, "{sql}: DataFusion plans a sort-merge join\n{}", plan_text(&before));
+            let (plan, decisions) = decide(&ctx, &sql).await;
+            let text = plan_text(&plan);
+            assert_eq!(decisions.len(), 1, "{sql}: {decisions:?}");
+            assert!(decisions[0].moved() && decisions[0].operator == "SortMergeJoinExec", "{sql}: {}\n{text}", decisions[0]);
+            assert_eq!(count_nodes(&plan, "SortMergeJoinExec"), 0, "{text}");
+            assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{text}");
+            assert!(text.contains("mode=Partitioned") && text.contains("replaces=SortMergeJoinExec"), "{text}");
+            assert_eq!(filter.is_some(), text.contains("filter="), "{text}");
+            assert_eq!(count_nodes(&plan, "SortExec"), 0, "{sql}: the SMJ's input sorts are removed\n{text}");
+            assert_eq!(count_nodes(&plan, "CpuJoinKeptExec"), 0, "{text}");
+        }
+    }
+    for sql in smj_queries() {
+        let (plan, decisions) = decide(&ctx, &sql).await;
+        assert!(decisions.len() == 1 && decisions[0].moved() && decisions[0].operator == "SortMergeJoinExec", "{sql}: {decisions:?}\n{}", plan_text(&plan));
+    }
+    // IS NOT DISTINCT FROM: NULL keys equal, as the SMJ's null_equality said.
+    let (plan, _) = decide(&ctx, "SELECT l.v, r.v FROM l JOIN r ON l.k_str IS NOT DISTINCT FROM r.k_str").await;
+    let text = plan_text(&plan);
+    assert!(text.contains("replaces=SortMergeJoinExec") && text.contains("NullsEqual: true"), "{text}");
+    // Kept (unsupported key types, a mark join), with the reason in the plan and in EXPLAIN.
+    let kept = [
+        (query("JOIN", "k_f16", None, None), "Float16"),
+        (query("LEFT JOIN", "k_f64", None, None), "float key"),
+        (query("JOIN", "k_i32", None, Some("l.lst")), "lst"),
+    ];
+    for (sql, words) in kept {
+        let (plan, decisions) = decide(&ctx, &sql).await;
+        let text = plan_text(&plan);
+        assert_eq!(decisions.len(), 1, "{sql}: {decisions:?}");
+        let reason = decisions[0].kept.clone().unwrap_or_else(|| panic!("{sql}: moved\n{text}"));
+        assert!(reason.contains(words) && decisions[0].shown, "{sql}: {reason}");
+        assert_eq!(count_over(&plan, "CpuJoinKeptExec", "SortMergeJoinExec"), 1, "{text}");
+        assert!(text.contains(&format!("CpuJoinKeptExec: reason={reason}")), "{text}");
+        let explained = explain(&ctx, &sql).await;
+        assert!(explained.contains("CpuJoinKeptExec: reason=") && explained.contains(words) && explained.contains("SortMergeJoinExec"), "{explained}");
+        // The plan is DataFusion's below the note.
+        let before = plan_text(&physical_plan(&plain, &sql).await.unwrap());
+        assert_eq!(text.lines().filter(|l| !l.contains("CpuJoinKeptExec")).count(), before.lines().count(), "{text}\n{before}");
+    }
+    let explained = explain(&ctx, &query("FULL JOIN", "k_date", None, None)).await;
+    assert!(explained.contains("GpuJoinExec: mode=Partitioned, join_type=Full") && explained.contains("replaces=SortMergeJoinExec"), "{explained}");
+    // A mark join (EXISTS ... OR ...) stays, under a note saying so.
+    let sql = "SELECT l.v FROM l WHERE EXISTS (SELECT 1 FROM r WHERE r.k_i32 = l.k_i32) OR l.v > 10";
+    let (plan, decisions) = decide(&ctx, sql).await;
+    let text = plan_text(&plan);
+    let mark = decisions.iter().find(|d| matches!(d.join_type, Some(datafusion::common::JoinType::LeftMark | datafusion::common::JoinType::RightMark))).unwrap_or_else(|| panic!("{decisions:?}\n{text}"));
+    assert!(mark.kept.as_deref().unwrap().contains("mark joins"), "{mark}");
+    assert!(text.contains("CpuJoinKeptExec: reason=join type") && text.contains("Mark"), "{text}");
+
+    // ORDER BY the key (NULLS FIRST, as the SMJ sorts): DataFusion drops the sort (the SMJ's
+    // output is in that order) and merges
+    // the partitions with a SortPreservingMergeExec; the GPU join gets a SortExec above it.
+    let sql = "SELECT l.k_i32, l.v, r.v FROM l JOIN r ON l.k_i32 = r.k_i32 ORDER BY l.k_i32 NULLS FIRST";
+    let before = physical_plan(&plain, sql).await.unwrap();
+    let before_text = plan_text(&before);
+    assert_eq!(count_nodes(&before, "SortExec"), 2, "only the SMJ's input sorts:\n{before_text}");
+    assert_eq!(count_nodes(&before, "SortPreservingMergeExec"), 1, "{before_text}");
+    let (plan, _) = decide(&ctx, sql).await;
+    let text = plan_text(&plan);
+    assert_eq!(count_nodes(&plan, "SortExec"), 1, "{text}");
+    assert_eq!(count_over(&plan, "SortExec", "GpuJoinExec"), 1, "the SMJ's order restored:\n{text}");
+    assert!(text.contains("preserve_partitioning=[true]"), "{text}");
+    // The GPU test's ordered queries: DataFusion relies on the SMJ's order (no sort above it),
+    // the rule restores it.
+    for sql in ORDERED {
+        let before = physical_plan(&plain, sql).await.unwrap();
+        assert_eq!(count_nodes(&before, "SortMergeJoinExec"), 1, "{sql}\n{}", plan_text(&before));
+        assert_eq!(count_nodes(&before, "SortExec"), 2, "{sql}: only the SMJ's input sorts\n{}", plan_text(&before));
+        let (plan, _) = decide(&ctx, sql).await;
+        let text = plan_text(&plan);
+        assert_eq!((count_over(&plan, "SortExec", "GpuJoinExec"), count_nodes(&plan, "SortExec")), (1, 1), "{sql}\n{text}");
+    }
+    // Without ORDER BY over 4 partitions nothing needs the order.
+    let (plan, _) = decide(&ctx, "SELECT l.k_i32, r.v FROM l JOIN r ON l.k_i32 = r.k_i32").await;
+    assert_eq!(count_nodes(&plan, "SortExec"), 0, "{}", plan_text(&plan));
+    // A root of one partition (DataFusion plans sort-merge joins only over several; built by
+    // hand): its order may be an ORDER BY DataFusion dropped, so it is restored.
+    use datafusion::physical_optimizer::PhysicalOptimizerRule;
+    let rule = GpuJoinRule::new(forced());
+    let options = datafusion::common::config::ConfigOptions::default();
+    for join_type in [datafusion::common::JoinType::Inner, datafusion::common::JoinType::Right, datafusion::common::JoinType::LeftAnti] {
+        let smj = one_partition_smj(&plain, join_type).await;
+        let plan = rule.optimize(Arc::clone(&smj), &options).unwrap();
+        let text = plan_text(&plan);
+        assert!(plan.name() == "SortExec" && count_over(&plan, "SortExec", "GpuJoinExec") == 1 && count_nodes(&plan, "SortExec") == 1, "{join_type:?}\n{text}");
+        assert_eq!(plan.properties().output_ordering(), smj.properties().output_ordering(), "{text}");
+    }
+    // A PartialSortExec relies on its input's order without declaring it: restored too.
+    {
+        use datafusion::physical_expr::expressions::col;
+        use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+        use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+        use datafusion::physical_plan::sorts::partial_sort::PartialSortExec;
+        let join = physical_plan(&plain, "SELECT l.k_i32, l.v FROM l JOIN r ON l.k_i32 = r.k_i32").await.unwrap();
+        assert_eq!(count_nodes(&join, "SortMergeJoinExec"), 1, "{}", plan_text(&join));
+        let schema = join.schema();
+        let ordering = LexOrdering::new([PhysicalSortExpr::new_default(col("k_i32", &schema).unwrap()), PhysicalSortExpr::new_default(col("v", &schema).unwrap())]).unwrap();
+        let partial: Arc<dyn ExecutionPlan> = Arc::new(PartialSortExec::new(ordering, join, 1).with_preserve_partitioning(true));
+        let plan = rule.optimize(Arc::new(CoalescePartitionsExec::new(partial)), &options).unwrap();
+        let text = plan_text(&plan);
+        assert_eq!(count_over(&plan, "SortExec", "GpuJoinExec"), 1, "{text}");
+    }
+}
+
+/// A sort-merge join of `l` and `r` on `k_i32` over one partition (inputs coalesced and
+/// sorted), as DataFusion never plans one.
+async fn one_partition_smj(ctx: &SessionContext, join_type: datafusion::common::JoinType) -> Arc<dyn ExecutionPlan> {
+    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    use datafusion::physical_plan::joins::SortMergeJoinExec;
+    use datafusion::physical_plan::sorts::sort::SortExec;
+    let mut sides = Vec::new();
+    for name in ["l", "r"] {
+        let input = physical_plan(ctx, &format!("SELECT k_i32, v, k_str FROM {name}")).await.unwrap();
+        let k = col("k_i32", &input.schema()).unwrap();
+        let ordering = LexOrdering::new([PhysicalSortExpr::new_default(Arc::clone(&k))]).unwrap();
+        let input: Arc<dyn ExecutionPlan> = Arc::new(SortExec::new(ordering, Arc::new(CoalescePartitionsExec::new(input))));
+        sides.push((input, k));
+    }
+    let (r, l) = (sides.pop().unwrap(), sides.pop().unwrap());
+    let options = vec![datafusion::arrow::compute::SortOptions::default()];
+    Arc::new(SortMergeJoinExec::try_new(l.0, r.0, vec![(l.1, r.1)], None, join_type, options, datafusion::common::NullEquality::NullEqualsNothing).unwrap())
+}
+
+#[tokio::test]
+async fn a_second_run_of_the_rule_decides_again_without_a_second_note() {
+    use datafusion::physical_optimizer::PhysicalOptimizerRule;
+    let mut rng = StdRng::seed_from_u64(11);
+    let ctx = smj_context(Some(forced()), 4, table(&mut rng, 50, 10, true), table(&mut rng, 50, 10, true)).await.unwrap();
+    let rule = GpuJoinRule::new(forced());
+    let options = datafusion::common::config::ConfigOptions::default();
+    for sql in [query("JOIN", "k_f16", None, None), query("LEFT JOIN", "k_i32", None, None)] {
+        let plan = physical_plan(&ctx, &sql).await.unwrap();
+        let again = rule.optimize(Arc::clone(&plan), &options).unwrap();
+        assert_eq!(plan_text(&plan), plan_text(&again), "{sql}");
+        assert!(count_nodes(&again, "CpuJoinKeptExec") + count_nodes(&again, "GpuJoinExec") == 1, "{}", plan_text(&again));
+    }
+}
+
+/// An input that never ends (for the symmetric hash join's unbounded case): one batch, declared
+/// infinite.
+#[derive(Debug)]
+struct OneBatch(RecordBatch);
+
+impl datafusion::physical_plan::streaming::PartitionStream for OneBatch {
+    fn schema(&self) -> &datafusion::arrow::datatypes::SchemaRef {
+        self.0.schema_ref()
+    }
+
+    fn execute(&self, _ctx: Arc<datafusion::execution::TaskContext>) -> datafusion::physical_plan::SendableRecordBatchStream {
+        let batch = self.0.clone();
+        Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(batch.schema(), futures::stream::iter(vec![Ok(batch)])))
+    }
+}
+
+/// Symmetric hash joins of `l` and `r` on `key` (`partitioned`: hash-partitioned inputs in 4
+/// partitions, else one partition each), with `sorted` inputs (a SortExec below, as DataFusion
+/// adds for the join's pruning), of `join_type`; `unbounded`: the left input never ends.
+async fn symmetric_join(
+    ctx: &SessionContext,
+    key: &str,
+    join_type: datafusion::common::JoinType,
+    partitioned: bool,
+    sorted: bool,
+    unbounded: bool,
+) -> Arc<dyn ExecutionPlan> {
+    use datafusion::physical_expr::expressions::col;
+    use datafusion::physical_expr::{LexOrdering, Partitioning, PhysicalSortExpr};
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    use datafusion::physical_plan::joins::{StreamJoinPartitionMode, SymmetricHashJoinExec};
+    use datafusion::physical_plan::repartition::RepartitionExec;
+    use datafusion::physical_plan::sorts::sort::SortExec;
+    let mut inputs = Vec::new();
+    for (name, never_ends) in [("l", unbounded), ("r", false)] {
+        let columns = if key == "k_str" { "k_str, v".to_string() } else { format!("{key}, v, k_str") };
+        let mut input = physical_plan(ctx, &format!("SELECT {columns} FROM {name}")).await.unwrap();
+        if never_ends {
+            let batches = datafusion::physical_plan::collect(Arc::clone(&input), ctx.task_ctx()).await.unwrap();
+            let batch = datafusion::arrow::compute::concat_batches(&input.schema(), &batches).unwrap();
+            let stream: Arc<dyn datafusion::physical_plan::streaming::PartitionStream> = Arc::new(OneBatch(batch));
+            input = Arc::new(datafusion::physical_plan::streaming::StreamingTableExec::try_new(input.schema(), vec![stream], None, Vec::<LexOrdering>::new(), true, None).unwrap());
+        }
+        let k = col(key, &input.schema()).unwrap();
+        input = if partitioned {
+            Arc::new(RepartitionExec::try_new(input, Partitioning::Hash(vec![Arc::clone(&k)], 4)).unwrap())
+        } else {
+            Arc::new(CoalescePartitionsExec::new(input))
+        };
+        let ordering = LexOrdering::new([PhysicalSortExpr::new_default(Arc::clone(&k))]).unwrap();
+        if sorted {
+            input = Arc::new(SortExec::new(ordering.clone(), input).with_preserve_partitioning(true));
+        }
+        inputs.push((input, k, sorted.then_some(ordering)));
+    }
+    let (r, l) = (inputs.pop().unwrap(), inputs.pop().unwrap());
+    let mode = if partitioned { StreamJoinPartitionMode::Partitioned } else { StreamJoinPartitionMode::SinglePartition };
+    let on = vec![(l.1, r.1)];
+    Arc::new(SymmetricHashJoinExec::try_new(l.0, r.0, on, None, &join_type, datafusion::common::NullEquality::NullEqualsNothing, l.2, r.2, mode).unwrap())
+}
+
+#[tokio::test]
+async fn symmetric_hash_joins_of_bounded_inputs_move() {
+    use datafusion::common::JoinType;
+    use datafusion::physical_optimizer::PhysicalOptimizerRule;
+    let mut rng = StdRng::seed_from_u64(12);
+    let ctx = context(None, true, table(&mut rng, 60, 10, true), table(&mut rng, 60, 10, true)).await.unwrap();
+    let rule = GpuJoinRule::new(forced());
+    let options = datafusion::common::config::ConfigOptions::default();
+    let types = [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full, JoinType::LeftSemi, JoinType::LeftAnti, JoinType::RightSemi, JoinType::RightAnti];
+    for join_type in types {
+        for (key, partitioned, sorted) in SHJ_CASES {
+            let shj = symmetric_join(&ctx, key, join_type, partitioned, sorted, false).await;
+            rule.take_decisions();
+            let plan = rule.optimize(Arc::clone(&shj), &options).unwrap();
+            let text = plan_text(&plan);
+            let d = rule.take_decisions();
+            assert!(d.len() == 1 && d[0].moved() && d[0].operator == "SymmetricHashJoinExec", "{join_type:?}: {d:?}\n{text}");
+            let exec = find::<GpuJoinExec>(&plan).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(exec.replaces(), Some("SymmetricHashJoinExec"));
+            let mode = if partitioned { "Partitioned" } else { "CollectLeft" };
+            assert_eq!(format!("{:?}", exec.mode()), mode, "{text}");
+            assert_eq!(count_nodes(&plan, "SortExec"), 0, "the inputs' sorts are removed:\n{text}");
+            assert_eq!(plan.schema(), shj.schema());
+        }
+    }
+    // Kept: a mark join, an unsupported key type, an unbounded input.
+    let cases = [(JoinType::LeftMark, "k_i32", false, "mark joins"), (JoinType::Inner, "k_f16", false, "Float16"), (JoinType::Inner, "k_i32", true, "unbounded")];
+    for (join_type, key, unbounded, words) in cases {
+        let shj = symmetric_join(&ctx, key, join_type, true, false, unbounded).await;
+        rule.take_decisions();
+        let plan = rule.optimize(Arc::clone(&shj), &options).unwrap();
+        let text = plan_text(&plan);
+        let d = rule.take_decisions();
+        assert!(d.len() == 1 && d[0].kept.as_deref().is_some_and(|r| r.contains(words)), "{join_type:?} {key}: {d:?}\n{text}");
+        assert_eq!(count_over(&plan, "CpuJoinKeptExec", "SymmetricHashJoinExec"), 1, "{text}");
+        assert!(text.contains(&format!("CpuJoinKeptExec: reason={}", d[0].kept.as_deref().unwrap())), "{text}");
+    }
+    // Without a GPU (and not forced): untouched, no note.
+    if !has_device() {
+        let plain_rule = GpuJoinRule::new(GpuJoinConfig::default());
+        let shj = symmetric_join(&ctx, "k_i32", JoinType::Inner, true, true, false).await;
+        let plan = plain_rule.optimize(Arc::clone(&shj), &options).unwrap();
+        assert_eq!(plan_text(&plan), plan_text(&shj));
+        assert!(!plain_rule.decisions()[0].shown);
+    }
 }
 
 #[tokio::test]
@@ -315,6 +631,15 @@ async fn without_a_gpu_every_plan_is_datafusions() {
         }
         let decisions = rule.take_decisions();
         assert!(!decisions.is_empty() && decisions.iter().all(|d| d.kept.as_deref().unwrap().starts_with("no GPU")), "{decisions:?}");
+    }
+    // Sort-merge joins: the same, with no note above them.
+    let plain = smj_context(None, 4, l.clone(), r.clone()).await.unwrap();
+    let gpu = smj_context(Some(GpuJoinConfig::default()), 4, l.clone(), r.clone()).await.unwrap();
+    for sql in [query("LEFT JOIN", "k_i32", Some("l.v < r.v"), None), query("JOIN", "k_f16", None, None), "SELECT l.v FROM l JOIN r ON l.k_i32 = r.k_i32 ORDER BY l.k_i32 NULLS FIRST".to_string()] {
+        let (a, b) = (physical_plan(&plain, &sql).await.unwrap(), physical_plan(&gpu, &sql).await.unwrap());
+        assert_eq!(plan_text(&a), plan_text(&b), "{sql}");
+        assert_eq!(count_nodes(&b, "SortMergeJoinExec"), 1, "{}", plan_text(&b));
+        assert_eq!(explain(&plain, &sql).await, explain(&gpu, &sql).await, "{sql}");
     }
     // Disabled: the same, and says so.
     let off = context(Some(GpuJoinConfig { enabled: false, ..forced() }), false, l.clone(), r.clone()).await.unwrap();
@@ -443,6 +768,83 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     // Every query ran; 410 of them with a GPU join on the H100 (the rest stay on the CPU by the
     // rule's decisions, checked without a GPU by the decision tests).
     assert!(moved >= 410, "{moved} joins moved");
+}
+
+/// Sort-merge joins (`prefer_hash_join = false`, as DataFusion's `sort_merge_join.slt`) and
+/// symmetric hash joins of bounded inputs, moved to the GPU, answer as DataFusion's; where the
+/// plan above needs the sort-merge join's order (ORDER BY its key: the sort DataFusion dropped
+/// under a SortPreservingMergeExec, or one partition), the rows come in that order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gpu_sort_merge_and_symmetric_joins_answer_like_datafusion() {
+    use datafusion::physical_optimizer::PhysicalOptimizerRule;
+    let Some(_device) = device_or_skip("gpu_sort_merge_and_symmetric_joins_answer_like_datafusion") else { return };
+    let mut rng = StdRng::seed_from_u64(13);
+    let (l, r) = (table(&mut rng, 600, 200, true), table(&mut rng, 400, 200, true));
+    let mut moved = 0;
+    let mut queries = 0;
+    for parts in [4, 2] {
+        let plain = smj_context(None, parts, l.clone(), r.clone()).await.unwrap();
+        let gpu = smj_context(Some(GpuJoinConfig::default()), parts, l.clone(), r.clone()).await.unwrap();
+        for sql in &smj_queries() {
+            let (want, before) = run(&plain, sql).await.unwrap();
+            assert_eq!(count_nodes(&before, "SortMergeJoinExec"), 1, "{sql}\n{}", plan_text(&before));
+            let (got, plan) = run(&gpu, sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            moved += count_nodes(&plan, "GpuJoinExec");
+            queries += 1;
+            assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}\n{}", plan_text(&plan));
+            assert!(got.iter().all(|b| b.schema() == plan.schema()));
+        }
+        // ORDER BY the join key: the same rows, and the keys in the same sequence (rows of
+        // equal keys may come in another order).
+        for sql in ORDERED {
+            let (want, before) = run(&plain, sql).await.unwrap();
+            let (got, plan) = run(&gpu, sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            let text = plan_text(&plan);
+            // Over one partition DataFusion plans some as (kept) hash joins.
+            if count_nodes(&before, "SortMergeJoinExec") == 1 {
+                assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{sql}\n{text}");
+                assert_eq!(count_over(&plan, "SortExec", "GpuJoinExec"), 1, "{sql}: the order restored\n{text}");
+                moved += 1;
+            }
+            assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}\n{text}");
+            let keys = |batches: &[RecordBatch]| batches.iter().flat_map(|b| (0..b.num_rows()).map(|i| array_value_to_string(b.column(0), i).unwrap()).collect::<Vec<_>>()).collect::<Vec<_>>();
+            assert_eq!(keys(&got), keys(&want), "{sql}: the keys' order\n{text}");
+        }
+    }
+    // Sort-merge joins over one partition (built by hand): the root's order restored.
+    let plain = smj_context(None, 4, l.clone(), r.clone()).await.unwrap();
+    let rule = GpuJoinRule::new(GpuJoinConfig::default());
+    let options = datafusion::common::config::ConfigOptions::default();
+    for join_type in [datafusion::common::JoinType::Inner, datafusion::common::JoinType::Left, datafusion::common::JoinType::Right, datafusion::common::JoinType::LeftSemi, datafusion::common::JoinType::RightAnti] {
+        let smj = one_partition_smj(&plain, join_type).await;
+        let want = datafusion::physical_plan::collect(Arc::clone(&smj), plain.task_ctx()).await.unwrap();
+        let plan = rule.optimize(smj, &options).unwrap();
+        let text = plan_text(&plan);
+        assert_eq!(count_over(&plan, "SortExec", "GpuJoinExec"), 1, "{join_type:?}\n{text}");
+        let got = datafusion::physical_plan::collect(Arc::clone(&plan), plain.task_ctx()).await.unwrap_or_else(|e| panic!("{join_type:?}: {e}"));
+        assert_eq!(sorted_rows(&got), sorted_rows(&want), "{join_type:?}\n{text}");
+        let keys = |batches: &[RecordBatch]| batches.iter().flat_map(|b| (0..b.num_rows()).map(|i| array_value_to_string(b.column(0), i).unwrap()).collect::<Vec<_>>()).collect::<Vec<_>>();
+        assert_eq!(keys(&got), keys(&want), "{join_type:?}: the keys' order\n{text}");
+        moved += 1;
+    }
+    // Symmetric hash joins of bounded inputs (DataFusion plans them for unbounded ones; built
+    // here by hand), sorted inputs or not, one partition or four.
+    use datafusion::common::JoinType;
+    let ctx = context(None, true, l, r).await.unwrap();
+    let types = [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full, JoinType::LeftSemi, JoinType::LeftAnti, JoinType::RightSemi, JoinType::RightAnti];
+    for join_type in types {
+        for (key, partitioned, sorted) in SHJ_CASES {
+            let shj = symmetric_join(&ctx, key, join_type, partitioned, sorted, false).await;
+            let want = datafusion::physical_plan::collect(Arc::clone(&shj), ctx.task_ctx()).await.unwrap();
+            let plan = rule.optimize(shj, &options).unwrap();
+            assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{}", plan_text(&plan));
+            let got = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap_or_else(|e| panic!("{join_type:?} {key}: {e}"));
+            assert_eq!(sorted_rows(&got), sorted_rows(&want), "{join_type:?} {key}\n{}", plan_text(&plan));
+            moved += 1;
+        }
+    }
+    println!("{queries} sort-merge join queries, {moved} GPU joins (sort-merge and symmetric) equal to DataFusion's");
+    assert!(moved >= 2 * 8 * 4 * 2 + 8 + 5 + 32, "{moved} joins moved");
 }
 
 mod translate {
@@ -657,4 +1059,19 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
         }
     }
     assert_eq!(round_trips, 2 * sqls.len());
+    // A kept join's note, and a sort-merge join moved with its order restored.
+    let smj = smj_context(Some(config), 4, l, r).await.unwrap();
+    let sqls = [query("JOIN", "k_f16", None, None), "SELECT l.k_i32, r.v FROM l JOIN r ON l.k_i32 = r.k_i32 ORDER BY l.k_i32 NULLS FIRST".to_string()];
+    for (sql, node) in sqls.iter().zip(["CpuJoinKeptExec", "GpuJoinExec"]) {
+        let plan = physical_plan(&smj, sql).await.unwrap();
+        assert_eq!(count_nodes(&plan, node), 1, "{sql}\n{}", plan_text(&plan));
+        let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &GpuJoinCodec).unwrap_or_else(|e| panic!("{sql}: encode: {e}"));
+        let back = physical_plan_from_bytes_with_extension_codec(&bytes, &smj.task_ctx(), &GpuJoinCodec).unwrap_or_else(|e| panic!("{sql}: decode: {e}"));
+        assert_eq!(plan_text(&plan), plan_text(&back), "{sql}");
+        if gpu {
+            let a = datafusion::physical_plan::collect(Arc::clone(&plan), smj.task_ctx()).await.unwrap();
+            let b = datafusion::physical_plan::collect(back, smj.task_ctx()).await.unwrap();
+            assert_eq!(sorted_rows(&a), sorted_rows(&b), "{sql}: the decoded plan answers differently");
+        }
+    }
 }
