@@ -818,9 +818,10 @@ async fn gpu_sort_merge_and_symmetric_joins_answer_like_datafusion() {
     let rule = GpuJoinRule::new(GpuJoinConfig::default());
     let options = datafusion::common::config::ConfigOptions::default();
     for join_type in [datafusion::common::JoinType::Inner, datafusion::common::JoinType::Left, datafusion::common::JoinType::Right, datafusion::common::JoinType::LeftSemi, datafusion::common::JoinType::RightAnti] {
-        let smj = one_partition_smj(&plain, join_type).await;
-        let want = datafusion::physical_plan::collect(Arc::clone(&smj), plain.task_ctx()).await.unwrap();
-        let plan = rule.optimize(smj, &options).unwrap();
+        // Two builds of the same plan: a plan's RepartitionExecs run once (executing one
+        // twice panics in DataFusion), so the reference and the rule get their own.
+        let want = datafusion::physical_plan::collect(one_partition_smj(&plain, join_type).await, plain.task_ctx()).await.unwrap();
+        let plan = rule.optimize(one_partition_smj(&plain, join_type).await, &options).unwrap();
         let text = plan_text(&plan);
         assert_eq!(count_over(&plan, "SortExec", "GpuJoinExec"), 1, "{join_type:?}\n{text}");
         let got = datafusion::physical_plan::collect(Arc::clone(&plan), plain.task_ctx()).await.unwrap_or_else(|e| panic!("{join_type:?}: {e}"));
@@ -836,9 +837,8 @@ async fn gpu_sort_merge_and_symmetric_joins_answer_like_datafusion() {
     let types = [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full, JoinType::LeftSemi, JoinType::LeftAnti, JoinType::RightSemi, JoinType::RightAnti];
     for join_type in types {
         for (key, partitioned, sorted) in SHJ_CASES {
-            let shj = symmetric_join(&ctx, key, join_type, partitioned, sorted, false).await;
-            let want = datafusion::physical_plan::collect(Arc::clone(&shj), ctx.task_ctx()).await.unwrap();
-            let plan = rule.optimize(shj, &options).unwrap();
+            let want = datafusion::physical_plan::collect(symmetric_join(&ctx, key, join_type, partitioned, sorted, false).await, ctx.task_ctx()).await.unwrap();
+            let plan = rule.optimize(symmetric_join(&ctx, key, join_type, partitioned, sorted, false).await, &options).unwrap();
             assert_eq!(count_nodes(&plan, "GpuJoinExec"), 1, "{}", plan_text(&plan));
             let got = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap_or_else(|e| panic!("{join_type:?} {key}: {e}"));
             assert_eq!(sorted_rows(&got), sorted_rows(&want), "{join_type:?} {key}\n{}", plan_text(&plan));
