@@ -766,3 +766,31 @@ fn smj_om_wide_peak_is_at_most_um_and_output_equals_um() {
         assert!(om_peak <= um_peak || reduced(), "{what}: SMJ-OM peak {om_peak} > SMJ-UM peak {um_peak}");
     }
 }
+
+/// A caller's output budget (`JoinOptions::output_budget`, bytes of gather maps) holds for every
+/// wide algorithm, the sort-merge ones included: 1000 rows of one key against 3 rows of it give
+/// 3000 pairs (24 000 bytes of two maps); a budget of 23 999 bytes is `OutputTooLarge` with the
+/// exact rows and bytes, 24 000 bytes runs and returns the 3000 rows.
+#[test]
+fn output_budgets_hold_for_every_wide_algorithm() {
+    let Some(s) = stream("output_budgets_hold_for_every_wide_algorithm") else { return };
+    let _g = lock();
+    let lk = s.copy_from_host(&vec![7u32; 1000]).unwrap();
+    let rk = s.copy_from_host(&[7u32, 7, 7, 8]).unwrap();
+    let lp = s.copy_from_host(&(0..1000u32).collect::<Vec<_>>()).unwrap();
+    let rp = s.copy_from_host(&[10u64, 11, 12, 13]).unwrap();
+    let a = WideRelation::new(Keys::single(lk.view()), vec![lp.view().into()]).unwrap();
+    let b = WideRelation::new(Keys::single(rk.view()), vec![rp.view().into()]).unwrap();
+    for algo in ALGOS {
+        let opts = |budget| WideJoinOptions { keys: JoinOptions { output_budget: Some(budget), ..DEFAULT }, ..WideJoinOptions::default() };
+        match wide::join(&s, &a, &b, JoinType::Inner, algo, opts(23_999)) {
+            Err(Error::OutputTooLarge { rows, bytes, available }) => assert_eq!((rows, bytes, available), (3000, 24_000, 23_999), "{algo:?}"),
+            Err(e) => panic!("{algo:?}: {e}"),
+            Ok(out) => panic!("{algo:?}: ran {:?} with {} rows over a 23 999-byte budget", out.algorithm, out.rows),
+        }
+        let out = wide::join(&s, &a, &b, JoinType::Inner, algo, opts(24_000)).unwrap_or_else(|e| panic!("{algo:?}: {e}"));
+        assert_eq!(out.rows, 3000, "{algo:?}");
+        let right = out.right.as_ref().expect("materialized right side");
+        assert_eq!(right.columns.len(), 1, "{algo:?}");
+    }
+}

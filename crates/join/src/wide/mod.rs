@@ -271,7 +271,12 @@ pub(crate) fn join_as_given(stream: &Stream, left: &WideRelation<'_>, right: &Wi
     let maps_only = opts.output == Output::MapsOnly;
     match algorithm {
         Algorithm::Auto => Err(Error::invalid("internal: Auto chose Auto")),
-        Algorithm::SmjUm | Algorithm::SmjOm => smj::join(stream, left, right, join_type, algorithm == Algorithm::SmjOm, opts, reason),
+        Algorithm::SmjUm | Algorithm::SmjOm => {
+            // The hash joins check a caller's output budget themselves; the wide sort-merge
+            // joins count first here (no output allocated), as the plain sort-merge join does.
+            crate::common::check_output_budget(stream, &left.keys, &right.keys, join_type, opts.keys)?;
+            smj::join(stream, left, right, join_type, algorithm == Algorithm::SmjOm, opts, reason)
+        }
         Algorithm::PhjUm | Algorithm::PhjOm if maps_only => {
             // No payload to materialize: PHJ-OM's maps are PHJ-UM's; PHJ-UM runs and says so.
             let reason = if algorithm == Algorithm::PhjOm { format!("{reason}; maps only: no payload to materialize, so PHJ-OM's clustered gathers do not apply: PHJ-UM") } else { reason };
