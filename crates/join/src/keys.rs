@@ -328,7 +328,7 @@ pub(crate) fn dense_ranks(
     right: &KeyImages,
     right_rows: &DeviceView<'_, u32>,
 ) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>, u32)> {
-    use gpujoin_primitives::{gather, gather_into, inclusive_sum, iota_u32, scatter, sort_pairs, SortOrder};
+    use gpujoin_primitives::{gather, gather_into, inclusive_sum, iota_u32, scatter, sort_pairs_owned};
     let (a, b) = (left_rows.len(), right_rows.len());
     let n = a + b;
     if n as u64 >= u32::MAX as u64 {
@@ -355,22 +355,16 @@ pub(crate) fn dense_ranks(
         launch(stream, "null bits", || unsafe { ffi::gj_j_null_bits(f, r, m, o, stream.raw()) })?;
     }
     // Stable LSD sort of the row ids: image columns from the last, then the null bits.
+    // Each pass sorts the gathered keys with the ids in CUB's ping-pong buffers (the owned
+    // sort): one pair of n-entry buffers beside its inputs, not an output pair plus CUB's copy.
     let mut ids = stream.alloc::<u32>(n)?;
     iota_u32(stream, &mut ids.view_mut(), 0)?;
-    let mut next_ids = stream.alloc::<u32>(n)?;
     for c in (0..ncols).rev() {
         let keys = gather(stream, &images[c].view(), &ids.view(), 0)?;
-        let mut sorted_keys = stream.alloc::<u64>(n)?;
-        sort_pairs(stream, &keys.view(), &ids.view(), &mut sorted_keys.view_mut(), &mut next_ids.view_mut(), SortOrder::Ascending, None)?;
-        std::mem::swap(&mut ids, &mut next_ids);
+        ids = sort_pairs_owned(stream, keys, ids, None)?.1;
     }
-    {
-        let keys = gather(stream, &null_bits.view(), &ids.view(), 0)?;
-        let mut sorted_keys = stream.alloc::<u32>(n)?;
-        sort_pairs(stream, &keys.view(), &ids.view(), &mut sorted_keys.view_mut(), &mut next_ids.view_mut(), SortOrder::Ascending, Some(0..8))?;
-        std::mem::swap(&mut ids, &mut next_ids);
-    }
-    drop(next_ids);
+    let keys = gather(stream, &null_bits.view(), &ids.view(), 0)?;
+    ids = sort_pairs_owned(stream, keys, ids, Some(0..8))?.1;
     // Heads where the key changes, their inclusive scan, scattered back to the rows.
     let table: Vec<u64> = images.iter().map(|c| c.view().raw()).collect();
     let table = stream.copy_from_host(&table)?;
