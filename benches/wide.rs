@@ -8,6 +8,8 @@
 //! - `narrow_4b4b` (one 4-byte payload per side; target on the H100 4.8 ms),
 //! - `wide_4b4b` (two payloads per side; 8.0 ms),
 //! - `zipf1_narrow_4b4b` / `zipf1_wide_4b4b` (Zipf 1.0 foreign keys; 4.8 / 7.6 ms),
+//! - `narrow_4b8b` / `wide_4b8b` (4-byte keys, 8-byte payloads; PHJ-UM and PHJ-OM rows beside
+//!   Auto: where the 8-byte payload crossover of Auto's rule lies at this size),
 //! - `narrow_8b8b` / `wide_8b8b` (8-byte keys and payloads; 7.3 / 13.2 ms);
 //!
 //! plus one row per explicit algorithm: `narrow_4b4b_*` and `wide_4b4b_*` for all five
@@ -316,6 +318,20 @@ fn main() {
         cases(&mut h, "zipf1_wide_4b4b", &rr.wide(2), &fzz.wide(2), &[Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, 2, ns), rows);
     }
     drop(fz);
+    {
+        // 4-byte keys, 8-byte payloads at full size: where Auto's PHJ-UM / PHJ-OM crossover for
+        // 8-byte payloads lies (at 2^24 PHJ-UM wins; see `narrow_4b8b_2p24`).
+        let (kr, kf) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
+        let (pr, pf) = (datagen::widen(&r), datagen::widen(&f));
+        let pr: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pr).unwrap()).collect();
+        let pf: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pf).unwrap()).collect();
+        for cols in [1usize, 2] {
+            let wr = WideRelation::new(Keys::single(kr.view()), pr[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
+            let wf = WideRelation::new(Keys::single(kf.view()), pf[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
+            let name = if cols == 1 { "narrow_4b8b" } else { "wide_4b8b" };
+            cases(&mut h, name, &wr, &wf, &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 4, 8, cols, ns), rows);
+        }
+    }
     {
         // 8-byte keys and payloads.
         let (r8, f8) = (datagen::widen(&r), datagen::widen(&f));
