@@ -6,6 +6,8 @@
 //!   `narrow_4b4b` row;
 //! - `maps_phj_um` / `maps_phj_um_direct`: the same keys, maps only, `PartitionedHash` through
 //!   `Join` and `partitioned_hash_join` directly;
+//! - STATS lines: the calls into C and the host waits of one `narrow_4b4b_auto` join and of a
+//!   plain 1000 x 1000 `u32` join with one payload a side (`gpujoin_device::counts`);
 //! - `utf8_2p22_x_2p23`: PK-FK string keys (`"key-<n>"`), 2^22 x 2^23 rows, maps only (the
 //!   strings' dense ranks, then the hash join).
 
@@ -33,9 +35,21 @@ fn main() {
         h.case(GROUP, "narrow_4b4b_auto", floor, (nr + ns) as u64, |s| {
             assert_eq!(join.run(s).unwrap().rows, ns as u64);
         });
+        let before = gpujoin::device::counts::call_counts();
         let out = join.run(&s).unwrap();
+        let calls = gpujoin::device::counts::call_counts().since(before);
         println!("STATS {GROUP}/narrow_4b4b_auto: {} because {}", out.algorithm.name(), out.reason);
+        println!("STATS {GROUP}/narrow_4b4b_auto: {} calls into C, {} host waits for the device (one join, its output materialized)", calls.c_calls, calls.host_waits);
         drop(out);
+        // The smallest plain join: u32 keys and one u32 payload a side, 1000 x 1000 rows.
+        let small = |n: u32| Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values((0..n).collect::<Vec<u32>>())), ("p", HostColumn::from_values((0..n).collect::<Vec<u32>>()))]).unwrap()).unwrap();
+        let (a, b) = (small(1000), small(1000));
+        let plain = Join::new(JoinType::Inner).on(&a, &["k"], &b, &["k"]).select(&["p"], &["p"]);
+        plain.run(&s).unwrap();
+        let before = gpujoin::device::counts::call_counts();
+        let out = plain.run(&s).unwrap();
+        let calls = gpujoin::device::counts::call_counts().since(before);
+        println!("STATS {GROUP}/plain_u32_one_payload_1000: {} calls into C, {} host waits ({} because {})", calls.c_calls, calls.host_waits, out.algorithm.name(), out.reason);
         let maps = Join::new(JoinType::Inner).on(&rt, &["k"], &ft, &["k"]).algorithm(Algorithm::PartitionedHash(Gather::Unclustered));
         h.case(GROUP, "maps_phj_um", ((nr + ns) * 4 + ns * 8) as u64, (nr + ns) as u64, |s| {
             assert_eq!(maps.run(s).unwrap().rows, ns as u64);

@@ -28,6 +28,7 @@ impl Event {
 
     /// Blocks until the recorded work is done.
     pub fn synchronize(&self) -> Result<()> {
+        crate::counts::count_host_wait();
         self.inner.synchronize().map_err(|e| driver("cuEventSynchronize", e))
     }
 

@@ -17,6 +17,7 @@
 //! ```
 
 mod buffer;
+pub mod counts;
 mod device;
 mod error;
 mod event;

@@ -42,6 +42,7 @@ impl Stream {
 
     /// Blocks the host until all work queued on this stream is done.
     pub fn synchronize(&self) -> Result<()> {
+        crate::counts::count_host_wait();
         self.inner.synchronize().map_err(|e| driver("cuStreamSynchronize", e))
     }
 
