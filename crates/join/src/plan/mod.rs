@@ -57,7 +57,7 @@ use crate::chunked::{ChunkBudget, EquiChunkSource, JoinChunks};
 use crate::hash_join::JoinStats;
 use crate::keys::Keys;
 use crate::maps::{GatherMaps, Side};
-use crate::predicate::{col_l, col_r, CheckedPredicate, Expr, Predicate};
+use crate::predicate::{col_l, col_r, Expr, Predicate};
 use crate::theta::{Agg, AggValue};
 use crate::table::{Column, ColumnView, DataType, Table, TableView};
 use crate::types::{JoinOptions, JoinType, NanEquality, NullEquality, RowId};
@@ -390,7 +390,7 @@ impl<'a> Join<'a> {
             }
         };
         let Some(f) = &self.filter else { return Ok((a, reason)) };
-        self.check_filter_columns(f)?;
+        self.check_filter(f)?;
         match a {
             Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => {
                 Err(Error::Unsupported { what: format!("the {} join with a filter", a.name()), reason: "the clustered gathers materialize before the filter could drop pairs; use the unclustered gathers".into() })
@@ -400,66 +400,50 @@ impl<'a> Join<'a> {
         }
     }
 
-    /// The keys as equality conjuncts, and the filter.
-    fn theta_predicate(&self) -> Predicate {
+    /// The key pairs as (left, right) table column indices, for the theta lowering (their
+    /// equalities follow the join's NULL and NaN equality: [`filter`]'s module docs).
+    fn theta_keys(&self) -> Vec<(usize, usize)> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
         let pos = |t: &TableView<'_>, n: &str| t.index_of(n).expect("checked by inputs()");
-        let mut parts: Vec<Predicate> = self.left_on.iter().zip(&self.right_on).map(|(a, b)| col_l(pos(l, a)).equals(col_r(pos(r, b)))).collect();
-        parts.extend(self.filter.clone());
-        match parts.len() {
-            0 => Predicate::True,
-            1 => parts.pop().expect("one"),
-            _ => Predicate::And(parts),
-        }
+        self.left_on.iter().zip(&self.right_on).map(|(a, b)| (pos(l, a), pos(r, b))).collect()
     }
 
-    /// Referenced columns that filters cannot take: nullable ones and decimals.
-    fn check_filter_columns(&self, pred: &Predicate) -> Result<()> {
+    /// The filter (`True` without one).
+    fn filter_or_true(&self) -> Predicate {
+        self.filter.clone().unwrap_or(Predicate::True)
+    }
+
+    /// The lowering of a theta join: the keys as equality conjuncts and the filter, with `extra`
+    /// columns beside them.
+    fn lower_theta(&self, stream: &Stream, extra: &[(Side, usize)]) -> Result<filter::Lowered> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
-        let mut err = None;
-        pred.for_each_column(&mut |side, index| {
-            let t = if side == Side::Left { l } else { r };
-            if let (Some(c), None) = (t.columns().get(index), &err) {
-                let name = &t.names()[index];
-                if c.validity().is_some() && !filter::conjunctive(pred) {
-                    err = Some(Error::Unsupported { what: format!("a filter with OR or NOT on column {name}"), reason: "it has a validity bitmap; SQL's three-valued logic is evaluated for conjunctions of comparisons only so far".into() });
-                } else if matches!(c.data_type(), DataType::Decimal128(..)) {
-                    err = Some(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() });
-                }
-            }
-        });
-        err.map_or(Ok(()), Err)
+        filter::lower(stream, &self.filter_or_true(), &self.theta_keys(), self.options, l, r, extra)
     }
 
-    /// The checked predicate on the lowered types of the whole tables (for choosing a path).
-    fn checked_on_schema(&self, pred: &Predicate) -> Result<CheckedPredicate> {
+    /// The lowering plan of a theta join (no device work): refuses what filters cannot take.
+    fn plan_theta(&self) -> Result<filter::Plan> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
-        let schema = |t: &TableView<'_>| t.columns().iter().map(|c| filter::lowered_type(c.data_type())).collect::<Vec<_>>();
-        pred.check(&schema(l), &schema(r))
+        filter::plan(&self.filter_or_true(), &self.theta_keys(), self.options, l, r, &[])
     }
 
-    fn choose_theta(&self, i: &Inputs<'a>) -> Result<(Algorithm, String)> {
+    /// Checks a filter applied to the pairs of an equi-join (no device work): what filters
+    /// cannot take ([`filter::plan`]'s errors).
+    fn check_filter(&self, pred: &Predicate) -> Result<()> {
+        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
+        filter::plan(pred, &[], self.options, l, r, &[]).map(|_| ())
+    }
+
+    fn choose_theta(&self, _inputs: &Inputs<'a>) -> Result<(Algorithm, String)> {
         let a = self.algorithm;
         let refuse = |reason: String| Err(Error::Unsupported { what: format!("the {} join", a.name()), reason });
         if !a.is_theta() && a != Algorithm::Auto {
             return refuse("no key columns: give keys, or use a theta algorithm with a filter".into());
         }
-        if self.options.nan_equality == NanEquality::NanEqualsNan && i.left_keys.iter().any(|c| c.data_type().is_float()) {
-            return refuse("float keys where NaN equals NaN: theta predicates compare as IEEE (NaN equals nothing); use NanNeverEqual".into());
-        }
-        if self.options.null_equality == NullEquality::NullEqualsNull && self.nullable_key(i).is_some() {
-            return refuse("nullable keys where NULL equals NULL: theta predicates follow SQL (a comparison with NULL is not true); use NullEqualsNothing".into());
-        }
-        let pred = self.theta_predicate();
-        self.check_filter_columns(&pred)?;
-        let checked = self.checked_on_schema(&pred)?;
-        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
-        let mut nullable = false;
-        pred.for_each_column(&mut |side, index| {
-            let t = if side == Side::Left { l } else { r };
-            nullable |= t.columns().get(index).is_some_and(|c| c.validity().is_some());
-        });
-        let path = match crate::theta::choose_path(&checked) {
+        // The lowered predicate (keys under the NULL and NaN equality, three-valued logic) decides
+        // the path, as it will run.
+        let plan = self.plan_theta()?;
+        let nullable = plan.has_flags();
+        let path = match crate::theta::choose_path(plan.predicate()) {
             // The validity conjuncts of nullable columns take the sorted shape away.
             crate::theta::ThetaPath::Sorted(_) if nullable => crate::theta::ThetaPath::NestedLoop,
             p => p,
@@ -472,7 +456,7 @@ impl<'a> Join<'a> {
         match a {
             Algorithm::Auto => Ok((auto, path.reason().to_string())),
             Algorithm::ThetaSorted if auto != Algorithm::ThetaSorted => refuse("the predicate is not a single inequality or band between two numeric columns".into()),
-            Algorithm::ThetaMixed if auto != Algorithm::ThetaMixed => refuse("the predicate has no equality conjunct between numeric columns".into()),
+            Algorithm::ThetaMixed if auto != Algorithm::ThetaMixed => refuse("the predicate (with the keys, lowered) has no equality conjunct between numeric columns; float keys where NaN equals NaN and nullable keys where NULL equals NULL lower to a disjunction".into()),
             a => Ok((a, "requested".into())),
         }
     }
@@ -602,8 +586,7 @@ impl<'a> Join<'a> {
     fn maps_noted(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm) -> Result<(GatherMaps, Option<String>)> {
         let jt = self.join_type;
         if algorithm.is_theta() {
-            let pred = self.theta_predicate();
-            let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+            let low = self.lower_theta(stream, &[])?;
             if let Some(budget) = self.options.output_budget {
                 let rows = theta_size(stream, &low, algorithm, jt)?;
                 let bytes = rows * 4 * (jt.has_left_map() as u64 + jt.has_right_map() as u64);
@@ -623,7 +606,7 @@ impl<'a> Join<'a> {
         drop((l, r));
         drop((lk, rk));
         let (a, b) = inner.into_raw();
-        let low = filter::lower(stream, f, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+        let low = filter::lower(stream, f, &[], self.options, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
         let (a, b) = crate::theta::nested_loop::PairFilter::new(stream, &low.left, &low.right, &low.pred, &[])?.apply(stream, a, b)?;
         Ok((crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)?, note))
     }
@@ -676,8 +659,7 @@ impl<'a> Join<'a> {
         let inputs = self.inputs()?;
         let (algorithm, _) = self.choose(&inputs)?;
         if algorithm.is_theta() {
-            let pred = self.theta_predicate();
-            let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+            let low = self.lower_theta(stream, &[])?;
             return theta_size(stream, &low, algorithm, self.join_type);
         }
         if self.filter.is_some() {
@@ -688,14 +670,14 @@ impl<'a> Join<'a> {
     }
 
     /// The device relations of a theta join (the keys as equality conjuncts of the filter), for
-    /// [`ThetaInputs::chunks`]. Takes what the theta algorithms take: key and filter columns
-    /// without nulls or decimals, float keys only where NaN equals nothing.
+    /// [`ThetaInputs::chunks`]. Takes what the theta algorithms take: key and filter columns of
+    /// every type but `Decimal128`, nullable ones included (SQL's three-valued logic; keys under
+    /// the join's NULL and NaN equality: see the `filter` lowering's docs).
     pub fn theta_inputs(&self, stream: &Stream) -> Result<ThetaInputs> {
         let inputs = self.inputs()?;
         let theta = Join { algorithm: if self.algorithm.is_theta() { self.algorithm } else { Algorithm::Auto }, ..self.clone() };
         theta.choose_theta(&inputs)?;
-        let pred = self.theta_predicate();
-        let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+        let low = self.lower_theta(stream, &[])?;
         Ok(ThetaInputs { low, join_type: self.join_type })
     }
 
@@ -720,9 +702,8 @@ impl<'a> Join<'a> {
         };
         let (algorithm, _) = self.choose(&inputs)?;
         if algorithm.is_theta() && self.join_type == JoinType::Inner && col.is_none_or(|(_, _, c)| c.validity().is_none()) {
-            let pred = self.theta_predicate();
             let extra: Vec<(Side, usize)> = col.iter().map(|&(s, i, _)| (s, i)).collect();
-            let low = filter::lower(stream, &pred, l, r, &extra)?;
+            let low = self.lower_theta(stream, &extra)?;
             let column = col.map(|(s, i, _)| (s, if s == Side::Left { low.left_index[i] } else { low.right_index[i] }.expect("lowered")));
             return crate::theta::theta_aggregate(stream, &low.left, &low.right, &low.pred, agg, column);
         }
