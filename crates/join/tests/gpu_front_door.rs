@@ -713,3 +713,110 @@ fn or_not_and_nested_filters_on_nullable_columns() {
     assert!(ran > 5000, "only {ran} runs");
     assert!(nonempty > 300, "only {nonempty} non-empty outputs: the predicates filter everything");
 }
+
+// ---- Theta joins on keys under both NULL and NaN equalities ------------------------------------
+
+#[test]
+fn theta_keys_under_both_null_and_nan_equalities() {
+    let Some(s) = stream("theta_keys_under_both_null_and_nan_equalities") else { return };
+    let mut rng = StdRng::seed_from_u64(0x7E7A);
+    let (mut ran, mut null_pairs, mut nan_pairs) = (0usize, 0usize, 0usize);
+    // Composite keys: one of `t` and a nullable Int16; a filter on a payload column, or none.
+    for t in [DataType::Float64, DataType::Float32, DataType::Int32, DataType::Utf8, DataType::Int8, DataType::Boolean, DataType::Date64] {
+        for (nl, nr, pct) in [(0usize, 4usize, 20u32), (1, 1, 0), (29, 43, 20), (150, 120, 10), (60, 60, 100)] {
+            let domain = (nl.max(nr) as i64 / 4).max(3);
+            let mk = |rng: &mut StdRng, n: usize| {
+                HostTable::new(vec![
+                    ("k", key_column(rng, t, n, domain, pct, false)),
+                    ("c", key_column(rng, DataType::Int16, n, 3, pct / 2, false)),
+                    ("v", key_column(rng, DataType::Int32, n, 50, 0, false)),
+                ])
+                .unwrap()
+            };
+            let (hl, hr) = (mk(&mut rng, nl), mk(&mut rng, nr));
+            let (lt, rt) = (Table::upload(&s, &hl).unwrap(), Table::upload(&s, &hr).unwrap());
+            for keys in [&["k"][..], &["k", "c"][..]] {
+                for filter in [None, Some(col_l(2).less_eq(col_r(2)).or(col_l(2).equals(lit(0i32))))] {
+                    for jt in JoinType::ALL {
+                        for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
+                            for nans in [NanEquality::NanEqualsNan, NanEquality::NanNeverEqual] {
+                                if nans == NanEquality::NanNeverEqual && !t.is_float() {
+                                    continue;
+                                }
+                                let want = table_reference::join(&hl, keys, &hr, keys, filter.as_ref(), jt, nulls, nans);
+                                if jt == JoinType::Inner {
+                                    // The cases the rewrite exists for: NULL = NULL and NaN = NaN pairs.
+                                    for &(a, b) in &want {
+                                        let (x, y) = (hl.column("k").unwrap().value(a.unwrap() as usize), hr.column("k").unwrap().value(b.unwrap() as usize));
+                                        null_pairs += (x == Value::Null && y == Value::Null) as usize;
+                                        nan_pairs += matches!((x, y), (Value::Float(p), Value::Float(q)) if p.is_nan() && q.is_nan()) as usize;
+                                    }
+                                }
+                                for alg in [Algorithm::ThetaNestedLoop, Algorithm::ThetaMixed, Algorithm::ThetaSorted] {
+                                    let mut j = Join::new(jt).on(&lt, keys, &rt, keys).null_equality(nulls).nan_equality(nans).algorithm(alg);
+                                    if let Some(f) = &filter {
+                                        j = j.filter(f.clone());
+                                    }
+                                    let what = format!("{t} keys {keys:?} filter {} {nl}x{nr} {pct}% {jt:?} {nulls:?} {nans:?} {}", filter.is_some(), alg.name());
+                                    let out = match j.run(&s) {
+                                        Ok(o) => o,
+                                        // The sorted path takes no equality; the mixed one needs
+                                        // an equality conjunct left after the lowering.
+                                        Err(Error::Unsupported { .. }) if alg != Algorithm::ThetaNestedLoop => continue,
+                                        Err(e) => panic!("{what}: {e}"),
+                                    };
+                                    let (l, r) = out.maps.as_ref().unwrap().to_host().unwrap();
+                                    assert_eq!(from_maps(&l, &r), want, "{what} ({})", out.reason);
+                                    assert_eq!(j.count(&s).unwrap(), want.len() as u64, "count: {what}");
+                                    ran += 1;
+                                }
+                                // Chunks of a budget below one row's output (a few cases:
+                                // one chunk a row).
+                                if nl * nr <= 43 * 43 && keys.len() == 1 && matches!(jt, JoinType::Full | JoinType::LeftSemi | JoinType::RightAnti) {
+                                    let mut j = Join::new(jt).on(&lt, keys, &rt, keys).null_equality(nulls).nan_equality(nans).algorithm(Algorithm::ThetaNestedLoop);
+                                    if let Some(f) = &filter {
+                                        j = j.filter(f.clone());
+                                    }
+                                    let inputs = j.theta_inputs(&s).unwrap();
+                                    let mut got = Vec::new();
+                                    for chunk in inputs.chunks(&s, ChunkBudget::Bytes(1)).unwrap() {
+                                        let (l, r) = chunk.unwrap().data.to_host().unwrap();
+                                        got.extend(from_maps(&l, &r));
+                                    }
+                                    got.sort();
+                                    assert_eq!(got, want, "chunks: {t} {keys:?} {jt:?} {nulls:?} {nans:?}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("{ran} theta runs matched; {null_pairs} NULL=NULL and {nan_pairs} NaN=NaN inner pairs expected");
+    assert!(ran > 2000, "only {ran} runs");
+    assert!(null_pairs > 100 && nan_pairs > 100, "too few NULL/NaN pairs: {null_pairs}, {nan_pairs}");
+}
+
+/// `-0.0 = 0.0` and `NaN = NaN` on a tiny hand-made case, through every theta algorithm that
+/// takes it, against the equi-joins' answer.
+#[test]
+fn theta_keys_negative_zero_and_nan() {
+    let Some(s) = stream("theta_keys_negative_zero_and_nan") else { return };
+    let l = HostTable::new(vec![("k", HostColumn::from_options(vec![Some(-0.0f64), Some(f64::NAN), None, Some(1.0)]))]).unwrap();
+    let r = HostTable::new(vec![("k", HostColumn::from_options(vec![Some(0.0f64), Some(-f64::NAN), None, Some(2.0)]))]).unwrap();
+    let (lt, rt) = (Table::upload(&s, &l).unwrap(), Table::upload(&s, &r).unwrap());
+    let pairs = |nulls, nans, alg| {
+        let out = Join::new(JoinType::Inner).on(&lt, &["k"], &rt, &["k"]).null_equality(nulls).nan_equality(nans).algorithm(alg).run(&s).unwrap();
+        let (a, b) = out.maps.unwrap().to_host().unwrap();
+        from_maps(&a, &b)
+    };
+    for alg in [Algorithm::ThetaNestedLoop, Algorithm::SortMerge(Gather::Unclustered)] {
+        assert_eq!(pairs(NullEquality::NullEqualsNothing, NanEquality::NanNeverEqual, alg), [(Some(0), Some(0))], "{}", alg.name());
+        assert_eq!(pairs(NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan, alg), [(Some(0), Some(0)), (Some(1), Some(1))], "{}", alg.name());
+        assert_eq!(pairs(NullEquality::NullEqualsNull, NanEquality::NanEqualsNan, alg), [(Some(0), Some(0)), (Some(1), Some(1)), (Some(2), Some(2))], "{}", alg.name());
+        assert_eq!(pairs(NullEquality::NullEqualsNull, NanEquality::NanNeverEqual, alg), [(Some(0), Some(0)), (Some(2), Some(2))], "{}", alg.name());
+    }
+    // With IEEE equality the mixed path hashes on the key (`-0.0` and `0.0` in one bucket).
+    assert_eq!(pairs(NullEquality::NullEqualsNothing, NanEquality::NanNeverEqual, Algorithm::ThetaMixed), [(Some(0), Some(0))]);
+}
