@@ -329,7 +329,13 @@ fn bad_input_is_a_typed_error() {
     assert!(matches!(err(Join::new(JoinType::Inner).on(&a, &["k", "f"], &b, &["k"])), Error::InvalidArgument(_)));
     assert!(matches!(err(Join::new(JoinType::LeftSemi).on(&a, &["k"], &a, &["k"]).select(&[], &["f"])), Error::InvalidArgument(_)));
     assert!(matches!(err(Join::new(JoinType::Inner).on(&a, &["f"], &a, &["f"]).algorithm(Algorithm::SortedMerge)), Error::Unsupported { .. }));
-    assert!(matches!(err(Join::new(JoinType::Inner).on(&b, &["s"], &b, &["s"]).select(&["s"], &[]).algorithm(Algorithm::PartitionedHash(Gather::Clustered))), Error::Unsupported { .. }));
+    // The clustered gathers take every payload (strings by row id); keys wider than 64 bits
+    // are refused, naming the key columns.
+    assert_eq!(Join::new(JoinType::Inner).on(&b, &["s"], &b, &["s"]).select(&["s"], &[]).algorithm(Algorithm::PartitionedHash(Gather::Clustered)).run(&s).unwrap().rows, 1);
+    match err(Join::new(JoinType::Inner).on(&a, &["k", "f"], &a, &["k", "f"]).select(&["f"], &[]).algorithm(Algorithm::SortMerge(Gather::Clustered))) {
+        Error::Unsupported { reason, .. } => assert!(reason.contains("k (Int32)") && reason.contains("f (Float64)") && reason.contains("96 bits"), "{reason}"),
+        e => panic!("{e}"),
+    }
     // Unsorted input to the sorted merge: refused, not answered wrongly.
     let u = Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(vec![3u32, 1, 2]))]).unwrap()).unwrap();
     assert!(matches!(err(Join::new(JoinType::Inner).on(&u, &["k"], &u, &["k"]).algorithm(Algorithm::SortedMerge)), Error::Unsupported { .. }));
@@ -819,4 +825,83 @@ fn theta_keys_negative_zero_and_nan() {
     }
     // With IEEE equality the mixed path hashes on the key (`-0.0` and `0.0` in one bucket).
     assert_eq!(pairs(NullEquality::NullEqualsNothing, NanEquality::NanNeverEqual, Algorithm::ThetaMixed), [(Some(0), Some(0))]);
+}
+
+// ---- Clustered gathers of every payload type (by row id) ---------------------------------------
+
+#[test]
+fn clustered_gathers_of_every_payload_type() {
+    let Some(s) = stream("clustered_gathers_of_every_payload_type") else { return };
+    let mut rng = StdRng::seed_from_u64(0xC1_0573);
+    let dec = DataType::Decimal128(38, 4);
+    // Left: strings (nullable), booleans, Int8, a nullable decimal, a nullable Int64, a Date32
+    // (taken as it is), LargeUtf8; right: strings, a nullable Float64, nullable booleans, Int16,
+    // a decimal, a UInt32 (as it is).
+    let left_payloads = [("ls", DataType::Utf8, 20u32), ("lb", DataType::Boolean, 0), ("l8", DataType::Int8, 0), ("ld", dec, 15), ("ln", DataType::Int64, 30), ("lt", DataType::Date32, 0), ("ll", DataType::LargeUtf8, 0)];
+    let right_payloads = [("rs", DataType::Utf8, 0), ("rf", DataType::Float64, 25), ("rb", DataType::Boolean, 10), ("r16", DataType::Int16, 0), ("rd", dec, 0), ("ru", DataType::UInt32, 0)];
+    let mut ran = 0usize;
+    for key_type in [DataType::Int32, DataType::Utf8, DataType::Int64] {
+        for (nl, nr) in [(0usize, 5usize), (1, 1), (300, 517), (5000, 7001)] {
+            let domain = (nl.max(nr) as i64 / 3).max(2);
+            let mk = |rng: &mut StdRng, n: usize, payloads: &[(&'static str, DataType, u32)]| {
+                let mut cols = vec![("k", key_column(rng, key_type, n, domain, 0, false))];
+                cols.extend(payloads.iter().map(|&(name, t, pct)| (name, key_column(rng, t, n, 1000, pct, false))));
+                HostTable::new(cols).unwrap()
+            };
+            let (hl_full, hr_full) = (mk(&mut rng, nl + 3, &left_payloads), mk(&mut rng, nr + 1, &right_payloads));
+            // Sliced inputs: validity and boolean bitmaps start at a bit offset.
+            let (hl, hr) = (hl_full.slice(3, nl).unwrap(), hr_full.slice(1, nr).unwrap());
+            let (lt, rt) = (Table::upload(&s, &hl).unwrap(), Table::upload(&s, &hr).unwrap());
+            for jt in JoinType::ALL {
+                let want = reference(&hl, &["k"], &hr, &["k"], jt, NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan);
+                let all_l: Vec<&str> = left_payloads.iter().map(|p| p.0).collect();
+                let all_r: Vec<&str> = right_payloads.iter().map(|p| p.0).collect();
+                // Every payload; only composed ones; one composed column beside one taken as it is.
+                let selections: [(Vec<&str>, Vec<&str>); 3] = [(all_l.clone(), all_r.clone()), (vec!["ls", "ld"], vec!["rb", "rs"]), (vec!["lt", "ln"], vec!["ru", "rf"])];
+                for (ls, rs) in selections {
+                    let ls: Vec<&str> = if jt.has_left_map() { ls } else { vec![] };
+                    let rs: Vec<&str> = if jt.has_right_map() { rs } else { vec![] };
+                    let exp = expected_tuples(&want, &hl, &ls, &hr, &rs);
+                    for alg in [Algorithm::SortMerge(Gather::Clustered), Algorithm::PartitionedHash(Gather::Clustered), Algorithm::Auto] {
+                        let what = format!("{key_type} keys {nl}x{nr} {jt:?} {} select {ls:?} {rs:?}", alg.name());
+                        let out = Join::new(jt).on(&lt, &["k"], &rt, &["k"]).algorithm(alg).select(&ls, &rs).run(&s).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert!(alg == Algorithm::Auto || out.algorithm == alg, "{what}: ran {}", out.algorithm.name());
+                        assert_eq!(out.rows, want.len() as u64, "{what}: rows ({})", out.reason);
+                        let table = out.table.to_host().unwrap();
+                        let names: Vec<&str> = ls.iter().chain(&rs).copied().collect();
+                        assert_eq!(table.names(), names.as_slice(), "{what}");
+                        assert_eq!(table.rows(), want.len(), "{what}");
+                        for (c, n) in table.columns().iter().zip(&names) {
+                            let t = if ls.contains(n) { hl.column(n).unwrap().data_type() } else { hr.column(n).unwrap().data_type() };
+                            assert_eq!(c.data_type(), t, "{what}: column {n}");
+                        }
+                        assert_eq!(tuples(&table), exp, "{what} ({})", out.reason);
+                        ran += 1;
+                    }
+                }
+            }
+        }
+    }
+    println!("{ran} clustered runs matched the reference");
+    // Auto: when no selected column travels as it is, the unclustered gathers (the same gathers
+    // by row id, without a row-id column to carry); otherwise the decision tree at run time.
+    let h = HostTable::new(vec![("k", HostColumn::from_values((0..6000).map(|x| x % 97).collect::<Vec<i32>>())), ("s", HostColumn::utf8((0..6000).map(|x| format!("s{x}")))), ("v", HostColumn::from_values((0..6000).collect::<Vec<i64>>()))]).unwrap();
+    let t = Table::upload(&s, &h).unwrap();
+    let e = Join::new(JoinType::Inner).on(&t, &["k"], &t, &["k"]).select(&["s"], &[]).explain().unwrap();
+    assert_eq!(e.algorithm, Algorithm::PartitionedHash(Gather::Unclustered), "{e}");
+    assert!(e.reason.contains("left s: Utf8"), "{e}");
+    let e = Join::new(JoinType::Inner).on(&t, &["k"], &t, &["k"]).select(&["s", "v"], &[]).explain().unwrap();
+    assert_eq!(e.algorithm, Algorithm::Auto, "{e}");
+    // Genuine refusals name the key column and the reason.
+    let n = Table::upload(&s, &HostTable::new(vec![("nk", HostColumn::from_options(vec![Some(1i32), None])), ("f", HostColumn::from_values(vec![0.5f64, f64::NAN]))]).unwrap()).unwrap();
+    for alg in [Algorithm::SortMerge(Gather::Clustered), Algorithm::PartitionedHash(Gather::Clustered)] {
+        match Join::new(JoinType::Inner).on(&n, &["nk"], &n, &["nk"]).select(&["f"], &[]).algorithm(alg).run(&s) {
+            Err(Error::Unsupported { reason, .. }) => assert!(reason.contains("key column nk") && reason.contains("validity"), "{reason}"),
+            r => panic!("{}: {:?}", alg.name(), r.err()),
+        }
+        match Join::new(JoinType::Inner).on(&n, &["f"], &n, &["f"]).nan_equality(NanEquality::NanNeverEqual).algorithm(alg).run(&s) {
+            Err(Error::Unsupported { reason, .. }) => assert!(reason.contains("key column f") && reason.contains("NaN"), "{reason}"),
+            r => panic!("{}: {:?}", alg.name(), r.err()),
+        }
+    }
 }
