@@ -5,7 +5,18 @@
 //! Only the referenced columns are lowered: `Int8`/`Int16` are widened to `I32`,
 //! `UInt8`/`UInt16`/`Boolean` to `U32`, dates and timestamps keep their `i32`/`i64` layout,
 //! strings become large strings. Literals compare with the lowered type (`lit(5i32)` for an
-//! `Int8` or `Date32` column). `Decimal128` columns are refused ([`Error::Unsupported`]).
+//! `Int8` or `Date32` column).
+//!
+//! # Decimals
+//!
+//! A `Decimal128` column is lowered as two columns, its high word (`i64`, signed) and its low
+//! word (`u64`), and a comparison of two `Decimal128` values becomes the lexicographic
+//! comparison of the words ([`decimal_comparison`]): `l.d < r.d` is `l.d_hi < r.d_hi OR (l.d_hi
+//! = r.d_hi AND l.d_lo < r.d_lo)`. A `Decimal128` compares with a `Decimal128` column of the
+//! same scale or with an integer literal, read as the unscaled value (`lit(12345i64)` is
+//! `1.2345` at scale 4, as the host model's `Value::Int` reads decimals); another scale, another
+//! type, a float or string literal, and `+`/`-` on decimals are [`Error::Unsupported`], naming the
+//! column.
 //!
 //! # NULLs: SQL's three-valued logic, evaluated two-valued
 //!
@@ -39,7 +50,7 @@
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
 use crate::device_relation::{DeviceColumnData as D, DeviceRelation};
-use crate::predicate::{col_l, col_r, lit, CheckedPredicate, Expr, Predicate, Side};
+use crate::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, Expr, Predicate, Scalar, Side};
 use crate::types::{JoinOptions, NanEquality, NullEquality};
 use crate::table::{ColumnView, DataType, TableView};
 
@@ -125,8 +136,9 @@ impl Plan {
 /// Plans the lowering of `keys` (pairs of left and right table columns that must be equal under
 /// `options`' NULL and NaN equality) and `pred` (over table columns) and, beside them, the
 /// `extra` table columns of each side (aggregated columns). No device work. Errors: a column
-/// index outside its table, a `Decimal128` column referenced ([`Error::Unsupported`], naming
-/// it), a predicate that does not type-check against the lowered types.
+/// index outside its table, a `Decimal128` comparison the lowering cannot take
+/// ([`Error::Unsupported`], naming the column: see [`decimal_comparison`]), a predicate that does
+/// not type-check against the lowered types.
 pub(crate) fn plan(pred: &Predicate, keys: &[(usize, usize)], options: JoinOptions, left: &TableView<'_>, right: &TableView<'_>, extra: &[(Side, usize)]) -> Result<Plan> {
     let tables = [left, right];
     // Every column reference: the keys', the predicate's, then the extra columns.
@@ -139,10 +151,6 @@ pub(crate) fn plan(pred: &Predicate, keys: &[(usize, usize)], options: JoinOptio
         let (s, t) = (side_index(side), tables[side_index(side)]);
         if index >= t.columns().len() {
             return Err(Error::invalid(format!("the filter refers to {side:?} column {index}; the table has {}", t.columns().len())));
-        }
-        if let DataType::Decimal128(..) = t.columns()[index].data_type() {
-            let name = &t.names()[index];
-            return Err(Error::Unsupported { what: format!("a filter or theta key on column {name}"), reason: format!("it is {}; filters cannot compare Decimal128 columns yet", t.columns()[index].data_type()) });
         }
         if !refs[s].contains(&index) {
             refs[s].push(index);
@@ -161,21 +169,41 @@ pub(crate) fn plan(pred: &Predicate, keys: &[(usize, usize)], options: JoinOptio
         u.retain(|&c| tables[s].columns()[c].validity().is_some());
     }
     let flagged = used;
-    // Relation column of each table column, and of its flag.
-    let position = |s: usize, c: usize| refs[s].iter().position(|&x| x == c).expect("referenced");
-    let flag_of: [Vec<Option<usize>>; 2] = std::array::from_fn(|s| (0..refs[s].len()).map(|k| flagged[s].iter().position(|&c| c == refs[s][k]).map(|f| refs[s].len() + f)).collect());
-    let mapped = pred.map_columns(&|side, i| position(side_index(side), i));
-    let logic = ThreeValued { flag_of: &flag_of };
-    let schemas: [Vec<crate::predicate::DataType>; 2] = std::array::from_fn(|s| {
-        let mut v: Vec<_> = refs[s].iter().map(|&c| lowered_type(tables[s].columns()[c].data_type())).collect();
-        v.extend(flagged[s].iter().map(|_| crate::predicate::DataType::U32));
+    // Relation columns: each referenced table column in order (a `Decimal128` as two, its high
+    // `i64` and low `u64` words), then the flags.
+    let is_decimal = |s: usize, c: usize| matches!(tables[s].columns()[c].data_type(), DataType::Decimal128(..));
+    let starts: [Vec<usize>; 2] = std::array::from_fn(|s| refs[s].iter().scan(0, |next, &c| Some(std::mem::replace(next, *next + 1 + is_decimal(s, c) as usize))).collect());
+    let value_columns: [usize; 2] = std::array::from_fn(|s| refs[s].iter().map(|&c| 1 + is_decimal(s, c) as usize).sum());
+    let position = |s: usize, c: usize| starts[s][refs[s].iter().position(|&x| x == c).expect("referenced")];
+    let flag_of: [Vec<Option<usize>>; 2] = std::array::from_fn(|s| {
+        let mut v = Vec::new();
+        for &c in &refs[s] {
+            let flag = flagged[s].iter().position(|&x| x == c).map(|f| value_columns[s] + f);
+            v.extend(std::iter::repeat_n(flag, 1 + is_decimal(s, c) as usize));
+        }
         v
     });
+    let schemas: [Vec<crate::predicate::DataType>; 2] = std::array::from_fn(|s| {
+        use crate::predicate::DataType as P;
+        let mut v = Vec::new();
+        for &c in &refs[s] {
+            match tables[s].columns()[c].data_type() {
+                DataType::Decimal128(..) => v.extend([P::I64, P::U64]),
+                t => v.push(lowered_type(t)),
+            }
+        }
+        v.extend(flagged[s].iter().map(|_| P::U32));
+        v
+    });
+    let columns = RelationColumns { tables, position: &position };
+    let mapped = columns.map(pred)?;
+    let logic = ThreeValued { flag_of: &flag_of };
     let mut parts = Vec::new();
     for &(l, r) in keys {
-        let (l, r) = (position(0, l), position(1, r));
-        let float = schemas[0][l].is_float();
-        parts.push(logic.key_equality(l, r, float && options.nan_equality == NanEquality::NanEqualsNan, options.null_equality == NullEquality::NullEqualsNull));
+        let (lc, rc) = (position(0, l), position(1, r));
+        let words = if is_decimal(0, l) { 2 } else { 1 };
+        let float = schemas[0][lc].is_float();
+        parts.push(logic.key_equality(&(lc..lc + words).collect::<Vec<_>>(), &(rc..rc + words).collect::<Vec<_>>(), float && options.nan_equality == NanEquality::NanEqualsNan, options.null_equality == NullEquality::NullEqualsNull));
     }
     parts.push(logic.is_true(&mapped));
     let pred = all(parts).check(&schemas[0], &schemas[1])?;
@@ -279,12 +307,14 @@ impl ThreeValued<'_> {
         }
     }
 
-    /// Left relation column `l` equals right column `r` as join keys: NaN equal to NaN where
-    /// `nans_equal` (floats), NULL equal to NULL where `nulls_equal` (both columns nullable).
-    fn key_equality(&self, l: usize, r: usize, nans_equal: bool, nulls_equal: bool) -> Predicate {
-        let eq = col_l(l).equals(col_r(r));
+    /// The left relation columns `l` (one key: one column, or a decimal's two words) equal the
+    /// right columns `r` as join keys: NaN equal to NaN where `nans_equal` (floats), NULL equal
+    /// to NULL where `nulls_equal` (both keys nullable).
+    fn key_equality(&self, l: &[usize], r: &[usize], nans_equal: bool, nulls_equal: bool) -> Predicate {
+        let eq = all(l.iter().zip(r).map(|(&a, &b)| col_l(a).equals(col_r(b))).collect());
+        let (l, r) = (l[0], r[0]);
+        let valid = self.valid(&eq);
         let values = if nans_equal { any(vec![eq, col_l(l).not_equals(col_l(l)).and(col_r(r).not_equals(col_r(r)))]) } else { eq };
-        let valid = self.valid(&col_l(l).equals(col_r(r)));
         let t = all(valid.into_iter().chain([values]).collect());
         match (nulls_equal, self.flag(Side::Left, l), self.flag(Side::Right, r)) {
             (true, Some(fl), Some(fr)) => any(vec![t, col_l(fl).equals(lit(0u32)).and(col_r(fr).equals(lit(0u32)))]),
@@ -293,13 +323,120 @@ impl ThreeValued<'_> {
     }
 }
 
+/// Table columns to relation columns: plain columns by position, comparisons involving
+/// `Decimal128` columns rewritten over their two words ([`decimal_comparison`]).
+struct RelationColumns<'t, 'v, F: Fn(usize, usize) -> usize> {
+    tables: [&'t TableView<'v>; 2],
+    position: &'t F,
+}
+
+impl<F: Fn(usize, usize) -> usize> RelationColumns<'_, '_, F> {
+    fn decimal_scale(&self, side: Side, c: usize) -> Option<i8> {
+        match self.tables[side_index(side)].columns()[c].data_type() {
+            DataType::Decimal128(_, s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn name(&self, side: Side, c: usize) -> &str {
+        &self.tables[side_index(side)].names()[c]
+    }
+
+    fn map(&self, p: &Predicate) -> Result<Predicate> {
+        Ok(match p {
+            Predicate::Cmp { op, left, right } => {
+                let mut decimal = None;
+                p.for_each_column(&mut |side, c| {
+                    if self.decimal_scale(side, c).is_some() {
+                        decimal.get_or_insert((side, c));
+                    }
+                });
+                match decimal {
+                    None => p.map_columns(&|side, c| (self.position)(side_index(side), c)),
+                    Some(d) => decimal_comparison(*op, self.decimal_operand(left, d)?, self.decimal_operand(right, d)?).map_err(|reason| Error::Unsupported { what: format!("a filter comparing the Decimal128 column {}", self.name(d.0, d.1)), reason })?,
+                }
+            }
+            Predicate::And(v) => Predicate::And(v.iter().map(|q| self.map(q)).collect::<Result<_>>()?),
+            Predicate::Or(v) => Predicate::Or(v.iter().map(|q| self.map(q)).collect::<Result<_>>()?),
+            Predicate::Not(q) => !self.map(q)?,
+            Predicate::True => Predicate::True,
+        })
+    }
+
+    /// An operand of a comparison with the Decimal128 column `d`.
+    fn decimal_operand(&self, e: &Expr, d: (Side, usize)) -> Result<DecimalOperand> {
+        let refuse = |reason: String| Error::Unsupported { what: format!("a filter comparing the Decimal128 column {}", self.name(d.0, d.1)), reason };
+        match e {
+            Expr::Column { side, index } => match self.decimal_scale(*side, *index) {
+                Some(scale) => {
+                    let hi = (self.position)(side_index(*side), *index);
+                    Ok(DecimalOperand::Column { side: *side, hi, lo: hi + 1, scale })
+                }
+                None => Err(refuse(format!("it is compared with column {} of type {}; a Decimal128 compares with Decimal128 columns and integer literals only", self.name(*side, *index), self.tables[side_index(*side)].columns()[*index].data_type()))),
+            },
+            Expr::Literal(Scalar::I32(v)) => Ok(DecimalOperand::Unscaled(*v as i128)),
+            Expr::Literal(Scalar::I64(v)) => Ok(DecimalOperand::Unscaled(*v as i128)),
+            Expr::Literal(Scalar::U32(v)) => Ok(DecimalOperand::Unscaled(*v as i128)),
+            Expr::Literal(Scalar::U64(v)) => Ok(DecimalOperand::Unscaled(*v as i128)),
+            Expr::Literal(s) => Err(refuse(format!("it is compared with the literal {s:?}; a Decimal128 compares with integer literals (its unscaled value) only"))),
+            Expr::Add(..) | Expr::Sub(..) => Err(refuse("it takes part in `+` or `-`; filters compare Decimal128 values without arithmetic".into())),
+        }
+    }
+}
+
+/// One side of a comparison of `Decimal128` values: a column (relation columns of its high and
+/// low words) or an unscaled literal.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum DecimalOperand {
+    Column { side: Side, hi: usize, lo: usize, scale: i8 },
+    Unscaled(i128),
+}
+
+impl DecimalOperand {
+    /// The high word (`i64`, signed) and the low word (`u64`) as expressions.
+    fn words(self) -> (Expr, Expr) {
+        match self {
+            DecimalOperand::Column { side, hi, lo, .. } => (Expr::Column { side, index: hi }, Expr::Column { side, index: lo }),
+            DecimalOperand::Unscaled(v) => (lit((v >> 64) as i64), lit(v as u64)),
+        }
+    }
+}
+
+/// `a op b` on `Decimal128` values as a two-valued predicate over their words: `i128` order is
+/// the order of (high word signed, low word unsigned), so `a < b` is `a.hi < b.hi OR (a.hi =
+/// b.hi AND a.lo < b.lo)`, `a = b` is `a.hi = b.hi AND a.lo = b.lo`, `a <> b` is `a.hi <> b.hi OR
+/// a.lo <> b.lo`. An integer literal is an unscaled value (`12345` is `1.2345` at scale 4), as in
+/// the host model's `Value::Int`. Two columns must have the same scale (`Err`: the reason).
+fn decimal_comparison(op: CmpOp, a: DecimalOperand, b: DecimalOperand) -> std::result::Result<Predicate, String> {
+    if let (DecimalOperand::Column { scale: x, .. }, DecimalOperand::Column { scale: y, .. }) = (a, b) {
+        if x != y {
+            return Err(format!("it is compared with a Decimal128 column of another scale ({x} and {y}); cast one side first"));
+        }
+    }
+    let ((ah, al), (bh, bl)) = (a.words(), b.words());
+    let high_eq = Predicate::cmp(CmpOp::Eq, ah.clone(), bh.clone());
+    Ok(match op {
+        CmpOp::Eq => high_eq.and(Predicate::cmp(CmpOp::Eq, al, bl)),
+        CmpOp::Ne => Predicate::cmp(CmpOp::Ne, ah, bh).or(Predicate::cmp(CmpOp::Ne, al, bl)),
+        CmpOp::Lt | CmpOp::Gt => Predicate::cmp(op, ah, bh).or(high_eq.and(Predicate::cmp(op, al, bl))),
+        CmpOp::Le => Predicate::cmp(CmpOp::Lt, ah, bh).or(high_eq.and(Predicate::cmp(CmpOp::Le, al, bl))),
+        CmpOp::Ge => Predicate::cmp(CmpOp::Gt, ah, bh).or(high_eq.and(Predicate::cmp(CmpOp::Ge, al, bl))),
+    })
+}
+
 /// Lowers `keys` and `pred` as [`plan`] does, and builds the device relations.
 pub(crate) fn lower(stream: &Stream, pred: &Predicate, keys: &[(usize, usize)], options: JoinOptions, left: &TableView<'_>, right: &TableView<'_>, extra: &[(Side, usize)]) -> Result<Lowered> {
     let plan = plan(pred, keys, options, left, right, extra)?;
     let build = |t: &TableView<'_>, cols: &[usize], flagged: &[usize]| -> Result<DeviceRelation> {
         let mut out = Vec::new();
         for &c in cols {
-            out.push(column_values(stream, &t.names()[c], &t.columns()[c])?);
+            let v = t.columns()[c];
+            if let DataType::Decimal128(..) = v.data_type() {
+                let (hi, lo) = crate::kernels::table::split_decimal(stream, &v)?;
+                out.extend([D::I64(hi), D::U64(lo)]);
+            } else {
+                out.push(column_values(stream, &t.names()[c], &v)?);
+            }
         }
         for &c in flagged {
             let v = t.columns()[c];
@@ -315,8 +452,17 @@ pub(crate) fn lower(stream: &Stream, pred: &Predicate, keys: &[(usize, usize)], 
     };
     let l = build(left, &plan.refs[0], &plan.flagged[0])?;
     let r = build(right, &plan.refs[1], &plan.flagged[1])?;
-    let index = |cols: &[usize], n: usize| -> Vec<Option<usize>> { (0..n).map(|c| cols.iter().position(|&x| x == c)).collect() };
-    let (li, ri) = (index(&plan.refs[0], left.columns().len()), index(&plan.refs[1], right.columns().len()));
+    // Relation column of each table column (a decimal's: its high word).
+    let index = |t: &TableView<'_>, cols: &[usize]| -> Vec<Option<usize>> {
+        let mut next = 0;
+        let mut out = vec![None; t.columns().len()];
+        for &c in cols {
+            out[c] = Some(next);
+            next += 1 + matches!(t.columns()[c].data_type(), DataType::Decimal128(..)) as usize;
+        }
+        out
+    };
+    let (li, ri) = (index(left, &plan.refs[0]), index(right, &plan.refs[1]));
     plan.pred.check_schemas(&l.schema(), &r.schema())?;
     Ok(Lowered { left: l, right: r, pred: plan.pred, left_index: li, right_index: ri })
 }
@@ -471,7 +617,7 @@ mod tests {
             for c in 0..TYPES.len() {
                 for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
                     for nans in [NanEquality::NanEqualsNan, NanEquality::NanNeverEqual] {
-                        let p = logic.key_equality(c, c, TYPES[c].is_float() && nans == NanEquality::NanEqualsNan, nulls == NullEquality::NullEqualsNull);
+                        let p = logic.key_equality(&[c], &[c], TYPES[c].is_float() && nans == NanEquality::NanEqualsNan, nulls == NullEquality::NullEqualsNull);
                         let p = p.check(&SCHEMA, &SCHEMA).unwrap();
                         for i in 0..l.len() {
                             for j in 0..r.len() {
@@ -483,6 +629,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    const DECIMALS: [i128; 12] = [0, 1, -1, i128::MIN, i128::MAX, 1 << 64, (1 << 64) - 1, -(1 << 64), (1 << 64) + 1, -((1 << 64) + 1), i64::MIN as i128, u64::MAX as i128];
+
+    fn decimal_relation(v: &[i128]) -> Relation {
+        Relation::new(vec![ColumnData::I64(v.iter().map(|&x| (x >> 64) as i64).collect()), ColumnData::U64(v.iter().map(|&x| x as u64).collect())]).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, rng_seed: RngSeed::Fixed(0xDEC1_28), failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The words' lexicographic comparison is the `i128` comparison, for columns and
+        /// literals (extremes and values differing in one word only included).
+        #[test]
+        fn decimal_comparison_is_the_i128_order(l in prop::collection::vec(prop_oneof![(0..DECIMALS.len()).prop_map(|k| DECIMALS[k]), proptest::num::i128::ANY, (-3..3i128).prop_map(|x| x << 64 | 5)], 1..8),
+                                                r in prop::collection::vec(prop_oneof![(0..DECIMALS.len()).prop_map(|k| DECIMALS[k]), proptest::num::i128::ANY, (-3..3i128).prop_map(|x| x << 64 | 5)], 1..8),
+                                                literal in prop_oneof![proptest::num::i64::ANY.prop_map(i128::from), proptest::num::u64::ANY.prop_map(i128::from)]) {
+            let (rl, rr) = (decimal_relation(&l), decimal_relation(&r));
+            let schema = [P::I64, P::U64];
+            let col = |side| DecimalOperand::Column { side, hi: 0, lo: 1, scale: 2 };
+            for op in CmpOp::ALL {
+                let cols = decimal_comparison(op, col(Side::Left), col(Side::Right)).unwrap().check(&schema, &schema).unwrap();
+                let with_literal = decimal_comparison(op, DecimalOperand::Unscaled(literal), col(Side::Right)).unwrap().check(&schema, &schema).unwrap();
+                for (i, a) in l.iter().enumerate() {
+                    for (j, b) in r.iter().enumerate() {
+                        prop_assert_eq!(cols.evaluate(&rl, i, &rr, j), op.holds(Some(a.cmp(b))), "{} {:?} {}", a, op, b);
+                        prop_assert_eq!(with_literal.evaluate(&rl, i, &rr, j), op.holds(Some(literal.cmp(b))), "{} {:?} {}", literal, op, b);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn decimals_of_different_scales_are_refused() {
+        let a = DecimalOperand::Column { side: Side::Left, hi: 0, lo: 1, scale: 2 };
+        let b = DecimalOperand::Column { side: Side::Right, hi: 0, lo: 1, scale: 3 };
+        assert!(decimal_comparison(CmpOp::Lt, a, b).unwrap_err().contains("scale"));
     }
 
     #[test]

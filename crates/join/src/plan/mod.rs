@@ -741,8 +741,8 @@ impl<'a> Join<'a> {
 
     /// The device relations of a theta join (the keys as equality conjuncts of the filter), for
     /// [`ThetaInputs::chunks`]. Takes what the theta algorithms take: key and filter columns of
-    /// every type but `Decimal128`, nullable ones included (SQL's three-valued logic; keys under
-    /// the join's NULL and NaN equality: see the `filter` lowering's docs).
+    /// every type, nullable ones included (SQL's three-valued logic; keys under the join's NULL
+    /// and NaN equality; decimals as two words: see the `filter` lowering's docs).
     pub fn theta_inputs(&self, stream: &Stream) -> Result<ThetaInputs> {
         let inputs = self.inputs()?;
         let theta = Join { algorithm: if self.algorithm.is_theta() { self.algorithm } else { Algorithm::Auto }, ..self.clone() };
