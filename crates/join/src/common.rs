@@ -30,6 +30,14 @@ pub(crate) fn iota(stream: &Stream, n: usize) -> Result<DeviceBuffer<u32>> {
     Ok(b)
 }
 
+/// `start, start + 1, ..` (wrapping) of `n` values on the device: `iota_from(s, 3, u32::MAX)` is
+/// `[u32::MAX, 0, 1]`.
+pub(crate) fn iota_from(stream: &Stream, n: usize, start: u32) -> Result<DeviceBuffer<u32>> {
+    let mut b = stream.alloc::<u32>(n)?;
+    iota_u32(stream, &mut b.view_mut(), start)?;
+    Ok(b)
+}
+
 /// The rows (of `rows`, or `0..flags.len()`) whose flag is non-zero (`want == true`) or zero.
 pub(crate) fn rows_where(stream: &Stream, flags: &DeviceView<'_, u8>, want: bool, rows: Option<&DeviceView<'_, u32>>) -> Result<DeviceBuffer<u32>> {
     select_by_flag(stream, rows, flags, want)

@@ -37,6 +37,12 @@
 //! Every order is deterministic (the same inputs give the same order on every run); only the
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
 //!
+//! The clustered gathers ([`Gather::Clustered`]) take every payload type: 4- and 8-byte columns
+//! without nulls travel through the join, every other selected column is gathered by row ids
+//! that travel in its place. [`Algorithm::Auto`] runs the paper's decision tree only where at
+//! least one selected column travels as it is: otherwise every column would be gathered by row
+//! id anyway, which is what PHJ-UM does without a row-id column to carry.
+//!
 //! Key compression: a single 8-byte integer key column (`Int64`, `UInt64`, `Date64`,
 //! `Timestamp`) whose valid keys on both sides span less than 2^32 is joined as 32-bit offsets
 //! from the smallest key (one reduction a side and one wait for the device to read the range),
@@ -57,7 +63,7 @@ use crate::chunked::{ChunkBudget, EquiChunkSource, JoinChunks};
 use crate::hash_join::JoinStats;
 use crate::keys::Keys;
 use crate::maps::{GatherMaps, Side};
-use crate::predicate::{col_l, col_r, CheckedPredicate, Expr, Predicate};
+use crate::predicate::{col_l, col_r, Expr, Predicate};
 use crate::theta::{Agg, AggValue};
 use crate::table::{Column, ColumnView, DataType, Table, TableView};
 use crate::types::{JoinOptions, JoinType, NanEquality, NullEquality, RowId};
@@ -69,8 +75,16 @@ pub enum Gather {
     /// From the input rows through gather maps (the paper's GFUR, "UM").
     Unclustered,
     /// The first payload column travels with the keys through the transform, the others are
-    /// transformed one at a time and gathered from the transformed order (GFTR, "OM"): 4- and
-    /// 8-byte payload columns without nulls, keys of at most 64 bits without nulls.
+    /// transformed one at a time and gathered from the transformed order (GFTR, "OM"). Keys of
+    /// at most 64 bits without nulls. Payload columns of 4- and 8-byte types without nulls take
+    /// this path as they are; every other selected column (strings, booleans, 1- and 2-byte
+    /// integers, decimals, any column with a validity bitmap) is served by composition: a `u32`
+    /// row-id column travels through the clustered join in its place (one for the side; rows
+    /// are below 2^32, [`RowId::MAX_ROWS`]), and the column is then gathered from the input by
+    /// those row ids with the unclustered gather, null where the join found no partner (as
+    /// [`Gather::Unclustered`] gives it). Example: a left join selecting a right `Utf8` column
+    /// carries the right row ids `[0, 1, ..]` through PHJ-OM and gathers the strings by the row
+    /// ids it returns.
     Clustered,
 }
 
@@ -390,7 +404,7 @@ impl<'a> Join<'a> {
             }
         };
         let Some(f) = &self.filter else { return Ok((a, reason)) };
-        self.check_filter_columns(f)?;
+        self.check_filter(f)?;
         match a {
             Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => {
                 Err(Error::Unsupported { what: format!("the {} join with a filter", a.name()), reason: "the clustered gathers materialize before the filter could drop pairs; use the unclustered gathers".into() })
@@ -400,66 +414,50 @@ impl<'a> Join<'a> {
         }
     }
 
-    /// The keys as equality conjuncts, and the filter.
-    fn theta_predicate(&self) -> Predicate {
+    /// The key pairs as (left, right) table column indices, for the theta lowering (their
+    /// equalities follow the join's NULL and NaN equality: [`filter`]'s module docs).
+    fn theta_keys(&self) -> Vec<(usize, usize)> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
         let pos = |t: &TableView<'_>, n: &str| t.index_of(n).expect("checked by inputs()");
-        let mut parts: Vec<Predicate> = self.left_on.iter().zip(&self.right_on).map(|(a, b)| col_l(pos(l, a)).equals(col_r(pos(r, b)))).collect();
-        parts.extend(self.filter.clone());
-        match parts.len() {
-            0 => Predicate::True,
-            1 => parts.pop().expect("one"),
-            _ => Predicate::And(parts),
-        }
+        self.left_on.iter().zip(&self.right_on).map(|(a, b)| (pos(l, a), pos(r, b))).collect()
     }
 
-    /// Referenced columns that filters cannot take: nullable ones and decimals.
-    fn check_filter_columns(&self, pred: &Predicate) -> Result<()> {
+    /// The filter (`True` without one).
+    fn filter_or_true(&self) -> Predicate {
+        self.filter.clone().unwrap_or(Predicate::True)
+    }
+
+    /// The lowering of a theta join: the keys as equality conjuncts and the filter, with `extra`
+    /// columns beside them.
+    fn lower_theta(&self, stream: &Stream, extra: &[(Side, usize)]) -> Result<filter::Lowered> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
-        let mut err = None;
-        pred.for_each_column(&mut |side, index| {
-            let t = if side == Side::Left { l } else { r };
-            if let (Some(c), None) = (t.columns().get(index), &err) {
-                let name = &t.names()[index];
-                if c.validity().is_some() && !filter::conjunctive(pred) {
-                    err = Some(Error::Unsupported { what: format!("a filter with OR or NOT on column {name}"), reason: "it has a validity bitmap; SQL's three-valued logic is evaluated for conjunctions of comparisons only so far".into() });
-                } else if matches!(c.data_type(), DataType::Decimal128(..)) {
-                    err = Some(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() });
-                }
-            }
-        });
-        err.map_or(Ok(()), Err)
+        filter::lower(stream, &self.filter_or_true(), &self.theta_keys(), self.options, l, r, extra)
     }
 
-    /// The checked predicate on the lowered types of the whole tables (for choosing a path).
-    fn checked_on_schema(&self, pred: &Predicate) -> Result<CheckedPredicate> {
+    /// The lowering plan of a theta join (no device work): refuses what filters cannot take.
+    fn plan_theta(&self) -> Result<filter::Plan> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
-        let schema = |t: &TableView<'_>| t.columns().iter().map(|c| filter::lowered_type(c.data_type())).collect::<Vec<_>>();
-        pred.check(&schema(l), &schema(r))
+        filter::plan(&self.filter_or_true(), &self.theta_keys(), self.options, l, r, &[])
     }
 
-    fn choose_theta(&self, i: &Inputs<'a>) -> Result<(Algorithm, String)> {
+    /// Checks a filter applied to the pairs of an equi-join (no device work): what filters
+    /// cannot take ([`filter::plan`]'s errors).
+    fn check_filter(&self, pred: &Predicate) -> Result<()> {
+        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
+        filter::plan(pred, &[], self.options, l, r, &[]).map(|_| ())
+    }
+
+    fn choose_theta(&self, _inputs: &Inputs<'a>) -> Result<(Algorithm, String)> {
         let a = self.algorithm;
         let refuse = |reason: String| Err(Error::Unsupported { what: format!("the {} join", a.name()), reason });
         if !a.is_theta() && a != Algorithm::Auto {
             return refuse("no key columns: give keys, or use a theta algorithm with a filter".into());
         }
-        if self.options.nan_equality == NanEquality::NanEqualsNan && i.left_keys.iter().any(|c| c.data_type().is_float()) {
-            return refuse("float keys where NaN equals NaN: theta predicates compare as IEEE (NaN equals nothing); use NanNeverEqual".into());
-        }
-        if self.options.null_equality == NullEquality::NullEqualsNull && self.nullable_key(i).is_some() {
-            return refuse("nullable keys where NULL equals NULL: theta predicates follow SQL (a comparison with NULL is not true); use NullEqualsNothing".into());
-        }
-        let pred = self.theta_predicate();
-        self.check_filter_columns(&pred)?;
-        let checked = self.checked_on_schema(&pred)?;
-        let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
-        let mut nullable = false;
-        pred.for_each_column(&mut |side, index| {
-            let t = if side == Side::Left { l } else { r };
-            nullable |= t.columns().get(index).is_some_and(|c| c.validity().is_some());
-        });
-        let path = match crate::theta::choose_path(&checked) {
+        // The lowered predicate (keys under the NULL and NaN equality, three-valued logic) decides
+        // the path, as it will run.
+        let plan = self.plan_theta()?;
+        let nullable = plan.has_flags();
+        let path = match crate::theta::choose_path(plan.predicate()) {
             // The validity conjuncts of nullable columns take the sorted shape away.
             crate::theta::ThetaPath::Sorted(_) if nullable => crate::theta::ThetaPath::NestedLoop,
             p => p,
@@ -472,7 +470,7 @@ impl<'a> Join<'a> {
         match a {
             Algorithm::Auto => Ok((auto, path.reason().to_string())),
             Algorithm::ThetaSorted if auto != Algorithm::ThetaSorted => refuse("the predicate is not a single inequality or band between two numeric columns".into()),
-            Algorithm::ThetaMixed if auto != Algorithm::ThetaMixed => refuse("the predicate has no equality conjunct between numeric columns".into()),
+            Algorithm::ThetaMixed if auto != Algorithm::ThetaMixed => refuse("the predicate (with the keys, lowered) has no equality conjunct between numeric columns; float keys where NaN equals NaN and nullable keys where NULL equals NULL lower to a disjunction".into()),
             a => Ok((a, "requested".into())),
         }
     }
@@ -483,8 +481,16 @@ impl<'a> Join<'a> {
         if total <= TINY_ROWS {
             return (Algorithm::Hash, format!("tiny inputs ({total} rows together): one global hash table, the fewest passes"));
         }
+        let selected = i.left_select.len() + i.right_select.len();
+        let composed = self.composed_payloads(i);
         match self.clustered_refusal(i) {
-            None if !i.left_select.is_empty() || !i.right_select.is_empty() => {
+            // Every selected column would be gathered by row id after a clustered join: what the
+            // unclustered gathers do anyway, with a row-id column less to carry.
+            None if selected > 0 && composed.len() == selected => (
+                Algorithm::PartitionedHash(Gather::Unclustered),
+                format!("the partitioned hash join with unclustered gathers (no selected column travels through the clustered gathers as it is: {})", composed.join(", ")),
+            ),
+            None if selected > 0 => {
                 (Algorithm::Auto, "the paper's decision tree over the sizes, the payload widths and a sampled match ratio and skew, at run time".into())
             }
             None => (Algorithm::PartitionedHash(Gather::Unclustered), "no payload to materialize: the partitioned hash join's maps".into()),
@@ -498,29 +504,33 @@ impl<'a> Join<'a> {
         keys.filter(|(_, c)| c.validity().is_some()).map(|(n, _)| n.as_str()).next()
     }
 
-    /// Why the clustered gathers cannot serve this input (`None`: they can).
+    /// Why the clustered gathers cannot serve these keys (`None`: they can), naming the key
+    /// column and the reason. Every payload type is served (see [`Gather::Clustered`]).
     fn clustered_refusal(&self, i: &Inputs<'_>) -> Option<String> {
         let words: usize = i.left_keys.iter().map(|c| keys::words(c.data_type())).sum();
         let bits: usize = i.left_keys.iter().map(|c| if c.data_type().is_string() { 32 } else { c.data_type().byte_width().unwrap_or(4).max(4) * 8 }).sum();
         if bits > 64 || words > 2 {
-            return Some(format!("keys of {bits} bits; the clustered gathers take keys of at most 64"));
+            let cols: Vec<String> = self.left_on.iter().zip(&i.left_keys).map(|(n, c)| format!("{n} ({})", c.data_type())).collect();
+            return Some(format!("key columns {} prepare as {bits} bits; the clustered gathers take keys of at most 64 bits (wider keys are hashed and verified through maps into the input rows, which the clustered gathers do not keep)", cols.join(", ")));
         }
         if let Some(n) = self.nullable_key(i) {
-            return Some(format!("key column {n} has a validity bitmap"));
+            return Some(format!("key column {n} has a validity bitmap; the clustered gathers take keys without nulls"));
         }
-        if self.options.nan_equality == NanEquality::NanNeverEqual && i.left_keys.iter().any(|c| c.data_type().is_float()) {
-            return Some("float keys whose NaN equals nothing".into());
-        }
-        let names = self.select_left.iter().zip(&i.left_select).chain(self.select_right.iter().zip(&i.right_select));
-        for (n, c) in names {
-            if !matches!(c.data_type().byte_width(), Some(4 | 8)) {
-                return Some(format!("payload column {n} is {}; the clustered gathers take 4- and 8-byte types", c.data_type()));
-            }
-            if c.validity().is_some() {
-                return Some(format!("payload column {n} has a validity bitmap"));
+        if self.options.nan_equality == NanEquality::NanNeverEqual {
+            let floats = self.left_on.iter().zip(&i.left_keys).find(|(_, c)| c.data_type().is_float());
+            if let Some((n, c)) = floats {
+                return Some(format!("key column {n} is {} and NaN equals nothing (NanNeverEqual); the clustered gathers take keys that all can match", c.data_type()));
             }
         }
         None
+    }
+
+    /// The selected columns that the clustered gathers take only by composition (gathered by row
+    /// id after the join), as `side name: type` (for the reason).
+    fn composed_payloads(&self, i: &Inputs<'_>) -> Vec<String> {
+        let l = self.select_left.iter().zip(&i.left_select).map(|(n, c)| ("left", n, c));
+        let r = self.select_right.iter().zip(&i.right_select).map(|(n, c)| ("right", n, c));
+        l.chain(r).filter(|(_, _, c)| !clustered_as_is(c)).map(|(s, n, c)| format!("{s} {n}: {}{}", c.data_type(), if c.validity().is_some() { ", nullable" } else { "" })).collect()
     }
 
     fn check_explicit(&self, a: Algorithm, i: &Inputs<'_>) -> Result<()> {
@@ -602,8 +612,7 @@ impl<'a> Join<'a> {
     fn maps_noted(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm) -> Result<(GatherMaps, Option<String>)> {
         let jt = self.join_type;
         if algorithm.is_theta() {
-            let pred = self.theta_predicate();
-            let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+            let low = self.lower_theta(stream, &[])?;
             if let Some(budget) = self.options.output_budget {
                 let rows = theta_size(stream, &low, algorithm, jt)?;
                 let bytes = rows * 4 * (jt.has_left_map() as u64 + jt.has_right_map() as u64);
@@ -623,35 +632,79 @@ impl<'a> Join<'a> {
         drop((l, r));
         drop((lk, rk));
         let (a, b) = inner.into_raw();
-        let low = filter::lower(stream, f, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+        let low = filter::lower(stream, f, &[], self.options, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
         let (a, b) = crate::theta::nested_loop::PairFilter::new(stream, &low.left, &low.right, &low.pred, &[])?.apply(stream, a, b)?;
         Ok((crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)?, note))
     }
 
     fn run_wide(&self, stream: &Stream, i: &Inputs<'a>, l: &Keys<'_>, r: &Keys<'_>, algorithm: Algorithm, reason: String) -> Result<JoinOutput> {
-        let lp = i.left_select.iter().map(payload_view).collect::<Result<Vec<_>>>()?;
-        let rp = i.right_select.iter().map(payload_view).collect::<Result<Vec<_>>>()?;
-        let wl = wide::WideRelation::new(l.clone(), lp)?;
-        let wr = wide::WideRelation::new(r.clone(), rp)?;
-        let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
-        let opts = wide::WideJoinOptions { keys: self.options, output: wide::Output::Relation };
-        // The keys are prepared (compressed where they can be): not again.
-        let out = wide::join_as_given(stream, &wl, &wr, self.join_type, wa, opts)?;
+        // Columns the clustered gathers take as they are travel through the join; the others
+        // are gathered afterwards by a row-id column (`1 + row`: an unmatched row reads 0) that
+        // travels in their place, last (see `Gather::Clustered`).
+        let row_ids = |cols: &[ColumnView<'_>], rows: usize| -> Result<Option<gpujoin_device::DeviceBuffer<u32>>> {
+            if cols.iter().all(clustered_as_is) {
+                return Ok(None);
+            }
+            crate::common::iota_from(stream, rows, 1).map(Some)
+        };
+        let (lids, rids) = (row_ids(&i.left_select, i.left_rows)?, row_ids(&i.right_select, i.right_rows)?);
+        fn payloads<'p>(cols: &[ColumnView<'p>], ids: &'p Option<gpujoin_device::DeviceBuffer<u32>>) -> Result<Vec<crate::keys::DeviceColumn<'p>>> {
+            let mut v = cols.iter().filter(|c| clustered_as_is(c)).map(payload_view).collect::<Result<Vec<_>>>()?;
+            v.extend(ids.as_ref().map(|b| crate::keys::DeviceColumn::U32(b.view())));
+            Ok(v)
+        }
+        let out = {
+            let wl = wide::WideRelation::new(l.clone(), payloads(&i.left_select, &lids)?)?;
+            let wr = wide::WideRelation::new(r.clone(), payloads(&i.right_select, &rids)?)?;
+            let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
+            let opts = wide::WideJoinOptions { keys: self.options, output: wide::Output::Relation };
+            // The keys are prepared (compressed where they can be): not again.
+            wide::join_as_given(stream, &wl, &wr, self.join_type, wa, opts)?
+        };
+        drop((lids, rids));
         let ran = Algorithm::from_wide(out.algorithm);
         if algorithm != Algorithm::Auto && ran != algorithm {
             // The pre-checks should make this impossible; never substitute silently.
             return Err(Error::Unsupported { what: format!("the {} join", algorithm.name()), reason: format!("it ran as {}: {}", ran.name(), out.reason) });
         }
+        let composed = self.composed_payloads(i);
         let reason = if algorithm == Algorithm::Auto { format!("{reason}: {}", out.reason) } else { reason };
+        let reason = if composed.is_empty() { reason } else { format!("{reason}; gathered by row id after the join: {}", composed.join(", ")) };
         let mut columns = Vec::new();
         for (side, m, names, cols) in [(Side::Left, out.left, &self.select_left, &i.left_select), (Side::Right, out.right, &self.select_right, &i.right_select)] {
             let Some(m) = m else { continue };
             let validity = m.validity.map(|v| v.into_bytes());
-            for ((name, col), p) in names.iter().zip(cols).zip(m.columns) {
-                let bytes = payload_bytes(p);
-                let v = validity.as_ref().map(|v| stream.copy_from_device(&v.view())).transpose()?;
+            let mut travelled = m.columns.into_iter();
+            // The map into the input rows: row id `1 + row` -> row, 0 (no partner) -> NONE,
+            // through the table `[NONE, 0, 1, ..]`.
+            let map = if cols.iter().all(clustered_as_is) {
+                None
+            } else {
+                let ids = match travelled.next_back() {
+                    Some(crate::maps::Payload::U32(b)) => b,
+                    _ => return Err(Error::invalid("internal: the row-id column did not come back from the clustered join")),
+                };
+                let rows = if side == Side::Left { i.left_rows } else { i.right_rows };
+                let table = crate::common::iota_from(stream, rows + 1, u32::MAX)?;
+                let mut map = stream.alloc::<u32>(ids.len())?;
+                if !ids.is_empty() {
+                    gpujoin_primitives::gather_into_unchecked(stream, &table.view(), &ids.view(), &mut map.view_mut(), u32::MAX)?;
+                }
+                Some(map)
+            };
+            let nullable = if side == Side::Left { self.join_type.keeps_unmatched_right() } else { self.join_type.keeps_unmatched_left() };
+            for (name, col) in names.iter().zip(cols) {
                 let other = if side == Side::Left { &self.select_right } else { &self.select_left };
-                columns.push((output_name(side, name, other.iter().any(|o| o == name)), Column::from_buffers(col.data_type(), out.rows as usize, bytes, None, v)?));
+                let out_name = output_name(side, name, other.iter().any(|o| o == name));
+                let column = if clustered_as_is(col) {
+                    let p = travelled.next().ok_or_else(|| Error::invalid("internal: a payload column did not come back from the clustered join"))?;
+                    let v = validity.as_ref().map(|v| stream.copy_from_device(&v.view())).transpose()?;
+                    Column::from_buffers(col.data_type(), out.rows as usize, payload_bytes(p), None, v)?
+                } else {
+                    let map = map.as_ref().ok_or_else(|| Error::invalid("internal: no row ids"))?;
+                    crate::kernels::table::gather(stream, col, &map.view(), nullable)?
+                };
+                columns.push((out_name, column));
             }
         }
         Ok(JoinOutput { rows: out.rows, maps: out.maps, table: Table::new(columns)?, algorithm: ran, reason, stats: self.stats.then_some(out.stats) })
@@ -676,8 +729,7 @@ impl<'a> Join<'a> {
         let inputs = self.inputs()?;
         let (algorithm, _) = self.choose(&inputs)?;
         if algorithm.is_theta() {
-            let pred = self.theta_predicate();
-            let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+            let low = self.lower_theta(stream, &[])?;
             return theta_size(stream, &low, algorithm, self.join_type);
         }
         if self.filter.is_some() {
@@ -688,14 +740,14 @@ impl<'a> Join<'a> {
     }
 
     /// The device relations of a theta join (the keys as equality conjuncts of the filter), for
-    /// [`ThetaInputs::chunks`]. Takes what the theta algorithms take: key and filter columns
-    /// without nulls or decimals, float keys only where NaN equals nothing.
+    /// [`ThetaInputs::chunks`]. Takes what the theta algorithms take: key and filter columns of
+    /// every type, nullable ones included (SQL's three-valued logic; keys under the join's NULL
+    /// and NaN equality; decimals as two words: see the `filter` lowering's docs).
     pub fn theta_inputs(&self, stream: &Stream) -> Result<ThetaInputs> {
         let inputs = self.inputs()?;
         let theta = Join { algorithm: if self.algorithm.is_theta() { self.algorithm } else { Algorithm::Auto }, ..self.clone() };
         theta.choose_theta(&inputs)?;
-        let pred = self.theta_predicate();
-        let low = filter::lower(stream, &pred, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
+        let low = self.lower_theta(stream, &[])?;
         Ok(ThetaInputs { low, join_type: self.join_type })
     }
 
@@ -720,9 +772,8 @@ impl<'a> Join<'a> {
         };
         let (algorithm, _) = self.choose(&inputs)?;
         if algorithm.is_theta() && self.join_type == JoinType::Inner && col.is_none_or(|(_, _, c)| c.validity().is_none()) {
-            let pred = self.theta_predicate();
             let extra: Vec<(Side, usize)> = col.iter().map(|&(s, i, _)| (s, i)).collect();
-            let low = filter::lower(stream, &pred, l, r, &extra)?;
+            let low = self.lower_theta(stream, &extra)?;
             let column = col.map(|(s, i, _)| (s, if s == Side::Left { low.left_index[i] } else { low.right_index[i] }.expect("lowered")));
             return crate::theta::theta_aggregate(stream, &low.left, &low.right, &low.pred, agg, column);
         }
@@ -900,6 +951,13 @@ fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType) -> Result<GatherM
         DataType::UInt64 => crate::sort_merge::sorted_merge_join(stream, &a.typed::<u64>().ok_or_else(err)?, &b.typed::<u64>().ok_or_else(err)?, jt),
         _ => crate::sort_merge::sorted_merge_join(stream, &a.typed::<i64>().ok_or_else(err)?, &b.typed::<i64>().ok_or_else(err)?, jt),
     }
+}
+
+/// Whether the clustered gathers take a selected column as it is: a 4- or 8-byte type without a
+/// validity bitmap (every other column is gathered by row id after the join).
+fn clustered_as_is(c: &ColumnView<'_>) -> bool {
+    use DataType::*;
+    c.validity().is_none() && matches!(c.data_type(), Int32 | Date32 | UInt32 | Float32 | Float64 | UInt64 | Int64 | Date64 | Timestamp(_))
 }
 
 fn payload_view<'v>(c: &ColumnView<'v>) -> Result<crate::keys::DeviceColumn<'v>> {
