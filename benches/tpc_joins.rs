@@ -35,8 +35,8 @@
 //! relation with itself on a foreign key over `d = |S|^2 / 904M` (5.73M) distinct values, each
 //! used 12 or 13 times (shuffled), so the output has `sum(c^2)` = 904M rows, and carries one
 //! 8-byte value (`ws_warehouse_sk`, 1 to 15). J5's output, 904M rows of two 8-byte columns
-//! (14.5 GB) and its gather maps (7.2 GB), fits the H100's 80 GB: it runs through `run`; its
-//! `_count` row times `Join::count` (sizes only) beside it.
+//! (14.5 GB) and its gather maps (7.2 GB), fits the H100's 80 GB (peak 21 GiB measured): it
+//! runs through `run`; its `_count` row times `Join::count` (sizes only) beside it.
 //!
 //! Cases: `<join>_<query>_sf<N>` runs `Algorithm::Auto` (its sampling included); the suffixes
 //! `_phj_um`, `_phj_om`, `_smj_um`, `_smj_om`, `_nphj` force `PartitionedHash(Unclustered)`,
@@ -78,8 +78,8 @@ const ALGORITHMS: [(Algorithm, &str); 6] = [
     (Algorithm::Hash, "_nphj"),
 ];
 
-/// Outputs whose first payload columns together take more bytes than this are checked by their
-/// row count only (J5: 904M rows; downloading them would take longer than the case).
+/// Outputs whose first payload columns (the two the check downloads) take more bytes than this
+/// together are checked by their row count only (J5: 904M rows, 13.5 GiB).
 const CHECK_DOWNLOAD_BYTES: u64 = 4 << 30;
 
 // ---------------------------------------------------------------------------------------------
@@ -629,7 +629,7 @@ fn bench(h: &mut Harness, w: &Workload, e: &Expected) -> Vec<String> {
     }
     let bytes = w.floor_bytes(e.rows);
     let elements = (w.r.rows() + w.s.rows()) as u64;
-    let out_bytes = e.rows * (w.r.out_row_bytes(&w.r_select) + w.s.out_row_bytes(&w.s_select));
+    let check_bytes = e.rows * (w.r.payload(w.r_select[0]).width() + w.s.payload(w.s_select[0]).width());
     let (r_first, s_first) = (0, w.r_select.len());
     for (algo, suffix) in ALGORITHMS {
         let name = format!("{}{suffix}", w.case);
@@ -645,7 +645,7 @@ fn bench(h: &mut Harness, w: &Workload, e: &Expected) -> Vec<String> {
         let ok = if out.rows != e.rows {
             println!("CHECK {GROUP}/{name}: rows {} (CPU: {}): false", out.rows, e.rows);
             false
-        } else if out_bytes <= CHECK_DOWNLOAD_BYTES {
+        } else if check_bytes <= CHECK_DOWNLOAD_BYTES {
             let cols = out.table.columns();
             let r_sum = column_sum(&cols[r_first].to_host().expect("download"));
             let s_sum = column_sum(&cols[s_first].to_host().expect("download"));
@@ -653,7 +653,7 @@ fn bench(h: &mut Harness, w: &Workload, e: &Expected) -> Vec<String> {
             println!("CHECK {GROUP}/{name}: {} rows as the CPU's; sums of {} and {} over the output as the CPU's: {ok}", out.rows, w.r_select[0], w.s_select[0]);
             ok
         } else {
-            println!("CHECK {GROUP}/{name}: {} rows as the CPU's (output of {:.1} GiB: rows checked only): true", out.rows, out_bytes as f64 / (1u64 << 30) as f64);
+            println!("CHECK {GROUP}/{name}: {} rows as the CPU's (checked by rows only: {:.1} GiB to download for the sums): true", out.rows, check_bytes as f64 / (1u64 << 30) as f64);
             true
         };
         drop(out);
@@ -721,7 +721,7 @@ fn main() {
     let sf = env_f64("GPUJOIN_TPC_SF", 10.0, 100.0);
     let ds_sf = env_f64("GPUJOIN_TPC_DS_SF", 100.0, 1000.0);
     let only: Option<Vec<String>> = std::env::var("GPUJOIN_TPC_JOINS").ok().map(|v| v.split(',').map(|j| j.trim().to_lowercase()).filter(|j| !j.is_empty()).collect());
-    let wanted = |j: &str| only.as_ref().map_or(true, |o| o.iter().any(|x| x == j));
+    let wanted = |j: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == j));
     let dry_run = std::env::var_os("GPUJOIN_TPC_DRY_RUN").is_some_and(|v| v != "0");
 
     let mut h = if dry_run {
