@@ -48,6 +48,9 @@
 #   GPUJOIN_SANITIZE_JOBS      jobs at once on the GPU (default: `nproc`; 1 = one after another)
 #   GPUJOIN_SANITIZE_ONLY      run only the executables whose file name contains this text
 #   GPUJOIN_SANITIZE_FLAGS     extra compute-sanitizer options (split on spaces)
+#   GPUJOIN_SANITIZE_BACKTRACE --show-backtrace value (default `device`; `yes` adds the host frames,
+#                              which name the Rust caller of a CUB kernel where the executables
+#                              keep their symbols: `cargo xtask sanitize`, not the stripped bundle)
 #   GPUJOIN_SANITIZE_TIMES     a `tool exe test seconds status` TSV (a sanitize-times.tsv) to order
 #                              the jobs by (default: $OUT/sanitize-times.tsv when it exists;
 #                              `none`: the default order)
@@ -306,7 +309,7 @@ sanitize_job() {
   local file="${files[$i]}"
   local log="$runs/$tool/$file/$seq.log"
   locate tests "$file" "${dirs[$i]}"
-  local flags=(--tool "$tool" --show-backtrace device)
+  local flags=(--tool "$tool" --show-backtrace "${GPUJOIN_SANITIZE_BACKTRACE:-device}")
   [[ "$tool" == memcheck ]] && flags+=(--leak-check full)
   local extra=()
   read -r -a extra <<<"${GPUJOIN_SANITIZE_FLAGS:-}"
@@ -587,7 +590,7 @@ sanitize_all() {
     echo
     echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), ${device:-unknown device}, $CS ($version)"
     echo "- GPUJOIN_TEST_SIZE=$GPUJOIN_TEST_SIZE, GPUJOIN_REQUIRE_GPU=1${filter:+, filter \`$filter\`}; one compute-sanitizer process per tool and test (\`--exact <test> --test-threads=1\`), $jobs at once, the slowest first (times: ${times_in:-none}), limit ${GPUJOIN_TIMEOUT:-none}s per job"
-    echo "- memcheck runs with \`--leak-check full\` (leaks count as errors); every tool with \`--show-backtrace device\`${GPUJOIN_SANITIZE_FLAGS:+ and \`$GPUJOIN_SANITIZE_FLAGS\`}"
+    echo "- memcheck runs with \`--leak-check full\` (leaks count as errors); every tool with \`--show-backtrace ${GPUJOIN_SANITIZE_BACKTRACE:-device}\`${GPUJOIN_SANITIZE_FLAGS:+ and \`$GPUJOIN_SANITIZE_FLAGS\`}"
     echo "- full output: sanitize.log (per job: sanitize-runs/<tool>/<exe>/<n>.log); every job's seconds and status: sanitize-times.tsv (GPUJOIN_SANITIZE_TIMES for the next run's order)"
     echo
     echo "$line"

@@ -343,8 +343,11 @@ struct ShapeParams {
     big: usize,
 }
 
+/// Reduced (`GPUJOIN_TEST_SIZE=small`): `mid` and `big` shrink to a few thousand rows, still
+/// crossing the merge-path tiles (2048 items) and the single-tile sorts (4864 items).
 fn shape_params() -> impl Strategy<Value = ShapeParams> {
-    (any::<u64>(), 2usize..64, 200usize..2000, 2000usize..20_000).prop_map(|(seed, small, mid, big)| ShapeParams { seed, small, mid, big })
+    let (mid, big) = pick((200usize..2000, 2000usize..20_000), (200usize..700, 2000usize..5000));
+    (any::<u64>(), 2usize..64, mid, big).prop_map(|(seed, small, mid, big)| ShapeParams { seed, small, mid, big })
 }
 
 /// Left and right key codes of `shape`.
@@ -853,7 +856,8 @@ fn join_size_matches_reference_for_every_join_type() {
         // Exact and hashed keys with nulls and NaNs, under every option.
         for layout in [&[KeyType::F64][..], &[KeyType::I32], &[KeyType::U32, KeyType::F32]].into_iter().chain(WIDE_LAYOUTS) {
             let specs: Vec<ColSpec> = layout.iter().map(|&ty| random_spec(&mut rng, ty)).collect();
-            let (nl, nr) = (rng.gen_range(0..2000), rng.gen_range(0..2000));
+            let max = pick(2000, 600);
+            let (nl, nr) = (rng.gen_range(0..max), rng.gen_range(0..max));
             let (l, r) = (pool_keys(&mut rng, &specs, nl), pool_keys(&mut rng, &specs, nr));
             for opts in ALL_OPTIONS {
                 for jt in JoinType::ALL {
