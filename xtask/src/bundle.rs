@@ -596,13 +596,19 @@ esac
 exit $rc
 "#,
         );
-        // A libtest stand-in: `--list --format terse [filter]`, `--exact <test>`, or all tests.
+        // A libtest stand-in: `--list --format terse [filter] [--ignored]` (`skipme` is
+        // `#[ignore]`d), `--exact <test>`, or all tests.
         let exe = |tests: &str| {
             format!(
                 r#"#!/usr/bin/env bash
 TESTS="{tests}"
+IGNORED="skipme"
+[[ -n "$TESTS" ]] || IGNORED=""  # a custom harness lists nothing
 if [[ "$1" == --list ]]; then
-  for t in $TESTS; do [[ -z "${{4:-}}" || "$t" == *"$4"* ]] && echo "$t: test"; done
+  f=""; ign=0
+  for a in "${{@:4}}"; do if [[ "$a" == --ignored ]]; then ign=1; else f="$a"; fi; done
+  if [[ $ign == 1 ]]; then names="$IGNORED"; else names="$TESTS $IGNORED"; fi
+  for t in $names; do [[ -z "$f" || "$t" == *"$f"* ]] && echo "$t: test"; done
   echo "a_bench: benchmark"
   exit 0
 fi
@@ -684,6 +690,7 @@ echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered ou
         assert!(times.starts_with("tool\texe\ttest\tseconds\tstatus\n") && times.lines().count() == 15, "{times}");
         assert!(times.contains("memcheck\tbad-test-pkg\talpha\t") && times.contains("\terrors 1\n") && times.contains("\ttimed out\n"), "{times}");
         assert!(times.contains("racecheck\tcustom-test-pkg\t*\t"), "{times}");
+        assert!(!times.contains("skipme"), "ignored tests are not run: {times}");
 
         // The times of a run given: the slowest first (here synccheck's beta).
         let tsv = dir.join("times.tsv");
@@ -707,7 +714,7 @@ echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered ou
         assert!(text.lines().last().unwrap_or("").starts_with("sanitize: 2 jobs (1 tools x 3 executables, 2 tests): 1 clean, 1 with errors"), "{text}");
         assert!(md.contains("- `cub::CUB_300000_SM_900::DeviceRadixSortSingleTileKernel`: 2 reports in 1 test: `bad-test-pkg: beta`"), "{md}");
         assert!(md.contains("Device Frame: void cub::CUB_300000_SM_900::BlockLoad<int>::Load"), "{md}");
-        assert!(md.contains("custom-test-pkg: no test matches the filter"), "{md}");
+        assert!(md.contains("custom-test-pkg: no test to run"), "{md}");
 
         let (code, text) = run(&["sanitize", "a", "b"], &[]);
         assert_eq!(code, Some(2), "{text}");

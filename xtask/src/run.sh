@@ -181,6 +181,8 @@ done
 if [[ "$what" == sanitize ]]; then
   export GPUJOIN_REQUIRE_GPU=1
   export GPUJOIN_TEST_SIZE="${GPUJOIN_TEST_SIZE:-small}"
+  # Each job is a process of its own: load only the kernels it launches.
+  export CUDA_MODULE_LOADING="${CUDA_MODULE_LOADING:-LAZY}"
   GPUJOIN_TIMEOUT="${GPUJOIN_TIMEOUT:-240}"
 fi
 timeout_cmd=()
@@ -328,15 +330,17 @@ sanitize_job() {
 }
 
 # list_tests IDX: the executable's tests (libtest `--list --format terse`, narrowed by the
-# filter), one a line; fails when the listing fails.
+# filter; `#[ignore]`d ones left out, as a plain run leaves them), one a line; fails when the
+# listing fails.
 list_tests() {
-  local exe cwd
+  local exe cwd base="$runs/list-${files[$1]}"
   locate tests "${files[$1]}" "${dirs[$1]}"
   local args=(--list --format terse)
   [[ -n "$filter" ]] && args+=("$filter")
-  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "$exe" "${args[@]}" ) 2>"$runs/list-${files[$1]}.err" </dev/null >"$runs/list-${files[$1]}.out"
+  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "$exe" "${args[@]}" ) 2>"$base.err" </dev/null >"$base.out"
   local rc=$?
-  sed -n 's/: test$//p' "$runs/list-${files[$1]}.out"
+  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "$exe" "${args[@]}" --ignored ) 2>/dev/null </dev/null | sed -n 's/: test$//p' >"$base.ignored"
+  sed -n 's/: test$//p' "$base.out" | grep -vxF -f "$base.ignored"
   return $rc
 }
 
@@ -516,9 +520,11 @@ sanitize_all() {
       echo "run.sh sanitize: tests/${files[$i]} --list --format terse failed (exit $lrc): $(tail -n 3 "$runs/list-${files[$i]}.err" | tr '\n' ' ')" >&2
       names='*'
     elif [[ -z "$names" ]]; then
-      # No libtest tests: with a filter, nothing to run here; without one, a custom harness
-      # (harness = false) runs as one job.
-      if [[ -n "$filter" ]]; then no_tests+=("${files[$i]}"); ntests[$i]=0; continue; fi
+      # No test to run: none matches the filter, or every one is ignored; an executable that
+      # lists nothing at all is a custom harness (harness = false) and runs whole as one job.
+      if [[ -n "$filter" ]] || grep -q ': test$' "$runs/list-${files[$i]}.out"; then
+        no_tests+=("${files[$i]}"); ntests[$i]=0; continue
+      fi
       names='*'
     fi
     printf '%s\n' "$names" >"$runs/tests-$i.txt"
@@ -599,7 +605,7 @@ sanitize_all() {
     if [[ ${#list_failed[@]} -gt 0 || ${#no_tests[@]} -gt 0 ]]; then
       echo
       for i in "${list_failed[@]}"; do echo "- tests/${files[$i]}: \`--list --format terse\` failed; ran the whole executable as one job"; done
-      for file in "${no_tests[@]}"; do echo "- tests/$file: no test matches the filter"; done
+      for file in "${no_tests[@]}"; do echo "- tests/$file: no test to run (none matches the filter, or all are ignored)"; done
     fi
     if [[ $((errs + tmo + failed)) -gt 0 ]]; then
       echo
@@ -611,6 +617,9 @@ sanitize_all() {
           lg = $9; if (index(lg, out) == 1) lg = substr(lg, length(out) + 1)
           printf "| %s | %s | `%s` | %s%s | %s | %s |\n", $2, $3, $4, $6, ($8 != "-" ? " (" $8 ")" : ""), $5, lg
         }' "$results"
+      echo
+      echo "Rerun one job: \`GPUJOIN_SANITIZE_ONLY=<executable> bash bundle/run.sh sanitize <tool> <test>\`"
+      echo "(or \`cargo xtask sanitize <tool> <test>\` with \`GPUJOIN_SANITIZE_BACKTRACE=yes\` for the host frames that name the Rust caller)."
       local tool_reports
       for tool in "${tools[@]}"; do
         tool_reports="$(first_reports "$tool" "$results")"
