@@ -583,9 +583,11 @@ case "$(basename "$1"):$tool:$3" in
                        echo "========= ERROR SUMMARY: 1 error" ;;
   bad*:initcheck:beta) for i in 1 2; do
                          echo "========= Uninitialized __global__ memory read of size 4 bytes"
-                         echo "=========     at void cub::CUB_300000_SM_900::DeviceRadixSortSingleTileKernel<cub::Policy<int>, unsigned int>(const T2 *, T2 *)+0x1230"
+                         echo "=========     at int cub::CUB_300000_SM_900::ThreadLoad<int>(const int *)+0x30 in /cccl/thread_load.cuh:260"
                          echo "=========     by thread ($i,0,0) in block (0,0,0)"
-                         echo "=========     Device Frame: void cub::CUB_300000_SM_900::BlockLoad<int>::Load(int *)+0x40"
+                         echo "=========     Address 0x7f0000000004"
+                         echo "=========     Device Frame:void cub::CUB_300000_SM_900::BlockLoad<int>::Load(int *)+0x40 in /cccl/block_load.cuh:126"
+                         echo "=========     Device Frame:void cub::CUB_300000_SM_900::DeviceRadixSortSingleTileKernel<cub::Policy<int>, unsigned int>(const T2 *, T2 *)+0x1230 in /cccl/radix_sort.cuh:390"
                          echo "========="
                        done
                        echo "========= ERROR SUMMARY: 2 errors" ;;
@@ -713,7 +715,7 @@ echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered ou
         assert_eq!(code, Some(1), "{text}");
         assert!(text.lines().last().unwrap_or("").starts_with("sanitize: 2 jobs (1 tools x 3 executables, 2 tests): 1 clean, 1 with errors"), "{text}");
         assert!(md.contains("- `cub::CUB_300000_SM_900::DeviceRadixSortSingleTileKernel`: 2 reports in 1 test: `bad-test-pkg: beta`"), "{md}");
-        assert!(md.contains("Device Frame: void cub::CUB_300000_SM_900::BlockLoad<int>::Load"), "{md}");
+        assert!(md.contains("Device Frame:void cub::CUB_300000_SM_900::BlockLoad<int>::Load"), "{md}");
         assert!(md.contains("custom-test-pkg: no test to run"), "{md}");
 
         let (code, text) = run(&["sanitize", "a", "b"], &[]);

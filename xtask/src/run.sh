@@ -337,9 +337,9 @@ list_tests() {
   locate tests "${files[$1]}" "${dirs[$1]}"
   local args=(--list --format terse)
   [[ -n "$filter" ]] && args+=("$filter")
-  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "$exe" "${args[@]}" ) 2>"$base.err" </dev/null >"$base.out"
+  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "${timeout_cmd[@]}" "$exe" "${args[@]}" ) 2>"$base.err" </dev/null >"$base.out"
   local rc=$?
-  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "$exe" "${args[@]}" --ignored ) 2>/dev/null </dev/null | sed -n 's/: test$//p' >"$base.ignored"
+  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "${timeout_cmd[@]}" "$exe" "${args[@]}" --ignored ) 2>/dev/null </dev/null | sed -n 's/: test$//p' >"$base.ignored"
   sed -n 's/: test$//p' "$base.out" | grep -vxF -f "$base.ignored"
   return $rc
 }
@@ -418,19 +418,23 @@ sanitize_tables() {
     }' "$1"
 }
 
-# first_reports TOOL RESULTS: TOOL's reports in the jobs with errors, de-duplicated by kernel (its
-# name without template arguments and parameters): how many, in which tests, and the first one
-# with its device backtrace.
+# first_reports TOOL RESULTS: TOOL's reports in the jobs with errors, de-duplicated by kernel (the
+# last `Device Frame`, the outermost function, else the function the report is `at`; its name
+# without template arguments and parameters): how many, in which tests, and the first one with
+# its device backtrace.
 first_reports() {
   awk -v want="$1" '
     function kernel_of(s,   i, j) {
-      sub(/^ +/, "", s); sub(/^at /, "", s)
+      sub(/^ +/, "", s); sub(/^at /, "", s); sub(/^Device Frame: */, "", s)
       i = index(s, " at "); if (i > 0) s = substr(s, i + 4)
+      # The older form: `0x1a2b in /path/file.cu:12:function(...)`.
+      sub(/^0x[0-9a-fA-F]+ in [^:]*:[0-9]+:/, "", s)
       j = index(s, "+0x"); if (j > 0) s = substr(s, 1, j - 1)
       j = index(s, " in "); if (j > 0) s = substr(s, 1, j - 1)
       return s
     }
     function short(s) {
+      gsub(/\(anonymous namespace\)/, "{anonymous}", s)
       while (gsub(/<[^<>]*>/, "", s)) {}
       while (gsub(/\([^()]*\)/, "", s)) {}
       sub(/^void /, "", s); sub(/ +$/, "", s)
@@ -439,6 +443,7 @@ first_reports() {
     function flush(   key) {
       if (!inblk) return
       inblk = 0
+      if (frame != "") kern = frame
       key = (kern == "") ? "(no kernel named: " hdr ")" : (kern ~ /^\(/) ? kern : short(kern)
       if (!(key in count)) { order[++nk] = key; first[key] = blk; tests[key] = ""; ntests[key] = 0 }
       count[key]++
@@ -456,12 +461,13 @@ first_reports() {
         if (body ~ /^[^ ]/) {
           flush()
           if (body ~ /SUMMARY|^COMPUTE-SANITIZER|^Program hit|^Target application|^This can|^Saved host|^Device Frame|^Host Frame/) continue
-          inblk = 1; blk = line; hdr = body; nl = 1; kern = ""
+          inblk = 1; blk = line; hdr = body; nl = 1; kern = ""; frame = ""
           if (body ~ /^Leaked /) kern = "(leaked allocations)"
           else if (body ~ / at .*\+0x/) kern = kernel_of(body)
         } else if (inblk) {
           if (body ~ /^ *$/) { flush(); continue }
           if (kern == "" && body ~ /^ +at /) kern = kernel_of(body)
+          if (body ~ /^ +Device Frame:/) frame = kernel_of(body)
           if (nl < 30) { blk = blk "\n" line; nl++ }
         }
       }
@@ -604,8 +610,8 @@ sanitize_all() {
     sanitize_tables "$results"
     if [[ ${#list_failed[@]} -gt 0 || ${#no_tests[@]} -gt 0 ]]; then
       echo
-      for i in "${list_failed[@]}"; do echo "- tests/${files[$i]}: \`--list --format terse\` failed; ran the whole executable as one job"; done
-      for file in "${no_tests[@]}"; do echo "- tests/$file: no test to run (none matches the filter, or all are ignored)"; done
+      for i in ${list_failed[@]+"${list_failed[@]}"}; do echo "- tests/${files[$i]}: \`--list --format terse\` failed; ran the whole executable as one job"; done
+      for file in ${no_tests[@]+"${no_tests[@]}"}; do echo "- tests/$file: no test to run (none matches the filter, or all are ignored)"; done
     fi
     if [[ $((errs + tmo + failed)) -gt 0 ]]; then
       echo
