@@ -86,7 +86,9 @@ fn gpu_demo(o: &mut String, device: &Device) -> Result<()> {
     let left = interleave_join(&s, &Keys::single(l.view()), &Keys::single(r.view()), JoinType::Left, JoinOptions::default())?.pairs()?;
     print_interleave(o, &left);
 
-    let n = 1usize << 24;
+    // 2^24 keys a side; 2^16 under GPUJOIN_TEST_SIZE=small (the demo test under compute-sanitizer).
+    let bits = gpujoin_device::testing::pick(24u32, 16);
+    let n = 1usize << bits;
     let keys_r = datagen::shuffled_dense_keys(n, 1)?;
     let keys_s = datagen::shuffled_dense_keys(n, 2)?;
     let (dr, ds) = (s.copy_from_host(&keys_r)?, s.copy_from_host(&keys_s)?);
@@ -96,7 +98,7 @@ fn gpu_demo(o: &mut String, device: &Device) -> Result<()> {
     let rows = sort_merge_join(&s, &kr, &ks, JoinType::Inner, JoinOptions::default())?.rows();
     let ms = t.stop(&s)?;
     wln!(o, 
-        "\nThroughput: sort_merge_join inner, 2^24 x 2^24 shuffled unique u32 keys -> {rows} rows in {ms:.2} ms ({:.0} M input rows/s)",
+        "\nThroughput: sort_merge_join inner, 2^{bits} x 2^{bits} shuffled unique u32 keys -> {rows} rows in {ms:.2} ms ({:.0} M input rows/s)",
         (2 * n) as f64 / (ms as f64 * 1e3)
     );
     Ok(())

@@ -539,7 +539,8 @@ mod tests {
     }
 
     /// A bundle of fake test executables under a fake compute-sanitizer (and a fake nvidia-smi):
-    /// the sanitize mode's environment, table, summary line and exit status, and the tests mode.
+    /// the sanitize mode's per-test jobs (listing, `--exact`, order, time limit), its tables,
+    /// first reports, times file, summary line and exit status, and the tests mode.
     #[cfg(unix)]
     #[test]
     fn run_sh_sanitize_and_tests_modes_with_fakes() {
@@ -555,7 +556,8 @@ mod tests {
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         };
         script(bin.join("nvidia-smi"), "#!/bin/sh\ncase \"$1\" in -L) echo 'GPU 0: Fake GPU (UUID: GPU-0)';; *) echo 'Fake GPU, 1.0';; esac\n");
-        // Reports two racecheck hazards and a memcheck leak for executables named bad*.
+        // For executables named bad*: a memcheck leak in `alpha`, two racecheck hazards in `beta`,
+        // two initcheck reports in one CUB kernel in `beta`.
         script(
             bin.join("compute-sanitizer"),
             r#"#!/usr/bin/env bash
@@ -564,7 +566,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --version) echo "Fake Compute Sanitizer 0.1"; exit 0 ;;
     --tool) tool="$2"; shift 2 ;;
-    --leak-check) shift 2 ;;
+    --leak-check|--show-backtrace) shift 2 ;;
     -*) shift ;;
     *) break ;;
   esac
@@ -572,65 +574,157 @@ done
 echo "========= COMPUTE-SANITIZER"
 "$@"
 rc=$?
-case "$(basename "$1"):$tool" in
-  bad*:racecheck) echo "========= Error: Race reported between Write access at k()+0x10 and Read access at k()+0x20"
-                  echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)" ;;
-  bad*:memcheck) echo "========= Leaked 64 bytes at 0x7f00"
-                 echo "========= LEAK SUMMARY: 64 bytes leaked in 1 allocations"
-                 echo "========= ERROR SUMMARY: 1 error" ;;
+case "$(basename "$1"):$tool:$3" in
+  bad*:racecheck:beta) echo "========= Error: Race reported between Write access at k()+0x10 and Read access at k()+0x20"
+                       echo "========="
+                       echo "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)" ;;
+  bad*:memcheck:alpha) echo "========= Leaked 64 bytes at 0x7f00"
+                       echo "========= LEAK SUMMARY: 64 bytes leaked in 1 allocations"
+                       echo "========= ERROR SUMMARY: 1 error" ;;
+  bad*:initcheck:beta) for i in 1 2; do
+                         echo "========= Uninitialized __global__ memory read of size 4 bytes"
+                         echo "=========     at int cub::CUB_300000_SM_900::ThreadLoad<int>(const int *)+0x30 in /cccl/thread_load.cuh:260"
+                         echo "=========     by thread ($i,0,0) in block (0,0,0)"
+                         echo "=========     Address 0x7f0000000004"
+                         echo "=========     Device Frame:void cub::CUB_300000_SM_900::BlockLoad<int>::Load(int *)+0x40 in /cccl/block_load.cuh:126"
+                         echo "=========     Device Frame:void cub::CUB_300000_SM_900::DeviceRadixSortSingleTileKernel<cub::Policy<int>, unsigned int>(const T2 *, T2 *)+0x1230 in /cccl/radix_sort.cuh:390"
+                         echo "========="
+                       done
+                       echo "========= ERROR SUMMARY: 2 errors" ;;
+  *:memcheck:*) echo "========= LEAK SUMMARY: 0 bytes leaked in 0 allocations"
+                echo "========= ERROR SUMMARY: 0 errors" ;;
   *) echo "========= ERROR SUMMARY: 0 errors" ;;
 esac
 exit $rc
 "#,
         );
-        let exe = "#!/usr/bin/env bash\necho \"running 2 tests: size=$GPUJOIN_TEST_SIZE require=$GPUJOIN_REQUIRE_GPU args=$*\"\n\
-                   echo 'test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s'\n";
-        for name in ["good-test-pkg", "bad-test-pkg", "unit-lib-pkg"] {
-            script(bundle.join("tests").join(name), exe);
-        }
-        std::fs::write(bundle.join("MANIFEST"), "tests\tgood-test-pkg\t.\ntests\tbad-test-pkg\t.\ntests\tunit-lib-pkg\t.\n").unwrap();
+        // A libtest stand-in: `--list --format terse [filter] [--ignored]` (`skipme` is
+        // `#[ignore]`d), `--exact <test>`, or all tests.
+        let exe = |tests: &str| {
+            format!(
+                r#"#!/usr/bin/env bash
+TESTS="{tests}"
+IGNORED="skipme"
+[[ -n "$TESTS" ]] || IGNORED=""  # a custom harness lists nothing
+if [[ "$1" == --list ]]; then
+  f=""; ign=0
+  for a in "${{@:4}}"; do if [[ "$a" == --ignored ]]; then ign=1; else f="$a"; fi; done
+  if [[ $ign == 1 ]]; then names="$IGNORED"; else names="$TESTS $IGNORED"; fi
+  for t in $names; do [[ -z "$f" || "$t" == *"$f"* ]] && echo "$t: test"; done
+  echo "a_bench: benchmark"
+  exit 0
+fi
+if [[ "$1" == --exact ]]; then
+  echo "running 1 test: size=$GPUJOIN_TEST_SIZE require=$GPUJOIN_REQUIRE_GPU args=$*"
+  case "$2" in
+    slow) sleep 30 ;;
+    fails) echo "thread 'fails' panicked at tests/x.rs:1:1:"; echo "boom"
+           echo "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 3 filtered out; finished in 0.01s"; exit 101 ;;
+  esac
+  echo "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 3 filtered out; finished in 0.01s"
+  exit 0
+fi
+n=$(echo $TESTS | wc -w)
+echo "running $n tests: size=${{GPUJOIN_TEST_SIZE:-}} args=$*"
+echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s"
+"#
+            )
+        };
+        script(bundle.join("tests").join("good-test-pkg"), &exe("alpha beta"));
+        script(bundle.join("tests").join("bad-test-pkg"), &exe("alpha beta slow fails"));
+        script(bundle.join("tests").join("custom-test-pkg"), &exe(""));
+        script(bundle.join("tests").join("unit-lib-pkg"), &exe("alpha beta"));
+        std::fs::write(bundle.join("MANIFEST"), "tests\tgood-test-pkg\t.\ntests\tbad-test-pkg\t.\ntests\tcustom-test-pkg\t.\ntests\tunit-lib-pkg\t.\n").unwrap();
         std::fs::write(bundle.join("COMMIT"), "abc1234\n").unwrap();
         write_runner(&bundle).unwrap();
-        let run = |args: &[&str], only: Option<&str>| {
+        let run = |args: &[&str], env: &[(&str, &str)]| {
             let mut c = Command::new("bash");
             c.arg(bundle.join("run.sh")).args(args).env("OUT", dir.join("out"));
             c.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()));
-            for v in ["GPUJOIN_COMPUTE_SANITIZER", "GPUJOIN_TEST_SIZE", "GPUJOIN_REQUIRE_GPU", "GPUJOIN_TIMEOUT", "GPUJOIN_SANITIZE_FLAGS", "GPUJOIN_ROOT", "CUDA_HOME"] {
+            for v in [
+                "GPUJOIN_COMPUTE_SANITIZER",
+                "GPUJOIN_TEST_SIZE",
+                "GPUJOIN_REQUIRE_GPU",
+                "GPUJOIN_TIMEOUT",
+                "GPUJOIN_SANITIZE_FLAGS",
+                "GPUJOIN_SANITIZE_ONLY",
+                "GPUJOIN_SANITIZE_TIMES",
+                "GPUJOIN_ROOT",
+                "CUDA_HOME",
+            ] {
                 c.env_remove(v);
             }
-            c.env("GPUJOIN_SANITIZE_JOBS", "2");
-            match only {
-                Some(o) => c.env("GPUJOIN_SANITIZE_ONLY", o),
-                None => c.env_remove("GPUJOIN_SANITIZE_ONLY"),
-            };
+            c.env("GPUJOIN_SANITIZE_JOBS", "3");
+            for (k, v) in env {
+                c.env(k, v);
+            }
             let o = c.output().unwrap();
             (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
         };
+        let read = |f: &str| std::fs::read_to_string(dir.join("out").join(f)).unwrap_or_default();
 
-        let (code, text) = run(&["sanitize", "memcheck,racecheck", "my_filter"], None);
-        let md = std::fs::read_to_string(dir.join("out/sanitize.md")).unwrap_or_default();
-        let log = std::fs::read_to_string(dir.join("out/sanitize.log")).unwrap_or_default();
+        // Every test of every executable under two tools, the default order, a 3 s limit.
+        let (code, text) = run(&["sanitize", "memcheck,racecheck"], &[("GPUJOIN_TIMEOUT", "3")]);
+        let (md, log, times) = (read("sanitize.md"), read("sanitize.log"), read("sanitize-times.tsv"));
         assert_eq!(code, Some(1), "{text}");
-        assert!(text.trim_end().ends_with(&format!("sanitize: 4 runs (2 tools x 2 executables): 2 clean, 2 failed; table in {0}/out/sanitize.md, output in {0}/out/sanitize.log", dir.display())), "{text}");
+        let summary = "sanitize: 14 jobs (2 tools x 3 executables, 7 tests): 8 clean, 2 with errors, 2 timed out, 2 failed; wall ";
+        assert!(text.lines().last().unwrap_or("").starts_with(summary), "{text}");
+        assert!(text.trim_end().ends_with(&format!("times in {}/out/sanitize-times.tsv", dir.display())), "{text}");
+        assert!(md.contains(summary), "{md}");
+        // Racecheck first, the executable with most tests first.
+        assert!(text.lines().any(|l| l.starts_with("[1/14] racecheck bad-test-pkg")), "{text}");
+        assert!(md.contains("| tool | jobs | clean | errors (jobs) | leaked bytes | timed out | failed | job seconds |"), "{md}");
+        assert!(md.contains("| memcheck | 7 | 4 | **1** (1) | **64** | **1** | **1** |"), "{md}");
         assert!(md.contains("| executable | memcheck | racecheck |"), "{md}");
-        assert!(md.contains("| good-test-pkg | ok: 0 errors; 2 passed, 0 failed;"), "{md}");
-        assert!(md.contains("| bad-test-pkg | **FAIL**: 1 error; leaks: 64 bytes leaked in 1 allocations; 2 passed, 0 failed;"), "{md}");
-        assert!(md.contains("**FAIL**: 2 errors; racecheck: 2 hazards displayed (2 errors, 0 warnings)"), "{md}");
-        assert!(md.contains("### racecheck: bad-test-pkg") && md.contains("Race reported between"), "{md}");
+        assert!(md.contains("| good-test-pkg | 0 errors, 0 leaks; 2 tests, "), "{md}");
+        assert!(md.contains("| bad-test-pkg | **1 error** (1 test), **64 bytes leaked**, **1 timed out**, **1 failed**; 4 tests, "), "{md}");
+        assert!(md.contains("slowest `slow` "), "{md}");
+        assert!(md.contains("| racecheck | bad-test-pkg | `beta` | errors 2 |"), "{md}");
+        assert!(md.contains("| memcheck | bad-test-pkg | `slow` | timed out (over 3s) |"), "{md}");
+        assert!(md.contains("### racecheck: first reports by kernel") && md.contains("- `k`: 1 report in 1 test: `bad-test-pkg: beta`"), "{md}");
+        assert!(md.contains("- `(leaked allocations)`: 1 report in 1 test: `bad-test-pkg: alpha`"), "{md}");
+        assert!(md.contains("#### memcheck: bad-test-pkg `fails`: failed (exit 101") && md.contains("panicked at tests/x.rs"), "{md}");
+        assert!(md.contains("## Slowest jobs"), "{md}");
         assert!(!md.contains("unit-lib-pkg"), "only integration-test executables: {md}");
-        assert!(log.contains("size=small require=1 args=--show-output my_filter"), "{log}");
+        assert!(log.contains("size=small require=1 args=--exact alpha --test-threads=1 --show-output"), "{log}");
+        // A custom harness (lists no tests) runs whole, as one job.
+        assert!(log.contains("running 0 tests: size=small args=--show-output"), "{log}");
+        assert!(times.starts_with("tool\texe\ttest\tseconds\tstatus\n") && times.lines().count() == 15, "{times}");
+        assert!(times.contains("memcheck\tbad-test-pkg\talpha\t") && times.contains("\terrors 1\n") && times.contains("\ttimed out\n"), "{times}");
+        assert!(times.contains("racecheck\tcustom-test-pkg\t*\t"), "{times}");
+        assert!(!times.contains("skipme"), "ignored tests are not run: {times}");
 
-        let (code, text) = run(&["sanitize"], Some("good"));
+        // The times of a run given: the slowest first (here synccheck's beta).
+        let tsv = dir.join("times.tsv");
+        let mut lines = String::from("tool\texe\ttest\tseconds\tstatus\n");
+        for tool in ["memcheck", "racecheck", "synccheck", "initcheck"] {
+            for test in ["alpha", "beta"] {
+                let secs = if (tool, test) == ("synccheck", "beta") { 50 } else { 1 };
+                lines.push_str(&format!("{tool}\tgood-test-pkg\t{test}\t{secs}\tclean\n"));
+            }
+        }
+        std::fs::write(&tsv, lines).unwrap();
+        let (code, text) = run(&["sanitize"], &[("GPUJOIN_SANITIZE_ONLY", "good"), ("GPUJOIN_SANITIZE_TIMES", tsv.to_str().unwrap())]);
         assert_eq!(code, Some(0), "{text}");
-        assert!(text.trim_end().contains("sanitize: 4 runs (4 tools x 1 executables): 4 clean, 0 failed"), "{text}");
+        assert!(text.lines().any(|l| l.starts_with("[1/8] synccheck good-test-pkg") && l.contains(" beta ")), "{text}");
+        assert!(text.lines().last().unwrap_or("").starts_with("sanitize: 8 jobs (4 tools x 1 executables, 2 tests): 8 clean, 0 with errors, 0 timed out, 0 failed"), "{text}");
 
-        let (code, text) = run(&["sanitize", "a", "b"], None);
+        // A filter narrows the listed tests; initcheck's reports de-duplicated by kernel.
+        let (code, text) = run(&["sanitize", "be", "initcheck"], &[("GPUJOIN_SANITIZE_TIMES", "none")]);
+        let md = read("sanitize.md");
+        assert_eq!(code, Some(1), "{text}");
+        assert!(text.lines().last().unwrap_or("").starts_with("sanitize: 2 jobs (1 tools x 3 executables, 2 tests): 1 clean, 1 with errors"), "{text}");
+        assert!(md.contains("- `cub::CUB_300000_SM_900::DeviceRadixSortSingleTileKernel`: 2 reports in 1 test: `bad-test-pkg: beta`"), "{md}");
+        assert!(md.contains("Device Frame:void cub::CUB_300000_SM_900::BlockLoad<int>::Load"), "{md}");
+        assert!(md.contains("custom-test-pkg: no test to run"), "{md}");
+
+        let (code, text) = run(&["sanitize", "a", "b"], &[]);
         assert_eq!(code, Some(2), "{text}");
         assert!(text.contains("two filters"), "{text}");
 
-        let (code, text) = run(&["tests"], None);
+        let (code, text) = run(&["tests"], &[]);
         assert_eq!(code, Some(0), "{text}");
-        assert!(text.trim_end().ends_with("6 passed, 0 failed, 0 skipped"), "{text}");
+        assert!(text.trim_end().ends_with("8 passed, 0 failed, 0 skipped"), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

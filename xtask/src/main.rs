@@ -10,7 +10,7 @@
 //! | `bench` | runs the benchmarks here (needs a GPU) and collates `benches/results/` |
 //! | `collate DIR` | turns the CSV rows that a bundle run wrote into DIR into `benches/results/` |
 //! | `bundle` | builds release test and bench executables into `bundle/` with a runner script |
-//! | `sanitize [tool...] [filter]` | runs the GPU test executables under compute-sanitizer (memcheck, racecheck, synccheck, initcheck) at `GPUJOIN_TEST_SIZE=small`; needs a GPU |
+//! | `sanitize [tool...] [filter]` | runs every GPU test under compute-sanitizer (memcheck, racecheck, synccheck, initcheck), one process per tool and test, `nproc` at once, at `GPUJOIN_TEST_SIZE=small`; needs a GPU |
 //! | `bindgen [--check]` | regenerates (or checks) the committed Rust declarations of `cuda/include/*.h` |
 
 mod bench;

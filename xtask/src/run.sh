@@ -10,9 +10,9 @@
 #                        (an already-set value is kept, e.g. GPUJOIN_REQUIRE_GPU=0 on a CPU box;
 #                        sanitize always sets 1)
 #   OUT                  output folder (default bundle/out): tests.log, bench.log, bench.csv,
-#                        sanitize.log, sanitize.md, sanitize-runs/
+#                        sanitize.log, sanitize.md, sanitize-times.tsv, sanitize-runs/
 #   GPUJOIN_TIMEOUT      optional limit in seconds for each executable (needs `timeout`);
-#                        sanitize: for each tool and executable, default 600
+#                        sanitize: for each job (one tool, one test), default 240
 #   GPUJOIN_ROOT         the repository root the tests run in (default: the bundle's parent)
 # Sets GPUJOIN_COMMIT (from bundle/COMMIT) and GPUJOIN_BENCH_CSV=$OUT/bench.csv for the benches,
 # and GPUJOIN_BIN_DIR to the bundle's binaries (bin/: `gpujoin`, which gpujoin-cli's tests run;
@@ -24,20 +24,36 @@
 # libtest summary counts as one failure. Benches: one count per executable (skipped when it
 # printed SKIPPED lines, failed when it exited non-zero).
 #
-# sanitize: every integration-test executable (`*-test-*`) under each tool: memcheck (with
-# --leak-check full), racecheck, synccheck, initcheck (default: all four; tools as separate or
-# comma-separated arguments; any other argument is the libtest filter), with
-# GPUJOIN_TEST_SIZE=small (reduced test sizes; an already-set value is kept) and
-# GPUJOIN_REQUIRE_GPU=1. Writes every run's output to $OUT/sanitize.log (and
-# $OUT/sanitize-runs/), a markdown table of each tool's ERROR SUMMARY (and memcheck's LEAK
-# SUMMARY) per executable to $OUT/sanitize.md, and ends with one line
-# `sanitize: N runs: N clean, N failed`; exits non-zero when a tool reported errors, a test
-# failed, or a run ended without the tool's summary (crash, timeout).
+# sanitize: every test of every integration-test executable (`*-test-*`; listed with
+# `<exe> --list --format terse [filter]`) under each tool: memcheck (with --leak-check full),
+# racecheck, synccheck, initcheck (default: all four; tools as separate or comma-separated
+# arguments; any other argument is the libtest filter), with GPUJOIN_TEST_SIZE=small (reduced test
+# sizes; an already-set value is kept), GPUJOIN_REQUIRE_GPU=1 and --show-backtrace device. Each
+# (tool, executable, test) is one job, one compute-sanitizer process
+# (`<exe> --exact <test> --test-threads=1`; an executable listing no tests, a custom harness, runs
+# whole as one job), GPUJOIN_SANITIZE_JOBS at once, the slowest first: by the seconds of an
+# earlier run's sanitize-times.tsv, else racecheck, initcheck, memcheck, synccheck and the
+# executables with most tests first. A job over GPUJOIN_TIMEOUT is killed and reported `timed out`.
+# Writes every job's output to $OUT/sanitize-runs/<tool>/<exe>/<n>.log (all of them in
+# $OUT/sanitize.log), every job's `tool exe test seconds status` to $OUT/sanitize-times.tsv
+# (status: clean, errors N, timed out, failed), and $OUT/sanitize.md: the summary line, a table
+# per tool and one per executable x tool (errors, memcheck's leaks, tests, seconds, the slowest
+# test), the jobs that were not clean, each tool's first reports de-duplicated by kernel (with
+# the tests they came from and the device backtrace), the end of each failed or timed-out job's
+# output, and the slowest jobs. Ends with one line `sanitize: N jobs (...): N clean, N with
+# errors, N timed out, N failed; wall Ns ...`; exits non-zero when a tool reported errors, a job
+# timed out, a test failed, or a job ended without the tool's summary (crash).
 #   GPUJOIN_COMPUTE_SANITIZER  the compute-sanitizer to use (default: PATH, $CUDA_HOME/bin,
 #                              /usr/local/cuda*/bin, /opt/nvidia/...)
-#   GPUJOIN_SANITIZE_JOBS      runs at once on the GPU (default 4; 1 = one after another)
+#   GPUJOIN_SANITIZE_JOBS      jobs at once on the GPU (default: `nproc`; 1 = one after another)
 #   GPUJOIN_SANITIZE_ONLY      run only the executables whose file name contains this text
 #   GPUJOIN_SANITIZE_FLAGS     extra compute-sanitizer options (split on spaces)
+#   GPUJOIN_SANITIZE_BACKTRACE --show-backtrace value (default `device`; `yes` adds the host frames,
+#                              which name the Rust caller of a CUB kernel where the executables
+#                              keep their symbols: `cargo xtask sanitize`, not the stripped bundle)
+#   GPUJOIN_SANITIZE_TIMES     a `tool exe test seconds status` TSV (a sanitize-times.tsv) to order
+#                              the jobs by (default: $OUT/sanitize-times.tsv when it exists;
+#                              `none`: the default order)
 set -uo pipefail
 
 BUNDLE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -165,7 +181,9 @@ done
 if [[ "$what" == sanitize ]]; then
   export GPUJOIN_REQUIRE_GPU=1
   export GPUJOIN_TEST_SIZE="${GPUJOIN_TEST_SIZE:-small}"
-  GPUJOIN_TIMEOUT="${GPUJOIN_TIMEOUT:-600}"
+  # Each job is a process of its own: load only the kernels it launches.
+  export CUDA_MODULE_LOADING="${CUDA_MODULE_LOADING:-LAZY}"
+  GPUJOIN_TIMEOUT="${GPUJOIN_TIMEOUT:-240}"
 fi
 timeout_cmd=()
 if [[ -n "${GPUJOIN_TIMEOUT:-}" ]]; then
@@ -243,72 +261,231 @@ run_kind() {
 }
 
 # ---- sanitize ---------------------------------------------------------------------------------
+#
+# One job is one (tool, executable, test): `compute-sanitizer --tool T <exe> --exact <test>
+# --test-threads=1`, GPUJOIN_SANITIZE_JOBS of them at once, the slowest first. Under $out:
+#   sanitize-runs/<tool>/<exe>/<n>.log   one job's output (.status: `<exit status> <seconds>`,
+#                                        .result: the job's line for the tables)
+#   sanitize-times.tsv                   every job: tool, exe, test, seconds, status
+#   sanitize.md, sanitize.log            the tables and first reports; every job's output
 
-# sanitize_one TOOL FILE PKGDIR LOG: one test executable under one tool; its output goes to LOG,
-# `<exit status> <seconds>` to LOG.status.
-sanitize_one() {
-  local tool="$1" file="$2" dir="$3" log="$4" exe cwd rc start=$SECONDS
-  locate tests "$file" "$dir"
-  local flags=(--tool "$tool")
+# job_status LOG RC: sets j_status (`clean`, `errors N`, `timed out`, `failed`), j_errors, j_leaks
+# (bytes; empty when the tool printed no leak summary) and j_note (why a job failed).
+job_status() {
+  local log="$1" rc="$2" line errors=""
+  j_errors=0 j_leaks="" j_note=""
+  line=$(grep -E 'ERROR SUMMARY: *[0-9]+' "$log" | tail -n 1)
+  [[ -n "$line" ]] && errors=$(sed -E 's/.*ERROR SUMMARY: *([0-9]+).*/\1/' <<<"$line")
+  line=$(grep -E 'RACECHECK SUMMARY:' "$log" | tail -n 1)
+  if [[ -z "$errors" && -n "$line" ]]; then
+    # Racecheck counts its hazards there: "N hazards displayed (E errors, W warnings)".
+    errors=0
+    grep -qE '\(([0-9]+) errors?' <<<"$line" && errors=$(sed -E 's/.*\(([0-9]+) errors?.*/\1/' <<<"$line")
+  fi
+  line=$(grep -E 'LEAK SUMMARY:' "$log" | tail -n 1)
+  [[ -n "$line" ]] && j_leaks=$(sed -nE 's/.*LEAK SUMMARY: *([0-9]+) bytes.*/\1/p' <<<"$line")
+  local result
+  result=$(grep -E '^test result: ' "$log" | tail -n 1)
+  if [[ ( "$rc" == 124 || "$rc" == 137 ) && ${#timeout_cmd[@]} -gt 0 ]]; then
+    j_status="timed out"; j_note="over ${GPUJOIN_TIMEOUT}s"
+    [[ -n "$errors" && "$errors" -gt 0 ]] && { j_errors=$errors; j_note+=", $errors errors before"; }
+  elif [[ -n "$errors" && "$errors" -gt 0 ]]; then
+    j_status="errors $errors"; j_errors=$errors
+    [[ "$rc" != 0 ]] && j_note="exit $rc"
+  elif [[ -z "$errors" ]]; then
+    j_status="failed"; j_note="no sanitizer summary, exit $rc"
+  elif [[ "$rc" != 0 ]]; then
+    j_status="failed"; j_note="exit $rc"
+  elif [[ -n "$result" && "$result" != *" 0 failed"* ]]; then
+    j_status="failed"; j_note="$result"
+  else
+    j_status="clean"
+  fi
+  [[ "$j_status" == failed && "$result" == *" 0 failed"* ]] && j_note+="; tests: ok" || true
+}
+
+# sanitize_job SEQ N TOTAL TOOL IDX TEST: test TEST of executable IDX under TOOL (TEST `*`: the
+# whole executable, for one that lists no libtest tests). Writes the log, .status and .result.
+sanitize_job() {
+  local seq="$1" n="$2" total="$3" tool="$4" i="$5" test="$6" exe cwd rc start=$SECONDS
+  local file="${files[$i]}"
+  local log="$runs/$tool/$file/$seq.log"
+  locate tests "$file" "${dirs[$i]}"
+  local flags=(--tool "$tool" --show-backtrace "${GPUJOIN_SANITIZE_BACKTRACE:-device}")
   [[ "$tool" == memcheck ]] && flags+=(--leak-check full)
   local extra=()
   read -r -a extra <<<"${GPUJOIN_SANITIZE_FLAGS:-}"
-  local args=(--show-output)
-  [[ -n "$filter" ]] && args+=("$filter")
+  local args=(--exact "$test" --test-threads=1 --show-output)
+  [[ "$test" == '*' ]] && { args=(--show-output); [[ -n "$filter" ]] && args+=("$filter"); }
   {
-    echo "==> $tool tests/$file: $CS ${flags[*]} ${extra[*]} <exe> ${args[*]} (GPUJOIN_TEST_SIZE=$GPUJOIN_TEST_SIZE)"
+    echo "==> $tool tests/$file $test: $CS ${flags[*]} ${extra[*]} <exe> ${args[*]} (GPUJOIN_TEST_SIZE=$GPUJOIN_TEST_SIZE)"
     ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "${timeout_cmd[@]}" "$CS" "${flags[@]}" "${extra[@]}" "$exe" "${args[@]}" ) 2>&1 </dev/null
   } >"$log"
   rc=$?
-  echo "$rc $((SECONDS - start))" >"$log.status"
+  local secs=$((SECONDS - start))
+  echo "$rc $secs" >"$log.status"
+  job_status "$log" "$rc"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$seq" "$tool" "$file" "$test" "$secs" "$j_status" "${j_leaks:--}" "${j_note:--}" "$log" >"$log.result"
+  printf '[%d/%d] %-9s %-40s %-56s %s%s (%ss)\n' "$n" "$total" "$tool" "$file" "$test" "$j_status" "${j_note:+ ($j_note)}" "$secs"
 }
 
-# parse_run LOG: sets r_errors (empty: no summary), r_leaks, r_races, r_tests from a run's output.
-parse_run() {
-  local log="$1" line
-  r_errors="" r_leaks="" r_races="" r_tests=""
-  line=$(grep -E 'ERROR SUMMARY: *[0-9]+' "$log" | tail -n 1)
-  [[ -n "$line" ]] && r_errors=$(sed -E 's/.*ERROR SUMMARY: *([0-9]+).*/\1/' <<<"$line")
-  line=$(grep -E 'LEAK SUMMARY:' "$log" | tail -n 1)
-  [[ -n "$line" ]] && r_leaks=$(sed -E 's/.*LEAK SUMMARY: *//' <<<"$line")
-  line=$(grep -E 'RACECHECK SUMMARY:' "$log" | tail -n 1)
-  if [[ -n "$line" ]]; then
-    r_races=$(sed -E 's/.*RACECHECK SUMMARY: *//' <<<"$line")
-    # Racecheck counts its hazards there: "N hazards displayed (E errors, W warnings)".
-    if [[ -z "$r_errors" ]] && grep -qE '\(([0-9]+) errors?' <<<"$line"; then
-      r_errors=$(sed -E 's/.*\(([0-9]+) errors?.*/\1/' <<<"$line")
-    fi
-  fi
-  line=$(grep -E '^test result: ' "$log" | tail -n 1)
-  [[ -n "$line" ]] && r_tests=$(sed -E 's/^test result: [A-Za-z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 passed, \2 failed/' <<<"$line")
+# list_tests IDX: the executable's tests (libtest `--list --format terse`, narrowed by the
+# filter; `#[ignore]`d ones left out, as a plain run leaves them), one a line; fails when the
+# listing fails.
+list_tests() {
+  local exe cwd base="$runs/list-${files[$1]}"
+  locate tests "${files[$1]}" "${dirs[$1]}"
+  local args=(--list --format terse)
+  [[ -n "$filter" ]] && args+=("$filter")
+  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "${timeout_cmd[@]}" "$exe" "${args[@]}" ) 2>"$base.err" </dev/null >"$base.out"
+  local rc=$?
+  ( cd "$cwd" && CARGO_MANIFEST_DIR="$cwd" "${timeout_cmd[@]}" "$exe" "${args[@]}" --ignored ) 2>/dev/null </dev/null | sed -n 's/: test$//p' >"$base.ignored"
+  sed -n 's/: test$//p' "$base.out" | grep -vxF -f "$base.ignored"
+  return $rc
 }
 
-# verdict RC SECS: sets v_ok (1/0) and v_text from parse_run's results.
-verdict() {
-  local rc="$1" secs="$2" what=""
-  v_ok=0
-  if [[ "$rc" == 124 && ${#timeout_cmd[@]} -gt 0 ]]; then
-    what="timed out after ${GPUJOIN_TIMEOUT}s"
-  elif [[ -z "$r_errors" ]]; then
-    what="no sanitizer summary (exit $rc)"
-  elif [[ "$r_errors" -gt 0 ]]; then
-    what="$r_errors error$([[ "$r_errors" == 1 ]] || echo s)"
-    [[ "$rc" != 0 ]] && what+=", exit $rc"
-  elif [[ "$rc" != 0 ]]; then
-    what="0 errors, exit $rc"
-  else
-    v_ok=1
-    what="0 errors"
-  fi
-  [[ -n "$r_leaks" ]] && what+="; leaks: $r_leaks"
-  [[ -n "$r_races" && "$r_races" != 0\ hazard* ]] && what+="; racecheck: $r_races"
-  [[ -n "$r_tests" ]] && what+="; $r_tests"
-  what+="; ${secs}s"
-  if [[ $v_ok == 1 ]]; then v_text="ok: $what"; else v_text="**FAIL**: $what"; fi
+# order_jobs TIMES: reads `seq tool idx file test default_key` lines, prints `seq tool idx test` the
+# slowest first. With a times file (`tool exe test seconds status`, an earlier
+# sanitize-times.tsv): by its seconds; a job it lacks gets the mean of its tool and executable,
+# or (neither known) the slowest time + 1 (new tests run early). Else (and on ties): racecheck,
+# initcheck, memcheck, synccheck, and the executables with most tests first.
+order_jobs() {
+  awk -v times="$1" 'BEGIN {
+      FS = OFS = "\t"; have = 0; max = 0
+      if (times != "") while ((getline line < times) > 0) {
+        split(line, f, "\t")
+        if (f[4] !~ /^[0-9]+(\.[0-9]+)?$/) continue
+        t[f[1] FS f[2] FS f[3]] = f[4]; s[f[1] FS f[2]] += f[4]; c[f[1] FS f[2]]++
+        if (f[4] + 0 > max) max = f[4] + 0
+        have = 1
+      }
+    }
+    {
+      k = $2 FS $4 FS $5; p = $2 FS $4
+      if (!have) est = 0
+      else if (k in t) est = t[k]
+      else if (p in c) est = s[p] / c[p]
+      else est = max + 1
+      print est, $6, $1, $2, $3, $5
+    }' | sort -t $'\t' -k1,1gr -k2,2gr -k3,3n | cut -f3-
+}
+
+# sanitize_tables RESULTS: the per-tool and per-executable tables (markdown) from the jobs'
+# .result lines (`seq tool exe test seconds status leaks note log`; `-`: no leak summary, no
+# note; never an empty field, which `read` would merge with the next).
+sanitize_tables() {
+  awk -v tools="${tools[*]}" -v files="${files[*]}" '
+    function many(n, word) { return n " " word (n == 1 ? "" : "s") }
+    BEGIN { FS = "\t"; nt = split(tools, T, " "); nf = split(files, F, " ") }
+    {
+      tool = $2; file = $3; test = $4; secs = $5 + 0; st = $6; leaks = $7; k = file SUBSEP tool
+      jobs[k]++; tjobs[tool]++; tsecs[tool] += secs; secsum[k] += secs
+      if (!(k in slow) || secs > slow[k]) { slow[k] = secs; slowt[k] = test }
+      if (leaks != "-") { hasleak[k] = 1; leak[k] += leaks; thasleak[tool] = 1; tleak[tool] += leaks }
+      if (st == "clean") tclean[tool]++
+      else if (st ~ /^errors /) { n = substr(st, 8) + 0; err[k] += n; errt[k]++; terr[tool] += n; terrt[tool]++ }
+      else if (st == "timed out") { tmo[k]++; ttmo[tool]++ }
+      else { fail[k]++; tfail[tool]++ }
+    }
+    END {
+      print "| tool | jobs | clean | errors (jobs) | leaked bytes | timed out | failed | job seconds |"
+      print "|---|---|---|---|---|---|---|---|"
+      for (j = 1; j <= nt; j++) {
+        t = T[j]
+        printf "| %s | %d | %d | %s | %s | %s | %s | %d |\n", t, tjobs[t], tclean[t], \
+          (terr[t] ? "**" terr[t] "** (" terrt[t] ")" : "0"), (thasleak[t] ? (tleak[t] ? "**" tleak[t] "**" : "0") : "-"), \
+          (ttmo[t] ? "**" ttmo[t] "**" : "0"), (tfail[t] ? "**" tfail[t] "**" : "0"), tsecs[t]
+      }
+      print ""
+      head = "| executable |"; rule = "|---|"
+      for (j = 1; j <= nt; j++) { head = head " " T[j] " |"; rule = rule "---|" }
+      print head; print rule
+      for (i = 1; i <= nf; i++) {
+        row = "| " F[i] " |"
+        for (j = 1; j <= nt; j++) {
+          k = F[i] SUBSEP T[j]
+          if (!(k in jobs)) { row = row " no tests |"; continue }
+          cell = err[k] ? "**" many(err[k], "error") "** (" many(errt[k], "test") ")" : "0 errors"
+          if (k in hasleak) cell = cell ", " (leak[k] ? "**" leak[k] " bytes leaked**" : "0 leaks")
+          if (tmo[k]) cell = cell ", **" tmo[k] " timed out**"
+          if (fail[k]) cell = cell ", **" fail[k] " failed**"
+          cell = cell "; " many(jobs[k], "test") ", " secsum[k] " s; slowest `" slowt[k] "` " slow[k] " s"
+          gsub(/\|/, "\\|", cell)
+          row = row " " cell " |"
+        }
+        print row
+      }
+    }' "$1"
+}
+
+# first_reports TOOL RESULTS: TOOL's reports in the jobs with errors, de-duplicated by kernel (the
+# last `Device Frame`, the outermost function, else the function the report is `at`; its name
+# without template arguments and parameters): how many, in which tests, and the first one with
+# its device backtrace.
+first_reports() {
+  awk -v want="$1" '
+    function kernel_of(s,   i, j) {
+      sub(/^ +/, "", s); sub(/^at /, "", s); sub(/^Device Frame: */, "", s)
+      i = index(s, " at "); if (i > 0) s = substr(s, i + 4)
+      # The older form: `0x1a2b in /path/file.cu:12:function(...)`.
+      sub(/^0x[0-9a-fA-F]+ in [^:]*:[0-9]+:/, "", s)
+      j = index(s, "+0x"); if (j > 0) s = substr(s, 1, j - 1)
+      j = index(s, " in "); if (j > 0) s = substr(s, 1, j - 1)
+      return s
+    }
+    function short(s) {
+      gsub(/\(anonymous namespace\)/, "{anonymous}", s)
+      while (gsub(/<[^<>]*>/, "", s)) {}
+      while (gsub(/\([^()]*\)/, "", s)) {}
+      sub(/^void /, "", s); sub(/ +$/, "", s)
+      return s
+    }
+    function flush(   key) {
+      if (!inblk) return
+      inblk = 0
+      if (frame != "") kern = frame
+      key = (kern == "") ? "(no kernel named: " hdr ")" : (kern ~ /^\(/) ? kern : short(kern)
+      if (!(key in count)) { order[++nk] = key; first[key] = blk; tests[key] = ""; ntests[key] = 0 }
+      count[key]++
+      if (!((key SUBSEP id) in seen)) {
+        seen[key SUBSEP id] = 1; ntests[key]++
+        if (ntests[key] <= 6) tests[key] = tests[key] (ntests[key] > 1 ? ", " : "") "`" id "`"
+      }
+    }
+    BEGIN { FS = "\t" }
+    $2 == want && ($6 ~ /^errors / || $6 == "timed out") {
+      id = $3 ": " $4; lg = $9; inblk = 0
+      while ((getline line < lg) > 0) {
+        if (line !~ /^========= /) { flush(); continue }
+        body = substr(line, 11)
+        if (body ~ /^[^ ]/) {
+          flush()
+          if (body ~ /SUMMARY|^COMPUTE-SANITIZER|^Program hit|^Target application|^This can|^Saved host|^Device Frame|^Host Frame/) continue
+          inblk = 1; blk = line; hdr = body; nl = 1; kern = ""; frame = ""
+          if (body ~ /^Leaked /) kern = "(leaked allocations)"
+          else if (body ~ / at .*\+0x/) kern = kernel_of(body)
+        } else if (inblk) {
+          if (body ~ /^ *$/) { flush(); continue }
+          if (kern == "" && body ~ /^ +at /) kern = kernel_of(body)
+          if (body ~ /^ +Device Frame:/) frame = kernel_of(body)
+          if (nl < 30) { blk = blk "\n" line; nl++ }
+        }
+      }
+      flush(); close(lg)
+    }
+    END {
+      for (i = 1; i <= nk && i <= 12; i++) {
+        key = order[i]
+        more = ntests[key] > 6 ? ", ..." : ""
+        printf "- `%s`: %d report%s in %d test%s: %s%s\n\n```\n%s\n```\n\n", key, count[key], count[key] == 1 ? "" : "s", \
+          ntests[key], ntests[key] == 1 ? "" : "s", tests[key], more, first[key]
+      }
+      if (nk > 12) printf "- ... and %d more kernels (sanitize.log)\n\n", nk - 12
+    }' "$2"
 }
 
 sanitize_all() {
-  local runs="$out/sanitize-runs" k file dir tool n=0 started=$SECONDS
+  local runs="$out/sanitize-runs" k file dir tool started=$SECONDS
   local files=() dirs=()
   rm -rf "$runs"
   mkdir -p "$runs"
@@ -321,97 +498,176 @@ sanitize_all() {
     echo "run.sh sanitize: no integration-test executables in $BUNDLE/MANIFEST${GPUJOIN_SANITIZE_ONLY:+ matching $GPUJOIN_SANITIZE_ONLY}" >&2
     return 2
   fi
-  local jobs="${GPUJOIN_SANITIZE_JOBS:-4}"
+  local jobs="${GPUJOIN_SANITIZE_JOBS:-}"
+  [[ -n "$jobs" ]] || jobs="$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 4)"
   [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || jobs=1
   # `wait -n` (one job at a time) needs bash 4.3.
   if (( BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 3) )); then jobs=1; fi
   local version
   version="$("$CS" --version 2>/dev/null | tail -n 1)"
-  echo "compute-sanitizer: $CS ($version); tools: ${tools[*]}; ${#files[@]} executables; $jobs at once; GPUJOIN_TEST_SIZE=$GPUJOIN_TEST_SIZE; limit ${GPUJOIN_TIMEOUT:-none}s per run"
-  local i
-  # Ctrl-C or a kill stops the runs in flight too.
-  trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
-  for tool in "${tools[@]}"; do
-    for i in "${!files[@]}"; do
-      local log="$runs/$tool-${files[$i]}.log"
-      if [[ $jobs -gt 1 ]]; then
-        while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n 2>/dev/null || true; done
-        { sanitize_one "$tool" "${files[$i]}" "${dirs[$i]}" "$log"; report_one "$tool" "${files[$i]}" "$log"; } &
-      else
-        sanitize_one "$tool" "${files[$i]}" "${dirs[$i]}" "$log"
-        report_one "$tool" "${files[$i]}" "$log"
+  local times_in="${GPUJOIN_SANITIZE_TIMES-}" tsv="$out/sanitize-times.tsv"
+  if [[ -z "${GPUJOIN_SANITIZE_TIMES+set}" && -s "$tsv" ]]; then times_in="$tsv"; fi
+  [[ "$times_in" == none ]] && times_in=""
+  if [[ -n "$times_in" && ! -r "$times_in" ]]; then
+    echo "run.sh sanitize: GPUJOIN_SANITIZE_TIMES=$times_in is not readable; ordering without times" >&2
+    times_in=""
+  fi
+  local times_copy=""
+  if [[ -n "$times_in" ]]; then times_copy="$runs/times-in.tsv"; cp "$times_in" "$times_copy"; fi
+
+  # The tests of every executable (listed without the sanitizer: libtest does not start them).
+  local i t ntests=() listed=0 list_failed=() no_tests=()
+  for i in "${!files[@]}"; do
+    local names
+    names="$(list_tests "$i")"
+    local lrc=$?
+    if [[ $lrc -ne 0 ]]; then
+      list_failed+=("$i")
+      echo "run.sh sanitize: tests/${files[$i]} --list --format terse failed (exit $lrc): $(tail -n 3 "$runs/list-${files[$i]}.err" | tr '\n' ' ')" >&2
+      names='*'
+    elif [[ -z "$names" ]]; then
+      # No test to run: none matches the filter, or every one is ignored; an executable that
+      # lists nothing at all is a custom harness (harness = false) and runs whole as one job.
+      if [[ -n "$filter" ]] || grep -q ': test$' "$runs/list-${files[$i]}.out"; then
+        no_tests+=("${files[$i]}"); ntests[$i]=0; continue
       fi
-      n=$((n + 1))
+      names='*'
+    fi
+    printf '%s\n' "$names" >"$runs/tests-$i.txt"
+    ntests[$i]=$(wc -l <"$runs/tests-$i.txt")
+    listed=$((listed + ntests[$i]))
+  done
+  # Default order: racecheck, initcheck, memcheck, synccheck (their usual cost), then
+  # executables with most tests first.
+  local seq=0 all="$runs/jobs.tsv"
+  : >"$all"
+  for tool in "${tools[@]}"; do
+    local rank
+    case "$tool" in racecheck) rank=3 ;; initcheck) rank=2 ;; memcheck) rank=1 ;; *) rank=0 ;; esac
+    for i in "${!files[@]}"; do
+      [[ -f "$runs/tests-$i.txt" ]] || continue
+      mkdir -p "$runs/$tool/${files[$i]}"
+      while IFS= read -r t; do
+        seq=$((seq + 1))
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$seq" "$tool" "$i" "${files[$i]}" "$t" "$((rank * 1000000 + ntests[$i]))" >>"$all"
+      done <"$runs/tests-$i.txt"
     done
   done
-  wait
+  local total=$seq
+  echo "compute-sanitizer: $CS ($version); tools: ${tools[*]}; ${#files[@]} executables, $listed tests, $total jobs; $jobs at once; GPUJOIN_TEST_SIZE=$GPUJOIN_TEST_SIZE; limit ${GPUJOIN_TIMEOUT:-none}s per job; order: ${times_in:-default (no times file)}"
+  order_jobs "$times_copy" <"$all" >"$runs/order.tsv"
 
-  # The log, the table and the verdict, in tool and MANIFEST order.
-  local md="$out/sanitize.md" slog="$out/sanitize.log" clean=0 bad=0 rc secs
-  local device
+  # Ctrl-C or a kill stops the jobs in flight too (and what `timeout` runs in its own group).
+  trap 'for p in $(jobs -p); do pkill -TERM -P "$p" 2>/dev/null; kill "$p" 2>/dev/null; done; exit 130' INT TERM
+  local n=0 seqno
+  while IFS=$'\t' read -r seqno tool i t <&4; do
+    n=$((n + 1))
+    if [[ $jobs -gt 1 ]]; then
+      while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n 2>/dev/null || true; done
+      sanitize_job "$seqno" "$n" "$total" "$tool" "$i" "$t" &
+    else
+      sanitize_job "$seqno" "$n" "$total" "$tool" "$i" "$t"
+    fi
+  done 4<"$runs/order.tsv"
+  wait
+  trap - INT TERM
+  local wall=$((SECONDS - started))
+
+  # Results in the default order (tool, executable, test); a job with no .result (killed) fails.
+  local results="$runs/results.tsv"
+  : >"$results"
+  while IFS=$'\t' read -r seqno tool i file t _ <&5; do
+    local log="$runs/$tool/$file/$seqno.log"
+    if [[ -f "$log.result" ]]; then
+      cat "$log.result" >>"$results"
+    else
+      printf '%s\t%s\t%s\t%s\t0\tfailed\t-\tno result (killed?)\t%s\n' "$seqno" "$tool" "$file" "$t" "$log" >>"$results"
+    fi
+  done 5<"$all"
+  printf 'tool\texe\ttest\tseconds\tstatus\n' >"$tsv"
+  cut -f2-6 "$results" >>"$tsv"
+
+  local md="$out/sanitize.md" slog="$out/sanitize.log" device
   device="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
   : >"$slog"
+  while IFS=$'\t' read -r _ _ _ _ _ _ _ _ log <&5; do cat "$log" >>"$slog" 2>/dev/null; done 5<"$results"
+  local clean errs tmo failed
+  clean=$(awk -F '\t' '$6 == "clean"' "$results" | wc -l)
+  errs=$(awk -F '\t' '$6 ~ /^errors /' "$results" | wc -l)
+  tmo=$(awk -F '\t' '$6 == "timed out"' "$results" | wc -l)
+  failed=$(awk -F '\t' '$6 == "failed"' "$results" | wc -l)
+  local line="sanitize: $total jobs (${#tools[@]} tools x ${#files[@]} executables, $listed tests): $clean clean, $errs with errors, $tmo timed out, $failed failed; wall ${wall}s ($jobs at once, limit ${GPUJOIN_TIMEOUT:-none}s per job)"
   {
     echo "# compute-sanitizer, commit $GPUJOIN_COMMIT"
     echo
     echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), ${device:-unknown device}, $CS ($version)"
-    echo "- GPUJOIN_TEST_SIZE=$GPUJOIN_TEST_SIZE, GPUJOIN_REQUIRE_GPU=1${filter:+, filter \`$filter\`}, $jobs runs at once, limit ${GPUJOIN_TIMEOUT:-none}s per run, $((SECONDS - started))s in all"
-    echo "- memcheck runs with \`--leak-check full\` (leaks count as errors); full output: sanitize.log"
+    echo "- GPUJOIN_TEST_SIZE=$GPUJOIN_TEST_SIZE, GPUJOIN_REQUIRE_GPU=1${filter:+, filter \`$filter\`}; one compute-sanitizer process per tool and test (\`--exact <test> --test-threads=1\`), $jobs at once, the slowest first (times: ${times_in:-none}), limit ${GPUJOIN_TIMEOUT:-none}s per job"
+    echo "- memcheck runs with \`--leak-check full\` (leaks count as errors); every tool with \`--show-backtrace ${GPUJOIN_SANITIZE_BACKTRACE:-device}\`${GPUJOIN_SANITIZE_FLAGS:+ and \`$GPUJOIN_SANITIZE_FLAGS\`}"
+    echo "- full output: sanitize.log (per job: sanitize-runs/<tool>/<exe>/<n>.log); every job's seconds and status: sanitize-times.tsv (GPUJOIN_SANITIZE_TIMES for the next run's order)"
     echo
-    local head="| executable |" rule="|---|"
-    for tool in "${tools[@]}"; do head+=" $tool |"; rule+="---|"; done
-    echo "$head"
-    echo "$rule"
-  } >"$md"
-  local failures=()
-  for i in "${!files[@]}"; do
-    local row="| ${files[$i]} |"
-    for tool in "${tools[@]}"; do
-      local log="$runs/$tool-${files[$i]}.log"
-      cat "$log" >>"$slog" 2>/dev/null
-      read -r rc secs <"$log.status" 2>/dev/null || { rc=255; secs=0; }
-      parse_run "$log"
-      verdict "$rc" "$secs"
-      row+=" ${v_text//|/\\|} |"
-      if [[ $v_ok == 1 ]]; then clean=$((clean + 1)); else bad=$((bad + 1)); failures+=("$tool|${files[$i]}|$log"); fi
-    done
-    echo "$row" >>"$md"
-  done
-  if [[ ${#failures[@]} -gt 0 ]]; then
-    {
+    echo "$line"
+    echo
+    sanitize_tables "$results"
+    if [[ ${#list_failed[@]} -gt 0 || ${#no_tests[@]} -gt 0 ]]; then
       echo
-      echo "## Failures"
-      local f
-      for f in "${failures[@]}"; do
-        IFS='|' read -r tool file log <<<"$f"
+      for i in ${list_failed[@]+"${list_failed[@]}"}; do echo "- tests/${files[$i]}: \`--list --format terse\` failed; ran the whole executable as one job"; done
+      for file in ${no_tests[@]+"${no_tests[@]}"}; do echo "- tests/$file: no test to run (none matches the filter, or all are ignored)"; done
+    fi
+    if [[ $((errs + tmo + failed)) -gt 0 ]]; then
+      echo
+      echo "## Not clean"
+      echo
+      echo "| tool | executable | test | status | seconds | log |"
+      echo "|---|---|---|---|---|---|"
+      awk -F '\t' -v out="$out/" '$6 != "clean" {
+          lg = $9; if (index(lg, out) == 1) lg = substr(lg, length(out) + 1)
+          printf "| %s | %s | `%s` | %s%s | %s | %s |\n", $2, $3, $4, $6, ($8 != "-" ? " (" $8 ")" : ""), $5, lg
+        }' "$results"
+      echo
+      echo "Rerun one job: \`GPUJOIN_SANITIZE_ONLY=<executable> bash bundle/run.sh sanitize <tool> <test>\`"
+      echo "(or \`cargo xtask sanitize <tool> <test>\` with \`GPUJOIN_SANITIZE_BACKTRACE=yes\` for the host frames that name the Rust caller)."
+      local tool_reports
+      for tool in "${tools[@]}"; do
+        tool_reports="$(first_reports "$tool" "$results")"
+        [[ -n "$tool_reports" ]] || continue
         echo
-        echo "### $tool: $file"
+        echo "### $tool: first reports by kernel"
         echo
-        echo '```'
-        # The tool's reports (not its summaries) and libtest's failures, first 40 lines; else
-        # the end of the output.
-        local lines
-        lines="$(grep -E '^=========  *[^ =]|^test .* FAILED$|panicked at' "$log" | grep -vE 'SUMMARY|COMPUTE-SANITIZER' | head -n 40)"
-        if [[ -n "$lines" ]]; then echo "$lines"; else tail -n 15 "$log"; fi
-        echo '```'
+        echo "$tool_reports"
       done
-    } >>"$md"
-  fi
+      if [[ $((tmo + failed)) -gt 0 ]]; then
+        echo
+        echo "### Timed out or failed: the end of each output"
+        echo
+        echo "A timed-out test is too large for the sanitizer: shrink it under GPUJOIN_TEST_SIZE=small"
+        echo "(gpujoin_device::testing::{rows, cases, pick}) or split it; a failed one's panic is below."
+        while IFS=$'\t' read -r _ tool file t secs st _ note log <&5; do
+          [[ "$st" == "timed out" || "$st" == failed ]] || continue
+          [[ "$note" == - ]] && note=""
+          echo
+          echo "#### $tool: $file \`$t\`: $st${note:+ ($note)}, ${secs}s"
+          echo
+          echo '```'
+          local lines
+          lines="$(grep -A 6 -m 2 'panicked at' "$log" 2>/dev/null | head -n 16)"
+          if [[ -n "$lines" ]]; then echo "$lines"; else tail -n 12 "$log" 2>/dev/null; fi
+          echo '```'
+        done 5<"$results"
+      fi
+    fi
+    echo
+    echo "## Slowest jobs"
+    echo
+    echo "| tool | executable | test | seconds | status |"
+    echo "|---|---|---|---|---|"
+    sort -t $'\t' -k5,5nr "$results" | head -n 15 | awk -F '\t' '{ printf "| %s | %s | `%s` | %s | %s |\n", $2, $3, $4, $5, $6 }'
+  } >"$md"
   echo
   echo "==> $md"
   cat "$md"
   echo
-  echo "sanitize: $n runs (${#tools[@]} tools x ${#files[@]} executables): $clean clean, $bad failed; table in $md, output in $slog"
-  [[ $bad -eq 0 ]]
-}
-
-# report_one TOOL FILE LOG: one progress line when a run ends.
-report_one() {
-  local rc secs
-  read -r rc secs <"$3.status" 2>/dev/null || { rc=255; secs=0; }
-  parse_run "$3"
-  verdict "$rc" "$secs"
-  printf '%-10s %-52s %s\n' "$1" "$2" "$v_text"
+  echo "$line; table in $md, output in $slog, times in $tsv"
+  [[ $((errs + tmo + failed)) -eq 0 ]]
 }
 
 echo "gpujoin bundle $GPUJOIN_COMMIT: $what${filter:+ (filter: $filter)}, GPUJOIN_REQUIRE_GPU=$GPUJOIN_REQUIRE_GPU, output in $out"

@@ -3,12 +3,18 @@
 //!
 //! Builds the release test executables as `cargo xtask bundle` does, links them into
 //! `target/sanitize/bundle/` with a MANIFEST and the bundle's runner, and runs
-//! `run.sh sanitize`: every integration-test executable under memcheck (`--leak-check full`),
-//! racecheck, synccheck and initcheck (or the tools named), with `GPUJOIN_TEST_SIZE=small` and
-//! `GPUJOIN_REQUIRE_GPU=1`. Output: `target/sanitize/sanitize.log` and the table
-//! `target/sanitize/sanitize.md` (`$OUT` instead when set). Fails when a tool reports errors, a
-//! test fails, or a run ends without the tool's summary. The runner's header
-//! (`xtask/src/run.sh`) lists its environment (`GPUJOIN_TIMEOUT`, `GPUJOIN_SANITIZE_JOBS`, ...).
+//! `run.sh sanitize`: every test of every integration-test executable, each under memcheck
+//! (`--leak-check full`), racecheck, synccheck and initcheck (or the tools named) as its own
+//! compute-sanitizer process (`<exe> --exact <test> --test-threads=1`), `nproc` at once, the
+//! slowest first (by the previous run's `sanitize-times.tsv`), with `GPUJOIN_TEST_SIZE=small`,
+//! `GPUJOIN_REQUIRE_GPU=1` and a 240 s limit per job. Output (in `target/sanitize/`, `$OUT`
+//! instead when set): `sanitize.md` (summary line with the wall time, tables per tool and per
+//! executable x tool, the jobs not clean, first reports by kernel with device backtraces),
+//! `sanitize-times.tsv` (every job's seconds and status) and `sanitize.log`. Fails when a tool
+//! reports errors, a job times out, a test fails, or a job ends without the tool's summary. The
+//! runner's header (`xtask/src/run.sh`) lists its environment (`GPUJOIN_TIMEOUT`,
+//! `GPUJOIN_SANITIZE_JOBS`, `GPUJOIN_SANITIZE_TIMES`, ...). Here the executables keep their
+//! symbols, so `GPUJOIN_SANITIZE_BACKTRACE=yes` names the Rust caller of a reported CUB kernel.
 //!
 //! On a GPU machine without Rust: `cargo xtask bundle` here, then `bash bundle/run.sh sanitize`
 //! there; both run the same script.

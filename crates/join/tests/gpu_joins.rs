@@ -25,7 +25,7 @@ use common::{canonical_pairs, diff, fail, stream, uniform};
 
 use std::cell::Cell;
 
-use gpujoin_device::testing::{cases, pick, rows};
+use gpujoin_device::testing::{cases, pick, reduced, rows};
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Stream};
 use gpujoin_join::chunked::{join_chunks, ChunkBudget};
@@ -111,6 +111,18 @@ const SORTED_TYPES: [KeyType; 4] = [KeyType::U32, KeyType::U64, KeyType::I32, Ke
 
 fn id(i: u32) -> RowId {
     RowId::new(i).unwrap()
+}
+
+/// The join types to check for the `i`-th combination of a case's loops (shape and type,
+/// layout and option): all eight normally; under `GPUJOIN_TEST_SIZE=small` two of them,
+/// rotating with `i`, so that any four consecutive combinations still cover all eight (a
+/// sanitizer run cannot afford every combination times every join type).
+fn join_types(i: usize) -> Vec<JoinType> {
+    if reduced() {
+        vec![JoinType::ALL[i % 8], JoinType::ALL[(i + 5) % 8]]
+    } else {
+        JoinType::ALL.to_vec()
+    }
 }
 
 fn sorted(mut pairs: Vec<(RowId, RowId)>) -> Vec<(RowId, RowId)> {
@@ -343,8 +355,11 @@ struct ShapeParams {
     big: usize,
 }
 
+/// Reduced (`GPUJOIN_TEST_SIZE=small`): `mid` and `big` shrink to a few thousand rows, still
+/// crossing the merge-path tiles (2048 items) and the single-tile sorts (4864 items).
 fn shape_params() -> impl Strategy<Value = ShapeParams> {
-    (any::<u64>(), 2usize..64, 200usize..2000, 2000usize..20_000).prop_map(|(seed, small, mid, big)| ShapeParams { seed, small, mid, big })
+    let (mid, big) = pick((200usize..2000, 2000usize..20_000), (200usize..700, 2000usize..5000));
+    (any::<u64>(), 2usize..64, mid, big).prop_map(|(seed, small, mid, big)| ShapeParams { seed, small, mid, big })
 }
 
 /// Left and right key codes of `shape`.
@@ -415,19 +430,20 @@ fn shape_codes(shape: Shape, p: &ShapeParams) -> (Vec<u64>, Vec<u64>) {
     }
 }
 
-/// Every shape x every type of `types` x every join type, through `algo`.
+/// Every shape x every type of `types` x every join type, through `algo` (reduced: two join
+/// types a shape and type, rotating: see [`join_types`]).
 fn shapes_property(s: &Stream, algo: Algo, types: &[KeyType], cases: u32, seed: u64, path: MergePath) {
     run(cases, seed, (shape_params(), any::<bool>()), |(p, spread)| {
-        for shape in SHAPES {
+        for (si, shape) in SHAPES.into_iter().enumerate() {
             let (lc, rc) = shape_codes(shape, &p);
-            for &ty in types {
+            for (ti, &ty) in types.iter().enumerate() {
                 let (mut l, mut r) = (column(ty, &lc, spread), column(ty, &rc, spread));
                 if algo == Algo::SortedMerge {
                     sort_column(&mut l);
                     sort_column(&mut r);
                 }
                 let (hl, hr) = (HostKeys::single(l), HostKeys::single(r));
-                for jt in JoinType::ALL {
+                for jt in join_types(si * types.len() + ti) {
                     check_join(s, algo, &hl, &hr, jt, path.opts(DEFAULT), &format!("shape {shape:?} type {ty:?} spread {spread}, {path:?} path"))?;
                 }
             }
@@ -633,7 +649,7 @@ fn interleave_worked_example_left_join_has_the_10_rows() {
 fn sorted_merge_join_matches_reference_on_every_shape_and_integer_type() {
     let Some(s) = stream("sorted_merge_join_matches_reference_on_every_shape_and_integer_type") else { return };
     for path in MERGE_PATHS {
-        shapes_property(&s, Algo::SortedMerge, &SORTED_TYPES, cases(10, 2), 0x5047_ED01, path);
+        shapes_property(&s, Algo::SortedMerge, &SORTED_TYPES, cases(10, 1), 0x5047_ED01, path);
     }
 }
 
@@ -642,7 +658,7 @@ fn sort_merge_join_matches_reference_on_every_shape_and_key_type() {
     let Some(s) = stream("sort_merge_join_matches_reference_on_every_shape_and_key_type") else { return };
     // Single columns of at most 64 bits are exact for the sort-merge join: no hashing.
     for path in MERGE_PATHS {
-        shapes_property(&s, Algo::SortMerge, &ALL_TYPES, cases(6, 2), 0x5047_ED02, path);
+        shapes_property(&s, Algo::SortMerge, &ALL_TYPES, cases(6, 1), 0x5047_ED02, path);
     }
 }
 
@@ -650,7 +666,7 @@ fn sort_merge_join_matches_reference_on_every_shape_and_key_type() {
 fn interleave_join_matches_reference_on_every_shape_and_key_type() {
     let Some(s) = stream("interleave_join_matches_reference_on_every_shape_and_key_type") else { return };
     // Single 64-bit columns are hashed by the interleave join (63-bit budget).
-    shapes_property(&s, Algo::Interleave, &ALL_TYPES, cases(10, 2), 0x5047_ED03, MergePath::Default);
+    shapes_property(&s, Algo::Interleave, &ALL_TYPES, cases(10, 1), 0x5047_ED03, MergePath::Default);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -671,8 +687,8 @@ fn composite_null_nan_keys_match_reference_under_every_option() {
         let l = pool_keys(&mut rng, &specs, nl);
         let r = pool_keys(&mut rng, &specs, nr);
         let types: Vec<KeyType> = specs.iter().map(|c| c.ty).collect();
-        for opts in ALL_OPTIONS {
-            for jt in JoinType::ALL {
+        for (oi, opts) in ALL_OPTIONS.into_iter().enumerate() {
+            for jt in join_types(oi + ncols) {
                 for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
                     check_join(&s, algo, &l, &r, jt, opts, &format!("columns {types:?}"))?;
                 }
@@ -704,18 +720,18 @@ fn float_zero_nan_infinity_rules() {
     // Written out from the definition, independently of the reference.
     let nan_equal = p(&[(0, 0), (1, 0), (2, 1), (2, 4), (3, 1), (3, 4), (4, 1), (4, 4), (5, 2), (6, 3)]);
     let nan_never = p(&[(0, 0), (1, 0), (5, 2), (6, 3)]);
-    for (l, r) in &cases {
-        for opts in ALL_OPTIONS {
+    for (ci, (l, r)) in cases.iter().enumerate() {
+        for (oi, opts) in ALL_OPTIONS.into_iter().enumerate() {
             let want_inner = if opts.nan_equality == NanEquality::NanEqualsNan { &nan_equal } else { &nan_never };
             assert_eq!(&reference::join(l, r, JoinType::Inner, opts).unwrap(), want_inner);
             for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
                 assert_eq!(&gpu_pairs(&s, algo, l, r, JoinType::Inner, opts), want_inner, "{algo:?} {opts:?} {l:?}");
-                for jt in JoinType::ALL {
+                for jt in join_types(4 * ci + oi) {
                     check_join(&s, algo, l, r, jt, opts, "float specials").unwrap_or_else(|e| panic!("{e}"));
                     check_join(&s, algo, r, l, jt, opts, "float specials, swapped").unwrap_or_else(|e| panic!("{e}"));
                 }
             }
-            for jt in JoinType::ALL {
+            for jt in join_types(4 * ci + oi + 2) {
                 check_size(&s, l, r, jt, opts, "float specials").unwrap_or_else(|e| panic!("{e}"));
             }
         }
@@ -739,10 +755,10 @@ fn null_key_rules_under_both_null_equalities() {
     // must not matter, and a null must never equal a value.
     let lv = vec![true, false, false, true];
     let rv = vec![false, true, false, true];
-    for ty in ALL_TYPES {
+    for (ti, ty) in ALL_TYPES.into_iter().enumerate() {
         let l = HostKeys { columns: vec![column(ty, &[1, 1, 7, 2], false)], validity: vec![Some(lv.clone())] };
         let r = HostKeys { columns: vec![column(ty, &[0, 1, 2, 2], false)], validity: vec![Some(rv.clone())] };
-        for opts in ALL_OPTIONS {
+        for (oi, opts) in ALL_OPTIONS.into_iter().enumerate() {
             let want = if opts.null_equality == NullEquality::NullEqualsNull {
                 p(&[(0, 1), (1, 0), (1, 2), (2, 0), (2, 2), (3, 3)])
             } else {
@@ -751,11 +767,11 @@ fn null_key_rules_under_both_null_equalities() {
             assert_eq!(reference::join(&l, &r, JoinType::Inner, opts).unwrap(), want);
             for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
                 assert_eq!(gpu_pairs(&s, algo, &l, &r, JoinType::Inner, opts), want, "{algo:?} {ty:?} {opts:?}");
-                for jt in JoinType::ALL {
+                for jt in join_types(4 * ti + oi) {
                     check_join(&s, algo, &l, &r, jt, opts, &format!("nulls {ty:?}")).unwrap_or_else(|e| panic!("{e}"));
                 }
             }
-            for jt in JoinType::ALL {
+            for jt in join_types(4 * ti + oi + 2) {
                 check_size(&s, &l, &r, jt, opts, &format!("nulls {ty:?}")).unwrap_or_else(|e| panic!("{e}"));
             }
         }
@@ -803,15 +819,17 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
     let n_cases = cases(10, 3);
     run(n_cases, 0xC0_11DE, (any::<u64>(), 0usize..400, 0usize..400), |(seed, nl, nr)| {
         let mut rng = StdRng::seed_from_u64(seed);
-        for layout in WIDE_LAYOUTS {
+        for (li, layout) in WIDE_LAYOUTS.into_iter().enumerate() {
             let specs: Vec<ColSpec> = layout.iter().map(|&ty| random_spec(&mut rng, ty)).collect();
             let l = pool_keys(&mut rng, &specs, nl);
             let r = pool_keys(&mut rng, &specs, nr);
             if distinct_keys(&l, &r) > 4 {
                 colliding_cases.set(colliding_cases.get() + 1);
             }
-            for opts in ALL_OPTIONS.map(weak_hash) {
-                for jt in JoinType::ALL {
+            // Reduced: two of the four options a layout, rotating (every option on some layouts).
+            let opts_here: Vec<JoinOptions> = if reduced() { vec![ALL_OPTIONS[li % 4], ALL_OPTIONS[(li + 2) % 4]] } else { ALL_OPTIONS.to_vec() };
+            for (oi, opts) in opts_here.into_iter().map(weak_hash).enumerate() {
+                for jt in join_types(4 * li + oi) {
                     for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
                         check_join(&s, algo, &l, &r, jt, opts, &format!("weak hash, columns {layout:?}"))?;
                     }
@@ -841,22 +859,23 @@ fn join_size_matches_reference_for_every_join_type() {
     run(cases(8, 2), 0x512E_0001, (shape_params(), any::<bool>()), |(p, spread)| {
         let mut rng = StdRng::seed_from_u64(p.seed);
         // Exact keys: single columns of every type, every shape.
-        for shape in SHAPES {
+        for (si, shape) in SHAPES.into_iter().enumerate() {
             let (lc, rc) = shape_codes(shape, &p);
-            for ty in ALL_TYPES {
+            for (ti, ty) in ALL_TYPES.into_iter().enumerate() {
                 let (l, r) = (HostKeys::single(column(ty, &lc, spread)), HostKeys::single(column(ty, &rc, spread)));
-                for jt in JoinType::ALL {
+                for jt in join_types(si * ALL_TYPES.len() + ti) {
                     check_size(&s, &l, &r, jt, DEFAULT, &format!("shape {shape:?} {ty:?}"))?;
                 }
             }
         }
         // Exact and hashed keys with nulls and NaNs, under every option.
-        for layout in [&[KeyType::F64][..], &[KeyType::I32], &[KeyType::U32, KeyType::F32]].into_iter().chain(WIDE_LAYOUTS) {
+        for (li, layout) in [&[KeyType::F64][..], &[KeyType::I32], &[KeyType::U32, KeyType::F32]].into_iter().chain(WIDE_LAYOUTS).enumerate() {
             let specs: Vec<ColSpec> = layout.iter().map(|&ty| random_spec(&mut rng, ty)).collect();
-            let (nl, nr) = (rng.gen_range(0..2000), rng.gen_range(0..2000));
+            let max = pick(2000, 600);
+            let (nl, nr) = (rng.gen_range(0..max), rng.gen_range(0..max));
             let (l, r) = (pool_keys(&mut rng, &specs, nl), pool_keys(&mut rng, &specs, nr));
-            for opts in ALL_OPTIONS {
-                for jt in JoinType::ALL {
+            for (oi, opts) in ALL_OPTIONS.into_iter().enumerate() {
+                for jt in join_types(4 * li + oi) {
                     check_size(&s, &l, &r, jt, opts, &format!("columns {layout:?}"))?;
                 }
             }
