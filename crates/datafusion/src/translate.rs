@@ -258,24 +258,14 @@ fn side_index(s: Side) -> usize {
 
 /// A `JoinFilter` as gpujoin's predicate over the input schemas' column indices: comparisons
 /// (`=`, `<>`, `<`, `<=`, `>`, `>=`) of columns and literals of one type, combined with AND, OR
-/// and NOT. OR and NOT only over non-nullable columns (gpujoin evaluates SQL's three-valued
-/// logic for conjunctions only), no `Decimal128` columns, floats only with
+/// and NOT, over nullable columns too (SQL's three-valued logic), no `Decimal128` columns,
+/// floats only with
 /// [`GpuJoinConfig::allow_float_semantics`].
 pub fn filter_predicate(filter: &JoinFilter, left: &Schema, right: &Schema, config: &GpuJoinConfig) -> Result<Predicate, Refusal> {
     let cx = FilterContext { filter, left, right, config };
+    // Nullable columns under OR / NOT: gpujoin evaluates SQL's three-valued logic for any shape
+    // (a pair passes where the filter is TRUE, as DataFusion's join filters do).
     let p = cx.predicate(filter.expression())?;
-    if !conjunctive(&p) {
-        let mut nullable = None;
-        p.for_each_column(&mut |side, i| {
-            let f = if side == Side::Left { left.field(i) } else { right.field(i) };
-            if f.is_nullable() && nullable.is_none() {
-                nullable = Some(f.name().clone());
-            }
-        });
-        if let Some(name) = nullable {
-            return refuse(format!("filter {}: OR/NOT over the nullable column {name} (gpujoin evaluates SQL's three-valued logic for conjunctions of comparisons only)", filter.expression()));
-        }
-    }
     Ok(p)
 }
 
@@ -426,11 +416,3 @@ impl FilterContext<'_> {
 }
 
 
-/// No OR and no NOT.
-fn conjunctive(p: &Predicate) -> bool {
-    match p {
-        Predicate::Cmp { .. } | Predicate::True => true,
-        Predicate::And(v) => v.iter().all(conjunctive),
-        Predicate::Or(_) | Predicate::Not(_) => false,
-    }
-}
