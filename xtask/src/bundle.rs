@@ -649,6 +649,7 @@ echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered ou
                 "GPUJOIN_SANITIZE_FLAGS",
                 "GPUJOIN_SANITIZE_ONLY",
                 "GPUJOIN_SANITIZE_TIMES",
+                "GPUJOIN_SANITIZE_DEADLINE",
                 "GPUJOIN_ROOT",
                 "CUDA_HOME",
             ] {
@@ -717,6 +718,13 @@ echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered ou
         assert!(md.contains("- `cub::CUB_300000_SM_900::DeviceRadixSortSingleTileKernel`: 2 reports in 1 test: `bad-test-pkg: beta`"), "{md}");
         assert!(md.contains("Device Frame:void cub::CUB_300000_SM_900::BlockLoad<int>::Load"), "{md}");
         assert!(md.contains("custom-test-pkg: no test to run"), "{md}");
+
+        // A deadline already passed: no job starts, each is reported, and the run fails.
+        let (code, text) = run(&["sanitize", "memcheck"], &[("GPUJOIN_SANITIZE_ONLY", "good"), ("GPUJOIN_SANITIZE_DEADLINE", "0")]);
+        let times = read("sanitize-times.tsv");
+        assert_eq!(code, Some(1), "{text}");
+        assert!(text.lines().last().unwrap_or("").starts_with("sanitize: 2 jobs (1 tools x 1 executables, 2 tests): 0 clean, 0 with errors, 0 timed out, 0 failed, 2 not started"), "{text}");
+        assert!(times.contains("memcheck\tgood-test-pkg\talpha\t0\tnot started\n"), "{times}");
 
         let (code, text) = run(&["sanitize", "a", "b"], &[]);
         assert_eq!(code, Some(2), "{text}");

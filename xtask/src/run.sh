@@ -51,6 +51,8 @@
 #   GPUJOIN_SANITIZE_BACKTRACE --show-backtrace value (default `device`; `yes` adds the host frames,
 #                              which name the Rust caller of a CUB kernel where the executables
 #                              keep their symbols: `cargo xtask sanitize`, not the stripped bundle)
+#   GPUJOIN_SANITIZE_DEADLINE  seconds after which no further job starts (the rest are reported
+#                              `not started`, and the run fails); the jobs running finish
 #   GPUJOIN_SANITIZE_TIMES     a `tool exe test seconds status` TSV (a sanitize-times.tsv) to order
 #                              the jobs by (default: $OUT/sanitize-times.tsv when it exists;
 #                              `none`: the default order)
@@ -562,6 +564,11 @@ sanitize_all() {
   local n=0 seqno
   while IFS=$'\t' read -r seqno tool i t <&4; do
     n=$((n + 1))
+    if [[ -n "${GPUJOIN_SANITIZE_DEADLINE:-}" ]] && (( SECONDS - started >= GPUJOIN_SANITIZE_DEADLINE )); then
+      # Past the deadline: the job is not started (its result says so).
+      printf '%s\t%s\t%s\t%s\t0\tnot started\t-\tGPUJOIN_SANITIZE_DEADLINE %ss passed\t%s\n' "$seqno" "$tool" "${files[$i]}" "$t" "$GPUJOIN_SANITIZE_DEADLINE" "$runs/$tool/${files[$i]}/$seqno.log" >"$runs/$tool/${files[$i]}/$seqno.log.result"
+      continue
+    fi
     if [[ $jobs -gt 1 ]]; then
       while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n 2>/dev/null || true; done
       sanitize_job "$seqno" "$n" "$total" "$tool" "$i" "$t" &
@@ -596,7 +603,9 @@ sanitize_all() {
   errs=$(awk -F '\t' '$6 ~ /^errors /' "$results" | wc -l)
   tmo=$(awk -F '\t' '$6 == "timed out"' "$results" | wc -l)
   failed=$(awk -F '\t' '$6 == "failed"' "$results" | wc -l)
-  local line="sanitize: $total jobs (${#tools[@]} tools x ${#files[@]} executables, $listed tests): $clean clean, $errs with errors, $tmo timed out, $failed failed; wall ${wall}s ($jobs at once, limit ${GPUJOIN_TIMEOUT:-none}s per job)"
+  local notrun
+  notrun=$(awk -F '\t' '$6 == "not started"' "$results" | wc -l)
+  local line="sanitize: $total jobs (${#tools[@]} tools x ${#files[@]} executables, $listed tests): $clean clean, $errs with errors, $tmo timed out, $failed failed$( (( notrun > 0 )) && echo ", $notrun not started"); wall ${wall}s ($jobs at once, limit ${GPUJOIN_TIMEOUT:-none}s per job)"
   {
     echo "# compute-sanitizer, commit $GPUJOIN_COMMIT"
     echo
@@ -613,7 +622,7 @@ sanitize_all() {
       for i in ${list_failed[@]+"${list_failed[@]}"}; do echo "- tests/${files[$i]}: \`--list --format terse\` failed; ran the whole executable as one job"; done
       for file in ${no_tests[@]+"${no_tests[@]}"}; do echo "- tests/$file: no test to run (none matches the filter, or all are ignored)"; done
     fi
-    if [[ $((errs + tmo + failed)) -gt 0 ]]; then
+    if [[ $((errs + tmo + failed + notrun)) -gt 0 ]]; then
       echo
       echo "## Not clean"
       echo
@@ -667,7 +676,7 @@ sanitize_all() {
   cat "$md"
   echo
   echo "$line; table in $md, output in $slog, times in $tsv"
-  [[ $((errs + tmo + failed)) -eq 0 ]]
+  [[ $((errs + tmo + failed + notrun)) -eq 0 ]]
 }
 
 echo "gpujoin bundle $GPUJOIN_COMMIT: $what${filter:+ (filter: $filter)}, GPUJOIN_REQUIRE_GPU=$GPUJOIN_REQUIRE_GPU, output in $out"
