@@ -182,19 +182,19 @@ impl Functions {
             }
         }
         let now = Functions::of(state);
-        let same = |a: &[(String, &str)], b: &[(String, &str)]| {
+        let same = |a: &[(String, String)], b: &[(String, String)]| {
             let (mut a, mut b) = (a.to_vec(), b.to_vec());
             a.sort();
             b.sort();
             a == b
         };
-        let names = |f: &Functions| {
+        fn names(f: &Functions) -> (Vec<(String, String)>, Vec<(String, String)>, Vec<(String, String)>) {
             (
-                f.scalar.iter().map(|(k, v)| (k.clone(), v.name())).collect::<Vec<_>>(),
-                f.aggregate.iter().map(|(k, v)| (k.clone(), v.name())).collect::<Vec<_>>(),
-                f.window.iter().map(|(k, v)| (k.clone(), v.name())).collect::<Vec<_>>(),
+                f.scalar.iter().map(|(k, v)| (k.clone(), v.name().to_string())).collect(),
+                f.aggregate.iter().map(|(k, v)| (k.clone(), v.name().to_string())).collect(),
+                f.window.iter().map(|(k, v)| (k.clone(), v.name().to_string())).collect(),
             )
-        };
+        }
         let (before, after) = (names(self), names(&now));
         assert!(
             same(&before.0, &after.0) && same(&before.1, &after.1) && same(&before.2, &after.2),
