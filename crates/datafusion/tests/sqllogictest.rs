@@ -143,8 +143,8 @@ fn record_info(r: &Record<DFColumnType>) -> Option<(String, String)> {
 
 /// The function registries of a session, name by name. `SessionStateBuilder::new_from_existing`
 /// registers the functions again from the registries' values in hash order, each under its
-/// name and its aliases, so where one function's alias is another's name the winner is random:
-/// the Spark files' `array_contains` (Spark's function, registered over the default
+/// name and its aliases, so where one function's alias (or name) is another's, the winner is
+/// random: the Spark files' `array_contains` (Spark's function, registered over the default
 /// `array_has`'s alias) came back as `array_has` in some runs, and 4 records of
 /// `spark/array/array_contains.slt` failed with the rule's session only.
 struct Functions {
@@ -153,51 +153,80 @@ struct Functions {
     window: Vec<(String, Arc<datafusion::logical_expr::WindowUDF>)>,
 }
 
+fn pairs<T>(m: &std::collections::HashMap<String, Arc<T>>) -> Vec<(String, Arc<T>)> {
+    m.iter().map(|(k, v)| (k.clone(), Arc::clone(v))).collect()
+}
+
+/// An order in which registering the functions of `map` (each under its names) leaves every
+/// key naming the function it names in `map`: a function goes after every other function that
+/// claims one of its keys (a topological order of "claims a key that `map` gives to"); `None`
+/// when the claims form a cycle.
+fn registration_order<T>(map: &[(String, Arc<T>)], names: impl Fn(&T) -> Vec<String>) -> Option<Vec<Arc<T>>> {
+    let mut funcs: Vec<Arc<T>> = Vec::new();
+    for (_, f) in map {
+        if !funcs.iter().any(|g| Arc::ptr_eq(g, f)) {
+            funcs.push(Arc::clone(f));
+        }
+    }
+    let index = |f: &Arc<T>| funcs.iter().position(|g| Arc::ptr_eq(g, f)).expect("listed");
+    let winner: std::collections::HashMap<&str, usize> = map.iter().map(|(k, f)| (k.as_str(), index(f))).collect();
+    let mut after: Vec<Vec<usize>> = vec![Vec::new(); funcs.len()];
+    let mut pending = vec![0usize; funcs.len()];
+    for (a, f) in funcs.iter().enumerate() {
+        for k in names(f) {
+            if let Some(&w) = winner.get(k.as_str()) {
+                if w != a {
+                    after[a].push(w);
+                    pending[w] += 1;
+                }
+            }
+        }
+    }
+    let mut ready: Vec<usize> = (0..funcs.len()).filter(|&a| pending[a] == 0).collect();
+    let mut order = Vec::new();
+    while let Some(a) = ready.pop() {
+        order.push(Arc::clone(&funcs[a]));
+        for &w in &after[a] {
+            pending[w] -= 1;
+            if pending[w] == 0 {
+                ready.push(w);
+            }
+        }
+    }
+    (order.len() == funcs.len()).then_some(order)
+}
+
+/// Whether `now` maps the same keys to the same functions (the same `Arc`s) as `before`.
+fn same_functions<T>(before: &[(String, Arc<T>)], now: &std::collections::HashMap<String, Arc<T>>) -> bool {
+    before.len() == now.len() && before.iter().all(|(k, f)| now.get(k).is_some_and(|g| Arc::ptr_eq(f, g)))
+}
+
 impl Functions {
     fn of(state: &datafusion::execution::SessionState) -> Functions {
-        fn pairs<T>(m: &std::collections::HashMap<String, Arc<T>>) -> Vec<(String, Arc<T>)> {
-            m.iter().map(|(k, v)| (k.clone(), Arc::clone(v))).collect()
-        }
         Functions { scalar: pairs(state.scalar_functions()), aggregate: pairs(state.aggregate_functions()), window: pairs(state.window_functions()) }
     }
 
-    /// Registers again, after every other, each function that is registered under its own name,
-    /// so that a name wins over an alias as it did when the session was built; then checks that
-    /// every name resolves to the function it did.
+    /// Registers the functions again in an order that gives every name the function it had
+    /// ([`registration_order`]), then checks that it does.
     fn restore(&self, state: &mut datafusion::execution::SessionState, file: &Path) {
         use datafusion::execution::registry::FunctionRegistry;
-        for (k, f) in &self.scalar {
-            if k == f.name() {
-                state.register_udf(Arc::clone(f)).unwrap();
-            }
+        let all = |name: &str, aliases: &[String]| std::iter::once(name.to_string()).chain(aliases.iter().cloned()).collect::<Vec<_>>();
+        fn cycle<T>(file: &Path, kind: &str) -> T {
+            panic!("{}: the {kind} functions' names and aliases claim each other in a cycle", file.display())
         }
-        for (k, f) in &self.aggregate {
-            if k == f.name() {
-                state.register_udaf(Arc::clone(f)).unwrap();
-            }
+        for f in registration_order(&self.scalar, |f| all(f.name(), f.aliases())).unwrap_or_else(|| cycle(file, "scalar")) {
+            state.register_udf(f).unwrap();
         }
-        for (k, f) in &self.window {
-            if k == f.name() {
-                state.register_udwf(Arc::clone(f)).unwrap();
-            }
+        for f in registration_order(&self.aggregate, |f| all(f.name(), f.aliases())).unwrap_or_else(|| cycle(file, "aggregate")) {
+            state.register_udaf(f).unwrap();
         }
-        let now = Functions::of(state);
-        let same = |a: &[(String, String)], b: &[(String, String)]| {
-            let (mut a, mut b) = (a.to_vec(), b.to_vec());
-            a.sort();
-            b.sort();
-            a == b
-        };
-        fn names(f: &Functions) -> (Vec<(String, String)>, Vec<(String, String)>, Vec<(String, String)>) {
-            (
-                f.scalar.iter().map(|(k, v)| (k.clone(), v.name().to_string())).collect(),
-                f.aggregate.iter().map(|(k, v)| (k.clone(), v.name().to_string())).collect(),
-                f.window.iter().map(|(k, v)| (k.clone(), v.name().to_string())).collect(),
-            )
+        for f in registration_order(&self.window, |f| all(f.name(), f.aliases())).unwrap_or_else(|| cycle(file, "window")) {
+            state.register_udwf(f).unwrap();
         }
-        let (before, after) = (names(self), names(&now));
         assert!(
-            same(&before.0, &after.0) && same(&before.1, &after.1) && same(&before.2, &after.2),
+            same_functions(&self.scalar, state.scalar_functions())
+                && same_functions(&self.aggregate, state.aggregate_functions())
+                && same_functions(&self.window, state.window_functions()),
             "{}: the rule's session resolves some function names differently from the file's session",
             file.display()
         );
