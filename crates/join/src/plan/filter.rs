@@ -193,6 +193,11 @@ pub(crate) fn plan(pred: &Predicate, keys: &[(usize, usize)], options: JoinOptio
             }
         }
         v.extend(flagged[s].iter().map(|_| P::U32));
+        if v.is_empty() {
+            // `lower` gives a side the predicate does not look at one column of zeros (it
+            // still has its rows): the schema the predicate is checked against has it too.
+            v.push(P::U32);
+        }
         v
     });
     let columns = RelationColumns { tables, position: &position };
