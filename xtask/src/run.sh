@@ -51,6 +51,8 @@
 #   GPUJOIN_SANITIZE_BACKTRACE --show-backtrace value (default `device`; `yes` adds the host frames,
 #                              which name the Rust caller of a CUB kernel where the executables
 #                              keep their symbols: `cargo xtask sanitize`, not the stripped bundle)
+#   GPUJOIN_RACECHECK_LAUNCHES racecheck checks the first N kernel launches of each test only
+#                              (--launch-count N; unset: all)
 #   GPUJOIN_SANITIZE_DEADLINE  seconds after which no further job starts (the rest are reported
 #                              `not started`, and the run fails); the jobs running finish
 #   GPUJOIN_SANITIZE_TIMES     a `tool exe test seconds status` TSV (a sanitize-times.tsv) to order
@@ -294,6 +296,10 @@ job_status() {
   elif [[ -n "$errors" && "$errors" -gt 0 ]]; then
     j_status="errors $errors"; j_errors=$errors
     [[ "$rc" != 0 ]] && j_note="exit $rc"
+  elif [[ -z "$errors" && -n "$result" && "$result" == *" 0 failed"* ]] && grep -q 'terminated before first instrumented API call' "$log"; then
+    # A test that makes no CUDA call (a host-side check in a GPU test executable): nothing to
+    # sanitize, and its test passed.
+    j_status="clean"; j_note="no CUDA call"
   elif [[ -z "$errors" ]]; then
     j_status="failed"; j_note="no sanitizer summary, exit $rc"
   elif [[ "$rc" != 0 ]]; then
@@ -315,6 +321,10 @@ sanitize_job() {
   locate tests "$file" "${dirs[$i]}"
   local flags=(--tool "$tool" --show-backtrace "${GPUJOIN_SANITIZE_BACKTRACE:-device}")
   [[ "$tool" == memcheck ]] && flags+=(--leak-check full)
+  # racecheck instruments every shared-memory access (100-1000x slower kernels): with
+  # GPUJOIN_RACECHECK_LAUNCHES=N it checks the first N kernel launches of each test (the first
+  # property case's kernels, each algorithm's phases), the rest run unchecked.
+  [[ "$tool" == racecheck && -n "${GPUJOIN_RACECHECK_LAUNCHES:-}" ]] && flags+=(--launch-count "$GPUJOIN_RACECHECK_LAUNCHES")
   local extra=()
   read -r -a extra <<<"${GPUJOIN_SANITIZE_FLAGS:-}"
   local args=(--exact "$test" --test-threads=1 --show-output)
@@ -612,6 +622,7 @@ sanitize_all() {
     echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), ${device:-unknown device}, $CS ($version)"
     echo "- GPUJOIN_TEST_SIZE=$GPUJOIN_TEST_SIZE, GPUJOIN_REQUIRE_GPU=1${filter:+, filter \`$filter\`}; one compute-sanitizer process per tool and test (\`--exact <test> --test-threads=1\`), $jobs at once, the slowest first (times: ${times_in:-none}), limit ${GPUJOIN_TIMEOUT:-none}s per job"
     echo "- memcheck runs with \`--leak-check full\` (leaks count as errors); every tool with \`--show-backtrace ${GPUJOIN_SANITIZE_BACKTRACE:-device}\`${GPUJOIN_SANITIZE_FLAGS:+ and \`$GPUJOIN_SANITIZE_FLAGS\`}"
+    [[ -n "${GPUJOIN_RACECHECK_LAUNCHES:-}" ]] && echo "- racecheck checks the first $GPUJOIN_RACECHECK_LAUNCHES kernel launches of each test (\`--launch-count\`); the rest run unchecked"
     echo "- full output: sanitize.log (per job: sanitize-runs/<tool>/<exe>/<n>.log); every job's seconds and status: sanitize-times.tsv (GPUJOIN_SANITIZE_TIMES for the next run's order)"
     echo
     echo "$line"
