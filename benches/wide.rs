@@ -195,19 +195,8 @@ fn families(h: &mut Harness) {
             cases(h, &name, &rr.wide(cols), &ff.wide(cols), &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, cols, ns), ns as u64);
         }
     }
-    {
-        // 4-byte keys, 8-byte payloads.
-        let (kr, kf) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
-        let (pr, pf) = (datagen::widen(&r), datagen::widen(&f));
-        let pr: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pr).unwrap()).collect();
-        let pf: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pf).unwrap()).collect();
-        for cols in [1usize, 2] {
-            let wr = WideRelation::new(Keys::single(kr.view()), pr[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
-            let wf = WideRelation::new(Keys::single(kf.view()), pf[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
-            let name = if cols == 1 { "narrow_4b8b_2p24" } else { "wide_4b8b_2p24" };
-            cases(h, name, &wr, &wf, &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 4, 8, cols, ns), ns as u64);
-        }
-    }
+    // 4-byte keys, 8-byte payloads.
+    four_byte_keys_eight_byte_payloads(h, &r, &f, "_2p24");
     for (label, z) in [("0_5", 0.5), ("1_5", 1.5), ("2", 2.0)] {
         let fz = datagen::zipf_keys_fast(ns, nr, z, 53).unwrap();
         let (rr, ff) = (Rel::upload(&s, &r, 1), Rel::upload(&s, &fz, 1));
@@ -299,6 +288,23 @@ fn libcudf(h: &mut Harness) {
     }
 }
 
+/// `narrow_4b8b{suffix}` and `wide_4b8b{suffix}`: the keys `r` / `f` as 4-byte keys with one or
+/// two 8-byte payload columns a side (copies of the keys, widened), PHJ-UM and PHJ-OM beside Auto.
+fn four_byte_keys_eight_byte_payloads(h: &mut Harness, r: &[u32], f: &[u32], suffix: &str) {
+    let s = h.stream.clone();
+    let (nr, ns) = (r.len(), f.len());
+    let (kr, kf) = (s.copy_from_host(r).unwrap(), s.copy_from_host(f).unwrap());
+    let (pr, pf) = (datagen::widen(r), datagen::widen(f));
+    let pr: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pr).unwrap()).collect();
+    let pf: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pf).unwrap()).collect();
+    for cols in [1usize, 2] {
+        let wr = WideRelation::new(Keys::single(kr.view()), pr[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
+        let wf = WideRelation::new(Keys::single(kf.view()), pf[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
+        let name = format!("{}_4b8b{suffix}", if cols == 1 { "narrow" } else { "wide" });
+        cases(h, &name, &wr, &wf, &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 4, 8, cols, ns), ns as u64);
+    }
+}
+
 fn main() {
     let Some(mut h) = Harness::new("wide joins") else { return };
     let s = h.stream.clone();
@@ -318,20 +324,9 @@ fn main() {
         cases(&mut h, "zipf1_wide_4b4b", &rr.wide(2), &fzz.wide(2), &[Algorithm::PhjOm], floor_bytes(nr, ns, 4, 4, 2, ns), rows);
     }
     drop(fz);
-    {
-        // 4-byte keys, 8-byte payloads at full size: where Auto's PHJ-UM / PHJ-OM crossover for
-        // 8-byte payloads lies (at 2^24 PHJ-UM wins; see `narrow_4b8b_2p24`).
-        let (kr, kf) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
-        let (pr, pf) = (datagen::widen(&r), datagen::widen(&f));
-        let pr: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pr).unwrap()).collect();
-        let pf: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pf).unwrap()).collect();
-        for cols in [1usize, 2] {
-            let wr = WideRelation::new(Keys::single(kr.view()), pr[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
-            let wf = WideRelation::new(Keys::single(kf.view()), pf[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
-            let name = if cols == 1 { "narrow_4b8b" } else { "wide_4b8b" };
-            cases(&mut h, name, &wr, &wf, &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 4, 8, cols, ns), rows);
-        }
-    }
+    // 4-byte keys, 8-byte payloads at full size: where Auto's PHJ-UM / PHJ-OM crossover for
+    // 8-byte payloads lies (at 2^24 PHJ-UM wins; see `narrow_4b8b_2p24`).
+    four_byte_keys_eight_byte_payloads(&mut h, &r, &f, "");
     {
         // 8-byte keys and payloads.
         let (r8, f8) = (datagen::widen(&r), datagen::widen(&f));
