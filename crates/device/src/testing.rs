@@ -113,6 +113,35 @@ pub fn cases(full: u32, small: u32) -> u32 {
     pick(full, small.min(REDUCED_MAX_CASES))
 }
 
+/// Keeps one case in `small_stride` of a test's loop under `GPUJOIN_TEST_SIZE=small`, every case
+/// otherwise: for tests whose cases are the product of several lists (types x join types x
+/// algorithms x options), where dropping whole lists would lose coverage. With a stride prime to
+/// the lists' lengths the kept cases rotate through every list.
+///
+/// ```
+/// let mut sample = gpujoin_device::testing::Sample::new(7);
+/// let kept: Vec<u32> = (0..20).filter(|_| sample.take()).collect();
+/// assert!(kept.len() == 20 || kept == [0, 7, 14]); // full size: all; small: every 7th
+/// ```
+pub struct Sample {
+    stride: u64,
+    seen: u64,
+}
+
+impl Sample {
+    /// A sampler keeping every `small_stride`-th case under `GPUJOIN_TEST_SIZE=small`.
+    pub fn new(small_stride: u64) -> Sample {
+        Sample { stride: pick(1, small_stride.max(1)), seen: 0 }
+    }
+
+    /// Whether the next case runs.
+    pub fn take(&mut self) -> bool {
+        let keep = self.seen % self.stride == 0;
+        self.seen += 1;
+        keep
+    }
+}
+
 /// `full` normally, `small` under `GPUJOIN_TEST_SIZE=small`: any other size-dependent value
 /// (a list of sizes, a threshold that scales with the rows).
 pub fn pick<T>(full: T, small: T) -> T {

@@ -119,26 +119,46 @@ impl<'a> ColumnView<'a> {
         Ok(ColumnView { offset: self.offset + start, len, ..*self })
     }
 
-    /// Copies the column to the host (the buffers whole, with the offset).
+    /// Copies the column's rows to the host: only the bytes of rows `offset .. offset + len` (a
+    /// slice of a large column copies the slice), as a host column at offset 0. Bytes of the
+    /// buffers outside the rows (for example elements before an Arrow offset, which a producer
+    /// may leave unwritten) are never read. Strings take two copies: their offsets, then the
+    /// bytes they span.
     pub fn to_host(&self, stream: &Stream) -> Result<HostColumn> {
-        let values = self.values.len().min(self.values_bytes_needed());
-        let stream_copy = |v: DeviceView<'_, u8>| -> Result<Vec<u8>> { stream.copy_to_host(&v) };
-        let vals = stream_copy(self.values.slice(..values))?;
-        let offsets = match self.offsets {
-            Some(o) => stream_copy(o)?,
-            None => Vec::new(),
+        let (start, end) = (self.offset, self.offset + self.len);
+        // Bitmaps (validity, boolean values): the bytes holding bits start..end, shifted on the
+        // host so that row 0 is bit 0.
+        let bits = |b: DeviceView<'_, u8>| -> Result<Vec<u8>> { Ok(shift_bits(&stream.copy_to_host(&b.slice(start / 8..end.div_ceil(8)))?, start % 8, self.len)) };
+        let validity = self.validity.map(bits).transpose()?;
+        let (values, offsets) = match self.data_type {
+            DataType::Boolean => (bits(self.values)?, Vec::new()),
+            t if t.is_string() => {
+                let w = if t == DataType::Utf8 { 4 } else { 8 };
+                let offsets = self.offsets.ok_or_else(|| Error::invalid(format!("a {t} column without offsets")))?;
+                let raw = stream.copy_to_host(&offsets.slice(start * w..(end + 1) * w))?;
+                let at = |i: usize| if w == 4 { i32::from_le_bytes(raw[i * 4..i * 4 + 4].try_into().unwrap()) as i64 } else { i64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap()) };
+                let (first, last) = (at(0), at(self.len));
+                if first < 0 || last < first || last as usize > self.values.len() {
+                    return Err(Error::invalid(format!("a {t} column of {} rows at offset {start} whose strings span bytes {first}..{last} of {}", self.len, self.values.len())));
+                }
+                let bytes = if last > first { stream.copy_to_host(&self.values.slice(first as usize..last as usize))? } else { Vec::new() };
+                let mut rebased = Vec::with_capacity(raw.len());
+                for i in 0..=self.len {
+                    let o = at(i) - first;
+                    if w == 4 {
+                        rebased.extend_from_slice(&(o as i32).to_le_bytes());
+                    } else {
+                        rebased.extend_from_slice(&o.to_le_bytes());
+                    }
+                }
+                (bytes, rebased)
+            }
+            t => {
+                let w = t.byte_width().unwrap_or(0);
+                (stream.copy_to_host(&self.values.slice(start * w..end * w))?, Vec::new())
+            }
         };
-        let validity = self.validity.map(stream_copy).transpose()?;
-        HostColumn::from_arrow_buffers(self.data_type, self.len, self.offset, vals, offsets, validity)
-    }
-
-    fn values_bytes_needed(&self) -> usize {
-        let end = self.offset + self.len;
-        match self.data_type {
-            DataType::Boolean => end.div_ceil(8),
-            t if t.is_string() => self.values.len(),
-            t => end * t.byte_width().unwrap_or(0),
-        }
+        HostColumn::from_arrow_buffers(self.data_type, self.len, 0, values, offsets, validity)
     }
 
     /// Number of rows.
@@ -178,6 +198,28 @@ impl<'a> ColumnView<'a> {
         let v = self.values.slice(self.offset * w..(self.offset + self.len) * w);
         v.reinterpret::<T>()
     }
+}
+
+/// Bits `shift .. shift + len` of `bytes` (LSB order) as a bitmap starting at bit 0.
+///
+/// `shift_bits(&[0b1011_0100], 2, 4)` is `[0b1101]`.
+fn shift_bits(bytes: &[u8], shift: usize, len: usize) -> Vec<u8> {
+    if shift == 0 {
+        let mut out = bytes[..len.div_ceil(8)].to_vec();
+        if len % 8 != 0 {
+            out[len / 8] &= (1u8 << (len % 8)) - 1;
+        }
+        return out;
+    }
+    (0..len.div_ceil(8))
+        .map(|i| {
+            let lo = bytes[i] >> shift;
+            let hi = bytes.get(i + 1).map_or(0, |b| b << (8 - shift));
+            let v = lo | hi;
+            let valid = (len - i * 8).min(8);
+            if valid < 8 { v & ((1u8 << valid) - 1) } else { v }
+        })
+        .collect()
 }
 
 pub(super) fn check_names(names: &[String]) -> Result<()> {
@@ -291,5 +333,31 @@ impl<'a> TableView<'a> {
     pub fn to_host(&self, stream: &Stream) -> Result<HostTable> {
         let cols = self.names.iter().cloned().zip(self.columns.iter().map(|c| c.to_host(stream)).collect::<Result<Vec<_>>>()?).collect();
         HostTable::new(cols)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shift_bits;
+
+    #[test]
+    fn shift_bits_moves_row_zero_to_bit_zero_and_clears_the_rest() {
+        assert_eq!(shift_bits(&[0b1011_0100], 2, 4), [0b1101]);
+        assert_eq!(shift_bits(&[0xff, 0xff], 0, 9), [0xff, 0x01]);
+        assert_eq!(shift_bits(&[0b1000_0000, 0b0000_0101], 7, 3), [0b011]);
+        assert_eq!(shift_bits(&[0b1000_0000, 0b1111_0101], 7, 9), [0b1110_1011, 0b1]);
+        assert!(shift_bits(&[0xff], 3, 0).is_empty());
+        // Against a bit-by-bit shift, every offset and length over two random bytes.
+        let bytes = [0b0110_1001u8, 0b1100_0111, 0b1010_0011];
+        for shift in 0..8 {
+            for len in 0..=(24 - shift) {
+                let out = shift_bits(&bytes[..(shift + len).div_ceil(8).max(1)], shift, len);
+                assert_eq!(out.len(), len.div_ceil(8));
+                for i in 0..out.len() * 8 {
+                    let want = i < len && bytes[(shift + i) / 8] >> ((shift + i) % 8) & 1 == 1;
+                    assert_eq!(out[i / 8] >> (i % 8) & 1 == 1, want, "shift {shift} len {len} bit {i}");
+                }
+            }
+        }
     }
 }

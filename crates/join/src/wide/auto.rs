@@ -26,7 +26,8 @@
 //! 5. 8-byte payloads, or more than [`OM_FUSED_COLUMNS`] payload columns a side: PHJ-UM. The
 //!    paper has PHJ-OM win here too (5.2.5), but this implementation keeps PHJ-OM's peak memory
 //!    at most PHJ-UM's (as the paper reports) by transforming those columns in chunks, and then
-//!    PHJ-UM's gathers are faster (the measured crossover; see perf/NOTES.md).
+//!    PHJ-UM's gathers are faster (the measured crossover; see perf/NOTES.md) -- except for
+//!    narrow joins from [`OM_NARROW_EIGHT_BYTE_MIN_BUILD_ROWS`] build rows: PHJ-OM.
 //! 6. Narrow joins (at most one payload per side): PHJ-OM ("PHJ-* beat SMJ-* for narrow
 //!    joins"; here PHJ-OM's match writes the 4-byte payload column itself, so nothing is gathered).
 //! 7. Wide joins with a high (or unsampled) match ratio: PHJ-OM, "the best performance" for
@@ -55,6 +56,12 @@ pub const LOW_MATCH_RATIO: f64 = 0.3;
 /// Build sides up to this many rows keep NPHJ's global table (about 16 bytes a slot, two slots
 /// per key) within the L2 cache of an H100.
 pub const NPHJ_MAX_BUILD_ROWS: u64 = 1 << 20;
+/// Build rows from which a narrow join (at most one payload column a side) with 8-byte payloads
+/// takes PHJ-OM: measured on the H100 at 2^26 x 2^27 (PHJ-OM 14.13 vs PHJ-UM 15.84 ms with 4-byte
+/// keys, 15.18 vs 16.28 with 8-byte keys), where the unclustered gathers' random 8-byte reads no
+/// longer hit the cache; at 2^24 x 2^25 PHJ-UM still wins. Wide joins with 8-byte payloads tie
+/// at 2^26 and keep PHJ-UM.
+pub const OM_NARROW_EIGHT_BYTE_MIN_BUILD_ROWS: u64 = 1 << 26;
 /// Payload columns a side up to which PHJ-OM beats PHJ-UM on the H100 (4-byte payloads: the first
 /// column is written by the match, the second transformed whole or in chunks).
 pub const OM_FUSED_COLUMNS: u32 = 2;
@@ -240,6 +247,11 @@ impl Features {
 /// // A small dimension and a fact table carrying ten columns: NPHJ, in the fact table's order.
 /// let star = Features { build_rows: 1_900_000, probe_rows: 58_000_000, payload_columns: 11, max_side_payloads: 10, probe_payloads: 10, ..narrow };
 /// assert_eq!(choose(&star).0, Algorithm::Nphj);
+/// // 8-byte payloads: PHJ-UM, but PHJ-OM for narrow joins from 2^26 build rows.
+/// let eight = Features { eight_byte_payloads: 2, ..narrow };
+/// assert_eq!(choose(&eight).0, Algorithm::PhjOm);
+/// assert_eq!(choose(&Features { build_rows: 1 << 24, probe_rows: 1 << 25, ..eight }).0, Algorithm::PhjUm);
+/// assert_eq!(choose(&Features { payload_columns: 4, max_side_payloads: 2, ..eight }).0, Algorithm::PhjUm);
 /// ```
 pub fn choose(f: &Features) -> (Algorithm, String) {
     let ratio = f.match_ratio.map_or("unsampled".to_string(), |r| format!("{r:.3}"));
@@ -268,6 +280,8 @@ pub fn choose(f: &Features) -> (Algorithm, String) {
         } else {
             (Algorithm::PhjUm, "low match ratio: little to materialize, so unclustered gathers of the matches beat transforming every payload column (section 5.2.3)")
         }
+    } else if !f.wide() && f.eight_byte_payloads > 0 && f.build_rows >= OM_NARROW_EIGHT_BYTE_MIN_BUILD_ROWS {
+        (Algorithm::PhjOm, "narrow join with 8-byte payloads and a build side of 2^26 rows or more: PHJ-OM's clustered gathers beat PHJ-UM's random 8-byte reads once they miss the cache (H100, 2^26 x 2^27: 14.13 vs 15.84 ms with 4-byte keys, 15.18 vs 16.28 with 8-byte keys; PHJ-UM below, 2^24 x 2^25)")
     } else if f.om_transforms_in_chunks() {
         (Algorithm::PhjUm, "8-byte payloads or more than two payload columns a side: here PHJ-OM keeps its peak memory at most PHJ-UM's by transforming those columns in chunks, which costs more than PHJ-UM's gathers (H100: 4-byte keys with 8-byte payloads 3.65 vs 4.58 ms narrow, 5.63 vs 7.93 ms wide; four 4-byte columns a side 8.04 vs 9.92 ms)")
     } else if !f.wide() {
