@@ -144,10 +144,13 @@ enum Draw {
 /// Int64 and `s` nullable Utf8; right: `id` UInt32 and `f` nullable Float64).
 fn side(rng: &mut StdRng, kind: Kind, n: usize, draw: Draw, left: bool) -> HostTable {
     let ncols = kind.names().len();
+    // Specials in 30% of the rows (1.2% of large sides: each special value repeats, and the
+    // output of a value is the product of its rows on both sides).
+    let special_per_mille = if n > 1000 { 12 } else { 300 };
     let x = |rng: &mut StdRng| -> i64 {
         match draw {
             Draw::Mixed { domain, .. } => {
-                if rng.gen_range(0..100) < 30 {
+                if rng.gen_range(0..1000) < special_per_mille {
                     rng.gen_range(0..SPECIALS)
                 } else {
                     SPECIALS + rng.gen_range(0..domain.max(1))
@@ -279,7 +282,10 @@ fn check_tables(s: &Stream, kind: Kind, hl: &HostTable, hr: &HostTable, algorith
             _ => (&["id", "s"], &["id", "f"]),
         };
         for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
-            for nans in [NanEquality::NanEqualsNan, NanEquality::NanNeverEqual] {
+            // (The NaN equality changes nothing for other keys: both in the full run only.)
+            let nans_all = [NanEquality::NanEqualsNan, NanEquality::NanNeverEqual];
+            let nans_list = if kind.is_float() || !gpujoin_device::testing::reduced() { &nans_all[..] } else { &nans_all[..1] };
+            for &nans in nans_list {
                 let want = reference(hl, hr, names, jt, nulls, nans);
                 let want_rows = table_reference::rows_of_pairs(&want, hl, ls, hr, rs);
                 for &alg in algorithms {
@@ -331,7 +337,7 @@ fn clustered_and_indexed_nested_loop_take_every_key() {
     let mut rng = StdRng::seed_from_u64(0x1_55E9);
     let big = rows(5000, 40);
     // (left rows, right rows, null percent)
-    let sizes: Vec<(usize, usize, u32)> = pick(vec![(0, 0, 0), (0, 5, 20), (3, 0, 0), (1, 1, 0), (1, 1, 100), (37, 51, 15), (333, 290, 0), (big, big - 1, 10)], vec![(0, 3, 20), (1, 1, 0), (37, 51, 15)]);
+    let sizes: Vec<(usize, usize, u32)> = pick(vec![(0, 0, 0), (0, 5, 20), (3, 0, 0), (1, 1, 0), (1, 1, 100), (37, 51, 15), (333, 290, 0), (big, big - 1, 1)], vec![(0, 3, 20), (37, 51, 15)]);
     let mut runs = 0;
     for kind in KINDS {
         for &(nl, nr, pct) in &sizes {
@@ -353,11 +359,11 @@ fn duplicates_no_matches_and_all_null_keys() {
     for kind in KINDS {
         let cases = [
             ("all duplicates", Draw::Same, Draw::Same),
-            ("no matches", Draw::Range { lo: 0 }, Draw::Range { lo: 50 }),
             ("all null", Draw::AllNull, Draw::AllNull),
+            ("no matches", Draw::Range { lo: 0 }, Draw::Range { lo: 50 }),
             ("null left, duplicates right", Draw::AllNull, Draw::Same),
         ];
-        for (what, dl, dr) in cases {
+        for (what, dl, dr) in cases.into_iter().take(pick(4, 2)) {
             let (hl, hr) = (side(&mut rng, kind, n, dl, true), side(&mut rng, kind, n + 2, dr, false));
             runs += check_tables(&s, kind, &hl, &hr, &algorithms(), what);
         }
@@ -374,7 +380,7 @@ fn join_index_under_both_equalities() {
     use gpujoin_join::plan::JoinIndex;
     let Some(s) = stream("join_index_under_both_equalities") else { return };
     let mut rng = StdRng::seed_from_u64(0x1_55E9_0004);
-    let sizes: Vec<(usize, usize, u32)> = pick(vec![(0, 4, 20), (1, 1, 100), (37, 51, 15), (700, 900, 10), (300, 200, 0)], vec![(1, 1, 100), (37, 51, 15)]);
+    let sizes: Vec<(usize, usize, u32)> = pick(vec![(0, 4, 20), (1, 1, 100), (37, 51, 15), (700, 900, 10), (300, 200, 0)], vec![(37, 51, 15)]);
     let mut runs = 0;
     // (Utf8 keys: the first key column of the (Utf8, Int32) tables.)
     for kind in [Kind::I32, Kind::I64Wide, Kind::F32, Kind::F64, Kind::StrI32] {
