@@ -174,6 +174,66 @@ impl PreparedKeys<'_> {
     }
 }
 
+/// One `u32` match key per row of each side whose equality is exactly the join's key equality
+/// (for the algorithms that join one key column without nulls: the clustered gathers and the
+/// indexed nested loop, [`super::Join`]'s "keys joined as ranks"). Rows that can match (every
+/// key valid or NULL under `NullEqualsNull`; no NaN under `NanNeverEqual`) get the dense rank
+/// of their full key among both sides' matchable rows (`crate::keys::dense_ranks`: composite
+/// keys equal where every column is equal or both NULL under `NullEqualsNull`; all NaNs one key
+/// under `NanEqualsNan`; `-0.0 == 0.0`). With `m` matchable rows the ranks are below `m`; the left
+/// rows that can match nothing get `m`, the right ones `m + 1`, values no row of the other side
+/// has, so they match nothing and remain unmatched rows where the join type keeps them
+/// (`dense_ranks` takes at most `u32::MAX - 1` rows, so `m + 1` fits `u32`).
+///
+/// Example: left `Int32` keys `[7, NULL, 7, 3]`, right `[3, NULL, 9]` under `NullEqualsNothing`
+/// (5 matchable rows) are joined as `[1, 5, 1, 0]` and `[0, 6, 2]`; under `NullEqualsNull`
+/// the NULLs share a rank (`[1, 3, 1, 0]` and `[0, 3, 2]`: ranks follow the key images' order,
+/// NULLs after the valid keys).
+pub(crate) fn match_keys(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
+    use crate::common::rows_where;
+    use crate::keys::{dense_ranks, images, KeyPlan};
+    left.check_comparable(right)?;
+    let plan = KeyPlan::new(left, right, opts, 64);
+    let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
+    let ml = rows_where(stream, &il.never_match.view(), false, None)?;
+    let mr = rows_where(stream, &ir.never_match.view(), false, None)?;
+    let (kl, kr, _bits) = dense_ranks(stream, &il, &ml.view(), &ir, &mr.view())?;
+    drop((il, ir));
+    let (never_left, never_right) = sentinels(ml.len(), mr.len())?;
+    let place = |ranks: DeviceBuffer<u32>, rows: DeviceBuffer<u32>, n: usize, never: u32| -> Result<DeviceBuffer<u32>> {
+        if rows.len() == n {
+            return Ok(ranks); // every row can match: the ranks are in row order already
+        }
+        let mut out = stream.alloc::<u32>(n)?;
+        gpujoin_primitives::fill(stream, &mut out.view_mut(), never)?;
+        gpujoin_primitives::scatter(stream, &ranks.view(), &rows.view(), &mut out.view_mut())?;
+        Ok(out)
+    };
+    Ok((place(kl, ml, left.rows(), never_left)?, place(kr, mr, right.rows(), never_right)?))
+}
+
+/// The match keys of the left and right rows that can match nothing, above every rank of the
+/// `left + right` matchable rows (ranks are below their count): `(m, m + 1)`.
+pub(crate) fn sentinels(left: usize, right: usize) -> Result<(u32, u32)> {
+    let m = left as u64 + right as u64;
+    if m + 1 > u32::MAX as u64 {
+        return Err(Error::too_large("rows of both sides whose keys are joined as ranks", m, u32::MAX as u64 - 1));
+    }
+    Ok((m as u32, m as u32 + 1))
+}
+
+/// Whether the indexed nested loop joins these prepared keys as ranks ([`match_keys`]): it
+/// indexes one key column, leaving null rows (of a validity bitmap) and NaN rows out, so it
+/// takes other keys as ranks: a composite key (a `Decimal128` prepares as two columns), nullable
+/// keys under `NullEqualsNull`, float keys under `NanEqualsNan`.
+pub(crate) fn inlj_needs_ranks(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> bool {
+    use crate::types::{NanEquality, NullEquality};
+    let (l, r) = (left.columns(), right.columns());
+    l.len() != 1
+        || ((l[0].validity.is_some() || r[0].validity.is_some()) && opts.null_equality == NullEquality::NullEqualsNull)
+        || (matches!(l[0].values, DeviceColumn::F32(_) | DeviceColumn::F64(_)) && opts.nan_equality == NanEquality::NanEqualsNan)
+}
+
 /// A prepared single key column as an owned buffer of its type (for the indexed nested loop's
 /// index, which owns its column).
 pub(crate) fn owned_single(stream: &Stream, keys: &PreparedKeys<'_>) -> Result<crate::device_relation::DeviceColumnData> {
@@ -189,4 +249,29 @@ pub(crate) fn owned_single(stream: &Stream, keys: &PreparedKeys<'_>) -> Result<c
         Values::F32(v) => D::F32(copy(stream, v)?),
         Values::F64(v) => D::F64(copy(stream, v)?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentinels_sit_above_every_rank() {
+        // 3 + 4 rows that can match: ranks 0..7 at most; left 7, right 8.
+        assert_eq!(sentinels(3, 4).unwrap(), (7, 8));
+        assert_eq!(sentinels(0, 0).unwrap(), (0, 1));
+        // The largest count dense_ranks takes (u32::MAX - 1 rows) still leaves room for both.
+        let m = u32::MAX as usize - 1;
+        assert_eq!(sentinels(m - 5, 5).unwrap(), (u32::MAX - 1, u32::MAX));
+        assert!(matches!(sentinels(m, 1), Err(Error::TooLarge { .. })));
+        assert!(matches!(sentinels(u32::MAX as usize, u32::MAX as usize), Err(Error::TooLarge { .. })));
+    }
+
+    #[test]
+    fn words_and_descriptions_of_every_type() {
+        for t in DataType::EXAMPLES {
+            assert_eq!(words(t), if matches!(t, DataType::Decimal128(..)) { 2 } else { 1 }, "{t}");
+            assert!(!describe(t).is_empty(), "{t}");
+        }
+    }
 }

@@ -28,11 +28,11 @@
 //! | algorithm | for | output order |
 //! |---|---|---|
 //! | [`Algorithm::SortedMerge`] | inputs already sorted by one integer key without nulls (ModernGPU) | by key; left rows, then right rows, in input order |
-//! | [`Algorithm::SortMerge`] | any keys; the paper's SMJ-UM / SMJ-OM | by key |
+//! | [`Algorithm::SortMerge`] | any keys; the paper's SMJ-UM / SMJ-OM (SMJ-OM: some keys as ranks, below) | by key (SMJ-OM with ranks: by rank) |
 //! | [`Algorithm::Interleave`] | any keys (seed 001) | by key |
 //! | [`Algorithm::Hash`] | one global hash table (NPHJ); small build sides | probe-side order within hash buckets |
-//! | [`Algorithm::PartitionedHash`] | radix-partitioned hash join; PHJ-UM / PHJ-OM | by partition |
-//! | [`Algorithm::IndexedNestedLoop`] | a sorted index of the right side probed by binary search; one key column, nulls only under `NullEqualsNothing` (null rows match nothing) | left row order |
+//! | [`Algorithm::PartitionedHash`] | radix-partitioned hash join; PHJ-UM / PHJ-OM (PHJ-OM: some keys as ranks, below) | by partition |
+//! | [`Algorithm::IndexedNestedLoop`] | a sorted index of the right side probed by binary search; any keys (some as ranks, below) | left row order; within a left row its right rows in row order; then the unmatched right rows in row order |
 //!
 //! Every order is deterministic (the same inputs give the same order on every run); only the
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
@@ -42,6 +42,24 @@
 //! that travel in its place. [`Algorithm::Auto`] runs the paper's decision tree only where at
 //! least one selected column travels as it is: otherwise every column would be gathered by row
 //! id anyway, which is what PHJ-UM does without a row-id column to carry.
+//!
+//! Keys joined as ranks: the clustered gathers compare keys of at most 64 bits that all can
+//! match, and the indexed nested loop indexes one key column whose null rows (and NaN rows)
+//! match nothing. They take every other key by joining one `u32` match key a side in place of
+//! the keys: the dense rank of the row's full key among both sides' rows (one sort of both
+//! sides' key images), so that two rows get equal match keys exactly when their keys are equal
+//! under the join's equalities (composite keys column by column; NULL equal to NULL under
+//! `NullEqualsNull`; all NaNs one key under `NanEqualsNan`; `-0.0 == 0.0`). Rows that can match
+//! nothing (a NULL key under `NullEqualsNothing`, NaN under `NanNeverEqual`) get a value of their
+//! own side above every rank (`m` on the left, `m + 1` on the right, for `m` rows that can
+//! match), so they match nothing and still appear where the join type keeps unmatched rows. The
+//! selected columns are gathered from the inputs as always. This applies to the clustered
+//! gathers for keys that prepare to more than 64 bits, nullable keys and float keys under
+//! `NanNeverEqual`, and to the indexed nested loop for composite and `Decimal128` keys, nullable
+//! keys under `NullEqualsNull` and float keys under `NanEqualsNan`; the reason then says
+//! `keys joined as ranks (<why>)`. Left `Int32` keys `[7, NULL, 3]` and right `[3, NULL]` under
+//! `NullEqualsNothing` are joined as `[1, 3, 0]` and `[0, 4]`. [`Algorithm::Auto`] does not
+//! pick the clustered gathers for such keys (the unclustered ones need no ranks).
 //!
 //! Key compression: a single 8-byte integer key column (`Int64`, `UInt64`, `Date64`,
 //! `Timestamp`) whose valid keys on both sides span less than 2^32 is joined as 32-bit offsets
@@ -75,11 +93,12 @@ pub enum Gather {
     /// From the input rows through gather maps (the paper's GFUR, "UM").
     Unclustered,
     /// The first payload column travels with the keys through the transform, the others are
-    /// transformed one at a time and gathered from the transformed order (GFTR, "OM"). Keys of
-    /// at most 64 bits without nulls. Payload columns of 4- and 8-byte types without nulls take
-    /// this path as they are; every other selected column (strings, booleans, 1- and 2-byte
-    /// integers, decimals, any column with a validity bitmap) is served by composition: a `u32`
-    /// row-id column travels through the clustered join in its place (one for the side; rows
+    /// transformed one at a time and gathered from the transformed order (GFTR, "OM"). Any keys:
+    /// keys of at most 64 bits that all can match as they are, the others (wider, nullable,
+    /// floats under `NanNeverEqual`) as ranks (see the module docs). Payload columns of 4- and
+    /// 8-byte types without nulls take this path as they are; every other selected column
+    /// (strings, booleans, 1- and 2-byte integers, decimals, any column with a validity bitmap)
+    /// is served by composition: a `u32` row-id column travels through the clustered join in its place (one for the side; rows
     /// are below 2^32, [`RowId::MAX_ROWS`]), and the column is then gathered from the input by
     /// those row ids with the unclustered gather, null where the join found no partner (as
     /// [`Gather::Unclustered`] gives it). Example: a left join selecting a right `Utf8` column
@@ -243,6 +262,10 @@ impl<'a> From<&'a Table> for TableView<'a> {
 /// Inputs up to this many rows together are joined by the non-partitioned hash join.
 pub const TINY_ROWS: u64 = 1 << 12;
 
+/// How a reason says that the keys were replaced by one `u32` match key a side
+/// ([`keys::match_keys`]).
+const RANKS_NOTE: &str = "keys joined as ranks";
+
 impl<'a> Join<'a> {
     /// A join of `join_type` (SQL semantics: NULL keys match nothing, NaN matches NaN).
     pub fn new(join_type: JoinType) -> Join<'a> {
@@ -400,7 +423,10 @@ impl<'a> Join<'a> {
             Algorithm::Auto => self.auto(i),
             a => {
                 self.check_explicit(a, i)?;
-                (a, "requested".to_string())
+                match self.ranks_why(a, i) {
+                    Some(why) => (a, format!("requested; {RANKS_NOTE} ({why}): one u32 a side, the dense rank of the key among both sides' keys")),
+                    None => (a, "requested".to_string()),
+                }
             }
         };
         let Some(f) = &self.filter else { return Ok((a, reason)) };
@@ -483,7 +509,7 @@ impl<'a> Join<'a> {
         }
         let selected = i.left_select.len() + i.right_select.len();
         let composed = self.composed_payloads(i);
-        match self.clustered_refusal(i) {
+        match self.clustered_ranks(i) {
             // Every selected column would be gathered by row id after a clustered join: what the
             // unclustered gathers do anyway, with a row-id column less to carry.
             None if selected > 0 && composed.len() == selected => (
@@ -494,7 +520,7 @@ impl<'a> Join<'a> {
                 (Algorithm::Auto, "the paper's decision tree over the sizes, the payload widths and a sampled match ratio and skew, at run time".into())
             }
             None => (Algorithm::PartitionedHash(Gather::Unclustered), "no payload to materialize: the partitioned hash join's maps".into()),
-            Some(why) => (Algorithm::PartitionedHash(Gather::Unclustered), format!("the partitioned hash join with unclustered gathers ({why})")),
+            Some(why) => (Algorithm::PartitionedHash(Gather::Unclustered), format!("the partitioned hash join with unclustered gathers ({why}: the clustered gathers would join the keys as ranks)")),
         }
     }
 
@@ -504,25 +530,57 @@ impl<'a> Join<'a> {
         keys.filter(|(_, c)| c.validity().is_some()).map(|(n, _)| n.as_str()).next()
     }
 
-    /// Why the clustered gathers cannot serve these keys (`None`: they can), naming the key
-    /// column and the reason. Every payload type is served (see [`Gather::Clustered`]).
-    fn clustered_refusal(&self, i: &Inputs<'_>) -> Option<String> {
+    /// Why the clustered gathers join these keys as ranks ([`keys::match_keys`]; `None`: as they
+    /// are prepared), naming the key columns: keys that prepare to more than 64 bits (which the
+    /// joins would hash and verify through maps into the input rows, which the clustered gathers
+    /// do not keep), nullable keys, float keys under `NanNeverEqual` (keys that can match
+    /// nothing). Every payload type is served (see [`Gather::Clustered`]).
+    fn clustered_ranks(&self, i: &Inputs<'_>) -> Option<String> {
         let words: usize = i.left_keys.iter().map(|c| keys::words(c.data_type())).sum();
         let bits: usize = i.left_keys.iter().map(|c| if c.data_type().is_string() { 32 } else { c.data_type().byte_width().unwrap_or(4).max(4) * 8 }).sum();
         if bits > 64 || words > 2 {
             let cols: Vec<String> = self.left_on.iter().zip(&i.left_keys).map(|(n, c)| format!("{n} ({})", c.data_type())).collect();
-            return Some(format!("key columns {} prepare as {bits} bits; the clustered gathers take keys of at most 64 bits (wider keys are hashed and verified through maps into the input rows, which the clustered gathers do not keep)", cols.join(", ")));
+            return Some(format!("key columns {} prepare as {bits} bits, more than 64", cols.join(", ")));
         }
         if let Some(n) = self.nullable_key(i) {
-            return Some(format!("key column {n} has a validity bitmap; the clustered gathers take keys without nulls"));
+            return Some(format!("key column {n} has a validity bitmap"));
         }
         if self.options.nan_equality == NanEquality::NanNeverEqual {
             let floats = self.left_on.iter().zip(&i.left_keys).find(|(_, c)| c.data_type().is_float());
             if let Some((n, c)) = floats {
-                return Some(format!("key column {n} is {} and NaN equals nothing (NanNeverEqual); the clustered gathers take keys that all can match", c.data_type()));
+                return Some(format!("key column {n} is {} and NaN equals nothing (NanNeverEqual)", c.data_type()));
             }
         }
         None
+    }
+
+    /// Why the indexed nested loop joins these keys as ranks (`None`: the one key column as
+    /// it is prepared), naming the key columns; the same decision as [`keys::inlj_needs_ranks`]
+    /// on the prepared keys.
+    fn inlj_ranks(&self, i: &Inputs<'_>) -> Option<String> {
+        if i.left_keys.len() != 1 {
+            return Some(format!("a composite key of {} columns ({})", i.left_keys.len(), self.left_on.join(", ")));
+        }
+        let (n, t) = (&self.left_on[0], i.left_keys[0].data_type());
+        if keys::words(t) != 1 {
+            return Some(format!("key column {n} is {t}, two key words"));
+        }
+        if let Some(n) = self.nullable_key(i).filter(|_| self.options.null_equality == NullEquality::NullEqualsNull) {
+            return Some(format!("key column {n} has a validity bitmap and NULL equals NULL"));
+        }
+        if t.is_float() && self.options.nan_equality == NanEquality::NanEqualsNan {
+            return Some(format!("key column {n} is {t} and NaN equals NaN"));
+        }
+        None
+    }
+
+    /// Why `a` joins these keys as ranks, for its reason (`None`: as they are prepared).
+    fn ranks_why(&self, a: Algorithm, i: &Inputs<'_>) -> Option<String> {
+        match a {
+            Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => self.clustered_ranks(i),
+            Algorithm::IndexedNestedLoop => self.inlj_ranks(i),
+            _ => None,
+        }
     }
 
     /// The selected columns that the clustered gathers take only by composition (gathered by row
@@ -535,36 +593,28 @@ impl<'a> Join<'a> {
 
     fn check_explicit(&self, a: Algorithm, i: &Inputs<'_>) -> Result<()> {
         let refuse = |reason: String| Err(Error::Unsupported { what: format!("the {} join", a.name()), reason });
-        let single_numeric = |ints_only: bool, nulls_equal_nothing_ok: bool| -> Option<String> {
+        // The sorted merge joins one integer key column as it is, sorted (checked on the device).
+        // Every other algorithm takes every key: the clustered gathers and the indexed nested
+        // loop join keys they cannot compare as they are as ranks (see `ranks_why`).
+        let sorted_merge = || -> Option<String> {
             if i.left_keys.len() != 1 {
                 return Some(format!("{} key columns; it takes one", i.left_keys.len()));
             }
-            let (n, c) = (&self.left_on[0], i.left_keys[0]);
-            let t = c.data_type();
-            if ints_only && !matches!(t, DataType::Int32 | DataType::Int64 | DataType::UInt32 | DataType::UInt64 | DataType::Date32 | DataType::Date64 | DataType::Timestamp(_)) {
+            let (n, t) = (&self.left_on[0], i.left_keys[0].data_type());
+            if !matches!(t, DataType::Int32 | DataType::Int64 | DataType::UInt32 | DataType::UInt64 | DataType::Date32 | DataType::Date64 | DataType::Timestamp(_)) {
                 return Some(format!("key column {n} is {t}; it takes 32- and 64-bit integer keys"));
             }
-            if matches!(t, DataType::Decimal128(..)) {
-                return Some(format!("key column {n} is {t}; it takes one key word"));
-            }
-            if t.is_float() && self.options.nan_equality == NanEquality::NanEqualsNan {
-                return Some(format!("key column {n} is {t} and NaN equals NaN; its index leaves NaN out (use NanNeverEqual)"));
-            }
-            if let Some(n) = self.nullable_key(i) {
-                if !nulls_equal_nothing_ok {
-                    return Some(format!("key column {n} has a validity bitmap; it takes keys without nulls"));
-                }
-                if self.options.null_equality == NullEquality::NullEqualsNull {
-                    return Some(format!("key column {n} has a validity bitmap and null equals null; its index leaves null rows out (use NullEqualsNothing)"));
-                }
-            }
-            None
+            self.nullable_key(i).map(|n| format!("key column {n} has a validity bitmap; it takes keys without nulls"))
         };
+        if let Some(why) = self.ranks_why(a, i) {
+            // Ranks (and the two values above them) are u32: fewer than 2^32 - 1 rows together.
+            let rows = i.left_rows as u64 + i.right_rows as u64;
+            if rows >= u32::MAX as u64 {
+                return refuse(format!("it joins these keys as ranks ({why}), of fewer than 2^32 - 1 rows of both sides together; they have {rows}"));
+            }
+        }
         match a {
-            Algorithm::Auto => Ok(()),
-            Algorithm::SortedMerge => single_numeric(true, false).map_or(Ok(()), refuse),
-            Algorithm::IndexedNestedLoop => single_numeric(false, true).map_or(Ok(()), refuse),
-            Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => self.clustered_refusal(i).map_or(Ok(()), refuse),
+            Algorithm::SortedMerge => sorted_merge().map_or(Ok(()), refuse),
             _ => Ok(()),
         }
     }
@@ -576,8 +626,16 @@ impl<'a> Join<'a> {
         let clustered = matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered));
         if clustered {
             let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
-            let mut out = self.run_wide(stream, &inputs, &lk.keys()?, &rk.keys()?, algorithm, reason)?;
-            out.reason = noted(out.reason, lk.note());
+            let note = lk.note().map(str::to_string);
+            let mut out = if self.clustered_ranks(&inputs).is_some() {
+                // One u32 match key a side in place of the keys (see `keys::match_keys`).
+                let (ml, mr) = keys::match_keys(stream, &lk.keys()?, &rk.keys()?, self.options)?;
+                drop((lk, rk));
+                self.run_wide(stream, &inputs, &Keys::single(ml.view()), &Keys::single(mr.view()), algorithm, reason)?
+            } else {
+                self.run_wide(stream, &inputs, &lk.keys()?, &rk.keys()?, algorithm, reason)?
+            };
+            out.reason = noted(out.reason, note.as_deref());
             return Ok(out);
         }
         let mut clock = if self.stats { Some(crate::common::Clock::start(stream)?) } else { None };
@@ -877,12 +935,23 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
         Algorithm::PartitionedHash(_) => crate::hash_join::partitioned_hash_join(stream, l, r, jt, options)?.maps,
         Algorithm::IndexedNestedLoop => {
             crate::common::check_output_budget(stream, l, r, jt, options)?;
-            let index_col = keys::owned_single(stream, rk)?;
-            let probe = keys::owned_single(stream, lk)?;
-            // Null keys match nothing (NullEqualsNull was refused by check_explicit): null index
-            // rows are left out of the index, null probe rows get no match.
-            let index = crate::indexed_nested_loop::SortedIndex::build_with_validity(stream, &index_col, rk.single_validity())?;
-            index.join_with_validity(stream, &probe, lk.single_validity(), Side::Left, jt)?
+            use crate::device_relation::DeviceColumnData;
+            use crate::indexed_nested_loop::SortedIndex;
+            if keys::inlj_needs_ranks(l, r, options) {
+                // Composite keys, NULL equal to NULL, NaN equal to NaN: one u32 match key a side
+                // (`keys::match_keys`); equal keys, equal ranks, so the order is the same: left
+                // rows in order, each one's index rows in row order, then the unmatched ones.
+                let (ml, mr) = keys::match_keys(stream, l, r, options)?;
+                let index = SortedIndex::build_owned(stream, DeviceColumnData::U32(mr))?;
+                index.join(stream, &DeviceColumnData::U32(ml), Side::Left, jt)?
+            } else {
+                let index_col = keys::owned_single(stream, rk)?;
+                let probe = keys::owned_single(stream, lk)?;
+                // Null keys match nothing here (NullEqualsNothing): null index rows are left out
+                // of the index, null probe rows get no match; NaN (NanNeverEqual) likewise.
+                let index = SortedIndex::build_with_validity(stream, &index_col, rk.single_validity())?;
+                index.join_with_validity(stream, &probe, lk.single_validity(), Side::Left, jt)?
+            }
         }
         a => return Err(Error::invalid(format!("internal: {} is not an equi-join algorithm", a.name()))),
     })
