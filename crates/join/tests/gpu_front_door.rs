@@ -130,7 +130,9 @@ fn check(s: &Stream, lt: &Table, ht_l: &HostTable, rt: &Table, ht_r: &HostTable,
     let out = match join.run(s) {
         Ok(o) => o,
         Err(Error::Unsupported { what: w, reason }) => {
-            if alg == Algorithm::Auto || alg == Algorithm::SortMerge(Gather::Unclustered) || alg == Algorithm::Hash || alg == Algorithm::Interleave || alg == Algorithm::PartitionedHash(Gather::Unclustered) {
+            // Every equi-join algorithm but the sorted merge (integer keys only) takes every key
+            // type; the theta paths refuse shapes they cannot take.
+            if alg != Algorithm::SortedMerge && !alg.is_theta() {
                 return Err(format!("{what}: {} refused: {w}: {reason}", alg.name()));
             }
             return Ok(false);
@@ -321,11 +323,10 @@ fn check_strings(s: &Stream, lt: &Table, hl: &HostTable, rt: &Table, hr: &HostTa
     let want = reference(hl, &["k"], hr, &["k"], jt, NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan);
     let out = match Join::new(jt).on(lt, &["k"], rt, &["k"]).algorithm(alg).select(&ls, &rs).run(s) {
         Ok(o) => o,
-        // The sorted merge takes no strings, the clustered gathers no nullable columns (the
-        // indexed nested loop takes nullable keys under NullEqualsNothing, used here; it is
-        // kept in the list only as one of the explicit algorithms that may refuse).
-        // Theta predicates take no nullable columns either.
-        Err(Error::Unsupported { .. }) if matches!(alg, Algorithm::SortedMerge | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) | Algorithm::IndexedNestedLoop) || alg.is_theta() => return Ok(()),
+        // The sorted merge takes no strings; the sorted and mixed theta paths refuse predicate
+        // shapes they cannot take (the clustered gathers and the indexed nested loop take
+        // nullable string keys, as ranks where they must).
+        Err(Error::Unsupported { .. }) if matches!(alg, Algorithm::SortedMerge | Algorithm::ThetaSorted | Algorithm::ThetaMixed) => return Ok(()),
         Err(e) => return Err(format!("{what} {jt:?} {}: {e}", alg.name())),
     };
     let table = out.table.to_host().map_err(|e| e.to_string())?;
@@ -349,19 +350,22 @@ fn bad_input_is_a_typed_error() {
     assert!(matches!(err(Join::new(JoinType::LeftSemi).on(&a, &["k"], &a, &["k"]).select(&[], &["f"])), Error::InvalidArgument(_)));
     assert!(matches!(err(Join::new(JoinType::Inner).on(&a, &["f"], &a, &["f"]).algorithm(Algorithm::SortedMerge)), Error::Unsupported { .. }));
     // The clustered gathers take every payload (strings by row id); keys wider than 64 bits
-    // are refused, naming the key columns.
+    // are joined as ranks, and the reason names the key columns.
     assert_eq!(Join::new(JoinType::Inner).on(&b, &["s"], &b, &["s"]).select(&["s"], &[]).algorithm(Algorithm::PartitionedHash(Gather::Clustered)).run(&s).unwrap().rows, 1);
-    match err(Join::new(JoinType::Inner).on(&a, &["k", "f"], &a, &["k", "f"]).select(&["f"], &[]).algorithm(Algorithm::SortMerge(Gather::Clustered))) {
-        Error::Unsupported { reason, .. } => assert!(reason.contains("k (Int32)") && reason.contains("f (Float64)") && reason.contains("96 bits"), "{reason}"),
-        e => panic!("{e}"),
-    }
+    let out = Join::new(JoinType::Inner).on(&a, &["k", "f"], &a, &["k", "f"]).select(&["f"], &[]).algorithm(Algorithm::SortMerge(Gather::Clustered)).run(&s).unwrap();
+    assert_eq!(out.rows, 2);
+    assert!(out.reason.contains("ranks") && out.reason.contains("k (Int32)") && out.reason.contains("f (Float64)") && out.reason.contains("96 bits"), "{}", out.reason);
     // Unsorted input to the sorted merge: refused, not answered wrongly.
     let u = Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(vec![3u32, 1, 2]))]).unwrap()).unwrap();
     assert!(matches!(err(Join::new(JoinType::Inner).on(&u, &["k"], &u, &["k"]).algorithm(Algorithm::SortedMerge)), Error::Unsupported { .. }));
-    // Nullable keys in the indexed nested loop: NullEqualsNothing runs, NullEqualsNull refuses.
+    // Nullable keys in the indexed nested loop, under both NULL equalities.
     let n = Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_options(vec![Some(1i32), None, Some(1)]))]).unwrap()).unwrap();
     let inlj = |e: NullEquality| Join::new(JoinType::Full).on(&n, &["k"], &n, &["k"]).algorithm(Algorithm::IndexedNestedLoop).null_equality(e);
-    assert!(matches!(err(inlj(NullEquality::NullEqualsNull)), Error::Unsupported { .. }));
+    let out = inlj(NullEquality::NullEqualsNull).run(&s).unwrap();
+    let (l, r) = out.maps.unwrap().to_host().unwrap();
+    let want = reference(&n.to_host().unwrap(), &["k"], &n.to_host().unwrap(), &["k"], JoinType::Full, NullEquality::NullEqualsNull, NanEquality::NanEqualsNan);
+    assert_eq!(from_maps(&l, &r), want);
+    assert_eq!(want.len(), 5); // 4 pairs of the two 1s and the null row with itself
     let out = inlj(NullEquality::NullEqualsNothing).run(&s).unwrap();
     let (l, r) = out.maps.unwrap().to_host().unwrap();
     let want = reference(&n.to_host().unwrap(), &["k"], &n.to_host().unwrap(), &["k"], JoinType::Full, NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan);
@@ -753,7 +757,7 @@ fn or_not_and_nested_filters_on_nullable_columns() {
                         let j = Join::new(jt).on(&lt, &["k"], &rt, &["k"]).null_equality(nulls).filter(pred.clone()).algorithm(alg);
                         let out = match j.run(&s) {
                             Ok(o) => o,
-                            Err(Error::Unsupported { .. }) if alg == Algorithm::ThetaMixed || (alg == Algorithm::IndexedNestedLoop && nulls == NullEquality::NullEqualsNull) => continue,
+                            Err(Error::Unsupported { .. }) if alg == Algorithm::ThetaMixed => continue,
                             Err(e) => panic!("keys+pred {pi} {pred:?} {nl}x{nr} {jt:?} {nulls:?} {}: {e}", alg.name()),
                         };
                         let (l, r) = out.maps.as_ref().unwrap().to_host().unwrap();
@@ -950,17 +954,16 @@ fn clustered_gathers_of_every_payload_type() {
     assert!(e.reason.contains("left s: Utf8"), "{e}");
     let e = Join::new(JoinType::Inner).on(&t, &["k"], &t, &["k"]).select(&["s", "v"], &[]).explain().unwrap();
     assert_eq!(e.algorithm, Algorithm::Auto, "{e}");
-    // Genuine refusals name the key column and the reason.
+    // Keys the clustered gathers cannot take as they are run as ranks; the reason names the key
+    // column and why.
     let n = Table::upload(&s, &HostTable::new(vec![("nk", HostColumn::from_options(vec![Some(1i32), None])), ("f", HostColumn::from_values(vec![0.5f64, f64::NAN]))]).unwrap()).unwrap();
     for alg in [Algorithm::SortMerge(Gather::Clustered), Algorithm::PartitionedHash(Gather::Clustered)] {
-        match Join::new(JoinType::Inner).on(&n, &["nk"], &n, &["nk"]).select(&["f"], &[]).algorithm(alg).run(&s) {
-            Err(Error::Unsupported { reason, .. }) => assert!(reason.contains("key column nk") && reason.contains("validity"), "{reason}"),
-            r => panic!("{}: {:?}", alg.name(), r.err()),
-        }
-        match Join::new(JoinType::Inner).on(&n, &["f"], &n, &["f"]).nan_equality(NanEquality::NanNeverEqual).algorithm(alg).run(&s) {
-            Err(Error::Unsupported { reason, .. }) => assert!(reason.contains("key column f") && reason.contains("NaN"), "{reason}"),
-            r => panic!("{}: {:?}", alg.name(), r.err()),
-        }
+        let out = Join::new(JoinType::Inner).on(&n, &["nk"], &n, &["nk"]).select(&["f"], &[]).algorithm(alg).run(&s).unwrap_or_else(|e| panic!("{}: {e}", alg.name()));
+        assert_eq!(out.rows, 1, "{}", alg.name());
+        assert!(out.reason.contains("ranks") && out.reason.contains("key column nk") && out.reason.contains("validity"), "{}", out.reason);
+        let out = Join::new(JoinType::Inner).on(&n, &["f"], &n, &["f"]).nan_equality(NanEquality::NanNeverEqual).algorithm(alg).run(&s).unwrap_or_else(|e| panic!("{}: {e}", alg.name()));
+        assert_eq!(out.rows, 1, "{}", alg.name());
+        assert!(out.reason.contains("ranks") && out.reason.contains("key column f") && out.reason.contains("NaN"), "{}", out.reason);
     }
 }
 
