@@ -157,3 +157,29 @@ fn count_sorted<K: SortPairsOwned + SearchKey>(stream: &Stream, (a_keys, a_rows)
     drop((ka, kb));
     scatter_counts(stream, &lower.view(), &upper.view(), &rows.view(), &mut counts.view_mut())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multiplicities_follow_the_join_type() {
+        use JoinType::*;
+        let m = |jt, side| multiplicity(jt, side).map(|m| (m.matched, m.unmatched)).ok();
+        assert_eq!(m(Inner, Side::Left), Some((Matched::Count, false)));
+        assert_eq!(m(Inner, Side::Right), Some((Matched::Count, false)));
+        assert_eq!(m(Left, Side::Left), Some((Matched::Count, true)));
+        assert_eq!(m(Left, Side::Right), Some((Matched::Count, false)));
+        assert_eq!(m(Right, Side::Left), Some((Matched::Count, false)));
+        assert_eq!(m(Right, Side::Right), Some((Matched::Count, true)));
+        assert_eq!(m(Full, Side::Left), Some((Matched::Count, true)));
+        assert_eq!(m(Full, Side::Right), Some((Matched::Count, true)));
+        assert_eq!(m(LeftSemi, Side::Left), Some((Matched::Once, false)));
+        assert_eq!(m(LeftAnti, Side::Left), Some((Matched::Zero, true)));
+        assert_eq!(m(RightSemi, Side::Right), Some((Matched::Once, false)));
+        assert_eq!(m(RightAnti, Side::Right), Some((Matched::Zero, true)));
+        for (jt, side) in [(LeftSemi, Side::Right), (LeftAnti, Side::Right), (RightSemi, Side::Left), (RightAnti, Side::Left)] {
+            assert!(matches!(multiplicity(jt, side), Err(Error::InvalidArgument(_))), "{jt:?} {side:?}");
+        }
+    }
+}
