@@ -138,7 +138,8 @@ pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: 
     drop(partials);
     let r = read_scalar(stream, &out)?;
     if r.overflow != 0 {
-        return Err(Error::too_large("the SUM of the join's values (as i128)", u64::MAX, i64::MAX as u64));
+        // A sum of 128 or more signed bits (i128 holds 127 and the sign).
+        return Err(Error::too_large("bits of the integer SUM of the join's values", 128, 127));
     }
     Ok(match agg {
         Agg::Count => AggValue::Int(r.count as i128),
