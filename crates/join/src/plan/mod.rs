@@ -755,7 +755,8 @@ impl<'a> Join<'a> {
     /// COUNT/SUM/MIN/MAX over the join's output rows without returning them: `column` is a
     /// column of one side (`None` with COUNT: the rows). NULLs (and the null side of outer rows)
     /// are skipped; SUM/MIN/MAX over no values is [`AggValue::None`]. Integer SUM is exact
-    /// (`i128`); float MIN/MAX is NaN once a value is NaN.
+    /// (`i128`); float MIN/MAX is NaN once a value is NaN (the inner theta path follows [`Agg`]:
+    /// NaN only when every value is).
     ///
     /// How, by the join:
     /// * an equi-join without a filter (every join type, any algorithm setting: it does not
