@@ -788,6 +788,11 @@ impl<'a> Join<'a> {
             None if agg == Agg::Count => None,
             None => return Err(Error::invalid(format!("{agg:?} needs a column"))),
         };
+        if let Some((side, _, _)) = col {
+            if !(if side == Side::Left { self.join_type.has_left_map() } else { self.join_type.has_right_map() }) {
+                return Err(Error::invalid(format!("a {:?} join has no {side:?} rows to aggregate", self.join_type)));
+            }
+        }
         let (algorithm, _) = self.choose(&inputs)?;
         if algorithm.is_theta() && self.join_type == JoinType::Inner && col.is_none_or(|(_, _, c)| c.validity().is_none()) {
             let extra: Vec<(Side, usize)> = col.iter().map(|&(s, i, _)| (s, i)).collect();
