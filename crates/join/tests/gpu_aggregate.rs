@@ -197,10 +197,10 @@ fn every_join_type_aggregate_column_and_key_shape() {
     let mut rng = StdRng::seed_from_u64(9);
     let all_keys = [ONE, RANKED, PACKED, STRINGS, PLAIN, FLOATS, FLOATS_NEVER];
     let key_cases: &[KeyCase] = pick(&all_keys[..], &[ONE, RANKED][..]);
-    let columns: &[&str] = pick(&COLUMNS[..], &["i32", "u64", "f64"][..]);
+    let columns: &[&str] = pick(&COLUMNS[..], &["i32", "f64"][..]);
     let nulls_all = [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull];
     // (left rows, right rows, key domain): empty sides, one row, odd sizes.
-    let sizes: &[(usize, usize, i64)] = pick(&[(0, 0, 4), (0, 7, 4), (7, 0, 4), (1, 1, 1), (1, 5, 3), (13, 29, 6), (301, 255, 40)][..], &[(0, 3, 2), (13, 11, 5)][..]);
+    let sizes: &[(usize, usize, i64)] = pick(&[(0, 0, 4), (0, 7, 4), (7, 0, 4), (1, 1, 1), (1, 5, 3), (13, 29, 6), (301, 255, 40)][..], &[(13, 11, 5)][..]);
     let mut fails = Vec::new();
     for &(nl, nr, domain) in sizes {
         let (hl, hr) = (table(&mut rng, nl, domain, 0, 15), table(&mut rng, nr, domain, 0, 15));
