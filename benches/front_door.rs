@@ -10,12 +10,19 @@
 //!   plain 1000 x 1000 `u32` join with one payload a side (`gpujoin_device::counts`);
 //! - `utf8_2p22_x_2p23`: PK-FK string keys (`"key-<n>"`), 2^22 x 2^23 rows, maps only (the
 //!   strings' dense ranks, then the hash join).
+//! - `aggregate_m2m_sum` / `aggregate_m2m_maps_gather`: a many-to-many join, 2^20 x 2^20 `u32`
+//!   keys of 2^14 values (64 rows a key a side: 2^26 output rows), SUM of a right `i64` column:
+//!   `Join::aggregate` (match counts, no pairs) against the maps path it replaced for equi-joins
+//!   (SMJ-UM's maps and the column gathered through them, 1 GiB; the old path then also copied the
+//!   gathered column to the host and folded it there, which this row leaves out).
 
 mod common;
 
 use common::Harness;
 use gpujoin::join::plan::{Algorithm, Gather, Join};
 use gpujoin::join::table::{HostColumn, HostTable, Table};
+use gpujoin::join::theta::{Agg, AggValue};
+use gpujoin::join::Side;
 use gpujoin::join::wide::{self, WideJoinOptions, WideRelation};
 use gpujoin::join::{partitioned_hash_join, JoinOptions, JoinType, Keys};
 use gpujoin_testkit::datagen;
@@ -79,6 +86,30 @@ fn main() {
         let join = Join::new(JoinType::Inner).on(&rt, &["k"], &ft, &["k"]);
         h.case(GROUP, "utf8_2p22_x_2p23", bytes, (nr + ns) as u64, |s| {
             assert_eq!(join.run(s).unwrap().rows, ns as u64);
+        });
+    }
+    {
+        // Many-to-many: key i % 2^14 on the left, (7i) % 2^14 on the right (7 is odd: every key
+        // 64 times a side), value i on the right; each right row matches 64 left rows.
+        let (n, keys) = (1usize << 20, 1u32 << 14);
+        let left = HostTable::new(vec![("k", HostColumn::from_values((0..n as u32).map(|i| i % keys).collect::<Vec<u32>>()))]).unwrap();
+        let right = HostTable::new(vec![
+            ("k", HostColumn::from_values((0..n as u32).map(|i| i.wrapping_mul(7) % keys).collect::<Vec<u32>>())),
+            ("v", HostColumn::from_values((0..n as i64).collect::<Vec<i64>>())),
+        ])
+        .unwrap();
+        let (lt, rt) = (Table::upload(&s, &left).unwrap(), Table::upload(&s, &right).unwrap());
+        let out_rows = (n as u64) * 64;
+        let want = AggValue::Int(64 * (n as i128) * (n as i128 - 1) / 2);
+        let agg = Join::new(JoinType::Inner).on(&lt, &["k"], &rt, &["k"]);
+        // Floor: the keys and the column read once.
+        h.case(GROUP, "aggregate_m2m_sum", (2 * n * 4 + n * 8) as u64, out_rows, |s| {
+            assert_eq!(agg.aggregate(s, Agg::Sum, Some((Side::Right, "v"))).unwrap(), want);
+        });
+        let maps = Join::new(JoinType::Inner).on(&lt, &["k"], &rt, &["k"]).algorithm(Algorithm::SortMerge(Gather::Unclustered)).select(&[], &["v"]);
+        // Floor: the maps written and the column gathered (8 + 8 bytes an output row).
+        h.case(GROUP, "aggregate_m2m_maps_gather", out_rows * 16, out_rows, |s| {
+            assert_eq!(maps.run(s).unwrap().rows, out_rows);
         });
     }
 }

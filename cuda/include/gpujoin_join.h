@@ -158,6 +158,52 @@ int gj_j_key_range_u64(const uint64_t *col, const uint32_t *validity, int64_t n,
 int gj_j_key_offsets(const uint64_t *col, const uint32_t *validity, int64_t n, uint64_t min, uint32_t *out,
                      gj_j_stream_t stream);
 
+/* ---- Equi-join aggregates without pairs (equi_agg.cu). ----
+ * One accumulator of COUNT/SUM/MIN/MAX: the integer value as two words (i128: ilo the low,
+ * ihi the high word), the float value, the weighted count of the values, whether any value was
+ * seen and whether an integer SUM overflowed i128. */
+typedef struct gj_j_agg {
+  uint64_t ilo;
+  int64_t ihi;
+  double f;
+  uint64_t count;
+  uint32_t has;
+  uint32_t overflow;
+} gj_j_agg;
+
+/* The aggregate (the order of gpujoin's theta::Agg) and the aggregated column's value type
+ * (1- and 2-byte integers and booleans come widened to 32 bits; dates and timestamps as their
+ * integer type). */
+typedef enum gj_j_agg_kind { GJ_J_AGG_COUNT = 0, GJ_J_AGG_SUM = 1, GJ_J_AGG_MIN = 2, GJ_J_AGG_MAX = 3 } gj_j_agg_kind;
+typedef enum gj_j_agg_type {
+  GJ_J_AGG_I32 = 0,
+  GJ_J_AGG_U32 = 1,
+  GJ_J_AGG_I64 = 2,
+  GJ_J_AGG_U64 = 3,
+  GJ_J_AGG_F32 = 4,
+  GJ_J_AGG_F64 = 5
+} gj_j_agg_type;
+
+/* Partials that gj_j_agg_column takes (it uses at most this many). */
+#define GJ_J_AGG_MAX_BLOCKS 1024
+
+/* counts[rows[i]] = ub[i] - lb[i] for i < n (the other entries untouched): the match counts of
+ * sorted rows scattered back to row order. Example: lb [0, 2], ub [2, 3], rows [1, 0] ->
+ * counts [1, 2]. */
+int gj_j_agg_scatter_counts(const uint32_t *lb, const uint32_t *ub, const uint32_t *rows, int64_t n,
+                            uint32_t *counts, gj_j_stream_t stream);
+
+/* out[0] = agg over the n rows of `values` (type `type`), each valid row (validity: bit i of
+ * word i / 32; NULL: every row) taken m times: with c = counts[i] (counts NULL: c = 0),
+ * m = c > 0 ? (matched == 2 ? c : matched) : unmatched (matched 0, 1 or 2; unmatched 0 or 1).
+ * COUNT: the sum of m; SUM: of value * m (integers in i128, overflow flagged; floats in f64);
+ * MIN/MAX: of the values with m > 0 (floats: NaN if any is NaN). has = 0 when no value counts.
+ * values may be NULL for COUNT. partials: GJ_J_AGG_MAX_BLOCKS entries of scratch.
+ * Example: values [5, 7, NULL], counts [2, 0, 1], matched 2, unmatched 1 -> SUM 17, COUNT 3. */
+int gj_j_agg_column(const void *values, int32_t type, const uint32_t *validity, const uint32_t *counts, int64_t n,
+                    int32_t matched, int32_t unmatched, int32_t agg, gj_j_agg *partials, gj_j_agg *out,
+                    gj_j_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,10 +47,18 @@
 //! | `theta_join`, nested loop | `12E + 9L + R/8 + 8O` | same |
 //! | `theta_join`, mixed (equality + residual), `P` rows of the equality join | `max(hash_join's with O := P, 17P)` | same |
 //! | [`chunked::EquiChunkSource`](crate::chunked::EquiChunkSource) and one chunk of `C` rows | `max(30N, 4N + 32L, 4N + 28L + 8C)` | same |
+//! | [`Join::aggregate`](crate::plan::Join::aggregate) of an equi-join, a column of a side of `A` rows (the other `B`; no output) | `max(4A + 30N, 16A + 4N, 8A + 4N + 8B)` | `max(4A + 30N, 20A + 8N, 8A + 8N + 16B)` |
 //!
 //! `wide::join` with one 8-byte integer key column (`i64`, `u64`) takes the larger of its `k = 8`
 //! formula and `4N` plus its `k = 4` formula: where both sides' keys span less than 2^32 it joins
 //! 32-bit offsets from the smallest key (key compression), `4N` bytes alive throughout.
+//!
+//! The aggregate ([`PeakAlgorithm::EquiAggregate`]) writes no pairs: the match counts of the
+//! aggregated side's rows (`4A`, alive throughout), its rows' scalar keys sorted with their row
+//! ids (`8A` with the counts, CUB's alternate buffers `8A`), the other side's keys sorted alone
+//! (`4B` and a sorted copy with its alternate buffer), the two bounds (`8A`); then the column
+//! folded by weight (`4A` where it is widened to 4 bytes, its validity repacked). Its COUNT of
+//! rows is [`sort_merge_join_size`](crate::sort_merge_join_size). The allowance takes no `O/64`.
 //!
 //! where `T = next_power_of_two(2S)` (NPHJ's table slots, 16 bytes each); `W = 48·I + 48·2^b`
 //! (the PHJ's work items `I ≤ 2^b + S/2048 + M/16384 + (S/2048 + 1)(M/16384 + 1)` and `2^b`
@@ -333,6 +341,10 @@ pub enum PeakAlgorithm {
     /// [`crate::chunked::EquiChunkSource::new`] and the production of one chunk of
     /// [`JoinSizes::output_rows`] rows (the source stays alive while chunks are produced).
     ChunkedEqui,
+    /// [`crate::plan::Join::aggregate`] of an equi-join without a filter (SUM/MIN/MAX, or COUNT
+    /// of a column) of a column of `side`: match counts, no pairs; [`JoinSizes::output_rows`]
+    /// does not count.
+    EquiAggregate { side: Side },
 }
 
 /// Bytes of device memory `algorithm` needs at its peak on `sizes`: the inputs
@@ -344,7 +356,7 @@ pub fn peak_bytes(algorithm: PeakAlgorithm, sizes: &JoinSizes) -> u64 {
 /// Bytes `algorithm` allocates at its peak on `sizes`, its output included and its inputs not:
 /// the formula of the [module docs](self) and the allowance `16 MiB + N/4 + O/64`.
 pub fn working_bytes(algorithm: PeakAlgorithm, sizes: &JoinSizes) -> u64 {
-    let c = Ctx::new(sizes);
+    let c = Ctx::of(algorithm, sizes);
     let v = formula(algorithm, &c) + allowance(&c);
     v.min(u64::MAX as u128) as u64
 }
@@ -373,6 +385,7 @@ fn formula(algorithm: PeakAlgorithm, c: &Ctx) -> B {
         PeakAlgorithm::Theta(ThetaKind::NestedLoop) => theta_nested_loop(c),
         PeakAlgorithm::Theta(ThetaKind::Mixed) => theta_mixed(c),
         PeakAlgorithm::ChunkedEqui => chunked_equi(c),
+        PeakAlgorithm::EquiAggregate { side } => equi_aggregate(c, side),
     }
 }
 
@@ -399,6 +412,15 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// The sizes for `algorithm` (the aggregate has no output rows).
+    fn of(algorithm: PeakAlgorithm, s: &JoinSizes) -> Ctx {
+        let mut c = Ctx::new(s);
+        if matches!(algorithm, PeakAlgorithm::EquiAggregate { .. }) {
+            c.o = 0;
+        }
+        c
+    }
+
     fn new(s: &JoinSizes) -> Ctx {
         let (l, r) = (s.left_rows as B, s.right_rows as B);
         Ctx {
@@ -1002,6 +1024,33 @@ fn chunked_equi(c: &Ctx) -> B {
     worst.max(source + max(&[16 * l, 12 * l + 8 * o]))
 }
 
+/// `Join::aggregate` of an equi-join over a column of `side` (`a` its rows, `b` the other
+/// side's; `plan::aggregate::match_counts`, then the fold): no output.
+fn equi_aggregate(c: &Ctx, side: Side) -> B {
+    let (a, b) = if side == Side::Left { (c.l, c.r) } else { (c.r, c.l) };
+    let n = c.n;
+    let mut worst = 0;
+    for plan in c.plans(64) {
+        // (peak of the key preparation, key bytes a row, sort bits); the counts (4a) throughout.
+        let (prep, w, bits) = if plan.exact {
+            // Images, row lists and the gathered derived keys of both sides; the images go;
+            // narrowed keys.
+            let narrow = plan.bits <= 32;
+            (max(&[4 * a + c.i * n + 12 * n, if narrow { 8 * a + 12 * n } else { 0 }]), if narrow { 4 } else { 8 }, plan.bits)
+        } else {
+            // Dense ranks (as the chunked join's).
+            let cols = c.keys.columns as B;
+            (4 * a + c.i * n + 8 * n + 8 * cols * n + 28 * n + alt(n, 12, 64), 4, 32)
+        };
+        // Counts, the side's row ids and both sides' keys; the sorts; the other side's sorted
+        // copy; the bounds.
+        let base = 8 * a + w * n;
+        worst = worst.max(max(&[prep, base + alt(a, w + 4, bits), base + w * b + alt(b, w, bits), base + 8 * a]));
+    }
+    // The fold: counts, the column widened to 4 bytes, its validity repacked.
+    worst.max(8 * a + a / 8 + 8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1014,7 +1063,7 @@ mod tests {
 
     /// The formula alone (no allowance).
     fn f(a: PeakAlgorithm, s: &JoinSizes) -> B {
-        let c = Ctx::new(s);
+        let c = Ctx::of(a, s);
         working_bytes(a, s) as B - allowance(&c)
     }
 
@@ -1158,6 +1207,8 @@ mod tests {
             PeakAlgorithm::Wide(Algorithm::SmjOm, Output::Relation),
             PeakAlgorithm::Wide(Algorithm::Nphj, Output::Relation),
             PeakAlgorithm::ChunkedEqui,
+            PeakAlgorithm::EquiAggregate { side: Side::Left },
+            PeakAlgorithm::EquiAggregate { side: Side::Right },
         ];
         let nullable = KeyShape { nullable: true, ..KeyShape::integer(4) };
         let floats = KeyShape { floats: true, ..KeyShape::integer(8) };
@@ -1175,6 +1226,22 @@ mod tests {
                 assert!(f(a, &full) >= plain4, "{a:?} full");
             }
         }
+    }
+
+    #[test]
+    fn the_aggregate_needs_no_maps() {
+        // 3000 x 3000 rows of one key: 9M output rows. The aggregate's working memory does not
+        // grow with them; the sort-merge join's maps take 72 MB.
+        let agg = PeakAlgorithm::EquiAggregate { side: Side::Right };
+        let many = sizes(3000, 3000, 4, 9_000_000);
+        assert_eq!(f(agg, &many), f(agg, &sizes(3000, 3000, 4, 0)));
+        assert!(f(PeakAlgorithm::SortMergeJoin, &many) >= 72_000_000);
+        assert!(f(agg, &many) < 1_000_000, "{}", f(agg, &many));
+        // One 4-byte key, 2^20 x 2^10: the images of both sides lead (A = 2^20 right rows).
+        let (a, b) = (1u128 << 20, 1u128 << 10);
+        let s = JoinSizes::inner(b as u64, a as u64, KeyShape::integer(4), 0);
+        assert_eq!(f(agg, &s), 4 * a + 18 * (a + b) + 12 * (a + b));
+        assert_eq!(working_bytes(agg, &s) as u128, f(agg, &s) + FIXED_ALLOWANCE as B + (a + b) / 4);
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //! - the `Result` layer is shared with `gpujoin-primitives` and lives with the raw CUB bindings:
 //!   `gpujoin_cub_sys::result` (`launch`, `with_temp`, `read_scalar`, ...);
 //! - safe wrappers over the C ABI: [`table`] (the table kernels), the only `unsafe` of the table
-//!   model. The join algorithms still call their kernels through [`sys`] in their own modules.
+//!   model, and [`aggregate`] (the equi-join aggregates without pairs). The join algorithms still
+//!   call their kernels through [`sys`] in their own modules.
 //!
 //! Everything here is private to the crate.
 
+pub(crate) mod aggregate;
 pub(crate) mod sys;
 pub(crate) mod table;

@@ -69,6 +69,7 @@
 //! `8-byte keys joined as 32-bit offsets from <min> (span <s>)`, or `8-byte keys kept: they span
 //! <s>, more than 32 bits`. Keys `[-5, 7]` and `[7, -3]` are joined as `[0, 12]` and `[12, 2]`.
 
+mod aggregate;
 mod filter;
 mod index;
 mod keys;
@@ -811,8 +812,25 @@ impl<'a> Join<'a> {
 
     /// COUNT/SUM/MIN/MAX over the join's output rows without returning them: `column` is a
     /// column of one side (`None` with COUNT: the rows). NULLs (and the null side of outer rows)
-    /// are skipped; SUM/MIN/MAX over no values is [`AggValue::None`]. Inner theta joins aggregate
-    /// without writing pairs; other joins aggregate over their gather maps on the device.
+    /// are skipped; SUM/MIN/MAX over no values is [`AggValue::None`]. Integer SUM is exact
+    /// (`i128`); float MIN/MAX is NaN once a value is NaN (the inner theta path follows [`Agg`]:
+    /// NaN only when every value is).
+    ///
+    /// How, by the join:
+    /// * an equi-join without a filter (every join type, any algorithm setting: it does not
+    ///   apply) aggregates without pairs: each row of the column's side is weighted by the number
+    ///   of output rows it is in (its match count from sorted searches, one for an unmatched row
+    ///   the join keeps; semi/anti joins: one for each qualifying row), and the weighted values are
+    ///   folded on the device, read back once. Memory O(left + right rows), never the output's
+    ///   maps; a float SUM adds in the device's order (it may round differently from a
+    ///   pair-by-pair sum); an integer SUM past `i128` is an [`Error::TooLarge`];
+    /// * an inner theta join aggregates without writing pairs (the theta paths);
+    /// * other joins (a join with keys and a filter, an outer theta join, a theta join over a
+    ///   nullable column) aggregate over their gather maps.
+    ///
+    /// Example: a LEFT join of left keys `[1, 1, 2, 3]` (column `v`: `[10, 20, NULL, 5]`) with
+    /// right keys `[1, 1, 1, 2]`: SUM(v) = 10 * 3 + 20 * 3 + 5 = 95 (row 3 unmatched, kept once;
+    /// the NULL skipped), COUNT(v) = 7, COUNT(*) = 8.
     pub fn aggregate(&self, stream: &Stream, agg: Agg, column: Option<(Side, &str)>) -> Result<AggValue> {
         let inputs = self.inputs()?;
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
@@ -828,12 +846,26 @@ impl<'a> Join<'a> {
             None if agg == Agg::Count => None,
             None => return Err(Error::invalid(format!("{agg:?} needs a column"))),
         };
+        if let Some((side, _, _)) = col {
+            if !(if side == Side::Left { self.join_type.has_left_map() } else { self.join_type.has_right_map() }) {
+                return Err(Error::invalid(format!("a {:?} join has no {side:?} rows to aggregate", self.join_type)));
+            }
+        }
         let (algorithm, _) = self.choose(&inputs)?;
         if algorithm.is_theta() && self.join_type == JoinType::Inner && col.is_none_or(|(_, _, c)| c.validity().is_none()) {
             let extra: Vec<(Side, usize)> = col.iter().map(|&(s, i, _)| (s, i)).collect();
             let low = self.lower_theta(stream, &extra)?;
             let column = col.map(|(s, i, _)| (s, if s == Side::Left { low.left_index[i] } else { low.right_index[i] }.expect("lowered")));
             return crate::theta::theta_aggregate(stream, &low.left, &low.right, &low.pred, agg, column);
+        }
+        if !algorithm.is_theta() && self.filter.is_none() {
+            // An equi-join: the rows' match counts weight the column's values (no pairs).
+            let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
+            let (lk, rk) = (lk.keys()?, rk.keys()?);
+            return match col {
+                None => Ok(AggValue::Int(crate::sort_merge::sort_merge_join_size(stream, &lk, &rk, self.join_type, self.options)? as i128)),
+                Some((side, _, c)) => aggregate::equi_aggregate(stream, &lk, &rk, self.join_type, self.options, agg, side, &c),
+            };
         }
         let maps = if matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered)) {
             self.maps(stream, &inputs, Algorithm::PartitionedHash(Gather::Unclustered))?

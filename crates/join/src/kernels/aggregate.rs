@@ -1,0 +1,150 @@
+//! Safe wrappers over the equi-join aggregate kernels (`cuda/join/equi_agg.cu`): the match
+//! counts of sorted rows scattered back to row order, and one column's COUNT/SUM/MIN/MAX with
+//! each row weighted by how many output rows it is in.
+
+use gpujoin_cub_sys::result::{launch, read_scalar};
+use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, DeviceViewMut, Error, Result, Stream};
+
+use crate::kernels::sys::join as ffi;
+use crate::theta::{Agg, AggValue};
+
+/// Mirror of `gj_j_agg` (one accumulator).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct AccHost {
+    ilo: u64,
+    ihi: i64,
+    f: f64,
+    count: u64,
+    has: u32,
+    overflow: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<AccHost>() == std::mem::size_of::<ffi::gj_j_agg>());
+
+/// `counts[rows[i]] = upper[i] - lower[i]`: the match counts of sorted rows (their lower and
+/// upper bounds in the other side's sorted keys) in row order; the entries no row id names are
+/// left as they are. Example: lower `[0, 2]`, upper `[2, 3]`, rows `[1, 0]` -> counts `[1, 2]`.
+pub(crate) fn scatter_counts(stream: &Stream, lower: &DeviceView<'_, u32>, upper: &DeviceView<'_, u32>, rows: &DeviceView<'_, u32>, counts: &mut DeviceViewMut<'_, u32>) -> Result<()> {
+    let n = lower.len();
+    check_same_len("lower bounds", n, "upper bounds", upper.len())?;
+    check_same_len("lower bounds", n, "row ids", rows.len())?;
+    if n > counts.len() {
+        return Err(Error::invalid(format!("{n} sorted rows scattered into {} counts", counts.len())));
+    }
+    let c = counts.as_mut_ptr();
+    // SAFETY: n entries each; the row ids are distinct rows of the side, below counts.len()
+    // (they come from the sort of its row ids).
+    launch(stream, "aggregate: scatter counts", || unsafe { ffi::gj_j_agg_scatter_counts(lower.as_ptr(), upper.as_ptr(), rows.as_ptr(), n as i64, c, stream.raw()) })
+}
+
+/// How many output rows a row of the aggregated side is in, from its match count `c`:
+/// `c > 0 ? matched : unmatched`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Multiplicity {
+    pub matched: Matched,
+    /// 1 where the join keeps the row once without a partner (outer joins' unmatched rows,
+    /// anti joins' rows), else 0.
+    pub unmatched: bool,
+}
+
+/// What a matched row (count `c > 0`) counts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Matched {
+    /// Not in the output (anti joins).
+    Zero,
+    /// Once (semi joins).
+    Once,
+    /// `c` times (inner and outer joins: one output row per partner).
+    Count,
+}
+
+/// The aggregated column of `rows` rows: its values (`None` for COUNT, which reads only the
+/// validity) and its validity words (bit `i` of word `i / 32`; `None`: every row valid).
+pub(crate) struct AggColumn<'a> {
+    pub values: Option<AggValues<'a>>,
+    pub validity: Option<DeviceView<'a, u32>>,
+    pub rows: usize,
+}
+
+/// The values of an aggregated column as the kernel reads them.
+pub(crate) enum AggValues<'a> {
+    I32(DeviceView<'a, i32>),
+    U32(DeviceView<'a, u32>),
+    I64(DeviceView<'a, i64>),
+    U64(DeviceView<'a, u64>),
+    F32(DeviceView<'a, f32>),
+    F64(DeviceView<'a, f64>),
+}
+
+impl AggValues<'_> {
+    fn parts(&self) -> (*const std::ffi::c_void, ffi::gj_j_agg_type, usize) {
+        use AggValues::*;
+        match self {
+            I32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_I32, v.len()),
+            U32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_U32, v.len()),
+            I64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_I64, v.len()),
+            U64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_U64, v.len()),
+            F32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_F32, v.len()),
+            F64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_F64, v.len()),
+        }
+    }
+
+    fn is_float(&self) -> bool {
+        matches!(self, AggValues::F32(_) | AggValues::F64(_))
+    }
+}
+
+/// `agg` of `column` over its rows, row `i` taken `m` times by its match count `counts[i]` and
+/// `mult` (NULL values skipped): COUNT is the sum of `m` over the valid rows; SUM the sum of
+/// `value * m` (integers exactly in `i128`: an overflow is an [`Error::TooLarge`]; floats in
+/// `f64`, in an order of the device's choosing); MIN/MAX over the values with `m > 0` (floats:
+/// NaN once any value is NaN). SUM/MIN/MAX over no value is [`AggValue::None`]. One reduction on
+/// the device and one read of its result.
+///
+/// Example: values `[5, 7, NULL]`, counts `[2, 0, 1]`, `Count` times matched and unmatched rows
+/// once: SUM = 5 * 2 + 7 = 17, COUNT = 3.
+pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: &DeviceView<'_, u32>, mult: Multiplicity, agg: Agg) -> Result<AggValue> {
+    let n = column.rows;
+    let (values, ty, len) = column.values.as_ref().map_or((std::ptr::null(), ffi::gj_j_agg_type_GJ_J_AGG_I32, n), AggValues::parts);
+    check_same_len("aggregated values", len, "rows", n)?;
+    check_same_len("aggregated rows", n, "match counts", counts.len())?;
+    if values.is_null() && agg != Agg::Count {
+        return Err(Error::invalid(format!("{agg:?} needs the column's values")));
+    }
+    if let Some(v) = &column.validity {
+        if v.len() < n.div_ceil(32) {
+            return Err(Error::invalid(format!("{} validity words for {n} rows", v.len())));
+        }
+    }
+    let matched = match mult.matched {
+        Matched::Zero => 0,
+        Matched::Once => 1,
+        Matched::Count => 2,
+    };
+    let kind = match agg {
+        Agg::Count => ffi::gj_j_agg_kind_GJ_J_AGG_COUNT,
+        Agg::Sum => ffi::gj_j_agg_kind_GJ_J_AGG_SUM,
+        Agg::Min => ffi::gj_j_agg_kind_GJ_J_AGG_MIN,
+        Agg::Max => ffi::gj_j_agg_kind_GJ_J_AGG_MAX,
+    };
+    let mut partials = stream.alloc::<AccHost>(ffi::GJ_J_AGG_MAX_BLOCKS as usize)?;
+    let mut out: DeviceBuffer<AccHost> = stream.alloc(1)?;
+    let (p, o) = (partials.view_mut().as_mut_ptr() as *mut ffi::gj_j_agg, out.view_mut().as_mut_ptr() as *mut ffi::gj_j_agg);
+    let valid = column.validity.as_ref().map_or(std::ptr::null(), |v| v.as_ptr());
+    // SAFETY: values and counts hold n entries, validity ceil(n / 32) words (checked above);
+    // partials GJ_J_AGG_MAX_BLOCKS entries, out one.
+    launch(stream, "aggregate column", || unsafe { ffi::gj_j_agg_column(values, ty as i32, valid, counts.as_ptr(), n as i64, matched, mult.unmatched as i32, kind as i32, p, o, stream.raw()) })?;
+    drop(partials);
+    let r = read_scalar(stream, &out)?;
+    if r.overflow != 0 {
+        // A sum of 128 or more signed bits (i128 holds 127 and the sign).
+        return Err(Error::too_large("bits of the integer SUM of the join's values", 128, 127));
+    }
+    Ok(match agg {
+        Agg::Count => AggValue::Int(r.count as i128),
+        _ if r.has == 0 => AggValue::None,
+        _ if column.values.as_ref().is_some_and(AggValues::is_float) => AggValue::Float(r.f),
+        _ => AggValue::Int(((r.ihi as i128) << 64) | r.ilo as i128),
+    })
+}
