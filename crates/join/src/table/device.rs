@@ -349,7 +349,7 @@ mod tests {
         assert!(shift_bits(&[0xff], 3, 0).is_empty());
         // Against a bit-by-bit shift, every offset and length over two random bytes.
         let bytes = [0b0110_1001u8, 0b1100_0111, 0b1010_0011];
-        for shift in 0..8 {
+        for shift in 0usize..8 {
             for len in 0..=(24 - shift) {
                 let out = shift_bits(&bytes[..(shift + len).div_ceil(8).max(1)], shift, len);
                 assert_eq!(out.len(), len.div_ceil(8));

@@ -529,11 +529,19 @@ mod tests {
     #[test]
     fn chunked_om_columns_take_um() {
         // 8-byte payloads, or more than two columns a side: PHJ-OM's lean transform loses.
-        for f in [Features { key_bytes: 8, eight_byte_payloads: 2, ..pkfk(1) }, Features { eight_byte_payloads: 4, ..pkfk(2) }, pkfk(3), pkfk(6)] {
+        // (Narrow joins with 8-byte payloads below 2^26 build rows; wide ones at any size.)
+        let small = |f: Features| Features { build_rows: 1 << 24, probe_rows: 1 << 25, ..f };
+        for f in [small(Features { key_bytes: 8, eight_byte_payloads: 2, ..pkfk(1) }), small(Features { eight_byte_payloads: 1, ..pkfk(1) }), Features { eight_byte_payloads: 4, ..pkfk(2) }, pkfk(3), pkfk(6)] {
             let g = Features { match_ratio: Some(1.0), skew: Some(zipf_like(2, 4090)), ..f };
             let (a, why) = choose(&g);
             assert_eq!(a, Algorithm::PhjUm, "{why}");
             assert!(why.contains("in chunks"), "{why}");
+        }
+        // Narrow joins with 8-byte payloads from 2^26 build rows: PHJ-OM (measured crossover).
+        for f in [Features { key_bytes: 8, eight_byte_payloads: 2, ..pkfk(1) }, Features { eight_byte_payloads: 1, ..pkfk(1) }, Features { eight_byte_payloads: 2, ..pkfk(1) }] {
+            let (a, why) = choose(&f);
+            assert_eq!(a, Algorithm::PhjOm, "{why}");
+            assert!(why.contains("2^26"), "{why}");
         }
     }
 
