@@ -109,7 +109,8 @@ pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: 
     let (values, ty, len) = column.values.as_ref().map_or((std::ptr::null(), ffi::gj_j_agg_type_GJ_J_AGG_I32, n), AggValues::parts);
     check_same_len("aggregated values", len, "rows", n)?;
     check_same_len("aggregated rows", n, "match counts", counts.len())?;
-    if values.is_null() && agg != Agg::Count {
+    // (An empty column's values may be a null pointer: ask for the values, not the pointer.)
+    if column.values.is_none() && agg != Agg::Count {
         return Err(Error::invalid(format!("{agg:?} needs the column's values")));
     }
     if let Some(v) = &column.validity {
