@@ -74,6 +74,16 @@ pub(crate) fn take(stream: &Stream, len: usize) -> Result<Block> {
     Ok(Block { buf: PinnedBuffer::new(stream.device(), size)?, ordinal })
 }
 
+/// Frees the pool's free blocks (every device's); returns their bytes. Blocks that Arrow
+/// buffers still use come back to the pool when those are dropped.
+pub(crate) fn release_free() -> usize {
+    let mut p = pool();
+    let bytes = p.bytes;
+    p.free.clear();
+    p.bytes = 0;
+    bytes
+}
+
 fn give_back(b: Block) {
     let mut p = pool();
     if p.bytes + b.buf.len() <= POOL_MAX_BYTES {

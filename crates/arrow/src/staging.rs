@@ -253,6 +253,22 @@ struct PoolState {
 
 static POOL: SharedPool = SharedPool { state: Mutex::new(PoolState { free: Vec::new(), made: BTreeMap::new() }), freed: Condvar::new() };
 
+/// Frees the staging buffers no upload holds now (every device's); returns their bytes. Uploads
+/// after it page-lock buffers again. Buffers held by a running upload are kept.
+pub(crate) fn release_free() -> usize {
+    let mut st = POOL.state.lock().unwrap_or_else(|p| p.into_inner());
+    let free = std::mem::take(&mut st.free);
+    let mut bytes = 0;
+    for (ordinal, len, b) in free {
+        if let Some(m) = st.made.get_mut(&(ordinal, len)) {
+            *m = m.saturating_sub(1);
+        }
+        bytes += len;
+        drop(b);
+    }
+    bytes
+}
+
 /// The staging of one uploader: buffers from the shared pool, and where its time went.
 pub(crate) struct Staging {
     device: gpujoin_device::Device,
