@@ -177,7 +177,7 @@ extern "C" int gj_j_agg_column(const void *values, int32_t type, const uint32_t 
                                int64_t n, int32_t matched, int32_t unmatched, int32_t agg, gj_j_agg *partials,
                                gj_j_agg *out, gj_j_stream_t s) {
   if (type < GJ_J_AGG_I32 || type > GJ_J_AGG_F64 || agg < GJ_J_AGG_COUNT || agg > GJ_J_AGG_MAX ||
-      matched < 0 || matched > 2 || unmatched < 0 || unmatched > 1 || n < 0 || (values == nullptr && agg != GJ_J_AGG_COUNT))
+      matched < 0 || matched > 2 || unmatched < 0 || unmatched > 1 || n < 0 || (values == nullptr && agg != GJ_J_AGG_COUNT && n > 0))
     return (int)cudaErrorInvalidValue;
   const bool is_float = is_float_type(type);
   int blocks = 0;

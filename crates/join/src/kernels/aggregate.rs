@@ -113,6 +113,10 @@ pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: 
     if column.values.is_none() && agg != Agg::Count {
         return Err(Error::invalid(format!("{agg:?} needs the column's values")));
     }
+    // No rows: no value to aggregate, and no launch (the kernel takes no null values pointer).
+    if n == 0 {
+        return Ok(if agg == Agg::Count { AggValue::Int(0) } else { AggValue::None });
+    }
     if let Some(v) = &column.validity {
         if v.len() < n.div_ceil(32) {
             return Err(Error::invalid(format!("{} validity words for {n} rows", v.len())));
