@@ -20,7 +20,9 @@
 //! nothing, like a NaN row. Null index rows are left out of the index (after the sort, the
 //! entries of null rows are dropped); a null probe row gets an empty range. Both still appear
 //! as unmatched rows where the join keeps those (`Left`, `Full`, anti joins, ...). Nulls that
-//! equal each other (`NullEqualsNull`) are not supported here.
+//! equal each other (`NullEqualsNull`) are not supported by this module's functions; the front
+//! door's `Algorithm::IndexedNestedLoop` takes them by joining ranks of the keys (see
+//! [`crate::plan`]).
 //!
 //! Outer, semi and anti joins come from the same ranges: unmatched probe rows count as one row
 //! paired with [`RowId::NONE`]; index rows that no probe hit are found by marking the first entry
