@@ -233,7 +233,7 @@ fn empty_inputs() {
 fn host_pairs(s: &Stream, src: &EquiChunkSource, budget: u64, depth: usize) -> Vec<(RowId, RowId)> {
     let mut got = Vec::new();
     let mut next = 0usize;
-    let stats = stream_to_host(s, src, ChunkBudget::Bytes(budget), HostStreamOptions { depth }, |c| {
+    let stats = stream_to_host(s, src, ChunkBudget::Bytes(budget), HostStreamOptions { depth, ..HostStreamOptions::default() }, |c| {
         assert_eq!(c.index, next, "chunks delivered in order");
         next += 1;
         let (l, r) = c.maps()?;

@@ -251,7 +251,7 @@ fn materialized_chunks_stream_to_host() {
         let source = ThetaColumnsSource::new(&s, &dl, &dr, &p, &[0, 2], &[0, 1]).unwrap();
         for depth in [2, 3] {
             let mut got = Vec::new();
-            let stats = stream_to_host(&s, &source, ChunkBudget::Bytes(24 * 4096), HostStreamOptions { depth }, |c| {
+            let stats = stream_to_host(&s, &source, ChunkBudget::Bytes(24 * 4096), HostStreamOptions { depth, ..HostStreamOptions::default() }, |c| {
                 let (a, b, x, y) = (c.column::<i32>(0)?, c.column::<i64>(1)?, c.column::<i32>(2)?, c.column::<i32>(3)?);
                 for i in 0..a.len() {
                     got.push([a[i] as i64, b[i], x[i] as i64, y[i] as i64]);

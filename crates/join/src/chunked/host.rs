@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use gpujoin_device::{Error, Event, PinnedBuffer, Result, Stream};
 
-use super::{plan, ChunkBudget, ChunkOutput, ChunkPart, ChunkSource};
+use super::{plan_ramped, ChunkBudget, ChunkOutput, ChunkPart, ChunkSource};
 use crate::types::RowId;
 
 /// Options of [`stream_to_host`].
@@ -21,11 +21,15 @@ use crate::types::RowId;
 pub struct HostStreamOptions {
     /// Pinned buffers, and chunks in flight (at least 2: one copied while the next is produced).
     pub depth: usize,
+    /// The first chunk holds at most `1 / first_chunk_divisor` of the budget's rows, so that
+    /// the first copy starts after a short production instead of a whole chunk's (0 or 1:
+    /// all chunks alike). Default 8.
+    pub first_chunk_divisor: u64,
 }
 
 impl Default for HostStreamOptions {
     fn default() -> Self {
-        HostStreamOptions { depth: 2 }
+        HostStreamOptions { depth: 2, first_chunk_divisor: 8 }
     }
 }
 
@@ -212,7 +216,7 @@ impl HostStreamer {
         let started = Instant::now();
         let depth = options.depth.max(2);
         let budget_bytes = budget.resolve_for_host(stream.device())?;
-        let plan = plan(stream, source, budget_bytes)?;
+        let plan = plan_ramped(stream, source, budget_bytes, options.first_chunk_divisor)?;
         let mut stats = StreamStats { budget_bytes, rows_per_chunk: plan.rows_per_chunk, ..StreamStats::default() };
         stats.plan_ms = started.elapsed().as_secs_f64() * 1e3;
         let compute = stream;

@@ -48,7 +48,8 @@ use crate::maps::GatherMaps;
 pub use equi::{join_chunks, join_chunks_to_host, EquiChunkSource};
 pub use host::{stream_to_host, HostChunk, HostStreamOptions, HostStreamer, StreamStats};
 pub use plan::{
-    anchors_from_offsets, effective_rows_per_chunk, plan_chunks, plan_tail, plan_targets, ChunkRange, RowBoundary, MAX_PLAN_TARGETS,
+    anchors_from_offsets, anchors_of_targets, effective_rows_per_chunk, plan_chunks, plan_ramped_chunks, plan_ramped_tail, plan_tail,
+    plan_targets, ramped_plan_targets, ChunkRange, RowBoundary, MAX_PLAN_TARGETS,
 };
 
 /// A join whose output can be produced by ranges of output rows.
@@ -265,6 +266,13 @@ impl ChunkPlan {
 /// Plans the chunks of `source` for a budget of `budget_bytes` per chunk (reads the total and
 /// a few anchors back from the device; see [`plan_chunks`]).
 pub fn plan<S: ChunkSource>(stream: &Stream, source: &S, budget_bytes: u64) -> Result<ChunkPlan> {
+    plan_ramped(stream, source, budget_bytes, 1)
+}
+
+/// As [`plan`], with a first chunk of at most `1 / first_chunk_divisor` of the budget's rows
+/// (when a row boundary lies within them; see [`plan_ramped_chunks`]): chunks streamed to the
+/// host start their first copy sooner. A divisor of 0 or 1 plans uniform chunks.
+pub fn plan_ramped<S: ChunkSource>(stream: &Stream, source: &S, budget_bytes: u64, first_chunk_divisor: u64) -> Result<ChunkPlan> {
     let offsets = source.offsets();
     let left_rows = source.left_rows();
     if offsets.len() as u64 != left_rows + 1 {
@@ -274,9 +282,13 @@ pub fn plan<S: ChunkSource>(stream: &Stream, source: &S, budget_bytes: u64) -> R
     let tail_rows = source.tail_rows();
     let all = total.checked_add(tail_rows).ok_or_else(|| Error::too_large("join output rows", u64::MAX, u64::MAX))?;
     let rows_per_chunk = effective_rows_per_chunk(all, ChunkBudget::rows_for(budget_bytes, source.bytes_per_row()));
-    let anchors = plan::device_anchors(stream, &offsets, total, rows_per_chunk)?;
-    let mut chunks: Vec<ChunkPart> = plan_chunks(left_rows, total, rows_per_chunk, &anchors).into_iter().map(ChunkPart::Rows).collect();
-    chunks.extend(plan_tail(tail_rows, rows_per_chunk).into_iter().map(ChunkPart::Tail));
+    let first_rows = (rows_per_chunk / first_chunk_divisor.max(1)).max(1);
+    let anchors = plan::device_anchors(stream, &offsets, total, &ramped_plan_targets(total, first_rows, rows_per_chunk))?;
+    let mut chunks: Vec<ChunkPart> =
+        plan_ramped_chunks(left_rows, total, first_rows, rows_per_chunk, &anchors).into_iter().map(ChunkPart::Rows).collect();
+    // The tail takes the smaller first chunk when it is the whole output.
+    let tail_first = if total == 0 { first_rows } else { rows_per_chunk };
+    chunks.extend(plan_ramped_tail(tail_rows, tail_first, rows_per_chunk).into_iter().map(ChunkPart::Tail));
     Ok(ChunkPlan { left_part_rows: total, tail_rows, rows_per_chunk, chunks })
 }
 

@@ -113,8 +113,34 @@ pub fn plan_targets(total: u64, rows_per_chunk: u64) -> Vec<u64> {
 /// ```
 pub fn anchors_from_offsets(offsets: &[u64], rows_per_chunk: u64) -> Vec<RowBoundary> {
     let total = offsets.last().copied().unwrap_or(0);
+    anchors_of_targets(offsets, &plan_targets(total, rows_per_chunk))
+}
+
+/// The targets of a plan whose first chunk holds at most `first_rows` rows and the others at
+/// most `rows_per_chunk`: `first_rows` (when it is below both `rows_per_chunk` and `total`),
+/// then [`plan_targets`].
+///
+/// ```
+/// # use gpujoin_join::chunked::ramped_plan_targets;
+/// assert_eq!(ramped_plan_targets(11, 2, 5), [2, 5, 10]);
+/// assert_eq!(ramped_plan_targets(11, 5, 5), [5, 10]);
+/// assert_eq!(ramped_plan_targets(2, 2, 5), Vec::<u64>::new());
+/// ```
+pub fn ramped_plan_targets(total: u64, first_rows: u64, rows_per_chunk: u64) -> Vec<u64> {
+    let (f, r) = (first_rows.max(1), rows_per_chunk.max(1));
+    let mut t = Vec::new();
+    if f < r && f < total {
+        t.push(f);
+    }
+    t.extend(plan_targets(total, r));
+    t
+}
+
+/// For each of `targets` (sorted, each below the total `offsets[left_rows]`), the boundaries
+/// of the left row whose output holds it (see [`anchors_from_offsets`]).
+pub fn anchors_of_targets(offsets: &[u64], targets: &[u64]) -> Vec<RowBoundary> {
     let mut out = Vec::new();
-    for t in plan_targets(total, rows_per_chunk) {
+    for &t in targets {
         let u = offsets.partition_point(|&o| o <= t); // first entry above t; 1 <= u <= left_rows
         out.push(RowBoundary { output: offsets[u - 1], row: (u - 1) as u64 });
         out.push(RowBoundary { output: offsets[u], row: u as u64 });
@@ -125,12 +151,11 @@ pub fn anchors_from_offsets(offsets: &[u64], rows_per_chunk: u64) -> Vec<RowBoun
 /// The same anchors found on the device: one sorted search of the targets in the offsets, a
 /// gather of the two boundaries per target, and one copy back (`2 * targets` values; the
 /// offsets themselves never leave the device). `offsets` must have fewer than 2^32 - 1 entries.
-pub(crate) fn device_anchors(stream: &Stream, offsets: &DeviceView<'_, u64>, total: u64, rows_per_chunk: u64) -> Result<Vec<RowBoundary>> {
-    let targets = plan_targets(total, rows_per_chunk);
+pub(crate) fn device_anchors(stream: &Stream, offsets: &DeviceView<'_, u64>, total: u64, targets: &[u64]) -> Result<Vec<RowBoundary>> {
     if targets.is_empty() {
         return Ok(Vec::new());
     }
-    let t = stream.copy_from_host(&targets)?;
+    let t = stream.copy_from_host(targets)?;
     let upper = sorted_search(stream, &t.view(), offsets, Bound::Upper, SearchOutputs::INDEX)?.a_index.unwrap().to_vec()?;
     let mut idx = Vec::with_capacity(2 * upper.len());
     for &u in &upper {
@@ -161,10 +186,29 @@ pub(crate) fn device_anchors(stream: &Stream, offsets: &DeviceView<'_, u64>, tot
 /// assert_eq!(plan[2].rows, 2..4);
 /// ```
 pub fn plan_chunks(left_rows: u64, total: u64, rows_per_chunk: u64, anchors: &[RowBoundary]) -> Vec<ChunkRange> {
+    plan_ramped_chunks(left_rows, total, rows_per_chunk, rows_per_chunk, anchors)
+}
+
+/// As [`plan_chunks`], with a smaller first chunk: it ends at the last row boundary within
+/// `first_rows` rows (the anchors must include those of [`ramped_plan_targets`]); when the
+/// first left row alone is longer, the first chunk is planned as any other. A small first
+/// chunk starts a pipeline (production, then copy) sooner.
+///
+/// ```
+/// # use gpujoin_join::chunked::{anchors_of_targets, plan_ramped_chunks, ramped_plan_targets};
+/// // left rows produce 1, 2, 3, 3 output rows; a first chunk of at most 2 rows, then 5
+/// let offsets = [0, 1, 3, 6, 9];
+/// let anchors = anchors_of_targets(&offsets, &ramped_plan_targets(9, 2, 5));
+/// let plan = plan_ramped_chunks(4, 9, 2, 5, &anchors);
+/// let outputs: Vec<_> = plan.iter().map(|c| c.output.clone()).collect();
+/// assert_eq!(outputs, [0..1, 1..6, 6..9]);
+/// ```
+pub fn plan_ramped_chunks(left_rows: u64, total: u64, first_rows: u64, rows_per_chunk: u64, anchors: &[RowBoundary]) -> Vec<ChunkRange> {
     if total == 0 {
         return Vec::new();
     }
     let r = rows_per_chunk.max(1);
+    let f = first_rows.clamp(1, r);
     // Boundaries by output position; for equal positions the last row (so a chunk starting
     // there skips the empty rows before it).
     let mut b: Vec<RowBoundary> = Vec::with_capacity(anchors.len() + 2);
@@ -181,7 +225,8 @@ pub fn plan_chunks(left_rows: u64, total: u64, rows_per_chunk: u64, anchors: &[R
     let (mut pos, mut row, mut row_start) = (0u64, b[0].row, 0u64);
     let mut next = 1; // first boundary above pos
     while pos < total {
-        let limit = pos.saturating_add(r);
+        // The first chunk's smaller limit applies when a row boundary lies within it.
+        let limit = if pos == 0 && b[next].output <= f { f } else { pos.saturating_add(r) };
         if b[next].output <= limit {
             // Cut at the last row boundary within the budget.
             let mut m = next;
@@ -215,8 +260,27 @@ pub fn plan_chunks(left_rows: u64, total: u64, rows_per_chunk: u64, anchors: &[R
 /// assert!(plan_tail(0, 4).is_empty());
 /// ```
 pub fn plan_tail(tail_rows: u64, rows_per_chunk: u64) -> Vec<Range<u64>> {
+    plan_ramped_tail(tail_rows, rows_per_chunk, rows_per_chunk)
+}
+
+/// As [`plan_tail`], with a first range of at most `first_rows` rows.
+///
+/// ```
+/// # use gpujoin_join::chunked::plan_ramped_tail;
+/// assert_eq!(plan_ramped_tail(10, 1, 4), [0..1, 1..5, 5..9, 9..10]);
+/// assert_eq!(plan_ramped_tail(10, 9, 4), [0..4, 4..8, 8..10]);
+/// ```
+pub fn plan_ramped_tail(tail_rows: u64, first_rows: u64, rows_per_chunk: u64) -> Vec<Range<u64>> {
     let r = rows_per_chunk.max(1);
-    (0..tail_rows.div_ceil(r)).map(|k| k * r..((k + 1) * r).min(tail_rows)).collect()
+    let f = first_rows.clamp(1, r).min(tail_rows);
+    let mut out = Vec::new();
+    if f > 0 && f < r {
+        out.push(0..f);
+    }
+    let start = if f < r { f } else { 0 };
+    let rest = tail_rows - start;
+    out.extend((0..rest.div_ceil(r)).map(|k| start + k * r..(start + (k + 1) * r).min(tail_rows)));
+    out
 }
 
 #[cfg(test)]
@@ -235,9 +299,31 @@ mod tests {
 
     /// Checks every property a plan promises against the full offsets.
     fn check_plan(counts: &[u64], r: u64) -> Result<(), String> {
+        check_ramped_plan(counts, r, r)
+    }
+
+    /// As `check_plan`, for a plan whose first chunk holds at most `f` rows when it can end
+    /// at a row boundary within them.
+    fn check_ramped_plan(counts: &[u64], f: u64, r: u64) -> Result<(), String> {
         let offsets = offsets_of(counts);
         let total = *offsets.last().unwrap();
-        let plan = plan_chunks(counts.len() as u64, total, r, &anchors_from_offsets(&offsets, r));
+        let anchors = anchors_of_targets(&offsets, &ramped_plan_targets(total, f, r));
+        let plan = plan_ramped_chunks(counts.len() as u64, total, f, r, &anchors);
+        if f >= r && plan != plan_chunks(counts.len() as u64, total, r, &anchors_from_offsets(&offsets, r)) {
+            return Err("a ramp of the whole budget changed the plan".into());
+        }
+        let f = f.clamp(1, r.max(1));
+        if let Some(c) = plan.first() {
+            // The first chunk: within f rows, or the first left row whole (or split) when no
+            // row boundary lies within f rows.
+            let boundary_within_f = offsets.iter().any(|&o| o > 0 && o <= f);
+            if boundary_within_f && c.len() > f {
+                return Err(format!("first chunk {c:?} longer than {f}"));
+            }
+            if boundary_within_f && c.is_row_aligned() && offsets.iter().any(|&o| o > c.output.end && o <= f) {
+                return Err(format!("first chunk {c:?} could hold more of its {f} rows"));
+            }
+        }
         let mut pos = 0;
         for c in &plan {
             if c.output.start != pos || c.is_empty() || c.len() > r.max(1) {
@@ -268,8 +354,8 @@ mod tests {
         if pos != total {
             return Err(format!("plan covers {pos} of {total}"));
         }
-        // Greedy: no two consecutive row-aligned chunks fit together.
-        for w in plan.windows(2) {
+        // Greedy: no two consecutive row-aligned chunks fit together (after a smaller first).
+        for w in plan.windows(2).skip(usize::from(f < r.max(1))) {
             if w[0].is_row_aligned() && w[1].is_row_aligned() && w[1].output.end - w[0].output.start <= r.max(1) {
                 return Err(format!("chunks {:?} and {:?} could be one", w[0], w[1]));
             }
@@ -309,6 +395,41 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn random_counts_with_a_smaller_first_chunk() {
+        let mut runner =
+            TestRunner::new_with_rng(Config { cases: 2000, ..Config::default() }, TestRng::from_seed(RngAlgorithm::ChaCha, &[8; 32]));
+        let strat = (prop::collection::vec(prop_oneof![4 => 0u64..4, 1 => 0u64..40, 1 => Just(0u64)], 0..60), 0u64..12, 0u64..30);
+        runner
+            .run(&strat, |(counts, f, r)| {
+                check_ramped_plan(&counts, f, r).map_err(TestCaseError::fail)?;
+                Ok(())
+            })
+            .unwrap();
+        // A first row longer than the first chunk is not split below the budget.
+        let offsets = [0, 6, 7];
+        let plan = plan_ramped_chunks(2, 7, 2, 10, &anchors_of_targets(&offsets, &ramped_plan_targets(7, 2, 10)));
+        assert_eq!(plan.iter().map(|c| c.output.clone()).collect::<Vec<_>>(), [0..7]);
+    }
+
+    #[test]
+    fn ramped_tail_covers_in_order() {
+        for rows in 0..30u64 {
+            for f in 0..8 {
+                for r in 0..8 {
+                    let t = plan_ramped_tail(rows, f, r);
+                    let mut pos = 0;
+                    for (k, c) in t.iter().enumerate() {
+                        assert_eq!(c.start, pos);
+                        assert!(c.end > c.start && c.end - c.start <= if k == 0 { f.clamp(1, r.max(1)) } else { r.max(1) });
+                        pos = c.end;
+                    }
+                    assert_eq!(pos, rows);
+                }
+            }
+        }
     }
 
     #[test]
