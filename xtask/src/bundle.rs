@@ -701,13 +701,18 @@ echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered ou
         for tool in ["memcheck", "racecheck", "synccheck", "initcheck"] {
             for test in ["alpha", "beta"] {
                 let secs = if (tool, test) == ("synccheck", "beta") { 50 } else { 1 };
-                lines.push_str(&format!("{tool}\tgood-test-pkg\t{test}\t{secs}\tclean\n"));
+                // A job the earlier run did not start has no time: it takes its tool's and
+                // executable's mean (1 s), not 0 (which would put it last).
+                let status = if (tool, test) == ("memcheck", "alpha") { "0\tnot started" } else { "clean" };
+                let secs = if status == "clean" { format!("{secs}\t") } else { String::new() };
+                lines.push_str(&format!("{tool}\tgood-test-pkg\t{test}\t{secs}{status}\n"));
             }
         }
         std::fs::write(&tsv, lines).unwrap();
         let (code, text) = run(&["sanitize"], &[("GPUJOIN_SANITIZE_ONLY", "good"), ("GPUJOIN_SANITIZE_TIMES", tsv.to_str().unwrap())]);
         assert_eq!(code, Some(0), "{text}");
         assert!(text.lines().any(|l| l.starts_with("[1/8] synccheck good-test-pkg") && l.contains(" beta ")), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("[8/8] memcheck good-test-pkg")), "a job not started earlier runs last: {text}");
         assert!(text.lines().last().unwrap_or("").starts_with("sanitize: 8 jobs (4 tools x 1 executables, 2 tests): 8 clean, 0 with errors, 0 timed out, 0 failed"), "{text}");
 
         // A filter narrows the listed tests; initcheck's reports de-duplicated by kernel.

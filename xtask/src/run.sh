@@ -358,16 +358,16 @@ list_tests() {
 
 # order_jobs TIMES: reads `seq tool idx file test default_key` lines, prints `seq tool idx test` the
 # slowest first. With a times file (`tool exe test seconds status`, an earlier
-# sanitize-times.tsv): by its seconds; a job it lacks gets the mean of its tool and executable,
-# or (neither known) the slowest time + 1 (new tests run early). Else (and on ties): racecheck,
+# sanitize-times.tsv): by its seconds (a job it lists as not started counts as lacking); a job it lacks gets the mean of its tool and executable,
+# else of its tool, or (neither known) the slowest time + 1 (new tests run early). Else (and on ties): racecheck,
 # initcheck, memcheck, synccheck, and the executables with most tests first.
 order_jobs() {
   awk -v times="$1" 'BEGIN {
       FS = OFS = "\t"; have = 0; max = 0
       if (times != "") while ((getline line < times) > 0) {
         split(line, f, "\t")
-        if (f[4] !~ /^[0-9]+(\.[0-9]+)?$/) continue
-        t[f[1] FS f[2] FS f[3]] = f[4]; s[f[1] FS f[2]] += f[4]; c[f[1] FS f[2]]++
+        if (f[4] !~ /^[0-9]+(\.[0-9]+)?$/ || f[5] ~ /^not started/) continue
+        t[f[1] FS f[2] FS f[3]] = f[4]; s[f[1] FS f[2]] += f[4]; c[f[1] FS f[2]]++; ts[f[1]] += f[4]; tc[f[1]]++
         if (f[4] + 0 > max) max = f[4] + 0
         have = 1
       }
@@ -377,6 +377,7 @@ order_jobs() {
       if (!have) est = 0
       else if (k in t) est = t[k]
       else if (p in c) est = s[p] / c[p]
+      else if ($2 in tc) est = ts[$2] / tc[$2]
       else est = max + 1
       print est, $6, $1, $2, $3, $5
     }' | sort -t $'\t' -k1,1gr -k2,2gr -k3,3n | cut -f3-

@@ -212,11 +212,16 @@ fn a_left_row_larger_than_the_budget_is_split() {
     ])
     .unwrap();
     let (dl, dr) = (DeviceRelation::upload(&s, &l).unwrap(), DeviceRelation::upload(&s, &r).unwrap());
+    // Reduced (sanitizer) runs keep a budget of 7 rows (the split; for a rotating one of the
+    // three join types, about 140 chunks each) and one of 999 rows.
+    let mut sample = gpujoin_device::testing::Sample::new(3);
     for (pred, shape) in predicates() {
         let p = pred.check(&l.schema(), &r.schema()).unwrap();
-        // Reduced (sanitizer) runs keep a budget of 7 rows (the split) and one of 999 rows.
         for bytes in gpujoin_device::testing::pick(vec![0u64, 8, 56, 7992], vec![56, 7992]) {
             for jt in [JoinType::Inner, JoinType::Left, JoinType::Full] {
+                if bytes == 56 && !sample.take() {
+                    continue;
+                }
                 let mut got = Vec::new();
                 for c in theta_join_chunks(&s, &dl, &dr, &p, jt, ChunkBudget::Bytes(bytes)).unwrap() {
                     let (a, b) = host_pairs(&c.unwrap().data);

@@ -48,6 +48,11 @@ pub(crate) struct Multiplicity {
     pub unmatched: bool,
 }
 
+impl Multiplicity {
+    /// Every row once, whatever its count (with no counts: each row of a plain column).
+    pub const ONCE: Multiplicity = Multiplicity { matched: Matched::Once, unmatched: true };
+}
+
 /// What a matched row (count `c > 0`) counts for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Matched {
@@ -104,11 +109,16 @@ impl AggValues<'_> {
 ///
 /// Example: values `[5, 7, NULL]`, counts `[2, 0, 1]`, `Count` times matched and unmatched rows
 /// once: SUM = 5 * 2 + 7 = 17, COUNT = 3.
-pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: &DeviceView<'_, u32>, mult: Multiplicity, agg: Agg) -> Result<AggValue> {
+///
+/// Without `counts` every row's count is 0, so `mult.unmatched` alone decides: with
+/// [`Multiplicity::ONCE`] each row counts once (the aggregate of a plain column).
+pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: Option<&DeviceView<'_, u32>>, mult: Multiplicity, agg: Agg) -> Result<AggValue> {
     let n = column.rows;
     let (values, ty, len) = column.values.as_ref().map_or((std::ptr::null(), ffi::gj_j_agg_type_GJ_J_AGG_I32, n), AggValues::parts);
     check_same_len("aggregated values", len, "rows", n)?;
-    check_same_len("aggregated rows", n, "match counts", counts.len())?;
+    if let Some(c) = counts {
+        check_same_len("aggregated rows", n, "match counts", c.len())?;
+    }
     // (An empty column's values may be a null pointer: ask for the values, not the pointer.)
     if column.values.is_none() && agg != Agg::Count {
         return Err(Error::invalid(format!("{agg:?} needs the column's values")));
@@ -137,9 +147,10 @@ pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: 
     let mut out: DeviceBuffer<AccHost> = stream.alloc(1)?;
     let (p, o) = (partials.view_mut().as_mut_ptr() as *mut ffi::gj_j_agg, out.view_mut().as_mut_ptr() as *mut ffi::gj_j_agg);
     let valid = column.validity.as_ref().map_or(std::ptr::null(), |v| v.as_ptr());
-    // SAFETY: values and counts hold n entries, validity ceil(n / 32) words (checked above);
+    // SAFETY: values and counts (when given; else null) hold n entries, validity ceil(n / 32) words (checked above);
     // partials GJ_J_AGG_MAX_BLOCKS entries, out one.
-    launch(stream, "aggregate column", || unsafe { ffi::gj_j_agg_column(values, ty as i32, valid, counts.as_ptr(), n as i64, matched, mult.unmatched as i32, kind as i32, p, o, stream.raw()) })?;
+    let counts = counts.map_or(std::ptr::null(), |c| c.as_ptr());
+    launch(stream, "aggregate column", || unsafe { ffi::gj_j_agg_column(values, ty as i32, valid, counts, n as i64, matched, mult.unmatched as i32, kind as i32, p, o, stream.raw()) })?;
     drop(partials);
     let r = read_scalar(stream, &out)?;
     if r.overflow != 0 {

@@ -64,6 +64,21 @@ pub(super) fn equi_aggregate(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>,
         return Err(Error::invalid(format!("a column of {} rows aggregated over a side of {} rows", column.len(), a.rows())));
     }
     let counts = match_counts(stream, a, b, JoinOptions { output_budget: None, ..opts })?;
+    with_agg_column(stream, column, agg, |col| aggregate_column(stream, col, Some(&counts.view()), mult, agg))
+}
+
+/// `agg` of `column`'s rows, each once (NULLs skipped), on the device with one read back: the
+/// fold of a column gathered by a join's map (NULL where the map has no row).
+///
+/// Example: `[5, NULL, 7]`: SUM = 12, COUNT = 2, MIN = 5.
+pub(super) fn aggregate_rows(stream: &Stream, agg: Agg, column: &ColumnView<'_>) -> Result<AggValue> {
+    with_agg_column(stream, column, agg, |col| aggregate_column(stream, col, None, Multiplicity::ONCE, agg))
+}
+
+/// Calls `f` with `column` as the aggregate kernel reads it: 32- and 64-bit values as they are,
+/// narrow integers and booleans widened to 32 bits, no values for COUNT (which reads only the
+/// validity), and the validity as words.
+fn with_agg_column<R>(stream: &Stream, column: &ColumnView<'_>, agg: Agg, f: impl FnOnce(&AggColumn<'_>) -> Result<R>) -> Result<R> {
     let widened;
     let values = if agg == Agg::Count {
         None
@@ -90,7 +105,7 @@ pub(super) fn equi_aggregate(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>,
     };
     let validity = crate::kernels::table::validity_words(stream, column)?;
     let col = AggColumn { values, validity: validity.as_ref().map(|v| v.view()), rows: column.len() };
-    aggregate_column(stream, &col, &counts.view(), mult, agg)
+    f(&col)
 }
 
 /// Per row of `a` (in row order), the number of rows of `b` whose key equals it under `opts`

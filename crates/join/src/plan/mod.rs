@@ -826,7 +826,8 @@ impl<'a> Join<'a> {
     ///   pair-by-pair sum); an integer SUM past `i128` is an [`Error::TooLarge`];
     /// * an inner theta join aggregates without writing pairs (the theta paths);
     /// * other joins (a join with keys and a filter, an outer theta join, a theta join over a
-    ///   nullable column) aggregate over their gather maps.
+    ///   nullable column) gather the column by their maps and fold it on the device (one read
+    ///   back; a float SUM adds in the device's order).
     ///
     /// Example: a LEFT join of left keys `[1, 1, 2, 3]` (column `v`: `[10, 20, NULL, 5]`) with
     /// right keys `[1, 1, 1, 2]`: SUM(v) = 10 * 3 + 20 * 3 + 5 = 95 (row 3 unmatched, kept once;
@@ -875,7 +876,7 @@ impl<'a> Join<'a> {
         let Some((side, _, c)) = col else { return Ok(AggValue::Int(maps.rows() as i128)) };
         let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} rows to aggregate", self.join_type)))?;
         let gathered = crate::kernels::table::gather(stream, &c, &map.cast::<u32>(), maps.nullable(side))?;
-        fold(&gathered.to_host()?, agg)
+        aggregate::aggregate_rows(stream, agg, &gathered.view())
     }
 
     /// The gather maps in chunks of at most `budget` bytes each, for outputs of any size (the
@@ -1005,36 +1006,6 @@ fn theta_maps(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: 
         Algorithm::ThetaNestedLoop => nested_loop_join_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::NestedLoop),
         _ => nested_loop_join_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::Auto),
     }
-}
-
-/// An aggregate of a column's valid values on the host.
-fn fold(c: &crate::table::HostColumn, agg: Agg) -> Result<AggValue> {
-    use crate::table::Value;
-    let vals: Vec<Value<'_>> = c.values().into_iter().filter(|v| *v != Value::Null).collect();
-    if agg == Agg::Count {
-        return Ok(AggValue::Int(vals.len() as i128));
-    }
-    if vals.is_empty() {
-        return Ok(AggValue::None);
-    }
-    Ok(match vals[0] {
-        Value::Float(_) => {
-            let f: Vec<f64> = vals.iter().map(|v| if let Value::Float(x) = v { *x } else { 0.0 }).collect();
-            AggValue::Float(match agg {
-                Agg::Sum => f.iter().sum(),
-                Agg::Min => f.iter().copied().fold(f64::INFINITY, |a, b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.min(b) }),
-                _ => f.iter().copied().fold(f64::NEG_INFINITY, |a, b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.max(b) }),
-            })
-        }
-        _ => {
-            let n: Vec<i128> = vals.iter().map(|v| if let Value::Int(x) = v { *x } else { 0 }).collect();
-            AggValue::Int(match agg {
-                Agg::Sum => n.iter().sum(),
-                Agg::Min => *n.iter().min().expect("non-empty"),
-                _ => *n.iter().max().expect("non-empty"),
-            })
-        }
-    })
 }
 
 fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType) -> Result<GatherMaps> {
