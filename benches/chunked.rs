@@ -123,9 +123,12 @@ fn main() {
         let rows = JoinChunks::new(&s, &source, ChunkBudget::Bytes(budget)).unwrap().total_rows();
         println!("equi_nulls_full_4x_budget_host: {rows} rows (5% NULL keys a side, NULL never equal, full join)");
         host_case(&mut h, &mut streamer, &source, budget, "chunked", "equi_nulls_full_4x_budget_host", rows, rows * 8, d2h_bytes_per_s);
-        // The same with chunks all alike (no smaller first chunk): what the ramp buys.
+        // The same with chunks all alike (no smaller first chunk): what the ramp buys. Twice
+        // each, alternating, so that an order effect shows.
         let mut uniform = HostStreamer::new(s.device(), HostStreamOptions { first_chunk_divisor: 1, ..HostStreamOptions::default() }).unwrap();
         host_case(&mut h, &mut uniform, &source, budget, "chunked", "equi_nulls_full_4x_budget_host_uniform_chunks", rows, rows * 8, d2h_bytes_per_s);
+        host_case(&mut h, &mut streamer, &source, budget, "chunked", "equi_nulls_full_4x_budget_host_again", rows, rows * 8, d2h_bytes_per_s);
+        host_case(&mut h, &mut uniform, &source, budget, "chunked", "equi_nulls_full_4x_budget_host_uniform_chunks_again", rows, rows * 8, d2h_bytes_per_s);
     }
 
     // The theta join's output relation delivered to host memory: R.a > S.a over 50K x 5K rows,

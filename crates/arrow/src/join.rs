@@ -159,10 +159,15 @@ impl JoinSpec {
 }
 
 /// The joined batches, produced on the device by a worker thread one chunk ahead of the reader.
+///
+/// Its worker threads (upload, join, download) are joined when it returns `None` or is
+/// dropped, so every buffer they held is back in its pool by then (dropping it early waits for
+/// the part being uploaded).
 pub struct JoinReader {
     schema: SchemaRef,
-    batches: Receiver<std::result::Result<RecordBatch, ArrowError>>,
+    batches: Option<Receiver<std::result::Result<RecordBatch, ArrowError>>>,
     times: Arc<Mutex<JoinTimes>>,
+    workers: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// Where a [`join_on`]'s time went, host wall-clock: `upload` covers pulling both readers (their
@@ -179,16 +184,41 @@ pub struct JoinTimes {
 }
 
 impl JoinReader {
+    fn new(schema: SchemaRef, batches: Receiver<std::result::Result<RecordBatch, ArrowError>>, times: Arc<Mutex<JoinTimes>>, workers: Vec<std::thread::JoinHandle<()>>) -> JoinReader {
+        JoinReader { schema, batches: Some(batches), times, workers }
+    }
+
     /// The times so far (final once the reader returned `None`).
     pub fn times(&self) -> JoinTimes {
         *self.times.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Closes the channel (a worker blocked sending gives up) and waits for the workers; the
+    /// number of them that panicked.
+    fn finish(&mut self) -> usize {
+        self.batches = None;
+        self.workers.drain(..).map(|w| w.join()).filter(|r| r.is_err()).count()
     }
 }
 
 impl Iterator for JoinReader {
     type Item = std::result::Result<RecordBatch, ArrowError>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.batches.recv().ok()
+        match self.batches.as_ref()?.recv() {
+            Ok(b) => Some(b),
+            // Every worker is done (or dropped its sender): wait for them, and never end a
+            // result silently short because one panicked.
+            Err(_) => match self.finish() {
+                0 => None,
+                n => Some(Err(ArrowError::ComputeError(format!("{n} join worker thread(s) panicked; the output is incomplete")))),
+            },
+        }
+    }
+}
+
+impl Drop for JoinReader {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -279,7 +309,7 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
     let out_schema = schema.clone();
     let times = Arc::new(Mutex::new(JoinTimes { upload, ..JoinTimes::default() }));
     let worker_times = Arc::clone(&times);
-    std::thread::spawn(move || {
+    let worker = std::thread::spawn(move || {
         let mut out = Output { tx, times: worker_times, waiting: Duration::ZERO };
         let j = build(&spec, &l.table, &r.table, &lsel, &rsel);
         let result = produce(&stream, &j, &spec, &out.times.clone(), &mut |table| out.emit(&stream, &table, &out_schema, spec.download));
@@ -287,7 +317,7 @@ fn join_inputs(stream: &Stream, l: Arc<DeviceInput>, r: Arc<DeviceInput>, spec: 
             out.send(Err(e));
         }
     });
-    Ok(JoinReader { schema, batches: rx, times })
+    Ok(JoinReader::new(schema, rx, times, vec![worker]))
 }
 
 /// The worker's end of a [`JoinReader`]: batches to the reader, and the times.
@@ -499,11 +529,12 @@ pub fn join_streaming_on(stream: &Stream, left: impl RecordBatchReader, right: i
     let (part_tx, part_rx) = sync_channel::<Result<Table>>(1);
     let (table_tx, table_rx) = sync_channel::<Result<Table>>(1);
     let (tx, rx) = sync_channel(2);
+    let mut workers = Vec::with_capacity(3);
     {
         // The reader of the right side: reads, uploads on its own stream, hands over parts.
         let (up, times, staging, rs) = (device.new_stream()?, Arc::clone(&times), spec.staging, rs.clone());
         let mut second = Some(second);
-        std::thread::spawn(move || {
+        workers.push(std::thread::spawn(move || {
             let _ = part_tx.send(Ok(first));
             loop {
                 let t = Instant::now();
@@ -518,13 +549,13 @@ pub fn join_streaming_on(stream: &Stream, left: impl RecordBatchReader, right: i
                     return;
                 }
             }
-        });
+        }));
     }
     {
         // The joiner: each part with the left side, on the caller's stream.
         let (stream, times, spec, l) = (stream.clone(), Arc::clone(&times), spec.clone(), Arc::clone(&l));
         let (lsel, rsel) = (lsel.clone(), rsel.clone());
-        std::thread::spawn(move || {
+        workers.push(std::thread::spawn(move || {
             for part in part_rx {
                 let result = part.and_then(|part| {
                     let j = build(&spec, &l.table, &part, &lsel, &rsel);
@@ -544,12 +575,12 @@ pub fn join_streaming_on(stream: &Stream, left: impl RecordBatchReader, right: i
                     }
                 }
             }
-        });
+        }));
     }
     {
         // The downloader: each output table to batches, on its own stream.
         let (down, times, out_schema, options) = (device.new_stream()?, Arc::clone(&times), schema.clone(), spec.download);
-        std::thread::spawn(move || {
+        workers.push(std::thread::spawn(move || {
             let mut out = Output { tx, times, waiting: Duration::ZERO };
             for table in table_rx {
                 let r = table.and_then(|t| out.emit(&down, &t, &out_schema, options));
@@ -562,9 +593,9 @@ pub fn join_streaming_on(stream: &Stream, left: impl RecordBatchReader, right: i
                     }
                 }
             }
-        });
+        }));
     }
-    Ok(JoinReader { schema, batches: rx, times })
+    Ok(JoinReader::new(schema, rx, times, workers))
 }
 
 fn build<'a>(spec: &JoinSpec, l: &'a Table, r: &'a Table, lsel: &[String], rsel: &[String]) -> Join<'a> {

@@ -161,7 +161,7 @@ fn join_matches_the_cpu_reference_for_every_key_type_and_join_type() {
     let r = common::every_type(&mut rng, 203, 10, 12).slice(2, 200);
     let mut cases = 0;
     // GPUJOIN_TEST_SIZE=small (compute-sanitizer): a rotating sample of the cases.
-    let mut sample = Sample::new(7);
+    let mut sample = Sample::new(17);
     for key in common::KEY_COLUMNS {
         for jt in JOIN_TYPES {
             for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
