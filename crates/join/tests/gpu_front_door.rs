@@ -514,12 +514,21 @@ fn filters_theta_joins_and_aggregates() {
             let want_max = a.iter().max().map_or(AggValue::None, |&m| AggValue::Int(m));
             assert_eq!(j.aggregate(&s, Agg::Max, Some((gpujoin_join::Side::Right, "a"))).unwrap(), want_max, "{name}: MAX(r.a)");
         }
-        // Keys (nullable Int64) and a filter, through every equi algorithm that takes them.
+        // Keys (nullable Int64) and a filter, through every equi algorithm (the clustered ones
+        // carry row ids, whose pairs the filter then runs on).
         let pred = col_l(1).greater(col_r(1)).and(col_l(6).not_equals(col_r(0)));
         for jt in JoinType::ALL {
             for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
                 let want = reference_filtered(&hl, &["k"], &hr, &["k"], &pred, jt, nulls);
-                for alg in [Algorithm::Auto, Algorithm::SortMerge(Gather::Unclustered), Algorithm::Interleave, Algorithm::Hash, Algorithm::PartitionedHash(Gather::Unclustered)] {
+                for alg in [
+                    Algorithm::Auto,
+                    Algorithm::SortMerge(Gather::Unclustered),
+                    Algorithm::Interleave,
+                    Algorithm::Hash,
+                    Algorithm::PartitionedHash(Gather::Unclustered),
+                    Algorithm::SortMerge(Gather::Clustered),
+                    Algorithm::PartitionedHash(Gather::Clustered),
+                ] {
                     if !sample.take() {
                         continue;
                     }
@@ -1062,4 +1071,58 @@ fn decimal_filters_and_theta_keys() {
             r => panic!("{p:?}: {:?}", r.err()),
         }
     }
+}
+
+// ---- Clustered gathers with a filter -------------------------------------------------------------
+
+/// SMJ-OM and PHJ-OM with a filter: each side's row ids travel through the clustered join, the
+/// filter runs on their pairs, and the selected columns (a nullable one, a string) are gathered
+/// by the pairs that pass. Keys the clustered joins take as they are (one `Int32`, no nulls), and
+/// keys they join as ranks (a nullable `Int32` and a string: composite, with NULLs), every join
+/// type, against the CPU reference.
+#[test]
+fn clustered_joins_with_a_filter() {
+    let Some(s) = stream("clustered_joins_with_a_filter") else { return };
+    let mut rng = StdRng::seed_from_u64(31);
+    let (nl, nr) = (rows(700, 90), rows(500, 70));
+    let table = |rng: &mut StdRng, n: usize| {
+        HostTable::new(vec![
+            ("k", key_column(rng, DataType::Int32, n, 60, 0, false)),
+            ("n", key_column(rng, DataType::Int32, n, 20, 10, false)),
+            ("s", key_column(rng, DataType::Utf8, n, 12, 0, false)),
+            ("p", payload(rng, DataType::Int64, n)),
+        ])
+        .unwrap()
+    };
+    let (hl, hr) = (table(&mut rng, nl), table(&mut rng, nr));
+    let (lt, rt) = (Table::upload(&s, &hl).unwrap(), Table::upload(&s, &hr).unwrap());
+    // l.p < r.p on a nullable column: a NULL p passes neither way (three-valued logic).
+    let pred = col_l(3).less(col_r(3));
+    let mut checked = 0;
+    for keys in [&["k"][..], &["n", "s"][..]] {
+        for jt in JoinType::ALL {
+            let (ls, rs): (Vec<&str>, Vec<&str>) = match jt {
+                JoinType::LeftSemi | JoinType::LeftAnti => (vec!["p", "s"], vec![]),
+                JoinType::RightSemi | JoinType::RightAnti => (vec![], vec!["p", "s"]),
+                _ => (vec!["p", "s"], vec!["k", "p"]),
+            };
+            for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
+                let want = reference_filtered(&hl, keys, &hr, keys, &pred, jt, nulls);
+                for alg in [Algorithm::SortMerge(Gather::Clustered), Algorithm::PartitionedHash(Gather::Clustered)] {
+                    let what = format!("{keys:?} {jt:?} {nulls:?} {}", alg.name());
+                    let j = Join::new(jt).on(&lt, keys, &rt, keys).null_equality(nulls).filter(pred.clone()).algorithm(alg).select(&ls, &rs);
+                    let out = j.run(&s).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(out.algorithm, alg, "{what}: {}", out.reason);
+                    assert!(out.reason.contains("row ids travel through it"), "{what}: {}", out.reason);
+                    let (l, r) = out.maps.as_ref().expect("maps").to_host().unwrap();
+                    assert_eq!(from_maps(&l, &r), want, "{what}: pairs");
+                    let got = tuples(&out.table.to_host().unwrap());
+                    assert_eq!(got, expected_tuples(&want, &hl, &ls, &hr, &rs), "{what}: materialized rows");
+                    assert_eq!(j.count(&s).unwrap(), want.len() as u64, "{what}: count");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 8 * 2 * 2);
 }

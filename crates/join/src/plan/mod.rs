@@ -41,7 +41,10 @@
 //! without nulls travel through the join, every other selected column is gathered by row ids
 //! that travel in its place. [`Algorithm::Auto`] runs the paper's decision tree only where at
 //! least one selected column travels as it is: otherwise every column would be gathered by row
-//! id anyway, which is what PHJ-UM does without a row-id column to carry.
+//! id anyway, which is what PHJ-UM does without a row-id column to carry. With a filter, the
+//! clustered joins carry each side's row ids only: the output rows are the key pairs, the filter
+//! runs on them, and the selected columns are gathered by the pairs that pass (a filter must see
+//! a pair before its columns are materialized).
 //!
 //! Keys joined as ranks: the clustered gathers compare keys of at most 64 bits that all can
 //! match, and the indexed nested loop indexes one key column whose null rows (and NaN rows)
@@ -433,9 +436,10 @@ impl<'a> Join<'a> {
         let Some(f) = &self.filter else { return Ok((a, reason)) };
         self.check_filter(f)?;
         match a {
-            Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => {
-                Err(Error::Unsupported { what: format!("the {} join with a filter", a.name()), reason: "the clustered gathers materialize before the filter could drop pairs; use the unclustered gathers".into() })
-            }
+            Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => Ok((
+                a,
+                format!("{reason}; each side's row ids travel through it as its payload, the filter runs on the pairs they give, and the selected columns are gathered by the pairs that pass"),
+            )),
             Algorithm::Auto => Ok((Algorithm::PartitionedHash(Gather::Unclustered), "keys and a filter: the partitioned hash join on the keys, the filter on its pairs".into())),
             a => Ok((a, format!("{reason}; the filter on its pairs"))),
         }
@@ -624,7 +628,8 @@ impl<'a> Join<'a> {
     pub fn run(&self, stream: &Stream) -> Result<JoinOutput> {
         let inputs = self.inputs()?;
         let (algorithm, reason) = self.choose(&inputs)?;
-        let clustered = matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered));
+        // (With a filter, a clustered join gives pairs of row ids: `maps_noted`.)
+        let clustered = self.filter.is_none() && matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered));
         if clustered {
             let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
             let note = lk.note().map(str::to_string);
@@ -687,7 +692,19 @@ impl<'a> Join<'a> {
         let (l, r) = (lk.keys()?, rk.keys()?);
         let Some(f) = &self.filter else { return Ok((equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, jt, self.options)?, note)) };
         // Keys and a filter: the inner join on the keys, the filter on its pairs, then the join type.
-        let inner = equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, JoinType::Inner, JoinOptions { output_budget: None, ..self.options })?;
+        let inner_options = JoinOptions { output_budget: None, ..self.options };
+        let inner = match algorithm {
+            Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered) => {
+                if self.clustered_ranks(i).is_some() {
+                    // One u32 match key a side in place of the keys (see `keys::match_keys`).
+                    let (ml, mr) = keys::match_keys(stream, &l, &r, self.options)?;
+                    clustered_pairs(stream, &Keys::single(ml.view()), &Keys::single(mr.view()), i, algorithm, inner_options)?
+                } else {
+                    clustered_pairs(stream, &l, &r, i, algorithm, inner_options)?
+                }
+            }
+            _ => equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, JoinType::Inner, inner_options)?,
+        };
         drop((l, r));
         drop((lk, rk));
         let (a, b) = inner.into_raw();
@@ -868,7 +885,8 @@ impl<'a> Join<'a> {
                 Some((side, _, c)) => aggregate::equi_aggregate(stream, &lk, &rk, self.join_type, self.options, agg, side, &c),
             };
         }
-        let maps = if matches!(algorithm, Algorithm::Auto | Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered)) {
+        // (A clustered algorithm with a filter gives its pairs as row ids: `maps_noted`.)
+        let maps = if algorithm == Algorithm::Auto {
             self.maps(stream, &inputs, Algorithm::PartitionedHash(Gather::Unclustered))?
         } else {
             self.maps(stream, &inputs, algorithm)?
@@ -988,6 +1006,30 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
         }
         a => return Err(Error::invalid(format!("internal: {} is not an equi-join algorithm", a.name()))),
     })
+}
+
+/// The inner pairs of a clustered join (SMJ-OM or PHJ-OM) of the prepared keys `l` and `r`:
+/// each side's row ids travel through it as its one payload column, so its output rows are the
+/// pairs, in its order.
+///
+/// Example: keys `[7, 5]` and `[5, 5, 9]`: the pairs (1, 0) and (1, 1).
+fn clustered_pairs(stream: &Stream, l: &Keys<'_>, r: &Keys<'_>, i: &Inputs<'_>, algorithm: Algorithm, options: JoinOptions) -> Result<GatherMaps> {
+    let wa = algorithm.wide().ok_or_else(|| Error::invalid(format!("internal: {} is not a clustered join", algorithm.name())))?;
+    let (il, ir) = (crate::common::iota(stream, i.left_rows)?, crate::common::iota(stream, i.right_rows)?);
+    let wl = wide::WideRelation::new(l.clone(), vec![crate::keys::DeviceColumn::U32(il.view())])?;
+    let wr = wide::WideRelation::new(r.clone(), vec![crate::keys::DeviceColumn::U32(ir.view())])?;
+    let opts = wide::WideJoinOptions { keys: options, output: wide::Output::Relation };
+    // The keys are prepared (compressed where they can be): not again.
+    let out = wide::join_as_given(stream, &wl, &wr, JoinType::Inner, wa, opts)?;
+    if out.algorithm != wa {
+        // The pre-checks should make this impossible; never substitute silently.
+        return Err(Error::Unsupported { what: format!("the {} join", algorithm.name()), reason: format!("it ran as {}: {}", Algorithm::from_wide(out.algorithm).name(), out.reason) });
+    }
+    let ids = |m: Option<crate::maps::Materialized>| match m.and_then(|m| m.columns.into_iter().next()) {
+        Some(crate::maps::Payload::U32(b)) => Ok(b),
+        _ => Err(Error::invalid("internal: the row ids did not come back from the clustered join")),
+    };
+    Ok(GatherMaps::new(JoinType::Inner, ids(out.left)?, ids(out.right)?))
 }
 
 fn theta_size(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: JoinType) -> Result<u64> {
