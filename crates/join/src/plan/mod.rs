@@ -732,17 +732,9 @@ impl<'a> Join<'a> {
         let out = {
             let wl = wide::WideRelation::new(l.clone(), payloads(&i.left_select, &lids)?)?;
             let wr = wide::WideRelation::new(r.clone(), payloads(&i.right_select, &rids)?)?;
-            let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
-            let opts = wide::WideJoinOptions { keys: self.options, output: wide::Output::Relation };
-            // The keys are prepared (compressed where they can be): not again.
-            wide::join_as_given(stream, &wl, &wr, self.join_type, wa, opts)?
+            clustered_join(stream, &wl, &wr, self.join_type, algorithm, self.options)?
         };
         drop((lids, rids));
-        let ran = Algorithm::from_wide(out.algorithm);
-        if algorithm != Algorithm::Auto && ran != algorithm {
-            // The pre-checks should make this impossible; never substitute silently.
-            return Err(Error::Unsupported { what: format!("the {} join", algorithm.name()), reason: format!("it ran as {}: {}", ran.name(), out.reason) });
-        }
         let composed = self.composed_payloads(i);
         let reason = if algorithm == Algorithm::Auto { format!("{reason}: {}", out.reason) } else { reason };
         let reason = if composed.is_empty() { reason } else { format!("{reason}; gathered by row id after the join: {}", composed.join(", ")) };
@@ -783,7 +775,7 @@ impl<'a> Join<'a> {
                 columns.push((out_name, column));
             }
         }
-        Ok(JoinOutput { rows: out.rows, maps: out.maps, table: Table::new(columns)?, algorithm: ran, reason, stats: self.stats.then_some(out.stats) })
+        Ok(JoinOutput { rows: out.rows, maps: out.maps, table: Table::new(columns)?, algorithm: Algorithm::from_wide(out.algorithm), reason, stats: self.stats.then_some(out.stats) })
     }
 
     /// The selected columns gathered through `maps` (for example one chunk's maps from
@@ -1008,23 +1000,32 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
     })
 }
 
+/// The wide join of prepared keys with payloads by `algorithm` (a clustered one, or `Auto`: the
+/// paper's decision tree), its output a relation; an error, never another algorithm, when the
+/// explicit one did not run.
+fn clustered_join(stream: &Stream, l: &wide::WideRelation<'_>, r: &wide::WideRelation<'_>, jt: JoinType, algorithm: Algorithm, options: JoinOptions) -> Result<wide::WideJoinOutput> {
+    let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
+    let opts = wide::WideJoinOptions { keys: options, output: wide::Output::Relation };
+    // The keys are prepared (compressed where they can be): not again.
+    let out = wide::join_as_given(stream, l, r, jt, wa, opts)?;
+    let ran = Algorithm::from_wide(out.algorithm);
+    if algorithm != Algorithm::Auto && ran != algorithm {
+        // The pre-checks should make this impossible; never substitute silently.
+        return Err(Error::Unsupported { what: format!("the {} join", algorithm.name()), reason: format!("it ran as {}: {}", ran.name(), out.reason) });
+    }
+    Ok(out)
+}
+
 /// The inner pairs of a clustered join (SMJ-OM or PHJ-OM) of the prepared keys `l` and `r`:
 /// each side's row ids travel through it as its one payload column, so its output rows are the
 /// pairs, in its order.
 ///
 /// Example: keys `[7, 5]` and `[5, 5, 9]`: the pairs (1, 0) and (1, 1).
 fn clustered_pairs(stream: &Stream, l: &Keys<'_>, r: &Keys<'_>, i: &Inputs<'_>, algorithm: Algorithm, options: JoinOptions) -> Result<GatherMaps> {
-    let wa = algorithm.wide().ok_or_else(|| Error::invalid(format!("internal: {} is not a clustered join", algorithm.name())))?;
     let (il, ir) = (crate::common::iota(stream, i.left_rows)?, crate::common::iota(stream, i.right_rows)?);
     let wl = wide::WideRelation::new(l.clone(), vec![crate::keys::DeviceColumn::U32(il.view())])?;
     let wr = wide::WideRelation::new(r.clone(), vec![crate::keys::DeviceColumn::U32(ir.view())])?;
-    let opts = wide::WideJoinOptions { keys: options, output: wide::Output::Relation };
-    // The keys are prepared (compressed where they can be): not again.
-    let out = wide::join_as_given(stream, &wl, &wr, JoinType::Inner, wa, opts)?;
-    if out.algorithm != wa {
-        // The pre-checks should make this impossible; never substitute silently.
-        return Err(Error::Unsupported { what: format!("the {} join", algorithm.name()), reason: format!("it ran as {}: {}", Algorithm::from_wide(out.algorithm).name(), out.reason) });
-    }
+    let out = clustered_join(stream, &wl, &wr, JoinType::Inner, algorithm, options)?;
     let ids = |m: Option<crate::maps::Materialized>| match m.and_then(|m| m.columns.into_iter().next()) {
         Some(crate::maps::Payload::U32(b)) => Ok(b),
         _ => Err(Error::invalid("internal: the row ids did not come back from the clustered join")),
