@@ -25,6 +25,7 @@ mod upload;
 pub use download::{download, DownloadOptions, Downloader};
 pub use host::{from_host_table, to_host_table};
 pub use join::{join, join_on, join_shared_on, join_streaming_on, DeviceInput, JoinReader, JoinSpec};
+pub use pinned_blocks::to_pinned;
 pub use staging::{StagingOptions, StagingStats};
 
 /// Frees the page-locked host memory that uploads and downloads keep for reuse (the staging

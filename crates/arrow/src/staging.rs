@@ -225,6 +225,41 @@ impl<'a, 'd> Piece<'a, 'd> {
         debug_assert!(dst.is_empty(), "the fills cover the destination");
     }
 
+    /// [`Piece::pack`], except that a [`Fill::Copy`] whose bytes `direct` accepts (page-locked
+    /// ones) is not staged: it goes to `copies` with its own device range, for a direct copy.
+    ///
+    /// Example: fills `a` (pageable), `b` (pinned), `c` (pageable) into 18 bytes: `a` is staged
+    /// into bytes `0..3`, `b` copied directly into `3..13`, `c` staged into `13..18`.
+    pub(crate) fn pack_direct(
+        fills: impl IntoIterator<Item = Fill<'a>>,
+        dst: DeviceViewMut<'d, u8>,
+        sizes: PieceSizes,
+        direct: impl Fn(&[u8]) -> bool,
+        out: &mut Vec<Piece<'a, 'd>>,
+        copies: &mut Vec<(&'a [u8], DeviceViewMut<'d, u8>)>,
+    ) {
+        let mut dst = dst;
+        let mut staged: Vec<Fill<'a>> = Vec::new();
+        let mut staged_len = 0;
+        for f in fills {
+            match f {
+                Fill::Copy(s) if direct(s) => {
+                    let (d, rest) = dst.split_at(staged_len);
+                    Piece::pack(std::mem::take(&mut staged), d, sizes, out);
+                    let (d, rest) = rest.split_at(s.len());
+                    copies.push((s, d));
+                    dst = rest;
+                    staged_len = 0;
+                }
+                f => {
+                    staged_len += f.len();
+                    staged.push(f);
+                }
+            }
+        }
+        Piece::pack(staged, dst, sizes, out);
+    }
+
     fn write(&self, out: &mut [u8]) {
         let mut at = 0;
         for p in &self.parts {
@@ -432,6 +467,33 @@ mod tests {
         assert_eq!(got, want);
         assert!(packed(vec![Fill::Copy(&[]), Fill::Copy(&[])], 0, 8).is_empty());
         assert_eq!(packed(vec![Fill::Copy(&[7u8; 8])], 8, 8), vec![(0, vec![7u8; 8])]);
+    }
+
+    #[test]
+    fn accepted_fills_are_copied_directly_and_the_rest_staged() {
+        let (a, b, c, d) = ([1u8; 3], [2u8; 10], [3u8; 5], [4u8; 4]);
+        // SAFETY: never dereferenced, as in `packed_in`.
+        let dst = unsafe { DeviceViewMut::<u8>::from_raw(0x10_0000, 22) };
+        let (mut out, mut copies) = (Vec::new(), Vec::new());
+        let pinned = |s: &[u8]| s.first().is_some_and(|&v| v % 2 == 0);
+        Piece::pack_direct([Fill::Copy(&a), Fill::Copy(&b), Fill::Copy(&c), Fill::Copy(&d)], dst, PieceSizes::fixed(4), pinned, &mut out, &mut copies);
+        let staged: Vec<(u64, Vec<u8>)> = out
+            .iter()
+            .map(|p| {
+                let mut bytes = vec![0u8; p.dst.len()];
+                p.write(&mut bytes);
+                (p.dst.raw() - 0x10_0000, bytes)
+            })
+            .collect();
+        assert_eq!(staged, vec![(0, vec![1, 1, 1]), (13, vec![3, 3, 3, 3]), (17, vec![3])]);
+        let direct: Vec<(u64, usize, u8)> = copies.iter().map(|(s, d)| (d.raw() - 0x10_0000, d.len(), s[0])).collect();
+        assert_eq!(direct, vec![(3, 10, 2), (18, 4, 4)]);
+        // Nothing accepted: the same pieces as `pack`.
+        let dst = unsafe { DeviceViewMut::<u8>::from_raw(0x10_0000, 18) };
+        let (mut out, mut copies) = (Vec::new(), Vec::new());
+        Piece::pack_direct([Fill::Copy(&a), Fill::Copy(&b), Fill::Copy(&c)], dst, PieceSizes::fixed(8), |_| false, &mut out, &mut copies);
+        assert!(copies.is_empty());
+        assert_eq!(out.iter().map(|p| (p.dst.raw() - 0x10_0000, p.dst.len())).collect::<Vec<_>>(), vec![(0, 8), (8, 8), (16, 2)]);
     }
 
     #[test]

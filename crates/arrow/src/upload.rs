@@ -14,7 +14,7 @@
 
 use arrow_array::{Array, RecordBatch, RecordBatchReader};
 use arrow_schema::{Schema, SchemaRef};
-use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceViewMut, Error, Result, Stream};
 use gpujoin_join::table::{Column, DataType, Table};
 
 use crate::bits::copy_bits;
@@ -188,7 +188,11 @@ impl Uploader {
         }
         // The pieces: every column's bytes of every batch, to disjoint device ranges.
         let max = self.staging.piece_sizes();
+        let ordinal = self.stream.device().ordinal();
+        let pinned = |b: &[u8]| crate::pinned_blocks::is_pinned_for(b, ordinal);
         let mut pieces: Vec<Piece<'_, '_>> = Vec::new();
+        // Bytes already page-locked for this device (a download's buffers) go straight over.
+        let mut direct: Vec<(&[u8], DeviceViewMut<'_, u8>)> = Vec::new();
         let mut used_after = Vec::with_capacity(self.columns.len());
         for ((c, ps), (vbits, nbits)) in self.columns.iter_mut().zip(&prepared).zip(&bitmaps) {
             let first_byte = rows / 8;
@@ -213,7 +217,7 @@ impl Uploader {
                         let o = p.string_offsets();
                         Fill::Copy(&p.string_bytes()[o.first() as usize..o.last() as usize])
                     });
-                    Piece::pack(bytes, c.values.slice_mut(c.values_used..end), max, &mut pieces);
+                    Piece::pack_direct(bytes, c.values.slice_mut(c.values_used..end), max, pinned, &mut pieces, &mut direct);
                     let mut base = c.values_used as i64;
                     let offsets: Vec<Fill<'_>> = ps
                         .iter()
@@ -231,12 +235,13 @@ impl Uploader {
                 t => {
                     let w = t.byte_width().unwrap();
                     let dst = c.values.slice_mut(c.values_used..c.values_used + n * w);
-                    Piece::pack(ps.iter().map(|p| Fill::Copy(p.fixed_bytes())), dst, max, &mut pieces);
+                    Piece::pack_direct(ps.iter().map(|p| Fill::Copy(p.fixed_bytes())), dst, max, pinned, &mut pieces, &mut direct);
                     used_after.push(c.values_used + n * w);
                 }
             }
         }
-        self.staging.upload(&self.stream, pieces)?;
+        let (stream, staging) = (&self.stream, &self.staging);
+        stream.copy_from_host_during(direct, || staging.upload(stream, pieces))?;
         for (c, used) in self.columns.iter_mut().zip(used_after) {
             c.values_used = used;
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float16Array, Int32Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray};
 use arrow_select::concat::concat_batches;
-use gpujoin_arrow::{join_on, join_streaming_on, upload_batches_with, upload_reader, DownloadOptions, Downloader, JoinSpec, StagingOptions};
+use gpujoin_arrow::{join_on, join_streaming_on, upload_batches_with, upload_batches_with_stats, upload_reader, DownloadOptions, Downloader, JoinSpec, StagingOptions};
 use gpujoin_device::testing::{device_or_skip, pick, reduced, rows, Sample};
 use gpujoin_device::{Error, Stream};
 use gpujoin_join::predicate::{col_l, col_r};
@@ -87,6 +87,21 @@ fn every_type_round_trips_through_the_device() {
             }
             assert_eq!(download_all(&s, &t, &expected.schema(), batch_rows), expected, "nulls {nulls}%, {batch_rows} rows per batch");
         }
+        // Batches in page-locked memory (every other one) are copied directly, not staged:
+        // the same table, fewer bytes through the staging buffers.
+        let (_, plain) = upload_batches_with_stats(&s, &schema, batches.clone(), TINY).unwrap();
+        let mixed: Vec<RecordBatch> = batches.iter().enumerate().map(|(i, b)| if i % 2 == 1 { gpujoin_arrow::to_pinned(&s, b).unwrap() } else { b.clone() }).collect();
+        assert_eq!(concat_batches(&schema, &mixed).unwrap(), concat_batches(&schema, &batches).unwrap());
+        let (t, st) = upload_batches_with_stats(&s, &schema, mixed, TINY).unwrap();
+        assert_eq!(download_all(&s, &t, &expected.schema(), 4096), expected, "page-locked batches");
+        assert!(st.bytes < plain.bytes, "page-locked batches staged {} bytes of {}", st.bytes, plain.bytes);
+        // A download's batches (page-locked blocks) uploaded again, in another piece size.
+        let opts = DownloadOptions { batch_rows: 1000, window_bytes: 1 << 15 };
+        let again: Vec<RecordBatch> = Downloader::new(&s, t.view(), Some(&expected.schema()), opts).unwrap().collect::<Result<_, _>>().unwrap();
+        let (t2, st2) = upload_batches_with_stats(&s, &expected.schema(), again, SMALL).unwrap();
+        assert_eq!(download_all(&s, &t2, &expected.schema(), 4096), expected, "downloaded batches uploaded again");
+        assert!(st2.bytes < plain.bytes, "downloaded batches staged {} bytes of {}", st2.bytes, plain.bytes);
+        drop((t, t2));
         let t = upload_reader(&s, reader(batches), SMALL).unwrap();
         assert_eq!(download_all(&s, &t, &expected.schema(), 4096), expected);
         // A device slice at an odd row downloads as the same slice.

@@ -173,6 +173,46 @@ impl Stream {
             .map_err(|e| driver("cuMemcpyHtoDAsync", e))
     }
 
+    /// Queues the copy of every `(host bytes, device range)` pair (equal lengths), runs
+    /// `during` (other work of the caller, for example staged copies on this stream), then waits
+    /// for the copies before returning: from page-locked host memory (a download's Arrow buffers,
+    /// [`crate::PinnedBuffer`]) each is a direct DMA at the pinned rate, with no host copy. The
+    /// host bytes stay borrowed until the copies are done, so any host memory is sound here.
+    ///
+    /// ```no_run
+    /// # fn f(stream: &gpujoin_device::Stream, host: &[u8], dst: &mut gpujoin_device::DeviceBuffer<u8>) -> gpujoin_device::Result<()> {
+    /// let n = stream.copy_from_host_during(vec![(host, dst.view_mut())], || Ok(host.len()))?;
+    /// # let _ = n; Ok(()) }
+    /// ```
+    pub fn copy_from_host_during<R>(&self, copies: Vec<(&[u8], DeviceViewMut<'_, u8>)>, during: impl FnOnce() -> Result<R>) -> Result<R> {
+        if copies.is_empty() {
+            return during();
+        }
+        self.device.bind_to_thread()?;
+        let mut queued = Ok(());
+        for (src, dst) in &copies {
+            if let Err(e) = crate::check_same_len("host source", src.len(), "device destination", dst.len()) {
+                queued = Err(e);
+                break;
+            }
+            if src.is_empty() {
+                continue;
+            }
+            // SAFETY: dst holds src.len() bytes; src stays borrowed until the event recorded
+            // below (after every queued copy) completes.
+            if let Err(e) = unsafe { sys::cuMemcpyHtoDAsync_v2(dst.raw(), src.as_ptr() as *const c_void, src.len(), self.inner.cu_stream()) }.result() {
+                queued = Err(driver("cuMemcpyHtoDAsync", e));
+                break;
+            }
+        }
+        let out = queued.and_then(|_| during());
+        // Wait for what was queued even when a later copy or `during` failed.
+        let done = self.record_event().and_then(|e| e.synchronize()).or_else(|_| self.synchronize());
+        let out = out?;
+        done?;
+        Ok(out)
+    }
+
     /// Copies a device range into a new `Vec`, waiting for the stream.
     pub fn copy_to_host<T: Pod>(&self, src: &DeviceView<'_, T>) -> Result<Vec<T>> {
         let mut out = vec![T::zeroed(); src.len()];
