@@ -392,13 +392,7 @@ fn produce(stream: &Stream, j: &Join<'_>, spec: &JoinSpec, times: &Mutex<JoinTim
         }
     }
     let budget = ChunkBudget::Bytes(spec.chunk_budget.resolve(stream.device())?);
-    let theta_inputs;
-    let mut chunks: Box<dyn Iterator<Item = Result<_>>> = if spec.filter.is_some() || spec.left_on.is_empty() {
-        theta_inputs = j.theta_inputs(stream)?;
-        Box::new(theta_inputs.chunks(stream, budget)?)
-    } else {
-        Box::new(j.chunks(stream, budget)?)
-    };
+    let mut chunks = j.chunks(stream, budget)?;
     loop {
         // A chunk's join: its maps (the iterator's step) and their gather.
         let start = Instant::now();

@@ -156,6 +156,42 @@ impl From<Payload> for DeviceColumnData {
 }
 
 /// A relation on the device: columns of equal length.
+/// A device relation a prepared theta join reads: borrowed from the caller, or shared (so that
+/// the prepared join owns what it reads, as the front door's chunks do).
+///
+/// Example: `RelationRef::from(&rel)` borrows; `RelationRef::from(Arc::new(rel))` keeps the
+/// relation alive as long as the prepared join.
+#[derive(Clone)]
+pub enum RelationRef<'a> {
+    /// Borrowed for `'a`.
+    Borrowed(&'a DeviceRelation),
+    /// Shared ownership.
+    Shared(std::sync::Arc<DeviceRelation>),
+}
+
+impl std::ops::Deref for RelationRef<'_> {
+    type Target = DeviceRelation;
+
+    fn deref(&self) -> &DeviceRelation {
+        match self {
+            RelationRef::Borrowed(r) => r,
+            RelationRef::Shared(r) => r,
+        }
+    }
+}
+
+impl<'a> From<&'a DeviceRelation> for RelationRef<'a> {
+    fn from(r: &'a DeviceRelation) -> RelationRef<'a> {
+        RelationRef::Borrowed(r)
+    }
+}
+
+impl From<std::sync::Arc<DeviceRelation>> for RelationRef<'static> {
+    fn from(r: std::sync::Arc<DeviceRelation>) -> RelationRef<'static> {
+        RelationRef::Shared(r)
+    }
+}
+
 pub struct DeviceRelation {
     columns: Vec<DeviceColumnData>,
     rows: usize,

@@ -51,7 +51,7 @@ pub mod types;
 pub mod wide;
 
 pub use hash_join::{hash_join, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
-pub use plan::{Algorithm as JoinAlgorithm, Gather, Join, JoinOutput};
+pub use plan::{Algorithm as JoinAlgorithm, Gather, Join, JoinChunkSource, JoinOutput};
 pub use interleave::{interleave_join, interleave_join_many};
 pub use keys::{pack_validity, DeviceColumn, DeviceKeys, KeyColumn, Keys};
 pub use maps::{map_validity, materialize, materialize_unchecked, GatherMaps, Materialized, Payload, Side};

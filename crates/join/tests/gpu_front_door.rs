@@ -486,9 +486,8 @@ fn filters_theta_joins_and_aggregates() {
                 // Chunks of a budget below one row's output, and an output budget.
                 let j = Join::new(jt).tables(&lt, &rt).filter(pred.clone());
                 if nl * nr <= 61 * 61 && sample.take() && want.len() <= pick(usize::MAX, 64) {
-                    let inputs = j.theta_inputs(&s).unwrap();
                     let mut got = Vec::new();
-                    for chunk in inputs.chunks(&s, ChunkBudget::Bytes(1)).unwrap() {
+                    for chunk in j.chunks(&s, ChunkBudget::Bytes(1)).unwrap() {
                         let (l, r) = chunk.unwrap().data.to_host().unwrap();
                         got.extend(from_maps(&l, &r));
                     }
@@ -849,9 +848,8 @@ fn theta_keys_under_both_null_and_nan_equalities() {
                                     if let Some(f) = &filter {
                                         j = j.filter(f.clone());
                                     }
-                                    let inputs = j.theta_inputs(&s).unwrap();
                                     let mut got = Vec::new();
-                                    for chunk in inputs.chunks(&s, ChunkBudget::Bytes(1)).unwrap() {
+                                    for chunk in j.chunks(&s, ChunkBudget::Bytes(1)).unwrap() {
                                         let (l, r) = chunk.unwrap().data.to_host().unwrap();
                                         got.extend(from_maps(&l, &r));
                                     }
@@ -1121,8 +1119,28 @@ fn clustered_joins_with_a_filter() {
                     assert_eq!(j.count(&s).unwrap(), want.len() as u64, "{what}: count");
                     checked += 1;
                 }
+                // The same join in chunks (keys and filter: the theta chunks), small budgets:
+                // every pair once, and each chunk's maps gather the selected rows.
+                let what = format!("{keys:?} {jt:?} {nulls:?} chunks");
+                let j = Join::new(jt).on(&lt, keys, &rt, keys).null_equality(nulls).filter(pred.clone()).select(&ls, &rs);
+                let chunks = j.chunks(&s, ChunkBudget::Bytes(pick(1 << 10, 64))).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_ne!(chunks.source().path(), "equi", "{what}");
+                let (mut pairs, mut rows) = (Vec::new(), Vec::new());
+                for chunk in chunks {
+                    let maps = chunk.unwrap_or_else(|e| panic!("{what}: {e}")).data;
+                    let (l, r) = maps.to_host().unwrap();
+                    pairs.extend(from_maps(&l, &r));
+                    rows.extend(tuples(&j.gather(&s, &maps).unwrap().to_host().unwrap()));
+                }
+                pairs.sort();
+                rows.sort();
+                assert_eq!(pairs, want, "{what}: pairs");
+                let mut want_rows = expected_tuples(&want, &hl, &ls, &hr, &rs);
+                want_rows.sort();
+                assert_eq!(rows, want_rows, "{what}: materialized rows");
+                checked += 1;
             }
         }
     }
-    assert_eq!(checked, 2 * 8 * 2 * 2);
+    assert_eq!(checked, 2 * 8 * 2 * 3);
 }

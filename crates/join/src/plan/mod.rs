@@ -81,7 +81,7 @@ pub use index::JoinIndex;
 
 use gpujoin_device::{Error, Result, Stream};
 
-use crate::chunked::{ChunkBudget, EquiChunkSource, JoinChunks};
+use crate::chunked::{ChunkBudget, ChunkSource, EquiChunkSource, JoinChunks};
 use crate::hash_join::JoinStats;
 use crate::keys::Keys;
 use crate::maps::{GatherMaps, Side};
@@ -807,18 +807,6 @@ impl<'a> Join<'a> {
         crate::sort_merge::sort_merge_join_size(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)
     }
 
-    /// The device relations of a theta join (the keys as equality conjuncts of the filter), for
-    /// [`ThetaInputs::chunks`]. Takes what the theta algorithms take: key and filter columns of
-    /// every type, nullable ones included (SQL's three-valued logic; keys under the join's NULL
-    /// and NaN equality; decimals as two words: see the `filter` lowering's docs).
-    pub fn theta_inputs(&self, stream: &Stream) -> Result<ThetaInputs> {
-        let inputs = self.inputs()?;
-        let theta = Join { algorithm: if self.algorithm.is_theta() { self.algorithm } else { Algorithm::Auto }, ..self.clone() };
-        theta.choose_theta(&inputs)?;
-        let low = self.lower_theta(stream, &[])?;
-        Ok(ThetaInputs { low, join_type: self.join_type })
-    }
-
     /// COUNT/SUM/MIN/MAX over the join's output rows without returning them: `column` is a
     /// column of one side (`None` with COUNT: the rows). NULLs (and the null side of outer rows)
     /// are skipped; SUM/MIN/MAX over no values is [`AggValue::None`]. Integer SUM is exact
@@ -889,34 +877,87 @@ impl<'a> Join<'a> {
         aggregate::aggregate_rows(stream, agg, &gathered.view())
     }
 
-    /// The gather maps in chunks of at most `budget` bytes each, for outputs of any size (the
-    /// chunked equi-join; the algorithm setting does not apply). Output order: as
-    /// [`Algorithm::SortMerge`].
-    pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<EquiChunkSource>> {
+    /// The gather maps in chunks of at most `budget` bytes each, for outputs of any size; the
+    /// maps index the tables' rows, and a chunk's maps gather through [`Join::gather`]. Takes
+    /// every input [`Join::run`] takes:
+    /// * an equi-join without a filter: the chunked sort-merge join (the algorithm setting does
+    ///   not apply; order as [`Algorithm::SortMerge`]);
+    /// * a join with a filter, or a theta join: the theta chunks on the keys as equality
+    ///   conjuncts of the filter (every key and filter type, nullable ones included, under the
+    ///   join's NULL and NaN equality): sorted, mixed (the keys joined like an equi-join, the rest
+    ///   a filter) or nested loop by the predicate's shape, in that path's order
+    ///   ([`crate::theta`]); an explicit theta algorithm is honoured, an equi one does not apply.
+    ///
+    /// Example: left keys `[1, 2, 2]`, right keys `[2, 2, 3]`, INNER with a 1-byte budget: one
+    /// pair a chunk, four chunks of the pairs (1, 0) (1, 1) (2, 0) (2, 1).
+    pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<JoinChunkSource>> {
         let inputs = self.inputs()?;
-        if self.filter.is_some() || inputs.left_keys.is_empty() || self.algorithm.is_theta() {
-            return Err(Error::Unsupported {
-                what: "chunks of a theta join or a join with a filter".into(),
-                reason: "their device relations must outlive the chunks: call theta_inputs(stream)?.chunks(stream, budget)".into(),
-            });
+        if self.filter.is_none() && !inputs.left_keys.is_empty() && !self.algorithm.is_theta() {
+            let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
+            let source = EquiChunkSource::new(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)?;
+            return JoinChunks::new(stream, JoinChunkSource::Equi(source), budget);
         }
-        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
-        let source = EquiChunkSource::new(stream, &lk.keys()?, &rk.keys()?, self.join_type, self.options)?;
-        JoinChunks::new(stream, source, budget)
+        let theta = Join { algorithm: if self.algorithm.is_theta() { self.algorithm } else { Algorithm::Auto }, ..self.clone() };
+        theta.choose_theta(&inputs)?;
+        let low = self.lower_theta(stream, &[])?;
+        let (left, right) = (std::sync::Arc::new(low.left), std::sync::Arc::new(low.right));
+        let source = crate::theta::ThetaChunkSource::new(stream, left, right, &low.pred, self.join_type)?;
+        JoinChunks::new(stream, JoinChunkSource::Theta(Box::new(source)), budget)
     }
 }
 
-/// A theta join's device relations ([`Join::theta_inputs`]), which its chunks borrow.
-pub struct ThetaInputs {
-    low: filter::Lowered,
-    join_type: JoinType,
+/// Where [`Join::chunks`] takes its chunks from: the chunked equi-join, or a theta join's
+/// prepared path (owning its device relations).
+pub enum JoinChunkSource {
+    /// An equi-join without a filter.
+    Equi(EquiChunkSource),
+    /// A theta join, or a join with keys and a filter.
+    Theta(Box<crate::theta::ThetaChunkSource<'static>>),
 }
 
-impl ThetaInputs {
-    /// The gather maps in chunks of at most `budget` bytes (the theta chunks: sorted, mixed or
-    /// nested loop by the predicate's shape); the maps index the tables' rows.
-    pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<crate::theta::ThetaChunkSource<'_>>> {
-        crate::theta::theta_join_chunks(stream, &self.low.left, &self.low.right, &self.low.pred, self.join_type, budget)
+impl JoinChunkSource {
+    /// The path: `"equi"`, or the theta chunks' (`"sorted"`, `"mixed"`, `"nested loop"`,
+    /// `"whole"`).
+    pub fn path(&self) -> &'static str {
+        match self {
+            JoinChunkSource::Equi(_) => "equi",
+            JoinChunkSource::Theta(t) => t.path(),
+        }
+    }
+
+    fn source(&self) -> &dyn ChunkSource<Output = GatherMaps> {
+        match self {
+            JoinChunkSource::Equi(e) => e,
+            JoinChunkSource::Theta(t) => &**t,
+        }
+    }
+}
+
+impl ChunkSource for JoinChunkSource {
+    type Output = GatherMaps;
+
+    fn left_rows(&self) -> u64 {
+        self.source().left_rows()
+    }
+
+    fn offsets(&self) -> gpujoin_device::DeviceView<'_, u64> {
+        self.source().offsets()
+    }
+
+    fn bytes_per_row(&self) -> u64 {
+        self.source().bytes_per_row()
+    }
+
+    fn produce(&self, stream: &Stream, range: &crate::chunked::ChunkRange) -> Result<GatherMaps> {
+        self.source().produce(stream, range)
+    }
+
+    fn tail_rows(&self) -> u64 {
+        self.source().tail_rows()
+    }
+
+    fn produce_tail(&self, stream: &Stream, range: std::ops::Range<u64>) -> Result<GatherMaps> {
+        self.source().produce_tail(stream, range)
     }
 }
 

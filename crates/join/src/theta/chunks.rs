@@ -11,7 +11,7 @@ use super::nested_loop::NestedLoopJoin;
 use super::sorted::SortedThetaJoin;
 use super::{check_columns, choose_path, gather_columns, ThetaPath};
 use crate::chunked::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
-use crate::device_relation::{DeviceColumnData, DeviceRelation};
+use crate::device_relation::{DeviceColumnData, DeviceRelation, RelationRef};
 use crate::maps::GatherMaps;
 use crate::predicate::CheckedPredicate;
 use crate::types::JoinType;
@@ -44,23 +44,27 @@ pub struct ThetaChunkSource<'a> {
 
 impl<'a> ThetaChunkSource<'a> {
     /// Counts the output of every left row (the first step of seed 004 §3.3).
-    pub fn new(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
+    ///
+    /// `left` and `right` are borrowed (`&DeviceRelation`) or shared (`Arc<DeviceRelation>`:
+    /// the source then owns what it reads, as [`crate::plan::Join::chunks`]' does).
+    pub fn new(stream: &Stream, left: impl Into<RelationRef<'a>>, right: impl Into<RelationRef<'a>>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
+        let (left, right) = (left.into(), right.into());
         pred.check_schemas(&left.schema(), &right.schema())?;
         let path = choose_path(pred);
-        let mixed_keys = super::nested_loop::mixed_keys(left, right, pred, super::nested_loop::Strategy::Auto);
+        let mixed_keys = super::nested_loop::mixed_keys(&left, &right, pred, super::nested_loop::Strategy::Auto);
         let prepared = match (path, join_type, mixed_keys) {
             (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti, _) => {
                 Prepared::Sorted(Box::new(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?))
             }
             (ThetaPath::Mixed, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full, Some(keys)) => {
-                Prepared::Mixed(Box::new(MixedChunks::prepare(stream, left, right, pred, &keys, join_type, ChunkBudget::FromFreeMemory)?))
+                Prepared::Mixed(Box::new(MixedChunks::prepare(stream, &left, &right, pred, &keys, join_type, ChunkBudget::FromFreeMemory)?))
             }
             (_, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full, _) => {
                 let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
                 let unmatched = if join_type.keeps_unmatched_right() { Some(join.unmatched_right(stream)?) } else { None };
                 Prepared::NestedLoop { join: Box::new(join), unmatched }
             }
-            _ => Prepared::Whole { maps: super::theta_join(stream, left, right, pred, join_type)?, no_offsets: stream.alloc_zeroed::<u64>(1)? },
+            _ => Prepared::Whole { maps: super::theta_join(stream, &left, &right, pred, join_type)?, no_offsets: stream.alloc_zeroed::<u64>(1)? },
         };
         Ok(ThetaChunkSource { join_type, prepared })
     }

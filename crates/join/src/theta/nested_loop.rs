@@ -50,7 +50,7 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::{exclusive_sum, select_by_flag, select_flagged};
 
 use crate::common::{alloc_output_maps, concat, from_inner_pairs, nones};
-use crate::device_relation::{DeviceColumnData, DeviceRelation};
+use crate::device_relation::{DeviceColumnData, DeviceRelation, RelationRef};
 use crate::hash_join::hash_join;
 use crate::kernels::sys::theta as ffi;
 use crate::keys::Keys;
@@ -367,8 +367,9 @@ fn program_op(op: crate::predicate::CmpOp) -> i32 {
 /// # Ok(()) }
 /// ```
 pub struct NestedLoopJoin<'a> {
-    left: &'a DeviceRelation,
-    right: &'a DeviceRelation,
+    /// Read through `prog`'s pointers: kept alive (borrowed or shared) as long as the join.
+    left: RelationRef<'a>,
+    right: RelationRef<'a>,
     join_type: JoinType,
     prog: DeviceProgram,
     /// Exclusive scan of the (left row, chunk) counts, `n_left * chunks + 1` entries.
@@ -391,10 +392,11 @@ impl<'a> NestedLoopJoin<'a> {
     /// Errors: [`Error::InvalidArgument`] for relations that do not have the checked schemas or
     /// a predicate too deep for the device interpreter; [`Error::TooLarge`] for relations beyond
     /// [`RowId::MAX_ROWS`] rows or more blocks than one launch takes.
-    pub fn prepare(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
-        check_schemas(left, right, pred)?;
+    pub fn prepare(stream: &Stream, left: impl Into<RelationRef<'a>>, right: impl Into<RelationRef<'a>>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
+        let (left, right) = (left.into(), right.into());
+        check_schemas(&left, &right, pred)?;
         let prog = program::lower(pred)?;
-        let prog = DeviceProgram::build(stream, left, right, &prog, None)?;
+        let prog = DeviceProgram::build(stream, &left, &right, &prog, None)?;
         let (n_left, n_right) = (left.rows(), right.rows());
         let chunks = prog.chunks();
         let entries = n_left * chunks;

@@ -55,7 +55,7 @@ use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::{exclusive_sum_in_place, inclusive_sum, select_by_flag, sort_pairs, SortOrder};
 
-use crate::device_relation::{DeviceColumnData, DeviceRelation};
+use crate::device_relation::{DeviceColumnData, DeviceRelation, RelationRef};
 use crate::kernels::sys::theta_sort as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, CmpOp, DataType, RangeCondition, Scalar};
@@ -399,8 +399,8 @@ fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPr
 /// # Ok(()) }
 /// ```
 pub struct SortedThetaJoin<'a> {
-    left: &'a DeviceRelation,
-    right: &'a DeviceRelation,
+    left: RelationRef<'a>,
+    right: RelationRef<'a>,
     join_type: JoinType,
     ranges: Ranges,
     offsets: DeviceBuffer<u64>,
@@ -412,15 +412,15 @@ pub struct SortedThetaJoin<'a> {
 impl<'a> SortedThetaJoin<'a> {
     /// Sorts the right side, finds every left row's range and scans the output counts.
     /// Errors: `InvalidArgument` for another join type, missing or mistyped columns.
-    pub fn prepare(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<Self> {
-        Self::prepare_with(stream, left, right, cond, join_type, false)
+    pub fn prepare(stream: &Stream, left: impl Into<RelationRef<'a>>, right: impl Into<RelationRef<'a>>, cond: &RangeCondition, join_type: JoinType) -> Result<Self> {
+        Self::prepare_with(stream, left.into(), right.into(), cond, join_type, false)
     }
 
-    fn prepare_with(stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<Self> {
+    fn prepare_with(stream: &Stream, left: RelationRef<'a>, right: RelationRef<'a>, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<Self> {
         if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
             return Err(Error::invalid(format!("SortedThetaJoin::prepare: join type {join_type:?} is not produced per left row; use sorted_theta_join")));
         }
-        let mut ranges = Ranges::compute(stream, left, right, cond, Some(count_mode(join_type)))?;
+        let mut ranges = Ranges::compute(stream, &left, &right, cond, Some(count_mode(join_type)))?;
         let (offsets, total) = ranges.scan_counts(stream)?;
         Ok(SortedThetaJoin { left, right, join_type, ranges, offsets, total, poison })
     }
@@ -479,7 +479,7 @@ impl<'a> SortedThetaJoin<'a> {
         if self.join_type != JoinType::Inner {
             return Err(Error::invalid("SortedThetaJoin::materialize: inner joins only"));
         }
-        for (side, cols, rel) in [("left", left_cols, self.left), ("right", right_cols, self.right)] {
+        for (side, cols, rel) in [("left", left_cols, &*self.left), ("right", right_cols, &*self.right)] {
             for &c in cols {
                 if c >= rel.columns().len() {
                     return Err(Error::invalid(format!("materialize: {side} column {c} does not exist")));
@@ -552,7 +552,7 @@ pub fn join_on_condition(stream: &Stream, left: &DeviceRelation, right: &DeviceR
 
 fn join_on_condition_with(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<GatherMaps> {
     if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
-        let join = SortedThetaJoin::prepare_with(stream, left, right, cond, join_type, poison)?;
+        let join = SortedThetaJoin::prepare_with(stream, left.into(), right.into(), cond, join_type, poison)?;
         return join.produce(stream, 0..left.rows() as u64);
     }
     let n_left = left.rows();
@@ -941,7 +941,7 @@ impl SortedTesting {
 
     /// [`SortedThetaJoin::prepare`].
     pub fn prepare<'a>(&self, stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<SortedThetaJoin<'a>> {
-        SortedThetaJoin::prepare_with(stream, left, right, cond, join_type, self.poison_outputs)
+        SortedThetaJoin::prepare_with(stream, left.into(), right.into(), cond, join_type, self.poison_outputs)
     }
 
     /// [`sorted_theta_aggregate`].
