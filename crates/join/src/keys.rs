@@ -383,3 +383,97 @@ pub(crate) fn dense_ranks(
     ranks.truncate(a);
     Ok((ranks, right_ranks, bits))
 }
+
+/// One side's scalar keys (step 0 of the sort-based equi-joins): a key per row that can match,
+/// with that row's id.
+pub(crate) struct SideKeys<K: gpujoin_device::Pod> {
+    pub keys: DeviceBuffer<K>,
+    /// Row ids (empty where the caller did not ask for the right side's: [`scalar_keys`]).
+    pub rows: DeviceBuffer<u32>,
+}
+
+/// Both sides' scalar keys and the significant low bits of each key.
+pub(crate) enum ScalarKeys {
+    /// Keys of at most 32 bits (packed images that fit, dense ranks, plain `u32` keys).
+    U32(SideKeys<u32>, SideKeys<u32>, u32),
+    /// Wider keys.
+    U64(SideKeys<u64>, SideKeys<u64>, u32),
+}
+
+/// Step 0 of the sort-based equi-joins, written once for the chunked join and the match counts
+/// of aggregates.
+pub(crate) struct StepZero {
+    pub keys: ScalarKeys,
+    /// Rows that can match nothing (a NULL key under `NullEqualsNothing`, NaN under
+    /// `NanNeverEqual`), in row order, of the sides asked for (else empty).
+    pub never_left: DeviceBuffer<u32>,
+    pub never_right: DeviceBuffer<u32>,
+}
+
+/// One scalar key per row that can match, with its row id: a plain `u32`/`u64` column without
+/// a validity on both sides is its own key (every row can match); other keys become their packed
+/// images when those fit 64 bits (narrowed to `u32` when they fit 32), else the dense ranks of
+/// the full keys ([`dense_ranks`]; exact, nothing to verify). `never` asks for the rows that can
+/// match nothing of the left and right side; `right_rows: false` drops the right side's row
+/// ids as soon as they are not needed (the match counts need only the right keys), which lowers
+/// the peak.
+///
+/// Example: left `u32` keys `[5, NULL, 7]` (nullable), right `[7]`, `NullEqualsNothing`: left
+/// keys for rows `[0, 2]`, right for `[0]`, `never_left = [1]` when asked for.
+pub(crate) fn scalar_keys(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions, never: (bool, bool), right_rows: bool) -> Result<StepZero> {
+    use crate::common::{iota, narrow, rows_where};
+    let empty = || stream.alloc::<u32>(0);
+    let (l, r) = (left.columns(), right.columns());
+    if l.len() == 1 && r.len() == 1 && l[0].validity.is_none() && r[0].validity.is_none() {
+        let rows = |n: usize, want: bool| if want { iota(stream, n) } else { empty() };
+        let keys = match (l[0].values, r[0].values) {
+            (DeviceColumn::U32(a), DeviceColumn::U32(b)) => {
+                let (ra, rb) = (rows(left.rows(), true)?, rows(right.rows(), right_rows)?);
+                Some(ScalarKeys::U32(SideKeys { keys: stream.copy_from_device(&a)?, rows: ra }, SideKeys { keys: stream.copy_from_device(&b)?, rows: rb }, 32))
+            }
+            (DeviceColumn::U64(a), DeviceColumn::U64(b)) => {
+                let (ra, rb) = (rows(left.rows(), true)?, rows(right.rows(), right_rows)?);
+                Some(ScalarKeys::U64(SideKeys { keys: stream.copy_from_device(&a)?, rows: ra }, SideKeys { keys: stream.copy_from_device(&b)?, rows: rb }, 64))
+            }
+            _ => None,
+        };
+        if let Some(keys) = keys {
+            return Ok(StepZero { keys, never_left: empty()?, never_right: empty()? });
+        }
+    }
+    let plan = KeyPlan::new(left, right, opts, 64);
+    let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
+    let ml = rows_where(stream, &il.never_match.view(), false, None)?;
+    let mr = rows_where(stream, &ir.never_match.view(), false, None)?;
+    let never_left = if never.0 { rows_where(stream, &il.never_match.view(), true, None)? } else { empty()? };
+    let never_right = if never.1 { rows_where(stream, &ir.never_match.view(), true, None)? } else { empty()? };
+    let keys = if plan.exact {
+        let kl = gpujoin_primitives::gather(stream, &il.derived.view(), &ml.view(), 0)?;
+        let kr = gpujoin_primitives::gather(stream, &ir.derived.view(), &mr.view(), 0)?;
+        drop((il, ir));
+        let mr = if right_rows {
+            mr
+        } else {
+            drop(mr);
+            empty()?
+        };
+        if plan.bits <= 32 {
+            let (kl32, kr32) = (narrow(stream, &kl.view())?, narrow(stream, &kr.view())?);
+            drop((kl, kr));
+            ScalarKeys::U32(SideKeys { keys: kl32, rows: ml }, SideKeys { keys: kr32, rows: mr }, plan.bits)
+        } else {
+            ScalarKeys::U64(SideKeys { keys: kl, rows: ml }, SideKeys { keys: kr, rows: mr }, plan.bits)
+        }
+    } else {
+        let (kl, kr, bits) = dense_ranks(stream, &il, &ml.view(), &ir, &mr.view())?;
+        drop((il, ir));
+        let mr = if right_rows {
+            mr
+        } else {
+            drop(mr);
+            empty()?
+        };
+        ScalarKeys::U32(SideKeys { keys: kl, rows: ml }, SideKeys { keys: kr, rows: mr }, bits)
+    };
+    Ok(StepZero { keys, never_left, never_right })
+}

@@ -28,14 +28,14 @@ use std::ops::Range;
 
 use gpujoin_cub_sys::result::{launch, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
-use gpujoin_primitives::{exclusive_sum, gather, sorted_search, Bound, SearchOutputs, SortPairsOwned};
+use gpujoin_primitives::{exclusive_sum, sorted_search, Bound, SearchOutputs, SortPairsOwned};
 
 use super::host::{stream_to_host, HostChunk, HostStreamOptions, StreamStats};
 use super::tail::Tail;
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
-use crate::common::{iota, narrow, rows_where};
+use crate::common::rows_where;
 use crate::kernels::sys::join as ffi;
-use crate::keys::{dense_ranks, images, DeviceColumn, KeyPlan, Keys};
+use crate::keys::{scalar_keys, Keys, ScalarKeys};
 use crate::maps::GatherMaps;
 use crate::sort_merge::{merge_offsets, sort_merge_join, sort_with_rows, SortedKey};
 use crate::types::{JoinOptions, JoinType, RowId};
@@ -110,30 +110,6 @@ fn merge_bounds<K: SortedKey + SortPairsOwned>(
     Ok(Merged { left_rows, right_rows, lower: lb, upper, offsets, unmatched_right })
 }
 
-/// Steps 1-3 straight on the key column when both sides have one `u32` or `u64` column without
-/// a validity (no key images, no rows to set aside); `None` for any other keys.
-fn plain_unsigned_keys(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType) -> Result<Option<Merged>> {
-    fn owned<T: gpujoin_device::Pod>(stream: &Stream, v: &DeviceView<'_, T>) -> Result<DeviceBuffer<T>> {
-        stream.copy_from_device(v)
-    }
-    let (l, r) = (left.columns(), right.columns());
-    if l.len() != 1 || r.len() != 1 || l[0].validity.is_some() || r[0].validity.is_some() {
-        return Ok(None);
-    }
-    let rows = || -> Result<_> { Ok((iota(stream, left.rows())?, iota(stream, right.rows())?)) };
-    Ok(match (l[0].values, r[0].values) {
-        (DeviceColumn::U32(a), DeviceColumn::U32(b)) => {
-            let (ml, mr) = rows()?;
-            Some(merge_bounds(stream, (owned(stream, &a)?, ml), (owned(stream, &b)?, mr), 32, join_type)?)
-        }
-        (DeviceColumn::U64(a), DeviceColumn::U64(b)) => {
-            let (ml, mr) = rows()?;
-            Some(merge_bounds(stream, (owned(stream, &a)?, ml), (owned(stream, &b)?, mr), 64, join_type)?)
-        }
-        _ => None,
-    })
-}
-
 impl EquiChunkSource {
     /// Prepares the keys, sorts, searches and counts (steps 0-3). Waits for the stream a few
     /// times (whether any key can match nothing, the total).
@@ -164,32 +140,13 @@ impl EquiChunkSource {
                 tail: Tail { left: tail_left, right: tail_right },
             });
         }
-        // 0. One scalar key per row that can match; the rows that cannot. Plain unsigned keys
-        // (one column, no validity) are their own scalar keys: every row can match.
-        if let Some(merged) = plain_unsigned_keys(stream, left, right, join_type)? {
-            return merged.into_source(stream, join_type, empty()?, empty()?);
-        }
-        let plan = KeyPlan::new(left, right, opts, 64);
-        let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
-        let ml = rows_where(stream, &il.never_match.view(), false, None)?;
-        let mr = rows_where(stream, &ir.never_match.view(), false, None)?;
-        let never_left = if join_type.keeps_unmatched_left() { rows_where(stream, &il.never_match.view(), true, None)? } else { empty()? };
-        let never_right = if join_type.keeps_unmatched_right() { rows_where(stream, &ir.never_match.view(), true, None)? } else { empty()? };
-        let merged = if plan.exact {
-            let kl = gather(stream, &il.derived.view(), &ml.view(), 0)?;
-            let kr = gather(stream, &ir.derived.view(), &mr.view(), 0)?;
-            drop((il, ir));
-            if plan.bits <= 32 {
-                let (kl32, kr32) = (narrow(stream, &kl.view())?, narrow(stream, &kr.view())?);
-                drop((kl, kr));
-                merge_bounds(stream, (kl32, ml), (kr32, mr), plan.bits, join_type)?
-            } else {
-                merge_bounds(stream, (kl, ml), (kr, mr), plan.bits, join_type)?
-            }
-        } else {
-            let (kl, kr, bits) = dense_ranks(stream, &il, &ml.view(), &ir, &mr.view())?;
-            drop((il, ir));
-            merge_bounds(stream, (kl, ml), (kr, mr), bits, join_type)?
+        // 0. One scalar key per row that can match; the rows that cannot.
+        let keeps = (join_type.keeps_unmatched_left(), join_type.keeps_unmatched_right());
+        let z = scalar_keys(stream, left, right, opts, keeps, true)?;
+        let (never_left, never_right) = (z.never_left, z.never_right);
+        let merged = match z.keys {
+            ScalarKeys::U32(l, r, bits) => merge_bounds(stream, (l.keys, l.rows), (r.keys, r.rows), bits, join_type)?,
+            ScalarKeys::U64(l, r, bits) => merge_bounds(stream, (l.keys, l.rows), (r.keys, r.rows), bits, join_type)?,
         };
         merged.into_source(stream, join_type, never_left, never_right)
     }

@@ -23,9 +23,8 @@
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_primitives::{sort_keys, sorted_search, Bound, SearchKey, SearchOutputs, SortOrder, SortPairsOwned};
 
-use crate::common::{iota, narrow, rows_where};
 use crate::kernels::aggregate::{aggregate_column, scatter_counts, AggColumn, AggValues, Matched, Multiplicity};
-use crate::keys::{dense_ranks, images, DeviceColumn, KeyPlan, Keys};
+use crate::keys::{scalar_keys, Keys, ScalarKeys};
 use crate::maps::Side;
 use crate::sort_merge::sort_with_rows;
 use crate::table::{ColumnView, DataType};
@@ -116,46 +115,11 @@ pub(crate) fn match_counts(stream: &Stream, a: &Keys<'_>, b: &Keys<'_>, opts: Jo
     if a.rows() == 0 || b.rows() == 0 {
         return Ok(counts);
     }
-    // One column of u32 or u64 keys without a validity on both sides: every row can match, the
-    // keys are their own scalar keys.
-    let (ac, bc) = (a.columns(), b.columns());
-    if ac.len() == 1 && bc.len() == 1 && ac[0].validity.is_none() && bc[0].validity.is_none() {
-        match (ac[0].values, bc[0].values) {
-            (DeviceColumn::U32(x), DeviceColumn::U32(y)) => {
-                let rows = iota(stream, a.rows())?;
-                count_sorted(stream, (stream.copy_from_device(&x)?, rows), stream.copy_from_device(&y)?, 32, &mut counts)?;
-                return Ok(counts);
-            }
-            (DeviceColumn::U64(x), DeviceColumn::U64(y)) => {
-                let rows = iota(stream, a.rows())?;
-                count_sorted(stream, (stream.copy_from_device(&x)?, rows), stream.copy_from_device(&y)?, 64, &mut counts)?;
-                return Ok(counts);
-            }
-            _ => {}
-        }
-    }
-    let plan = KeyPlan::new(a, b, opts, 64);
-    let (ia, ib) = (images(stream, a, plan)?, images(stream, b, plan)?);
-    let ma = rows_where(stream, &ia.never_match.view(), false, None)?;
-    let mb = rows_where(stream, &ib.never_match.view(), false, None)?;
-    if ma.is_empty() || mb.is_empty() {
-        return Ok(counts);
-    }
-    if plan.exact {
-        let ka = gpujoin_primitives::gather(stream, &ia.derived.view(), &ma.view(), 0)?;
-        let kb = gpujoin_primitives::gather(stream, &ib.derived.view(), &mb.view(), 0)?;
-        drop((ia, ib, mb));
-        if plan.bits <= 32 {
-            let (ka32, kb32) = (narrow(stream, &ka.view())?, narrow(stream, &kb.view())?);
-            drop((ka, kb));
-            count_sorted(stream, (ka32, ma), kb32, plan.bits, &mut counts)?;
-        } else {
-            count_sorted(stream, (ka, ma), kb, plan.bits, &mut counts)?;
-        }
-    } else {
-        let (ka, kb, bits) = dense_ranks(stream, &ia, &ma.view(), &ib, &mb.view())?;
-        drop((ia, ib, mb));
-        count_sorted(stream, (ka, ma), kb, bits, &mut counts)?;
+    // Step 0 (the right side's row ids are not needed: each left row's count is all).
+    match scalar_keys(stream, a, b, opts, (false, false), false)?.keys {
+        ScalarKeys::U32(a, b, bits) if !a.keys.is_empty() && !b.keys.is_empty() => count_sorted(stream, (a.keys, a.rows), b.keys, bits, &mut counts)?,
+        ScalarKeys::U64(a, b, bits) if !a.keys.is_empty() && !b.keys.is_empty() => count_sorted(stream, (a.keys, a.rows), b.keys, bits, &mut counts)?,
+        _ => {}
     }
     Ok(counts)
 }
