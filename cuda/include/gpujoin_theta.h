@@ -155,7 +155,7 @@ typedef struct gj_t_acc {
   double f;
   uint64_t count;
   uint32_t has;
-  uint32_t pad;
+  uint32_t overflow;  // 1: an integer SUM left i128
 } gj_t_acc;
 
 // Evaluates code[code_start ..+ code_len] for each row of one side (0 left, 1 right) and stores

@@ -10,90 +10,25 @@
 #include "gpujoin/common.cuh"
 #include "gpujoin/launch.cuh"
 #include "gpujoin_join.h"
+#include "agg_acc.cuh"
 
 namespace {
 using namespace gj;
 
 constexpr int kThreads = 256;
 
-struct Acc {
-  __int128 i;
-  double f;
-  uint64_t count;
-  bool has;
-  bool overflow;
-};
+using agg::Acc;
+using agg::acc_init;
+using agg::push_int;
+static_assert(GJ_J_AGG_COUNT == agg::kCount && GJ_J_AGG_SUM == agg::kSum && GJ_J_AGG_MIN == agg::kMin &&
+                  GJ_J_AGG_MAX == agg::kMax,
+              "one set of aggregate codes");
 
-__device__ __forceinline__ void acc_init(Acc &a) {
-  a.i = 0;
-  a.f = 0.0;
-  a.count = 0;
-  a.has = false;
-  a.overflow = false;
-}
-
-// a.i += x, flagging a signed overflow (both operands of one sign, the sum of the other).
-__device__ __forceinline__ void add_checked(Acc &a, __int128 x) {
-  const __int128 s = (__int128)((unsigned __int128)a.i + (unsigned __int128)x);
-  if ((a.i < 0) == (x < 0) && (s < 0) != (a.i < 0)) a.overflow = true;
-  a.i = s;
-}
-
-// The fold of one integer value taken m (> 0) times. |x| < 2^64 and m < 2^32: x * m fits.
-__device__ __forceinline__ void push_int(Acc &a, int agg, __int128 x, uint32_t m) {
-  if (agg == GJ_J_AGG_SUM) add_checked(a, x * (__int128)m);
-  else if (agg == GJ_J_AGG_MIN) a.i = (!a.has || x < a.i) ? x : a.i;
-  else if (agg == GJ_J_AGG_MAX) a.i = (!a.has || x > a.i) ? x : a.i;
-  a.has = true;
-}
-
-// The fold of one float value taken m (> 0) times; MIN/MAX: NaN once any value is NaN.
-__device__ __forceinline__ void push_float(Acc &a, int agg, double x, uint32_t m) {
-  if (agg == GJ_J_AGG_SUM) {
-    a.f += m == 1 ? x : x * (double)m;
-  } else if (agg == GJ_J_AGG_MIN || agg == GJ_J_AGG_MAX) {
-    if (isnan(x) || (a.has && isnan(a.f))) a.f = NAN;
-    else if (!a.has) a.f = x;
-    else a.f = agg == GJ_J_AGG_MIN ? fmin(a.f, x) : fmax(a.f, x);
-  }
-  a.has = true;
-}
-
-// a merged with b.
-__device__ __forceinline__ void merge(Acc &a, const Acc &b, int agg, bool is_float) {
-  a.count += b.count;
-  a.overflow = a.overflow || b.overflow;
-  if (agg == GJ_J_AGG_COUNT || !b.has) return;
-  if (is_float) {
-    push_float(a, agg, b.f, 1);
-  } else if (agg == GJ_J_AGG_SUM) {
-    add_checked(a, b.i);
-    a.has = true;
-  } else {
-    push_int(a, agg, b.i, 1);
-  }
-}
-
-__device__ __forceinline__ gj_j_agg acc_store(const Acc &a) {
-  gj_j_agg g;
-  g.ilo = (uint64_t)a.i;
-  g.ihi = (int64_t)(a.i >> 64);
-  g.f = a.f;
-  g.count = a.count;
-  g.has = a.has ? 1u : 0u;
-  g.overflow = a.overflow ? 1u : 0u;
-  return g;
-}
-
-__device__ __forceinline__ Acc acc_load(const gj_j_agg &g) {
-  Acc a;
-  a.i = (__int128)(((unsigned __int128)(uint64_t)g.ihi << 64) | (unsigned __int128)g.ilo);
-  a.f = g.f;
-  a.count = g.count;
-  a.has = g.has != 0;
-  a.overflow = g.overflow != 0;
-  return a;
-}
+// Float MIN/MAX: NaN once any value is NaN.
+__device__ __forceinline__ void push_float(Acc &a, int k, double x, uint32_t m) { agg::push_float<agg::Nan::Poisons>(a, k, x, m); }
+__device__ __forceinline__ void merge(Acc &a, const Acc &b, int k, bool is_float) { agg::merge<agg::Nan::Poisons>(a, b, k, is_float); }
+__device__ __forceinline__ gj_j_agg acc_store(const Acc &a) { return agg::store<gj_j_agg>(a); }
+__device__ __forceinline__ Acc acc_load(const gj_j_agg &g) { return agg::load(g); }
 
 __host__ __device__ __forceinline__ bool is_float_type(int type) { return type == GJ_J_AGG_F32 || type == GJ_J_AGG_F64; }
 

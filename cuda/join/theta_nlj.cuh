@@ -2,6 +2,7 @@
 // their launch, shared by the count, write and aggregate passes (see theta.cuh).
 #pragma once
 #include "theta.cuh"
+#include "agg_acc.cuh"
 
 namespace {
 // ---------------------------------------------------------------------------------------------
@@ -188,68 +189,18 @@ __device__ __forceinline__ uint32_t combine(const gj_t_nlj &P, const uint32_t (&
 // ---------------------------------------------------------------------------------------------
 // Aggregates.
 
-struct Acc {
-  __int128 i;
-  double f;
-  uint64_t count;
-  bool has;
-};
+// The accumulator (agg_acc.cuh); float MIN/MAX are NaN only when every value is.
+using gj::agg::Acc;
+using gj::agg::acc_init;
+using gj::agg::push_int;
+static_assert(GJ_T_AGG_COUNT == gj::agg::kCount && GJ_T_AGG_SUM == gj::agg::kSum && GJ_T_AGG_MIN == gj::agg::kMin &&
+                  GJ_T_AGG_MAX == gj::agg::kMax,
+              "one set of aggregate codes");
 
-__device__ __forceinline__ void acc_init(Acc &a) {
-  a.i = 0;
-  a.f = 0.0;
-  a.count = 0;
-  a.has = false;
-}
-
-__device__ __forceinline__ void push_int(Acc &a, int agg, __int128 x, uint32_t times) {
-  if (agg == GJ_T_AGG_SUM) a.i = a.has ? a.i + x * (__int128)times : x * (__int128)times;
-  else if (agg == GJ_T_AGG_MIN) a.i = (!a.has || x < a.i) ? x : a.i;
-  else a.i = (!a.has || x > a.i) ? x : a.i;
-  a.has = true;
-}
-
-__device__ __forceinline__ void push_float(Acc &a, int agg, double x, uint32_t times) {
-  if (agg == GJ_T_AGG_SUM) {
-    const double v = times == 1 ? x : x * (double)times;
-    a.f = a.has ? a.f + v : v;
-  } else {
-    const bool better = agg == GJ_T_AGG_MIN ? x < a.f : x > a.f;
-    if (!a.has || (isnan(a.f) && !isnan(x)) || better) a.f = x;
-  }
-  a.has = true;
-}
-
-// a (earlier in canonical order) merged with b (later).
-__device__ __forceinline__ void merge(Acc &a, const Acc &b, int agg, bool is_float) {
-  a.count += b.count;
-  if (agg == GJ_T_AGG_COUNT || !b.has) return;
-  if (is_float) push_float(a, agg, b.f, 1);
-  else if (agg == GJ_T_AGG_SUM) {
-    a.i = a.has ? a.i + b.i : b.i;
-    a.has = true;
-  } else push_int(a, agg, b.i, 1);
-}
-
-__device__ __forceinline__ Acc acc_load(const gj_t_acc &g) {
-  Acc a;
-  a.i = make_i128(g.ilo, g.ihi);
-  a.f = g.f;
-  a.count = g.count;
-  a.has = g.has != 0;
-  return a;
-}
-
-__device__ __forceinline__ gj_t_acc acc_store(const Acc &a) {
-  gj_t_acc g;
-  g.ilo = (uint64_t)a.i;
-  g.ihi = (int64_t)(a.i >> 64);
-  g.f = a.f;
-  g.count = a.count;
-  g.has = a.has ? 1u : 0u;
-  g.pad = 0;
-  return g;
-}
+__device__ __forceinline__ void push_float(Acc &a, int k, double x, uint32_t m) { gj::agg::push_float<gj::agg::Nan::OnlyIfAll>(a, k, x, m); }
+__device__ __forceinline__ void merge(Acc &a, const Acc &b, int k, bool is_float) { gj::agg::merge<gj::agg::Nan::OnlyIfAll>(a, b, k, is_float); }
+__device__ __forceinline__ Acc acc_load(const gj_t_acc &g) { return gj::agg::load(g); }
+__device__ __forceinline__ gj_t_acc acc_store(const Acc &a) { return gj::agg::store<gj_t_acc>(a); }
 
 // A value of the aggregated column as 8 bytes: signed ints as i64, u32/u64 as u64, floats as f64.
 __device__ __forceinline__ uint64_t agg_word(int dtype, const void *col, int64_t row) {

@@ -8,10 +8,11 @@ use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, DeviceViewMut, Er
 use crate::kernels::sys::join as ffi;
 use crate::theta::{Agg, AggValue};
 
-/// Mirror of `gj_j_agg` (one accumulator).
+/// Mirror of one accumulator of the C ABIs (`gj_j_agg` and the theta joins' `gj_t_acc`: one
+/// layout, `cuda/join/agg_acc.cuh`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct AccHost {
+pub(crate) struct AccHost {
     ilo: u64,
     ihi: i64,
     f: f64,
@@ -21,6 +22,26 @@ struct AccHost {
 }
 
 const _: () = assert!(std::mem::size_of::<AccHost>() == std::mem::size_of::<ffi::gj_j_agg>());
+const _: () = assert!(std::mem::size_of::<AccHost>() == std::mem::size_of::<crate::kernels::sys::theta::gj_t_acc>());
+
+impl AccHost {
+    /// The aggregate's value (`float`: of a float column). Example: `has` 0 -> `AggValue::None`
+    /// for SUM/MIN/MAX; COUNT is `count` always.
+    ///
+    /// Errors: [`Error::TooLarge`] for an integer SUM past `i128` (the overflow flag).
+    pub(crate) fn value(&self, agg: Agg, float: bool) -> Result<AggValue> {
+        if self.overflow != 0 && agg == Agg::Sum {
+            // A sum of 128 or more signed bits (i128 holds 127 and the sign).
+            return Err(Error::too_large("bits of the integer SUM of the join's values", 128, 127));
+        }
+        Ok(match agg {
+            Agg::Count => AggValue::Int(self.count as i128),
+            _ if self.has == 0 => AggValue::None,
+            _ if float => AggValue::Float(self.f),
+            _ => AggValue::Int(((self.ihi as i128) << 64) | self.ilo as i128),
+        })
+    }
+}
 
 /// `counts[rows[i]] = upper[i] - lower[i]`: the match counts of sorted rows (their lower and
 /// upper bounds in the other side's sorted keys) in row order; the entries no row id names are
@@ -152,15 +173,5 @@ pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: 
     let counts = counts.map_or(std::ptr::null(), |c| c.as_ptr());
     launch(stream, "aggregate column", || unsafe { ffi::gj_j_agg_column(values, ty as i32, valid, counts, n as i64, matched, mult.unmatched as i32, kind as i32, p, o, stream.raw()) })?;
     drop(partials);
-    let r = read_scalar(stream, &out)?;
-    if r.overflow != 0 {
-        // A sum of 128 or more signed bits (i128 holds 127 and the sign).
-        return Err(Error::too_large("bits of the integer SUM of the join's values", 128, 127));
-    }
-    Ok(match agg {
-        Agg::Count => AggValue::Int(r.count as i128),
-        _ if r.has == 0 => AggValue::None,
-        _ if column.values.as_ref().is_some_and(AggValues::is_float) => AggValue::Float(r.f),
-        _ => AggValue::Int(((r.ihi as i128) << 64) | r.ilo as i128),
-    })
+    read_scalar(stream, &out)?.value(agg, column.values.as_ref().is_some_and(AggValues::is_float))
 }

@@ -44,7 +44,6 @@ pub mod program;
 
 use std::ops::Range;
 
-use bytemuck::{Pod, Zeroable};
 use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::{exclusive_sum, select_by_flag, select_flagged};
@@ -52,6 +51,7 @@ use gpujoin_primitives::{exclusive_sum, select_by_flag, select_flagged};
 use crate::common::{alloc_output_maps, concat, from_inner_pairs, nones};
 use crate::device_relation::{DeviceColumnData, DeviceRelation, RelationRef};
 use crate::hash_join::hash_join;
+use crate::kernels::aggregate::AccHost;
 use crate::kernels::sys::theta as ffi;
 use crate::keys::Keys;
 use crate::maps::GatherMaps;
@@ -700,29 +700,6 @@ fn mixed_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pr
 // ---------------------------------------------------------------------------------------------
 // Aggregates.
 
-/// Mirror of `gj_t_acc`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Pod, Zeroable)]
-struct AccHost {
-    ilo: u64,
-    ihi: i64,
-    f: f64,
-    count: u64,
-    has: u32,
-    pad: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<AccHost>() == std::mem::size_of::<ffi::gj_t_acc>());
-
-fn agg_value(a: &AccHost, agg: Agg, float: bool) -> AggValue {
-    match agg {
-        Agg::Count => AggValue::Int(a.count as i128),
-        _ if a.has == 0 => AggValue::None,
-        _ if float => AggValue::Float(a.f),
-        _ => AggValue::Int(((a.ihi as i128) << 64) | a.ilo as i128),
-    }
-}
-
 /// Runs the aggregate pass: per (left row, chunk) partials, and whether the column is a float.
 fn aggregate_partials(
     stream: &Stream,
@@ -754,7 +731,8 @@ fn aggregate_partials(
 /// differently: it adds in another order).
 ///
 /// Errors: as [`NestedLoopJoin::prepare`]; [`Error::InvalidArgument`] when SUM/MIN/MAX has no
-/// column, or the column does not exist or is a string column.
+/// column, or the column does not exist or is a string column; [`Error::TooLarge`] for an
+/// integer SUM past `i128`.
 ///
 /// ```no_run
 /// use gpujoin_join::device_relation::DeviceRelation;
@@ -788,8 +766,7 @@ pub fn nested_loop_aggregate(
     // SAFETY: n partials in, `blocks` out; then `blocks` in, one out.
     launch(stream, "nested loop: reduce aggregate", || unsafe { ffi::gj_t_agg_reduce(pp, n as i64, code, fl, blocks as i32, mp, stream.raw()) })?;
     launch(stream, "nested loop: reduce aggregate", || unsafe { ffi::gj_t_agg_reduce(mp as *const _, blocks as i64, code, fl, 1, op, stream.raw()) })?;
-    let acc = stream.copy_to_host(&out.view())?[0];
-    Ok(agg_value(&acc, agg, is_float))
+    stream.copy_to_host(&out.view())?[0].value(agg, is_float)
 }
 
 /// For each left row, `agg` of `column` over the right rows it joins with (COUNT 0 and
@@ -816,7 +793,7 @@ pub fn nested_loop_aggregate_per_left_row(
     launch(stream, "nested loop: aggregate rows", || unsafe {
         ffi::gj_t_agg_rows(pp, n as i64, chunks as i32, agg_code(agg), is_float as i32, rp, stream.raw())
     })?;
-    Ok(rows.to_vec()?.iter().map(|a| agg_value(a, agg, is_float)).collect())
+    rows.to_vec()?.iter().map(|a| a.value(agg, is_float)).collect()
 }
 
 #[cfg(test)]

@@ -139,7 +139,7 @@ pub struct gj_t_acc {
     pub f: f64,
     pub count: u64,
     pub has: u32,
-    pub pad: u32,
+    pub overflow: u32,
 }
 unsafe extern "C" {
     pub fn gj_t_eval_rows(
