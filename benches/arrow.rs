@@ -1,7 +1,8 @@
 //! Arrow in and out (`gpujoin-arrow`). Group `arrow`:
 //! - `pinned_h2d_1gib` / `pinned_d2h_1gib`: the pinned copy rate of this run (the reference of
 //!   the upload and download rows: their floor column is the bytes at that rate);
-//! - `upload_fixed_2p27` / `download_fixed_2p27`: a 2^27-row table of `i32`, `i64`, `f64`;
+//! - `upload_fixed_2p27` / `download_fixed_2p27`: a 2^27-row table of `i32`, `i64`, `f64`
+//!   (`_pinned_inputs`: its batches in page-locked memory, `to_pinned`);
 //! - `upload_utf8_2p27` / `download_utf8_2p27`: one `Utf8` column of 8-16-byte strings, 2^27 rows;
 //! - `e2e_pkfk_narrow_4b4b_{total,upload,join,download}`: PK-FK 2^26 x 2^27 `u32` keys, one
 //!   `u32` payload a side, record batches in, `gpujoin_arrow::join` (Auto; `join_on`: the whole
@@ -128,6 +129,16 @@ fn main() {
             s.synchronize().unwrap(); // the last device copies are part of the upload
         });
         report(&mut h, "upload_fixed_2p27", ms, bytes, h2d_rate);
+        // The same batches in page-locked memory (`to_pinned`; a download's batches are too):
+        // copied directly, no staging copy on the host.
+        {
+            let pinned: Vec<RecordBatch> = fixed.iter().map(|b| gpujoin_arrow::to_pinned(&s, b).unwrap()).collect();
+            let ms = wall_ms(5, || {
+                drop(upload_batches(&s, &schema, pinned.iter().cloned()).unwrap());
+                s.synchronize().unwrap();
+            });
+            report(&mut h, "upload_fixed_2p27_pinned_inputs", ms, bytes, h2d_rate);
+        }
         // The same rows in DataFusion's default batches of 8192 rows: packed into full pieces.
         let small: Vec<RecordBatch> = fixed.iter().flat_map(|b| (0..b.num_rows()).step_by(8192).map(|i| b.slice(i, 8192.min(b.num_rows() - i))).collect::<Vec<_>>()).collect();
         let ms = wall_ms(5, || {
@@ -176,6 +187,15 @@ fn main() {
             s.synchronize().unwrap();
         });
         report(&mut h, "upload_utf8_2p27", ms, bytes, h2d_rate);
+        {
+            // Page-locked: the string bytes go directly; the offsets are re-based through staging.
+            let pinned: Vec<RecordBatch> = utf8.iter().map(|b| gpujoin_arrow::to_pinned(&s, b).unwrap()).collect();
+            let ms = wall_ms(5, || {
+                drop(upload_batches(&s, &schema, pinned.iter().cloned()).unwrap());
+                s.synchronize().unwrap();
+            });
+            report(&mut h, "upload_utf8_2p27_pinned_inputs", ms, bytes, h2d_rate);
+        }
         let t = upload_batches(&s, &schema, utf8.iter().cloned()).unwrap();
         let ms = wall_ms(5, || {
             let rows: usize = Downloader::new(&s, t.view(), None, DownloadOptions::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();

@@ -25,6 +25,18 @@ impl std::fmt::Debug for Stream {
     }
 }
 
+/// True when the driver knows `p` as page-locked host memory (allocated by `cuMemHostAlloc` or
+/// registered): a device copy reads it asynchronously, after the copy call has returned.
+fn is_page_locked(p: *const c_void) -> bool {
+    let mut memory_type: u32 = 0;
+    // SAFETY: the attribute writes one unsigned int into `memory_type`; for memory the driver
+    // does not know (pageable) it returns an error and writes nothing.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(&mut memory_type as *mut u32 as *mut c_void, sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p as sys::CUdeviceptr)
+    };
+    r == sys::CUresult::CUDA_SUCCESS && memory_type == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
+}
+
 impl Stream {
     pub(crate) fn from_parts(device: Device, inner: Arc<CudaStream>) -> Self {
         Stream { device, inner }
@@ -160,7 +172,10 @@ impl Stream {
         Ok(b)
     }
 
-    /// Copies `src` into `dst` (equal lengths). Returns once `src` may be reused.
+    /// Copies `src` into `dst` (equal lengths). Returns once `src` may be reused: a copy from
+    /// pageable memory is staged by the driver before the call returns; one from page-locked
+    /// memory (a download's Arrow buffers, a [`PinnedBuffer`]'s bytes) reads `src` later, so
+    /// the call waits for it.
     pub fn copy_host_to_device<T: Pod>(&self, src: &[T], dst: &mut DeviceViewMut<'_, T>) -> Result<()> {
         crate::check_same_len("host source", src.len(), "device destination", dst.len())?;
         if src.is_empty() {
@@ -168,9 +183,16 @@ impl Stream {
         }
         self.device.bind_to_thread()?;
         // SAFETY: dst holds src.len() elements. A copy from pageable memory is staged before
-        // the call returns, so src may be dropped afterwards.
+        // the call returns; a page-locked source is waited for below, before src may be dropped.
         unsafe { result::memcpy_htod_async(dst.raw(), src, self.inner.cu_stream()) }
-            .map_err(|e| driver("cuMemcpyHtoDAsync", e))
+            .map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
+        if is_page_locked(src.as_ptr() as *const c_void) {
+            let done = self.record_event().and_then(|e| e.synchronize());
+            if done.is_err() {
+                self.synchronize()?;
+            }
+        }
+        Ok(())
     }
 
     /// Queues the copy of every `(host bytes, device range)` pair (equal lengths), runs
