@@ -176,7 +176,16 @@ impl Block {
 pub fn to_pinned(stream: &Stream, batch: &arrow_array::RecordBatch) -> Result<arrow_array::RecordBatch> {
     let mut columns = Vec::with_capacity(batch.num_columns());
     for (f, a) in batch.schema().fields().iter().zip(batch.columns()) {
-        let data = pin_data(stream, a.to_data()).map_err(|e| Error::invalid(format!("page-locking column {:?}: {e}", f.name())))?;
+        let mut data = a.to_data();
+        // A slice that shares larger buffers (a string array's values, a dictionary's) is
+        // compacted first: only its own bytes are page-locked.
+        let own = data.get_slice_memory_size().unwrap_or(usize::MAX);
+        if own < data.get_buffer_memory_size() {
+            let mut m = arrow_data::transform::MutableArrayData::new(vec![&data], false, data.len());
+            m.try_extend(0, 0, data.len()).map_err(|e| Error::invalid(format!("compacting column {:?}: {e}", f.name())))?;
+            data = m.freeze();
+        }
+        let data = pin_data(stream, data).map_err(|e| Error::invalid(format!("page-locking column {:?}: {e}", f.name())))?;
         columns.push(arrow_array::make_array(data));
     }
     arrow_array::RecordBatch::try_new(batch.schema(), columns).map_err(|e| Error::invalid(format!("page-locking a batch: {e}")))

@@ -29,11 +29,12 @@ impl std::fmt::Debug for Stream {
 /// registered): a device copy reads it asynchronously, after the copy call has returned.
 fn is_page_locked(p: *const c_void) -> bool {
     let mut memory_type: u32 = 0;
-    // SAFETY: the attribute writes one unsigned int into `memory_type`; for memory the driver
-    // does not know (pageable) it returns an error and writes nothing.
-    let r = unsafe {
-        sys::cuPointerGetAttribute(&mut memory_type as *mut u32 as *mut c_void, sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p as sys::CUdeviceptr)
-    };
+    let mut attribute = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    let mut data = [&mut memory_type as *mut u32 as *mut c_void];
+    // SAFETY: one attribute, one unsigned int written into `memory_type`. Unlike
+    // cuPointerGetAttribute, the plural call returns success with 0 for memory the driver does
+    // not know (pageable), so no failing API call shows in compute-sanitizer's reports.
+    let r = unsafe { sys::cuPointerGetAttributes(1, &mut attribute, data.as_mut_ptr(), p as sys::CUdeviceptr) };
     r == sys::CUresult::CUDA_SUCCESS && memory_type == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
 }
 
