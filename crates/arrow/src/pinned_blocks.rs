@@ -114,16 +114,23 @@ pub(crate) fn is_pinned_for(bytes: &[u8], ordinal: usize) -> bool {
     shared().range(..=start).next_back().is_some_and(|(_, &(block_end, o))| end <= block_end && o == ordinal)
 }
 
-/// Owns a block while an Arrow buffer points into it.
-struct Owner(Mutex<Option<Block>>);
+/// Owns a block while an Arrow buffer points into it; `recycle`: back to the pool when the
+/// buffer is dropped (a download's blocks), else freed (`to_pinned`'s: inputs of any size, which
+/// would fill the pool with sizes downloads do not take).
+struct Owner {
+    block: Mutex<Option<Block>>,
+    recycle: bool,
+}
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        if let Some(mut b) = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(mut b) = self.block.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
             if let Ok(s) = b.buf.as_mut_slice() {
                 shared().remove(&(s.as_ptr() as usize));
             }
-            give_back(b);
+            if self.recycle {
+                give_back(b);
+            }
         }
     }
 }
@@ -150,19 +157,25 @@ impl Block {
     }
 
     /// The first `len` bytes as an Arrow buffer that gives the block back when dropped.
-    pub(crate) fn into_buffer(mut self, len: usize) -> Result<Buffer> {
+    pub(crate) fn into_buffer(self, len: usize) -> Result<Buffer> {
+        self.into_buffer_with(len, true)
+    }
+
+    /// [`Block::into_buffer`]; `recycle: false` frees the block when the buffer is dropped
+    /// instead of pooling it.
+    fn into_buffer_with(mut self, len: usize, recycle: bool) -> Result<Buffer> {
         let ptr = self.buf.as_mut_slice()?.as_mut_ptr();
         let ptr = NonNull::new(ptr).expect("a pinned block is never null");
         shared().insert(ptr.as_ptr() as usize, (ptr.as_ptr() as usize + self.buf.len(), self.ordinal));
         // SAFETY: `len` bytes at `ptr` are initialized (the copy into the block finished above),
         // stay allocated while the owner lives (the Arc the buffer holds), and are never written
         // again while shared: the block returns to the pool only when the owner drops.
-        Ok(unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(Owner(Mutex::new(Some(self))))) })
+        Ok(unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(Owner { block: Mutex::new(Some(self)), recycle })) })
     }
 }
 
-/// `batch` with every buffer copied into page-locked blocks of `stream`'s device (the blocks go
-/// back to a pool when the batch's buffers are dropped). Uploading such a batch to that device
+/// `batch` with every buffer copied into page-locked blocks of `stream`'s device (freed when the
+/// batch's buffers are dropped). Uploading such a batch to that device
 /// copies its bytes directly, at the pinned rate with no staging copy on the host; so does
 /// uploading a batch a download returned. Worth it for inputs uploaded more than once (a
 /// dimension table joined by many queries); a single upload stages at about the same cost.
@@ -199,7 +212,7 @@ fn pin_data(stream: &Stream, data: arrow_data::ArrayData) -> Result<arrow_data::
         }
         let mut block = take(stream, b.len())?;
         block.as_mut_slice(b.len())?.copy_from_slice(b.as_slice());
-        block.into_buffer(b.len())
+        block.into_buffer_with(b.len(), false)
     };
     let buffers = data.buffers().iter().map(copy).collect::<Result<Vec<_>>>()?;
     let nulls = match data.nulls() {
