@@ -155,7 +155,6 @@ impl From<Payload> for DeviceColumnData {
     }
 }
 
-/// A relation on the device: columns of equal length.
 /// A device relation a prepared theta join reads: borrowed from the caller, or shared (so that
 /// the prepared join owns what it reads, as the front door's chunks do).
 ///
@@ -192,6 +191,7 @@ impl From<std::sync::Arc<DeviceRelation>> for RelationRef<'static> {
     }
 }
 
+/// A relation on the device: columns of equal length.
 pub struct DeviceRelation {
     columns: Vec<DeviceColumnData>,
     rows: usize,

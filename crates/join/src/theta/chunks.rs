@@ -19,9 +19,7 @@ use crate::types::JoinType;
 enum Prepared<'a> {
     Sorted(Box<SortedThetaJoin<'a>>),
     /// Equality conjuncts joined like an equi-join, the rest a filter ([`super::mixed_chunks`]).
-    /// The filter's device program points into the relations: `_reads` keeps them alive (the
-    /// front door's chunks own them, shared).
-    Mixed { join: Box<MixedChunks>, _reads: (RelationRef<'a>, RelationRef<'a>) },
+    Mixed(Box<MixedChunks<'a>>),
     /// `unmatched`: the right rows without a match (`Right`/`Full`), the tail of the output.
     NestedLoop { join: Box<NestedLoopJoin<'a>>, unmatched: Option<DeviceBuffer<u32>> },
     /// Semi and anti joins the prepared joins do not produce per left row: computed whole
@@ -59,8 +57,7 @@ impl<'a> ThetaChunkSource<'a> {
                 Prepared::Sorted(Box::new(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?))
             }
             (ThetaPath::Mixed, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full, Some(keys)) => {
-                let join = Box::new(MixedChunks::prepare(stream, &left, &right, pred, &keys, join_type, ChunkBudget::FromFreeMemory)?);
-                Prepared::Mixed { join, _reads: (left, right) }
+                Prepared::Mixed(Box::new(MixedChunks::prepare(stream, left, right, pred, &keys, join_type, ChunkBudget::FromFreeMemory)?))
             }
             (_, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full, _) => {
                 let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
@@ -82,7 +79,7 @@ impl<'a> ThetaChunkSource<'a> {
     pub fn path(&self) -> &'static str {
         match self.prepared {
             Prepared::Sorted(_) => "sorted",
-            Prepared::Mixed { .. } => "mixed",
+            Prepared::Mixed(_) => "mixed",
             Prepared::NestedLoop { .. } => "nested loop",
             Prepared::Whole { .. } => "whole",
         }
@@ -92,7 +89,7 @@ impl<'a> ThetaChunkSource<'a> {
     fn produce_rows(&self, stream: &Stream, rows: Range<u64>) -> Result<GatherMaps> {
         match &self.prepared {
             Prepared::Sorted(j) => j.produce(stream, rows),
-            Prepared::Mixed { join: j, .. } => j.produce_rows(stream, rows),
+            Prepared::Mixed(j) => j.produce_rows(stream, rows),
             Prepared::NestedLoop { join, .. } => join.produce(stream, rows),
             Prepared::Whole { .. } => Err(Error::invalid("internal: a whole theta join has no left-row chunks")),
         }
@@ -125,7 +122,7 @@ impl ChunkSource for ThetaChunkSource<'_> {
     fn left_rows(&self) -> u64 {
         match &self.prepared {
             Prepared::Sorted(j) => j.left_rows() as u64,
-            Prepared::Mixed { join: j, .. } => j.left_rows(),
+            Prepared::Mixed(j) => j.left_rows(),
             Prepared::NestedLoop { join, .. } => join.left_rows(),
             Prepared::Whole { .. } => 0,
         }
@@ -134,7 +131,7 @@ impl ChunkSource for ThetaChunkSource<'_> {
     fn offsets(&self) -> DeviceView<'_, u64> {
         match &self.prepared {
             Prepared::Sorted(j) => j.offsets(),
-            Prepared::Mixed { join: j, .. } => j.offsets(),
+            Prepared::Mixed(j) => j.offsets(),
             Prepared::NestedLoop { join, .. } => join.offsets(),
             Prepared::Whole { no_offsets, .. } => no_offsets.view(),
         }
@@ -154,7 +151,7 @@ impl ChunkSource for ThetaChunkSource<'_> {
     fn tail_rows(&self) -> u64 {
         match &self.prepared {
             Prepared::NestedLoop { unmatched: Some(u), .. } => u.len() as u64,
-            Prepared::Mixed { join: j, .. } => j.tail_rows(),
+            Prepared::Mixed(j) => j.tail_rows(),
             Prepared::Whole { maps, .. } => maps.rows(),
             _ => 0,
         }
@@ -163,7 +160,7 @@ impl ChunkSource for ThetaChunkSource<'_> {
     fn produce_tail(&self, stream: &Stream, range: Range<u64>) -> Result<GatherMaps> {
         let (a, e) = (range.start as usize, range.end as usize);
         match &self.prepared {
-            Prepared::Mixed { join: j, .. } => j.produce_tail(stream, range),
+            Prepared::Mixed(j) => j.produce_tail(stream, range),
             Prepared::NestedLoop { unmatched: Some(u), .. } => {
                 let mut l = stream.alloc::<u32>(e - a)?;
                 stream.fill_u32_bits(&mut l.view_mut(), u32::MAX)?;

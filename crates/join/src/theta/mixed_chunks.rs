@@ -30,7 +30,7 @@ use super::nested_loop::{keep_pairs, mixed_key_columns, PairFilter};
 use crate::chunked::tail::Tail;
 use crate::chunked::{ChunkBudget, ChunkRange, ChunkSource, EquiChunkSource, JoinChunks};
 use crate::common::{iota, map_rows, rows_where};
-use crate::device_relation::DeviceRelation;
+use crate::device_relation::RelationRef;
 use crate::kernels::sys::join as ffi;
 use crate::maps::GatherMaps;
 use crate::predicate::CheckedPredicate;
@@ -38,13 +38,16 @@ use crate::types::JoinType;
 
 /// A mixed theta join of type `Inner`, `Left`, `Right` or `Full`, counted and ready to be
 /// produced in chunks (see the module docs).
-pub(crate) struct MixedChunks {
+pub(crate) struct MixedChunks<'a> {
     join_type: JoinType,
     candidates: EquiChunkSource,
     filter: PairFilter,
     /// The scan of the passing pairs per left row in key order (`candidates`' order).
     offsets: DeviceBuffer<u64>,
     tail: Tail,
+    /// The relations `filter`'s device program points into, kept alive (borrowed, or shared
+    /// when the front door's chunks own them) as long as the join.
+    _reads: (RelationRef<'a>, RelationRef<'a>),
 }
 
 /// Sets `flags[rows[i]] = 1` (NONE entries skipped).
@@ -54,13 +57,13 @@ fn mark(stream: &Stream, rows: &DeviceView<'_, u32>, flags: &mut DeviceBuffer<u8
     launch(stream, "mixed chunks: mark rows", || unsafe { ffi::gj_j_mark_rows(rows.as_ptr(), rows.len() as i64, f, stream.raw()) })
 }
 
-impl MixedChunks {
+impl<'a> MixedChunks<'a> {
     /// Steps 1, 2 and 4 for the equality parts `keys` of `pred` (the candidates counted in
     /// chunks of `candidate_budget` bytes).
     pub(crate) fn prepare(
         stream: &Stream,
-        left: &DeviceRelation,
-        right: &DeviceRelation,
+        left_ref: RelationRef<'a>,
+        right_ref: RelationRef<'a>,
         pred: &CheckedPredicate,
         keys: &[(usize, usize)],
         join_type: JoinType,
@@ -69,6 +72,7 @@ impl MixedChunks {
         if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
             return Err(Error::invalid(format!("internal: a {join_type:?} mixed join is not produced per left row")));
         }
+        let (left, right) = (&*left_ref, &*right_ref);
         // 1. The candidates: the equi-join of the equality columns.
         let (lk, rk, opts) = mixed_key_columns(left, right, keys)?;
         let candidates = EquiChunkSource::new(stream, &lk, &rk, JoinType::Inner, opts)?;
@@ -107,7 +111,7 @@ impl MixedChunks {
             left: unmatched(&left_matched, left.rows(), join_type.keeps_unmatched_left())?,
             right: unmatched(&right_matched, right.rows(), join_type.keeps_unmatched_right())?,
         };
-        Ok(MixedChunks { join_type, candidates, filter, offsets, tail })
+        Ok(MixedChunks { join_type, candidates, filter, offsets, tail, _reads: (left_ref, right_ref) })
     }
 
     /// Left rows (those with a candidate key), in key order.
