@@ -53,6 +53,11 @@ fn batches(columns: Vec<(&str, ArrayRef)>) -> Vec<RecordBatch> {
     (0..b.num_rows()).step_by(BATCH).map(|s| b.slice(s, BATCH.min(b.num_rows() - s))).collect()
 }
 
+/// `batches` copied into page-locked memory (`to_pinned`).
+fn pinned(s: &gpujoin::device::Stream, batches: &[RecordBatch]) -> Vec<RecordBatch> {
+    batches.iter().map(|b| gpujoin_arrow::to_pinned(s, b).unwrap()).collect()
+}
+
 fn main() {
     let Some(mut h) = Harness::new("arrow") else { return };
     let s = h.stream.clone();
@@ -132,7 +137,7 @@ fn main() {
         // The same batches in page-locked memory (`to_pinned`; a download's batches are too):
         // copied directly, no staging copy on the host.
         {
-            let pinned: Vec<RecordBatch> = fixed.iter().map(|b| gpujoin_arrow::to_pinned(&s, b).unwrap()).collect();
+            let pinned = pinned(&s, &fixed);
             let ms = wall_ms(5, || {
                 drop(upload_batches(&s, &schema, pinned.iter().cloned()).unwrap());
                 s.synchronize().unwrap();
@@ -189,7 +194,7 @@ fn main() {
         report(&mut h, "upload_utf8_2p27", ms, bytes, h2d_rate);
         {
             // Page-locked: the string bytes go directly; the offsets are re-based through staging.
-            let pinned: Vec<RecordBatch> = utf8.iter().map(|b| gpujoin_arrow::to_pinned(&s, b).unwrap()).collect();
+            let pinned = pinned(&s, &utf8);
             let ms = wall_ms(5, || {
                 drop(upload_batches(&s, &schema, pinned.iter().cloned()).unwrap());
                 s.synchronize().unwrap();
@@ -229,23 +234,21 @@ fn main() {
     }
     // `gpujoin_arrow::join`'s path (`join_on`): the whole right side uploaded, then joined, then
     // downloaded.
-    let ms = wall_ms(5, || {
-        let out = join_on(&s, reader(&rb), reader(&fb), spec.clone()).unwrap();
-        let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
-        assert_eq!(rows, ns);
-    });
+    let e2e_ms = |l: &Vec<RecordBatch>, r: &Vec<RecordBatch>| {
+        wall_ms(5, || {
+            let out = join_on(&s, reader(l), reader(r), spec.clone()).unwrap();
+            let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
+            assert_eq!(rows, ns);
+        })
+    };
+    let ms = e2e_ms(&rb, &fb);
     println!("RESULT {GROUP}/e2e_pkfk_narrow_4b4b_total: median {ms:.3} ms, {:.2}x the PCIe bytes at the pinned rates ({pcie_ms:.3} ms)", ms / pcie_ms);
     h.record(GROUP, "e2e_pkfk_narrow_4b4b_total", ms, 0);
     // The same join with its inputs already in page-locked memory: what a download returns (a
     // join fed by an earlier one), or inputs page-locked once with `to_pinned` and joined many
     // times. Their bytes go to the device directly, with no staging copy on the host.
-    let pin = |b: &Vec<RecordBatch>| -> Vec<RecordBatch> { b.iter().map(|b| gpujoin_arrow::to_pinned(&s, b).unwrap()).collect() };
-    let (rbp, fbp) = (pin(&rb), pin(&fb));
-    let ms_pinned = wall_ms(5, || {
-        let out = join_on(&s, reader(&rbp), reader(&fbp), spec.clone()).unwrap();
-        let rows: usize = out.map(|b| b.unwrap().num_rows()).sum();
-        assert_eq!(rows, ns);
-    });
+    let (rbp, fbp) = (pinned(&s, &rb), pinned(&s, &fb));
+    let ms_pinned = e2e_ms(&rbp, &fbp);
     println!("RESULT {GROUP}/e2e_pkfk_narrow_4b4b_total_pinned_inputs: median {ms_pinned:.3} ms, {:.2}x the PCIe bytes at the pinned rates ({pcie_ms:.3} ms)", ms_pinned / pcie_ms);
     h.record(GROUP, "e2e_pkfk_narrow_4b4b_total_pinned_inputs", ms_pinned, 0);
     let up_pinned = wall_ms(5, || {

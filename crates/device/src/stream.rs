@@ -188,17 +188,20 @@ impl Stream {
         unsafe { result::memcpy_htod_async(dst.raw(), src, self.inner.cu_stream()) }
             .map_err(|e| driver("cuMemcpyHtoDAsync", e))?;
         if is_page_locked(src.as_ptr() as *const c_void) {
-            let done = self.record_event().and_then(|e| e.synchronize());
-            if done.is_err() {
-                self.synchronize()?;
-            }
+            self.wait_for(self.record_event())?;
         }
         Ok(())
     }
 
+    /// Waits for `queued` (an event recorded after some copies), or for the whole stream when it
+    /// could not be recorded or waited on: either way the copies are done on return.
+    fn wait_for(&self, queued: Result<Event>) -> Result<()> {
+        queued.and_then(|e| e.synchronize()).or_else(|_| self.synchronize())
+    }
+
     /// Queues the copy of every `(host bytes, device range)` pair (equal lengths), runs
     /// `during` (other work of the caller, for example staged copies on this stream), then waits
-    /// for the copies before returning: from page-locked host memory (a download's Arrow buffers,
+    /// for these copies (not for what `during` queued after them) before returning: from page-locked host memory (a download's Arrow buffers,
     /// [`crate::PinnedBuffer`]) each is a direct DMA at the pinned rate, with no host copy. The
     /// host bytes stay borrowed until the copies are done, so any host memory is sound here.
     ///
@@ -228,9 +231,11 @@ impl Stream {
                 break;
             }
         }
+        // The end of these copies: `during`'s work queued later is not waited for.
+        let copied = self.record_event();
         let out = queued.and_then(|_| during());
         // Wait for what was queued even when a later copy or `during` failed.
-        let done = self.record_event().and_then(|e| e.synchronize()).or_else(|_| self.synchronize());
+        let done = self.wait_for(copied);
         let out = out?;
         done?;
         Ok(out)
