@@ -105,6 +105,21 @@ GJ_H_DECL_GLOBAL(u64, uint64_t)
  * sorted build keys (run_starts: its first positions) in it; probe writes for every probe key
  * the first sorted position and the number of equal build keys (0 where none). */
 
+/* ---- Non-partitioned hash join, unique build keys: one slot a build row, no sort. ----
+ * table: capacity (a power of two, at least n) slots of gj_h_unique_slot_bytes_KN() bytes,
+ * every byte 0xff (empty). Insert puts build row ids[i] (or i when ids is null) under keys[i];
+ * it raises bit 0 of *flags when a key repeats and bit 1 when a key has every bit set (neither
+ * can be stored: take the sorted path). Probe writes for every probe key the build row of an
+ * equal key (match) and hit = 1, or hit = 0 where none. */
+#define GJ_H_DECL_UNIQUE(KN, K)                                                                   \
+  int64_t gj_h_unique_slot_bytes_##KN(void);                                                      \
+  int gj_h_unique_insert_##KN(const K *keys, const uint32_t *ids, int64_t n, void *table,        \
+                              int64_t capacity, uint32_t *flags, gj_h_stream_t stream);           \
+  int gj_h_unique_probe_##KN(const void *table, int64_t capacity, const K *probe, int64_t n,     \
+                             uint32_t *match, uint8_t *hit, gj_h_stream_t stream);
+GJ_H_DECL_UNIQUE(u32, uint32_t)
+GJ_H_DECL_UNIQUE(u64, uint64_t)
+
 /* Expands probe row i into count[i] pairs (offsets: exclusive scan of count, total its sum):
  * out_probe = probe_ids[i] (or i), out_build = build_ids[start[i] + r]. */
 int gj_h_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t n, int64_t total,

@@ -16,9 +16,12 @@
 // counts, then one warp walks the rows in order), so that the matches of a probe row come in
 // build partition order.
 //
-// Non-partitioned hash join: the build side sorted by key; every run of equal keys goes into one
-// global open-addressing table (key, first sorted position, count); probe rows look their key
-// up, and the pairs are expanded by load-balancing search.
+// Non-partitioned hash join: first the unique-build table (one slot a build row, claimed by
+// compare-and-swap on the key; a key met twice raises a flag), probed once a probe row, the hits
+// compacted in probe order. When a build key repeats, the sorted path: the build side sorted by
+// key; every run of equal keys goes into one global open-addressing table (key, first sorted
+// position, count); probe rows look their key up, and the pairs are expanded by load-balancing
+// search.
 //
 // The kernels live in one file per phase: hash_prepare.cu (key mixing), hash_partition.cu
 // (partition offsets, work items, chunked stable partition), hash_match.cu (the partitioned

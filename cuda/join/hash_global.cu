@@ -1,4 +1,5 @@
-// Hash join: the non-partitioned join (global table build and probe, expansion) (see hash.cuh).
+// Hash join: the non-partitioned join (global table build and probe, expansion; the unique-build
+// table) (see hash.cuh).
 #include "hash.cuh"
 
 namespace {
@@ -62,6 +63,89 @@ __global__ void table_probe_kernel(const GSlot *table, uint64_t mask, const K *p
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Non-partitioned hash join, unique build keys: one slot a build row, no sort
+// ---------------------------------------------------------------------------------------------
+// A slot holds a build key and its row; a key of all ones marks an empty slot (the table is
+// filled with 0xff bytes). Insertion claims a slot by compare-and-swap on the key, so two rows
+// of one key meet in the same slot: the second raises bit 0 of *flags (a build key repeats)
+// and a key of all ones raises bit 1 (it cannot be stored); the caller then takes the sorted
+// path. Probing stops at the key or at the first empty slot.
+template <class K>
+struct UniqueSlot;
+template <>
+struct __align__(8) UniqueSlot<uint32_t> {
+  uint32_t key;
+  uint32_t row;
+};
+template <>
+struct __align__(16) UniqueSlot<uint64_t> {
+  unsigned long long key;
+  uint32_t row;
+  uint32_t pad;
+};
+
+__device__ __forceinline__ uint32_t cas_key(uint32_t *at, uint32_t expected, uint32_t key) {
+  return atomicCAS(at, expected, key);
+}
+__device__ __forceinline__ uint64_t cas_key(unsigned long long *at, uint64_t expected, uint64_t key) {
+  return (uint64_t)atomicCAS(at, (unsigned long long)expected, (unsigned long long)key);
+}
+
+template <class K>
+__global__ void unique_insert_kernel(const K *keys, const uint32_t *ids, int64_t n, UniqueSlot<K> *table,
+                                     uint64_t mask, uint32_t *flags) {
+  constexpr K EMPTY = ~K(0);
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const K key = keys[i];
+    if (key == EMPTY) {
+      atomicOr(flags, 2u);
+      continue;
+    }
+    uint64_t s = global_hash((uint64_t)key) & mask;
+    while (true) {
+      const K prev = (K)cas_key(&table[s].key, EMPTY, key);
+      if (prev == EMPTY) {
+        table[s].row = ids ? ids[i] : (uint32_t)i;
+        break;
+      }
+      if (prev == key) {
+        atomicOr(flags, 1u);
+        break;
+      }
+      s = (s + 1) & mask;
+    }
+  }
+}
+
+template <class K>
+__global__ void unique_probe_kernel(const UniqueSlot<K> *table, uint64_t mask, const K *probe, int64_t n,
+                                    uint32_t *match, uint8_t *hit) {
+  constexpr K EMPTY = ~K(0);
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const K key = probe[i];
+    uint32_t m = 0;
+    uint8_t h = 0;
+    if (key != EMPTY) {
+      uint64_t s = global_hash((uint64_t)key) & mask;
+      while (true) {
+        const UniqueSlot<K> e = table[s];
+        if ((K)e.key == EMPTY) break;
+        if ((K)e.key == key) {
+          m = e.row;
+          h = 1;
+          break;
+        }
+        s = (s + 1) & mask;
+      }
+    }
+    match[i] = m;
+    hit[i] = h;
+  }
+}
+
 constexpr int ENT = 256, EVT = 8, ENV = ENT * EVT;
 
 __global__ void __launch_bounds__(ENT) expand_kernel(const uint64_t *offsets, int64_t n, int64_t total,
@@ -121,6 +205,28 @@ __global__ void range_validity_kernel(uint32_t *words, int64_t n, int64_t null_b
   }
 GJ_H_DEF_GLOBAL(u32, uint32_t)
 GJ_H_DEF_GLOBAL(u64, uint64_t)
+
+#define GJ_H_DEF_UNIQUE(KN, K)                                                                            \
+  extern "C" int64_t gj_h_unique_slot_bytes_##KN(void) { return (int64_t)sizeof(UniqueSlot<K>); }       \
+  extern "C" int gj_h_unique_insert_##KN(const K *keys, const uint32_t *ids, int64_t n, void *table,      \
+                                         int64_t capacity, uint32_t *flags, gj_h_stream_t s) {            \
+    if (capacity <= 0 || (capacity & (capacity - 1)) || n > capacity) return (int)cudaErrorInvalidValue;  \
+    if (n <= 0) return 0;                                                                                 \
+    unique_insert_kernel<K><<<grid(n), 256, 0, (cudaStream_t)s>>>(keys, ids, n, (UniqueSlot<K> *)table,   \
+                                                                 (uint64_t)(capacity - 1), flags);        \
+    return launch_status();                                                                               \
+  }                                                                                                       \
+  extern "C" int gj_h_unique_probe_##KN(const void *table, int64_t capacity, const K *probe, int64_t n,  \
+                                        uint32_t *match, uint8_t *hit, gj_h_stream_t s) {                 \
+    if (capacity <= 0 || (capacity & (capacity - 1))) return (int)cudaErrorInvalidValue;                  \
+    if (n <= 0) return 0;                                                                                 \
+    unique_probe_kernel<K><<<grid(n), 256, 0, (cudaStream_t)s>>>((const UniqueSlot<K> *)table,            \
+                                                                (uint64_t)(capacity - 1), probe, n,       \
+                                                                match, hit);                              \
+    return launch_status();                                                                               \
+  }
+GJ_H_DEF_UNIQUE(u32, uint32_t)
+GJ_H_DEF_UNIQUE(u64, uint64_t)
 
 extern "C" int gj_h_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t n, int64_t total,
                            const uint32_t *start, const uint32_t *count, const uint32_t *probe_ids,

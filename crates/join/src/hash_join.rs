@@ -54,15 +54,20 @@
 //! (clustered gathers) refuses such keys with [`Error::Unsupported`] before any device work.
 //!
 //! Output order (deterministic): pairs grouped by work item, i.e. by partition of the probe side
-//! (the larger one; the right side on ties); then unmatched left rows, then unmatched right rows.
+//! (the larger one; the left side on ties); then unmatched left rows, then unmatched right rows.
 //! Semi and anti joins return rows in partition order.
 //!
 //! # Non-partitioned hash join ([`hash_join`])
 //!
-//! The build (smaller) side is sorted by key with its row ids; each run of equal keys goes into
-//! one global open-addressing table as (key, first position, count). Every probe row looks its
-//! key up (count pass), a scan gives the offsets, and a load-balancing search writes the pairs:
-//! probe rows in input order, each with its build matches in input order.
+//! First the unique-build table: every build (smaller side) row claims one slot of a global
+//! open-addressing table (at least twice the build rows) by compare-and-swap on its key; every
+//! probe row looks its key up once, and the hits are compacted in probe order. No sort, one
+//! random access a row on each side. When a build key repeats (the insert sees it already in a
+//! slot and raises a flag, read by one host wait), the table is dropped and the sorted path runs:
+//! the build side is sorted by key with its row ids; each run of equal keys goes into one global
+//! open-addressing table as (key, first position, count). Every probe row looks its key up (count
+//! pass), a scan gives the offsets, and a load-balancing search writes the pairs. Both paths
+//! give the same output: probe rows in input order, each with its build matches in input order.
 
 use gpujoin_cub_sys::result::{launch, with_temp};
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
@@ -215,6 +220,9 @@ type SpecFn<K> = unsafe extern "C" fn(
 type RunFlagsFn<K> = unsafe extern "C" fn(*const K, i64, *mut u8, ffi::gj_h_stream_t) -> i32;
 type InsertFn<K> = unsafe extern "C" fn(*const K, i64, *const u32, i64, *mut u32, i64, ffi::gj_h_stream_t) -> i32;
 type ProbeFn<K> = unsafe extern "C" fn(*const u32, i64, *const K, i64, *mut u32, *mut u32, ffi::gj_h_stream_t) -> i32;
+type SlotBytesFn = unsafe extern "C" fn() -> i64;
+type UniqueInsertFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut std::ffi::c_void, i64, *mut u32, ffi::gj_h_stream_t) -> i32;
+type UniqueProbeFn<K> = unsafe extern "C" fn(*const std::ffi::c_void, i64, *const K, i64, *mut u32, *mut u8, ffi::gj_h_stream_t) -> i32;
 type MixFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut K, ffi::gj_h_stream_t) -> i32;
 type ScatterFn<K, V> = unsafe extern "C" fn(*const K, *const V, i64, i32, *const u64, *const u64, *mut V, ffi::gj_h_stream_t) -> i32;
 
@@ -227,13 +235,16 @@ pub(crate) trait HashKey: PartitionKey + RadixKey + SortPairsWith<u32> + SortPai
     const RUN_FLAGS: RunFlagsFn<Self>;
     const INSERT: InsertFn<Self>;
     const PROBE: ProbeFn<Self>;
+    const UNIQUE_SLOT_BYTES: SlotBytesFn;
+    const UNIQUE_INSERT: UniqueInsertFn<Self>;
+    const UNIQUE_PROBE: UniqueProbeFn<Self>;
     const MIX: MixFn<Self>;
     const SCATTER32: ScatterFn<Self, u32>;
     const SCATTER64: ScatterFn<Self, u64>;
 }
 
 macro_rules! hash_key {
-    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $mix:ident, $s32:ident, $s64:ident) => {
+    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $usb:ident, $uins:ident, $upr:ident, $mix:ident, $s32:ident, $s64:ident) => {
         impl HashKey for $t {
             const OFFSETS: OffsetsFn<Self> = ffi::$o;
             const COUNT: CountFn<Self> = ffi::$c;
@@ -242,14 +253,17 @@ macro_rules! hash_key {
             const RUN_FLAGS: RunFlagsFn<Self> = ffi::$rf;
             const INSERT: InsertFn<Self> = ffi::$ins;
             const PROBE: ProbeFn<Self> = ffi::$pr;
+            const UNIQUE_SLOT_BYTES: SlotBytesFn = ffi::$usb;
+            const UNIQUE_INSERT: UniqueInsertFn<Self> = ffi::$uins;
+            const UNIQUE_PROBE: UniqueProbeFn<Self> = ffi::$upr;
             const MIX: MixFn<Self> = ffi::$mix;
             const SCATTER32: ScatterFn<Self, u32> = ffi::$s32;
             const SCATTER64: ScatterFn<Self, u64> = ffi::$s64;
         }
     };
 }
-hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_mix_u32, gj_h_chunk_scatter_u32_u32, gj_h_chunk_scatter_u32_u64);
-hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_mix_u64, gj_h_chunk_scatter_u64_u32, gj_h_chunk_scatter_u64_u64);
+hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_unique_slot_bytes_u32, gj_h_unique_insert_u32, gj_h_unique_probe_u32, gj_h_mix_u32, gj_h_chunk_scatter_u32_u32, gj_h_chunk_scatter_u32_u64);
+hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_unique_slot_bytes_u64, gj_h_unique_insert_u64, gj_h_unique_probe_u64, gj_h_mix_u64, gj_h_chunk_scatter_u64_u32, gj_h_chunk_scatter_u64_u64);
 
 // ---------------------------------------------------------------------------------------------
 // Payload columns as raw bits
@@ -1235,6 +1249,67 @@ fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, mu
     let build_left = nl < nr;
     let (bs, ps) = if build_left { (&p.left, &p.right) } else { (&p.right, &p.left) };
     let mut stats = JoinStats { build_side: Some(if build_left { Side::Left } else { Side::Right }), mixed_keys: p.mixed, ..JoinStats::default() };
+    let (probe_rows, build_rows) = match unique_build_pairs(stream, bs, ps, &mut clock)? {
+        Some(pairs) => pairs,
+        None => sorted_build_pairs(stream, bs, ps, &mut clock)?,
+    };
+    let (a, b) = if build_left { (build_rows, probe_rows) } else { (probe_rows, build_rows) };
+    let (a, b) = match &p.verify {
+        Some((il, ir)) => verify(stream, &a.view(), &b.view(), il, ir)?,
+        None => (a, b),
+    };
+    let maps = from_inner_pairs(stream, a, b, p.left.n, p.right.n, join_type)?;
+    clock.mark(stream)?;
+    clock.finish(&mut stats)?;
+    Ok(HashJoinOutput { maps, stats })
+}
+
+/// The unique-build path of the non-partitioned hash join: one table slot a build row (no sort),
+/// one lookup a probe row, the hits compacted in probe order. The `(probe, build)` row pairs, or
+/// `None` when a build key repeats or has every bit set (the sorted path then runs; the attempt
+/// costs one pass over the build keys and one host read).
+fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
+    let nb = bs.kept_len();
+    let capacity = (2 * nb).max(2).next_power_of_two();
+    // SAFETY: a constant of the C side.
+    let slot = unsafe { K::UNIQUE_SLOT_BYTES() } as usize;
+    let mut table = stream.alloc::<u8>(capacity * slot)?;
+    stream.memset_bytes(&mut table.view_mut(), 0xff)?;
+    let mut flags = stream.alloc_zeroed::<u32>(1)?;
+    {
+        let (k, t, f) = (bs.keys.view().as_ptr(), table.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
+        let ids = bs.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr());
+        // SAFETY: nb keys (and row ids); the table holds `capacity` slots of `slot` bytes.
+        launch(stream, "unique hash table insert", || unsafe { K::UNIQUE_INSERT(k, ids, nb as i64, t.cast(), capacity as i64, f, stream.raw()) })?;
+    }
+    if stream.copy_to_host(&flags.view())?[0] != 0 {
+        return Ok(None);
+    }
+    clock.mark(stream)?;
+    let np = ps.kept_len();
+    let mut matched = stream.alloc::<u32>(np)?;
+    let mut hit = stream.alloc::<u8>(np)?;
+    {
+        let (t, pk, m, h) = (table.view().as_ptr(), ps.keys.view().as_ptr(), matched.view_mut().as_mut_ptr(), hit.view_mut().as_mut_ptr());
+        // SAFETY: np probe keys, np outputs each; the table as inserted above.
+        launch(stream, "unique hash table probe", || unsafe { K::UNIQUE_PROBE(t.cast(), capacity as i64, pk, np as i64, m, h, stream.raw()) })?;
+    }
+    drop(table);
+    let at = rows_where(stream, &hit.view(), true, None)?;
+    drop(hit);
+    let build = gpujoin_primitives::gather(stream, &matched.view(), &at.view(), 0)?;
+    drop(matched);
+    let probe = match &ps.kept {
+        Some(k) => gpujoin_primitives::gather(stream, &k.view(), &at.view(), 0)?,
+        None => at,
+    };
+    Ok(Some((probe, build)))
+}
+
+/// The sorted path of the non-partitioned hash join (any build keys): the build side sorted by
+/// key with its row ids, each run of equal keys one table slot; every probe row looks its key up,
+/// a scan gives the offsets, and a load-balancing search writes the `(probe, build)` row pairs.
+fn sorted_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, clock: &mut Clock) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
     // Transform: the build side sorted by key with its row ids, runs of equal keys in a table.
     let nb = bs.kept_len();
     let iota_ids;
@@ -1282,15 +1357,7 @@ fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, mu
         with_temp(stream, "hash join expand", |t, tbytes| unsafe { ffi::gj_h_expand(t, tbytes, o, np as i64, total as i64, s, c, pids, bids, op, ob, stream.raw()) })?;
     }
     drop((offsets, start, count, sk, sid));
-    let (a, b) = if build_left { (out_b, out_p) } else { (out_p, out_b) };
-    let (a, b) = match &p.verify {
-        Some((il, ir)) => verify(stream, &a.view(), &b.view(), il, ir)?,
-        None => (a, b),
-    };
-    let maps = from_inner_pairs(stream, a, b, p.left.n, p.right.n, join_type)?;
-    clock.mark(stream)?;
-    clock.finish(&mut stats)?;
-    Ok(HashJoinOutput { maps, stats })
+    Ok((out_p, out_b))
 }
 
 /// Non-partitioned hash join with its statistics (see [`hash_join`]).
@@ -1307,7 +1374,7 @@ pub fn hash_join_with_stats(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, 
 /// Non-partitioned hash join: one global hash table of the smaller side's distinct keys, probed
 /// by every row of the other side. Any keys and join type, as [`partitioned_hash_join`].
 ///
-/// Output order: inner pairs by probe row (the larger side; the right side on ties) in input
+/// Output order: inner pairs by probe row (the larger side; the left side on ties) in input
 /// order, each with its build matches in input order; then unmatched left rows, then unmatched
 /// right rows, each in input order. Semi and anti joins return rows in input order.
 ///

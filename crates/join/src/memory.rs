@@ -60,7 +60,9 @@
 //! folded by weight (`4A` where it is widened to 4 bytes, its validity repacked). Its COUNT of
 //! rows is [`sort_merge_join_size`](crate::sort_merge_join_size). The allowance takes no `O/64`.
 //!
-//! where `T = next_power_of_two(2S)` (NPHJ's table slots, 16 bytes each); `W = 48·I + 48·2^b`
+//! where `T = next_power_of_two(2S)` (NPHJ's table slots, 16 bytes each; its unique-build table,
+//! `T` slots of 8 bytes (`k = 4`) or 16, probed into `5M` bytes of hits, stays under the sorted
+//! path's phases, so the formula is the sorted path's); `W = 48·I + 48·2^b`
 //! (the PHJ's work items `I ≤ 2^b + S/2048 + M/16384 + (S/2048 + 1)(M/16384 + 1)` and `2^b`
 //! partitions, `b = ⌈log2(S/1024)⌉` clamped to 1..24: well under a byte a row); `E = L·chunks`
 //! (the nested loop's per-left-row, per-chunk counts; `chunks ≤ min(⌈4096/⌈L/256⌉⌉, ⌈R/32⌉,

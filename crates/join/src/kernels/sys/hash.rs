@@ -230,6 +230,56 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_h_unique_slot_bytes_u32() -> i64;
+}
+unsafe extern "C" {
+    pub fn gj_h_unique_insert_u32(
+        keys: *const u32,
+        ids: *const u32,
+        n: i64,
+        table: *mut ::std::os::raw::c_void,
+        capacity: i64,
+        flags: *mut u32,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_unique_probe_u32(
+        table: *const ::std::os::raw::c_void,
+        capacity: i64,
+        probe: *const u32,
+        n: i64,
+        match_: *mut u32,
+        hit: *mut u8,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_unique_slot_bytes_u64() -> i64;
+}
+unsafe extern "C" {
+    pub fn gj_h_unique_insert_u64(
+        keys: *const u64,
+        ids: *const u32,
+        n: i64,
+        table: *mut ::std::os::raw::c_void,
+        capacity: i64,
+        flags: *mut u32,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_unique_probe_u64(
+        table: *const ::std::os::raw::c_void,
+        capacity: i64,
+        probe: *const u64,
+        n: i64,
+        match_: *mut u32,
+        hit: *mut u8,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_h_expand(
         temp: *mut ::std::os::raw::c_void,
         temp_bytes: *mut usize,
