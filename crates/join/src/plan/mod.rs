@@ -1,5 +1,6 @@
 //! The front door: one [`Join`] builder over two tables, for every join type, key type and
 //! algorithm.
+//! [`Join::many`] joins 2 to 16 tables on equal keys (the interleave join of many tables).
 //!
 //! ```no_run
 //! use gpujoin_join::plan::{Algorithm, Join};
@@ -33,6 +34,7 @@
 //! | [`Algorithm::Hash`] | one global hash table (NPHJ); small build sides | probe-side order within hash buckets |
 //! | [`Algorithm::PartitionedHash`] | radix-partitioned hash join; PHJ-UM / PHJ-OM (PHJ-OM: some keys as ranks, below) | by partition |
 //! | [`Algorithm::IndexedNestedLoop`] | a sorted index of the right side probed by binary search; any keys (some as ranks, below) | left row order; within a left row its right rows in row order; then the unmatched right rows in row order |
+//! | [`Join::many`] (not an [`Algorithm`]) | the interleave join of 2 to 16 tables: inner, on keys equal in every table; one map a table | by key; within a key, table 0's row slowest, the last table's fastest |
 //!
 //! Every order is deterministic (the same inputs give the same order on every run); only the
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
@@ -76,8 +78,10 @@ mod aggregate;
 mod filter;
 mod index;
 mod keys;
+mod many;
 
 pub use index::JoinIndex;
+pub use many::{ManyJoin, ManyOutput, MAX_TABLES};
 
 use gpujoin_device::{Error, Result, Stream};
 
