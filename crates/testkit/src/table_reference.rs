@@ -15,7 +15,7 @@
 //! ```
 //!
 //! For larger equi-joins without a filter, [`equi_join`] gives the same pairs by hashing the
-//! rows' keys, and [`equi_join_size`] counts them without building them (linear in the rows).
+//! rows' keys, and [`equi_join_count`] counts them without building them (linear in the rows).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -316,14 +316,14 @@ impl Groups {
 /// ```
 /// use gpujoin_join::table::{HostColumn, HostTable};
 /// use gpujoin_join::{JoinType, NanEquality, NullEquality};
-/// use gpujoin_testkit::table_reference::{equi_join, equi_join_size, join};
+/// use gpujoin_testkit::table_reference::{equi_join, equi_join_count, join};
 /// let l = HostTable::new(vec![("k", HostColumn::from_values(vec![1.0f64, -0.0, f64::NAN]))])?;
 /// let r = HostTable::new(vec![("k", HostColumn::from_values(vec![0.0f64, f64::NAN, 2.0]))])?;
 /// let (nulls, nans) = (NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan);
 /// let pairs = equi_join(&l, &["k"], &r, &["k"], JoinType::Full, nulls, nans);
 /// assert_eq!(pairs, [(None, Some(2)), (Some(0), None), (Some(1), Some(0)), (Some(2), Some(1))]);
 /// assert_eq!(pairs, join(&l, &["k"], &r, &["k"], None, JoinType::Full, nulls, nans));
-/// assert_eq!(equi_join_size(&l, &["k"], &r, &["k"], JoinType::Full, nulls, nans), 4);
+/// assert_eq!(equi_join_count(&l, &["k"], &r, &["k"], JoinType::Full, nulls, nans), 4);
 /// # Ok::<(), gpujoin_device::Error>(())
 /// ```
 pub fn equi_join(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], jt: JoinType, nulls: NullEquality, nans: NanEquality) -> Vec<(Option<u32>, Option<u32>)> {
@@ -340,7 +340,7 @@ pub fn equi_join(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], jt: Joi
 
 /// The number of pairs [`equi_join`] gives, counted without building them (a key on `a` left and
 /// `b` right rows adds `a * b` at once).
-pub fn equi_join_size(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], jt: JoinType, nulls: NullEquality, nans: NanEquality) -> u64 {
+pub fn equi_join_count(l: &HostTable, lk: &[&str], r: &HostTable, rk: &[&str], jt: JoinType, nulls: NullEquality, nans: NanEquality) -> u64 {
     let groups = Groups::build(l, lk, r, rk, nulls, nans);
     let mut rows = 0u64;
     groups.walk(jt, &mut |_, rights, alone| rows += if alone.is_some() { 1 } else { rights.len() as u64 });
@@ -393,7 +393,7 @@ mod tests {
                     for nans in [NanEquality::NanEqualsNan, NanEquality::NanNeverEqual] {
                         let want = join(&l, &on, &r, &on, None, jt, nulls, nans);
                         assert_eq!(equi_join(&l, &on, &r, &on, jt, nulls, nans), want, "case {case} {jt:?} {nulls:?} {nans:?}\n{l}\n{r}");
-                        assert_eq!(equi_join_size(&l, &on, &r, &on, jt, nulls, nans), want.len() as u64, "case {case} {jt:?} {nulls:?} {nans:?}");
+                        assert_eq!(equi_join_count(&l, &on, &r, &on, jt, nulls, nans), want.len() as u64, "case {case} {jt:?} {nulls:?} {nans:?}");
                     }
                 }
             }
