@@ -1,20 +1,25 @@
-//! Property tests of every join algorithm against the CPU reference (`reference::join`).
+//! Property tests of every join algorithm against the CPU reference
+//! (`table_reference::equi_join`), all through the front door (`gpujoin_join::plan::Join`,
+//! `Join::many`) on tables of the columnar model (`HostTable`, uploaded with `Table::upload`).
 //!
 //! They run on the GPU when one is present, print `SKIPPED` when none is, and fail loudly with
 //! GPUJOIN_REQUIRE_GPU=1. Seeds are fixed so failures reproduce; the device pool is poisoned
 //! before each join so that an internal buffer a kernel forgets to write shows up as garbage.
 //!
 //! Results compare as sorted multisets of `(left row, right row)` pairs, except where the order
-//! is part of the contract: `sorted_merge_join` documents ModernGPU's order (by A, then B;
-//! unmatched B rows last in B order; semi/anti rows in A or B order), which is exactly the
-//! reference's canonical order, so its output is also compared in order.
+//! is part of the contract: the sorted merge (`Algorithm::SortedMerge`) documents ModernGPU's
+//! order (by A, then B; unmatched B rows last in B order; semi/anti rows in A or B order), which
+//! is exactly the canonical order of `reference::sort_pairs`, so its output is also compared in
+//! order.
 //!
-//! Two test-only options of the join calls (`JoinOptions::testing`, the feature `testing`) force
-//! what small inputs would not reach: `hash_mask` keeps 2 bits of every hashed key (a composite
-//! wider than 64 bits for the sort-merge join, wider than 63 bits for the interleave join, which
-//! includes single 64-bit columns), so that candidate matches collide massively
-//! ([`weak_hash`]); `force_general_merge_path` makes the merge join skip its fused per-tile path
-//! ([`MergePath`]). They apply to the call that carries them only.
+//! Test-only options of the front door (`Join::testing`, the feature `testing`) force what small
+//! inputs would not reach: `hash_mask` keeps 2 bits of every hashed key (a composite wider than
+//! 64 bits for the sort-merge join, wider than 63 bits for the interleave join, which includes
+//! single 64-bit columns), so that candidate matches collide massively ([`weak_hash`]);
+//! `force_general_merge_path` makes the merge join skip its fused per-tile path ([`MergePath`]).
+//! Every join here also sets `no_key_compression`: the front door would otherwise join a single
+//! 8-byte integer key column of a small span as 32-bit offsets, and these tests are about the
+//! 64-bit paths (compression has its own tests, `gpu_key_compression.rs`).
 //!
 //! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer property cases and the large
 //! test at 2^18 rows (thousands of merge-path tiles); the 2^32-pair size count keeps its 2^16
@@ -27,15 +32,14 @@ use std::cell::Cell;
 
 use gpujoin_device::testing::{cases, pick, reduced, rows};
 
-use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Stream};
-use gpujoin_join::chunked::{join_chunks, ChunkBudget};
-use gpujoin_join::{
-    interleave_join, interleave_join_many, materialize, materialize_unchecked, sort_merge_join, sort_merge_join_size, sorted_merge_join,
-    sorted_merge_join_with, DeviceColumn, DeviceKeys, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, KeyColumn, KeyType, Keys,
-    NanEquality, NullEquality, Payload, RowId, Side, SortedKey, TestingOptions,
-};
+use gpujoin_device::{DeviceBuffer, Error, Stream};
+use gpujoin_join::chunked::ChunkBudget;
+use gpujoin_join::plan::{Algorithm, Gather, Join};
+use gpujoin_join::table::{ColumnView, DataType, HostColumn, HostTable, Table, TableView, Value};
+use gpujoin_join::{GatherMaps, JoinOptions, JoinType, NanEquality, NullEquality, RowId, Side, TestingOptions};
 use gpujoin_testkit::datagen;
 use gpujoin_testkit::reference::{self, vectors};
+use gpujoin_testkit::table_reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
@@ -95,19 +99,26 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
     }
 }
 
-const DEFAULT: JoinOptions =
-    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT };
+/// SQL's equalities, and the 64-bit key paths (no key compression: see the module docs).
+const DEFAULT: JoinOptions = JoinOptions {
+    null_equality: NullEquality::NullEqualsNothing,
+    nan_equality: NanEquality::NanEqualsNan,
+    testing: TestingOptions { no_key_compression: true, ..TestingOptions::DEFAULT },
+    ..JoinOptions::DEFAULT
+};
 
 /// The four combinations of null and NaN equality.
 const ALL_OPTIONS: [JoinOptions; 4] = [
     DEFAULT,
-    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT },
-    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT },
-    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT },
+    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, ..DEFAULT },
+    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..DEFAULT },
+    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanNeverEqual, ..DEFAULT },
 ];
 
-const ALL_TYPES: [KeyType; 6] = [KeyType::I32, KeyType::I64, KeyType::U32, KeyType::U64, KeyType::F32, KeyType::F64];
-const SORTED_TYPES: [KeyType; 4] = [KeyType::U32, KeyType::U64, KeyType::I32, KeyType::I64];
+/// The key types of the generated columns.
+const ALL_TYPES: [DataType; 6] = [DataType::Int32, DataType::Int64, DataType::UInt32, DataType::UInt64, DataType::Float32, DataType::Float64];
+/// The key types the sorted merge takes.
+const SORTED_TYPES: [DataType; 4] = [DataType::UInt32, DataType::UInt64, DataType::Int32, DataType::Int64];
 
 fn id(i: u32) -> RowId {
     RowId::new(i).unwrap()
@@ -131,62 +142,89 @@ fn sorted(mut pairs: Vec<(RowId, RowId)>) -> Vec<(RowId, RowId)> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Tables of key columns
+// ---------------------------------------------------------------------------------------------
+
+/// A table of key columns `k0`, `k1`, ...
+fn keys_table(columns: Vec<HostColumn>) -> HostTable {
+    HostTable::new(columns.into_iter().enumerate().map(|(i, c)| (format!("k{i}"), c)).collect()).unwrap()
+}
+
+/// The key columns of a table (`k0`, `k1`, ...; other columns are payloads).
+fn key_names(names: &[String]) -> Vec<&str> {
+    names.iter().map(String::as_str).filter(|n| n.starts_with('k')).collect()
+}
+
+/// `reference::sort_pairs`'s canonical pairs of the CPU reference (`table_reference::equi_join`).
+fn reference_pairs(l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions) -> Vec<(RowId, RowId)> {
+    let pairs = table_reference::equi_join(l, &key_names(l.names()), r, &key_names(r.names()), jt, opts.null_equality, opts.nan_equality);
+    sorted(pairs.into_iter().map(|(a, b)| (RowId::from_option(a), RowId::from_option(b))).collect())
+}
+
+/// The reference's output rows.
+fn reference_size(l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions) -> u64 {
+    table_reference::equi_join_count(l, &key_names(l.names()), r, &key_names(r.names()), jt, opts.null_equality, opts.nan_equality)
+}
+
+/// The front door's join of two uploaded tables on their key columns by `algorithm`, with the
+/// equalities and test options of `opts`.
+fn front_door<'a>(algorithm: Algorithm, l: &'a Table, r: &'a Table, jt: JoinType, opts: JoinOptions) -> Join<'a> {
+    Join::new(jt)
+        .on(l, &key_names(l.names()), r, &key_names(r.names()))
+        .algorithm(algorithm)
+        .null_equality(opts.null_equality)
+        .nan_equality(opts.nan_equality)
+        .testing(opts.testing)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Running a join and comparing it with the reference
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Algo {
-    /// `sorted_merge_join` (single sorted u32/u64/i32/i64 column, no nulls).
+    /// `Algorithm::SortedMerge` (single sorted Int32/Int64/UInt32/UInt64 column, no nulls).
     SortedMerge,
-    /// `sort_merge_join` (any keys).
+    /// `Algorithm::SortMerge(Gather::Unclustered)` (any keys).
     SortMerge,
-    /// `interleave_join` (any keys).
+    /// `Algorithm::Interleave` (any keys).
     Interleave,
-    /// `chunked::join_chunks` (any keys), with a budget of about a third of the output, the
-    /// chunks' maps concatenated.
+    /// `Join::chunks` (any keys), with a budget of about a third of the output, the chunks' maps
+    /// concatenated.
     Chunked,
 }
 
-/// `sorted_merge_join`, or `sorted_merge_join_with` when `opts` force something.
-fn sorted_entry<K: SortedKey + Pod>(s: &Stream, a: &[K], b: &[K], jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<GatherMaps> {
-    let (da, db) = (s.copy_from_host(a)?, s.copy_from_host(b)?);
-    poison_for(s, a.len() + b.len());
-    if opts.testing == TestingOptions::DEFAULT {
-        sorted_merge_join(s, &da.view(), &db.view(), jt)
-    } else {
-        sorted_merge_join_with(s, &da.view(), &db.view(), jt, opts.testing)
+impl Algo {
+    fn algorithm(self) -> Algorithm {
+        match self {
+            Algo::SortedMerge => Algorithm::SortedMerge,
+            Algo::SortMerge | Algo::Chunked => Algorithm::SortMerge(Gather::Unclustered),
+            Algo::Interleave => Algorithm::Interleave,
+        }
     }
 }
 
-/// Runs `algo` on host keys (uploaded here).
-fn gpu_join(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<GatherMaps> {
+/// Runs `algo` on host tables (uploaded here) through the front door: its gather maps.
+fn gpu_join(s: &Stream, algo: Algo, l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<GatherMaps> {
     match algo {
         Algo::SortedMerge => {
-            assert!(l.columns.len() == 1 && r.columns.len() == 1, "sorted_merge_join takes one column");
-            assert!(l.validity[0].is_none() && r.validity[0].is_none(), "sorted_merge_join has no nulls");
-            match (&l.columns[0], &r.columns[0]) {
-                (HostColumn::U32(a), HostColumn::U32(b)) => sorted_entry(s, a, b, jt, opts),
-                (HostColumn::U64(a), HostColumn::U64(b)) => sorted_entry(s, a, b, jt, opts),
-                (HostColumn::I32(a), HostColumn::I32(b)) => sorted_entry(s, a, b, jt, opts),
-                (HostColumn::I64(a), HostColumn::I64(b)) => sorted_entry(s, a, b, jt, opts),
-                _ => panic!("sorted_merge_join takes u32/u64/i32/i64 columns of one type"),
-            }
+            assert!(l.columns().len() == 1 && r.columns().len() == 1, "the sorted merge takes one column");
+            assert!(l.columns()[0].validity_buffer().is_none() && r.columns()[0].validity_buffer().is_none(), "the sorted merge has no nulls");
+            let (a, b) = (l.columns()[0].data_type(), r.columns()[0].data_type());
+            assert!(a == b && SORTED_TYPES.contains(&a), "the sorted merge takes UInt32/UInt64/Int32/Int64 columns of one type");
         }
-        Algo::SortMerge | Algo::Interleave => {
-            let (dl, dr) = (DeviceKeys::upload(s, l)?, DeviceKeys::upload(s, r)?);
-            poison_for(s, l.rows() + r.rows());
-            if algo == Algo::SortMerge {
-                sort_merge_join(s, &dl.keys(), &dr.keys(), jt, opts)
-            } else {
-                interleave_join(s, &dl.keys(), &dr.keys(), jt, opts)
-            }
-        }
+        Algo::SortMerge | Algo::Interleave => {}
         Algo::Chunked => panic!("chunked joins come as chunks: see chunked_pairs"),
     }
+    let (dl, dr) = (Table::upload(s, l)?, Table::upload(s, r)?);
+    poison_for(s, l.rows() + r.rows());
+    let out = front_door(algo.algorithm(), &dl, &dr, jt, opts).run(s)?;
+    assert_eq!(out.algorithm, algo.algorithm(), "the requested algorithm ran ({})", out.reason);
+    out.maps.ok_or_else(|| Error::invalid(format!("{algo:?}: no gather maps")))
 }
 
 /// The canonical pairs of any algorithm's output (every chunk of a chunked join).
-fn gpu_pairs(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions) -> Vec<(RowId, RowId)> {
+fn gpu_pairs(s: &Stream, algo: Algo, l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions) -> Vec<(RowId, RowId)> {
     if algo == Algo::Chunked {
         return chunked_pairs(s, l, r, jt, opts).unwrap();
     }
@@ -194,16 +232,17 @@ fn gpu_pairs(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, o
     canonical_pairs(&maps, jt).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The canonical pairs of `join_chunks` with a budget of about a third of the output, after
+/// The canonical pairs of `Join::chunks` with a budget of about a third of the output, after
 /// checking that the chunks' rows add up to the planned total.
-fn chunked_pairs(s: &Stream, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<Vec<(RowId, RowId)>> {
-    let rows = reference::join_size(l, r, jt, opts).unwrap();
+fn chunked_pairs(s: &Stream, l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<Vec<(RowId, RowId)>> {
+    let rows = reference_size(l, r, jt, opts);
     let bytes_per_row = if jt.has_left_map() && jt.has_right_map() { 8 } else { 4 };
     let budget = ChunkBudget::Bytes(bytes_per_row * (rows / 3).max(1));
-    let (dl, dr) = (DeviceKeys::upload(s, l)?, DeviceKeys::upload(s, r)?);
+    let (dl, dr) = (Table::upload(s, l)?, Table::upload(s, r)?);
     poison_for(s, l.rows() + r.rows());
     let (mut left, mut right) = (Vec::new(), Vec::new());
-    let chunks = join_chunks(s, &dl.keys(), &dr.keys(), jt, opts, budget)?;
+    let chunks = front_door(Algo::Chunked.algorithm(), &dl, &dr, jt, opts).chunks(s, budget)?;
+    assert_eq!(chunks.source().path(), "equi", "an equi-join without a filter takes the chunked equi-join");
     let total = chunks.total_rows();
     for chunk in chunks {
         let (cl, cr) = chunk?.data.to_host()?;
@@ -214,18 +253,18 @@ fn chunked_pairs(s: &Stream, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: Joi
     reference::try_pairs_from_maps(&left, &right, jt).map_err(|e| Error::invalid(format!("malformed chunk maps: {e}")))
 }
 
-fn describe(l: &HostKeys, r: &HostKeys) -> String {
+fn describe(l: &HostTable, r: &HostTable) -> String {
     if l.rows() + r.rows() <= 48 {
-        format!("\nleft {l:?}\nright {r:?}")
+        format!("\nleft\n{l}right\n{r}")
     } else {
         format!(" ({} x {} rows)", l.rows(), r.rows())
     }
 }
 
-/// Runs `algo` and compares with `reference::join` as a multiset; for `sorted_merge_join` also
-/// the documented output order.
-fn check_join(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
-    let want = reference::join(l, r, jt, opts).unwrap();
+/// Runs `algo` and compares with the reference as a multiset; for the sorted merge also the
+/// documented output order.
+fn check_join(s: &Stream, algo: Algo, l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
+    let want = reference_pairs(l, r, jt, opts);
     let error = |e: Error| fail(format!("{algo:?} {jt:?} {opts:?} {what}: error {e}{}", describe(l, r)));
     if algo == Algo::Chunked {
         let got = chunked_pairs(s, l, r, jt, opts).map_err(error)?;
@@ -254,14 +293,13 @@ fn check_join(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, 
     Ok(())
 }
 
-/// `sort_merge_join_size` equals `reference::join_size`.
-fn check_size(s: &Stream, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions, what: &str) -> Result<u64, TestCaseError> {
-    let want = reference::join_size(l, r, jt, opts).unwrap();
-    let (dl, dr) = (DeviceKeys::upload(s, l).unwrap(), DeviceKeys::upload(s, r).unwrap());
+/// `Join::count` equals the reference's size.
+fn check_size(s: &Stream, l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions, what: &str) -> Result<u64, TestCaseError> {
+    let want = reference_size(l, r, jt, opts);
+    let (dl, dr) = (Table::upload(s, l).unwrap(), Table::upload(s, r).unwrap());
     poison_for(s, l.rows() + r.rows());
-    let got = sort_merge_join_size(s, &dl.keys(), &dr.keys(), jt, opts)
-        .map_err(|e| fail(format!("sort_merge_join_size {jt:?} {opts:?} {what}: error {e}")))?;
-    prop_assert_eq!(got, want, "sort_merge_join_size {:?} {:?} {}{}", jt, opts, what, describe(l, r));
+    let got = front_door(Algo::SortMerge.algorithm(), &dl, &dr, jt, opts).count(s).map_err(|e| fail(format!("Join::count {jt:?} {opts:?} {what}: error {e}")))?;
+    prop_assert_eq!(got, want, "Join::count {:?} {:?} {}{}", jt, opts, what, describe(l, r));
     Ok(want)
 }
 
@@ -272,36 +310,51 @@ fn check_size(s: &Stream, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOp
 /// Codes (small non-negative integers) as a key column of `ty`; injective, so equal codes and
 /// only equal codes give equal keys. `spread` maps them over the whole range of the type
 /// (sign bits, high bits) instead of small values.
-fn column(ty: KeyType, codes: &[u64], spread: bool) -> HostColumn {
+fn column(ty: DataType, codes: &[u64], spread: bool) -> HostColumn {
     debug_assert!(codes.iter().all(|&c| c < 1 << 22));
+    fn col<T: gpujoin_join::table::NativeValue>(codes: &[u64], f: impl Fn(u64) -> T) -> HostColumn {
+        HostColumn::from_values(codes.iter().map(|&c| f(c)).collect())
+    }
     match (ty, spread) {
-        (KeyType::U32, false) => HostColumn::U32(codes.iter().map(|&c| c as u32).collect()),
-        (KeyType::U32, true) => HostColumn::U32(codes.iter().map(|&c| (c as u32).wrapping_mul(0x9E37_79B1)).collect()),
-        (KeyType::I32, false) => HostColumn::I32(codes.iter().map(|&c| c as i32 - 1000).collect()),
-        (KeyType::I32, true) => HostColumn::I32(codes.iter().map(|&c| (c as u32).wrapping_mul(0x9E37_79B1) as i32).collect()),
-        (KeyType::U64, false) => HostColumn::U64(codes.to_vec()),
-        (KeyType::U64, true) => HostColumn::U64(codes.iter().map(|&c| c.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect()),
-        (KeyType::I64, false) => HostColumn::I64(codes.iter().map(|&c| c as i64 - 1000).collect()),
-        (KeyType::I64, true) => HostColumn::I64(codes.iter().map(|&c| c.wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64).collect()),
-        (KeyType::F32, false) => HostColumn::F32(codes.iter().map(|&c| c as f32 * 0.5 - 100.0).collect()),
-        (KeyType::F32, true) => {
-            HostColumn::F32(codes.iter().map(|&c| if c % 2 == 1 { -(c as f32) * 1.0e20 } else { c as f32 * 1.0e-20 }).collect())
-        }
-        (KeyType::F64, false) => HostColumn::F64(codes.iter().map(|&c| c as f64 * 0.25 - 1000.0).collect()),
-        (KeyType::F64, true) => {
-            HostColumn::F64(codes.iter().map(|&c| if c % 2 == 1 { -(c as f64) * 1.0e200 } else { c as f64 * 1.0e-200 }).collect())
-        }
+        (DataType::UInt32, false) => col(codes, |c| c as u32),
+        (DataType::UInt32, true) => col(codes, |c| (c as u32).wrapping_mul(0x9E37_79B1)),
+        (DataType::Int32, false) => col(codes, |c| c as i32 - 1000),
+        (DataType::Int32, true) => col(codes, |c| (c as u32).wrapping_mul(0x9E37_79B1) as i32),
+        (DataType::UInt64, false) => col(codes, |c| c),
+        (DataType::UInt64, true) => col(codes, |c| c.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        (DataType::Int64, false) => col(codes, |c| c as i64 - 1000),
+        (DataType::Int64, true) => col(codes, |c| c.wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64),
+        (DataType::Float32, false) => col(codes, |c| c as f32 * 0.5 - 100.0),
+        (DataType::Float32, true) => col(codes, |c| if c % 2 == 1 { -(c as f32) * 1.0e20 } else { c as f32 * 1.0e-20 }),
+        (DataType::Float64, false) => col(codes, |c| c as f64 * 0.25 - 1000.0),
+        (DataType::Float64, true) => col(codes, |c| if c % 2 == 1 { -(c as f64) * 1.0e200 } else { c as f64 * 1.0e-200 }),
+        (t, _) => panic!("no generated columns of {t}"),
     }
 }
 
-fn sort_column(c: &mut HostColumn) {
-    match c {
-        HostColumn::I32(v) => v.sort_unstable(),
-        HostColumn::I64(v) => v.sort_unstable(),
-        HostColumn::U32(v) => v.sort_unstable(),
-        HostColumn::U64(v) => v.sort_unstable(),
-        HostColumn::F32(v) => v.sort_by(|a, b| a.total_cmp(b)),
-        HostColumn::F64(v) => v.sort_by(|a, b| a.total_cmp(b)),
+/// The column's values sorted ascending (floats by `total_cmp`), as a column of its type.
+fn sort_column(c: &HostColumn) -> HostColumn {
+    let int = |v: &Value<'_>| match v {
+        Value::Int(x) => *x,
+        v => panic!("{v:?} in an integer column"),
+    };
+    let float = |v: &Value<'_>| match v {
+        Value::Float(x) => *x,
+        v => panic!("{v:?} in a float column"),
+    };
+    let v = c.values();
+    fn sorted_by<T: gpujoin_join::table::NativeValue>(mut v: Vec<T>, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) -> HostColumn {
+        v.sort_by(cmp);
+        HostColumn::from_values(v)
+    }
+    match c.data_type() {
+        DataType::Int32 => sorted_by(v.iter().map(|x| int(x) as i32).collect(), Ord::cmp),
+        DataType::Int64 => sorted_by(v.iter().map(|x| int(x) as i64).collect(), Ord::cmp),
+        DataType::UInt32 => sorted_by(v.iter().map(|x| int(x) as u32).collect(), Ord::cmp),
+        DataType::UInt64 => sorted_by(v.iter().map(|x| int(x) as u64).collect(), Ord::cmp),
+        DataType::Float32 => sorted_by(v.iter().map(|x| float(x) as f32).collect(), f32::total_cmp),
+        DataType::Float64 => sorted_by(v.iter().map(float).collect(), f64::total_cmp),
+        t => panic!("no sorting of {t} columns here"),
     }
 }
 
@@ -432,17 +485,17 @@ fn shape_codes(shape: Shape, p: &ShapeParams) -> (Vec<u64>, Vec<u64>) {
 
 /// Every shape x every type of `types` x every join type, through `algo` (reduced: two join
 /// types a shape and type, rotating: see [`join_types`]).
-fn shapes_property(s: &Stream, algo: Algo, types: &[KeyType], cases: u32, seed: u64, path: MergePath) {
+fn shapes_property(s: &Stream, algo: Algo, types: &[DataType], cases: u32, seed: u64, path: MergePath) {
     run(cases, seed, (shape_params(), any::<bool>()), |(p, spread)| {
         for (si, shape) in SHAPES.into_iter().enumerate() {
             let (lc, rc) = shape_codes(shape, &p);
             for (ti, &ty) in types.iter().enumerate() {
                 let (mut l, mut r) = (column(ty, &lc, spread), column(ty, &rc, spread));
                 if algo == Algo::SortedMerge {
-                    sort_column(&mut l);
-                    sort_column(&mut r);
+                    l = sort_column(&l);
+                    r = sort_column(&r);
                 }
-                let (hl, hr) = (HostKeys::single(l), HostKeys::single(r));
+                let (hl, hr) = (keys_table(vec![l]), keys_table(vec![r]));
                 for jt in join_types(si * types.len() + ti) {
                     check_join(s, algo, &hl, &hr, jt, path.opts(DEFAULT), &format!("shape {shape:?} type {ty:?} spread {spread}, {path:?} path"))?;
                 }
@@ -494,10 +547,10 @@ const F64_POOL: [u64; 14] = [
     0x7FEF_FFFF_FFFF_FFFF,
 ];
 
-fn pool_len(ty: KeyType) -> usize {
+fn pool_len(ty: DataType) -> usize {
     match ty {
-        KeyType::F32 => F32_POOL.len(),
-        KeyType::F64 => F64_POOL.len(),
+        DataType::Float32 => F32_POOL.len(),
+        DataType::Float64 => F64_POOL.len(),
         _ => INT_POOL.len(),
     }
 }
@@ -505,14 +558,14 @@ fn pool_len(ty: KeyType) -> usize {
 /// One key column's shape: its type, the pool values it draws from, and its nulls.
 #[derive(Debug, Clone)]
 struct ColSpec {
-    ty: KeyType,
+    ty: DataType,
     /// Indices into the type's pool.
     values: Vec<usize>,
     /// 0: no validity; 1: a validity without nulls; 2..: nulls with probability (mode - 1) / 8.
     validity_mode: u8,
 }
 
-fn random_spec(rng: &mut StdRng, ty: KeyType) -> ColSpec {
+fn random_spec(rng: &mut StdRng, ty: DataType) -> ColSpec {
     let mut all: Vec<usize> = (0..pool_len(ty)).collect();
     all.shuffle(rng);
     let domain = rng.gen_range(1..=all.len());
@@ -521,46 +574,55 @@ fn random_spec(rng: &mut StdRng, ty: KeyType) -> ColSpec {
     ColSpec { ty, values: all, validity_mode }
 }
 
-fn pool_column(ty: KeyType, idx: &[usize]) -> HostColumn {
+fn pool_column(ty: DataType, idx: &[usize]) -> HostColumn {
     match ty {
-        KeyType::I32 => HostColumn::I32(idx.iter().map(|&i| INT_POOL[i] as i32).collect()),
-        KeyType::I64 => HostColumn::I64(idx.iter().map(|&i| INT_POOL[i]).collect()),
-        KeyType::U32 => HostColumn::U32(idx.iter().map(|&i| INT_POOL[i] as u32).collect()),
-        KeyType::U64 => HostColumn::U64(idx.iter().map(|&i| INT_POOL[i] as u64).collect()),
-        KeyType::F32 => HostColumn::F32(idx.iter().map(|&i| f32::from_bits(F32_POOL[i])).collect()),
-        KeyType::F64 => HostColumn::F64(idx.iter().map(|&i| f64::from_bits(F64_POOL[i])).collect()),
+        DataType::Int32 => HostColumn::from_values(idx.iter().map(|&i| INT_POOL[i] as i32).collect()),
+        DataType::Int64 => HostColumn::from_values(idx.iter().map(|&i| INT_POOL[i]).collect()),
+        DataType::UInt32 => HostColumn::from_values(idx.iter().map(|&i| INT_POOL[i] as u32).collect()),
+        DataType::UInt64 => HostColumn::from_values(idx.iter().map(|&i| INT_POOL[i] as u64).collect()),
+        DataType::Float32 => HostColumn::from_values(idx.iter().map(|&i| f32::from_bits(F32_POOL[i])).collect()),
+        DataType::Float64 => HostColumn::from_values(idx.iter().map(|&i| f64::from_bits(F64_POOL[i])).collect()),
+        t => panic!("no pool of {t} values"),
     }
 }
 
-/// `n` rows of keys of the given column specs. A side may differ from its spec in whether a
-/// column has a validity (nullable on one side only; a validity without nulls).
-fn pool_keys(rng: &mut StdRng, specs: &[ColSpec], n: usize) -> HostKeys {
-    let mut keys = HostKeys::default();
+/// A table of `n` rows of keys of the given column specs. A side may differ from its spec in
+/// whether a column has a validity (nullable on one side only; a validity without nulls).
+fn pool_keys(rng: &mut StdRng, specs: &[ColSpec], n: usize) -> HostTable {
+    let mut columns = Vec::new();
     for spec in specs {
         let idx: Vec<usize> = (0..n).map(|_| spec.values[rng.gen_range(0..spec.values.len())]).collect();
-        keys.columns.push(pool_column(spec.ty, &idx));
+        let column = pool_column(spec.ty, &idx);
         let mode = match spec.validity_mode {
             0 if rng.gen_ratio(1, 5) => 1,
             m if m >= 2 && rng.gen_ratio(1, 5) => 0,
             m => m,
         };
-        keys.validity.push(match mode {
-            0 => None,
-            1 => Some(vec![true; n]),
-            m => Some((0..n).map(|_| rng.gen_range(0..8u8) >= m - 1).collect()),
+        columns.push(match mode {
+            0 => column,
+            1 => column.with_validity(&vec![true; n]).unwrap(),
+            m => column.with_validity(&(0..n).map(|_| rng.gen_range(0..8u8) >= m - 1).collect::<Vec<_>>()).unwrap(),
         });
     }
-    keys
+    keys_table(columns)
+}
+
+/// A key value as the join compares it: NULL as its own value (NullEqualsNull), every NaN as
+/// one (NanEqualsNan), `-0.0` as `0.0`.
+fn normalized(v: Value<'_>) -> (u128, bool) {
+    match v {
+        Value::Null => (0, true),
+        Value::Int(x) => (x as u128, false),
+        Value::Float(x) if x.is_nan() => (f64::NAN.to_bits() as u128, false),
+        Value::Float(x) => ((if x == 0.0 { 0 } else { x.to_bits() }) as u128, false),
+        v => panic!("{v:?} in a generated key column"),
+    }
 }
 
 /// Number of distinct keys (under `NullEqualsNull`, NaN equal NaN) over both sides.
-fn distinct_keys(l: &HostKeys, r: &HostKeys) -> usize {
-    let key = |k: &HostKeys, i: usize| -> Vec<(u64, bool)> {
-        (0..k.columns.len())
-            .map(|c| if k.validity[c].as_ref().is_some_and(|v| !v[i]) { (0, true) } else { (k.columns[c].normalized(i).0, false) })
-            .collect()
-    };
-    let mut all: Vec<Vec<(u64, bool)>> = (0..l.rows()).map(|i| key(l, i)).chain((0..r.rows()).map(|i| key(r, i))).collect();
+fn distinct_keys(l: &HostTable, r: &HostTable) -> usize {
+    let key = |t: &HostTable, i: usize| -> Vec<(u128, bool)> { t.columns().iter().map(|c| normalized(c.value(i))).collect() };
+    let mut all: Vec<Vec<(u128, bool)>> = (0..l.rows()).map(|i| key(l, i)).chain((0..r.rows()).map(|i| key(r, i))).collect();
     all.sort();
     all.dedup();
     all.len()
@@ -574,6 +636,11 @@ fn sizes() -> impl Strategy<Value = usize> {
 // Exact vectors of the source documents
 // ---------------------------------------------------------------------------------------------
 
+/// A table of one `Int32` key column.
+fn i32_table(keys: &[i32]) -> HostTable {
+    keys_table(vec![HostColumn::from_values(keys.to_vec())])
+}
+
 #[test]
 fn mgpu_demo_sorted_merge_join_returns_the_printed_pairs_in_order() {
     let Some(s) = stream("mgpu_demo_sorted_merge_join_returns_the_printed_pairs_in_order") else { return };
@@ -585,24 +652,24 @@ fn mgpu_demo_sorted_merge_join_returns_the_printed_pairs_in_order() {
 fn mgpu_demo(s: &Stream, path: MergePath) {
     let s = s.clone();
     let opts = path.opts(DEFAULT);
-    let sorted_merge_join = |s: &Stream, a: &DeviceView<'_, i32>, b: &DeviceView<'_, i32>, jt| match path {
-        MergePath::Default => sorted_merge_join(s, a, b, jt),
-        MergePath::General => sorted_merge_join_with(s, a, b, jt, opts.testing),
+    let sorted_merge = |a: &Table, b: &Table, jt| {
+        let out = front_door(Algorithm::SortedMerge, a, b, jt, opts).run(&s).unwrap();
+        assert_eq!(out.algorithm, Algorithm::SortedMerge);
+        out.maps.unwrap()
     };
-    let a = s.copy_from_host(&vectors::MGPU_A_KEYS).unwrap();
-    let b = s.copy_from_host(&vectors::MGPU_B_KEYS).unwrap();
+    let (ha, hb) = (i32_table(&vectors::MGPU_A_KEYS), i32_table(&vectors::MGPU_B_KEYS));
+    let (a, b) = (Table::upload(&s, &ha).unwrap(), Table::upload(&s, &hb).unwrap());
     poison_for(&s, 60);
-    let inner = sorted_merge_join(&s, &a.view(), &b.view(), JoinType::Inner).unwrap();
+    let inner = sorted_merge(&a, &b, JoinType::Inner);
     assert_eq!(inner.rows(), 19);
     assert_eq!(inner.pairs().unwrap(), vectors::to_pairs(&vectors::MGPU_INNER), "{path:?} path: inner join: the 19 printed pairs in order");
     poison_for(&s, 60);
-    let outer = sorted_merge_join(&s, &a.view(), &b.view(), JoinType::Full).unwrap();
+    let outer = sorted_merge(&a, &b, JoinType::Full);
     assert_eq!(outer.rows(), 50);
     assert_eq!(outer.pairs().unwrap(), vectors::to_pairs(&vectors::MGPU_OUTER), "{path:?} path: outer join: the 50 printed pairs in order");
 
-    // Every join type vs the reference, in order through the sorted entry point and as a
-    // multiset through the others.
-    let (ha, hb) = (vectors::i32_keys(&vectors::MGPU_A_KEYS), vectors::i32_keys(&vectors::MGPU_B_KEYS));
+    // Every join type vs the reference, in order through the sorted merge and as a multiset
+    // through the others.
     for jt in JoinType::ALL {
         for algo in [Algo::SortedMerge, Algo::SortMerge, Algo::Interleave] {
             let what = format!("MGPU demo, {path:?} path");
@@ -611,10 +678,10 @@ fn mgpu_demo(s: &Stream, path: MergePath) {
         }
     }
 
-    // The example of sorted_merge_join's documentation.
-    let a = s.copy_from_host(&[100i32, 101, 103, 103]).unwrap();
-    let b = s.copy_from_host(&[100i32, 100, 102, 103]).unwrap();
-    let full = sorted_merge_join(&s, &a.view(), &b.view(), JoinType::Full).unwrap().pairs().unwrap();
+    // The example of the sorted merge's documentation.
+    let a = Table::upload(&s, &i32_table(&[100, 101, 103, 103])).unwrap();
+    let b = Table::upload(&s, &i32_table(&[100, 100, 102, 103])).unwrap();
+    let full = sorted_merge(&a, &b, JoinType::Full).pairs().unwrap();
     let n = RowId::NONE;
     assert_eq!(full, vec![(id(0), id(0)), (id(0), id(1)), (id(1), n), (id(2), id(3)), (id(3), id(3)), (n, id(2))], "{path:?} path");
 }
@@ -622,7 +689,7 @@ fn mgpu_demo(s: &Stream, path: MergePath) {
 #[test]
 fn interleave_worked_example_left_join_has_the_10_rows() {
     let Some(s) = stream("interleave_worked_example_left_join_has_the_10_rows") else { return };
-    let (hl, hr) = (vectors::i32_keys(&vectors::INTERLEAVE_L_KEYS), vectors::i32_keys(&vectors::INTERLEAVE_R_KEYS));
+    let (hl, hr) = (i32_table(&vectors::INTERLEAVE_L_KEYS), i32_table(&vectors::INTERLEAVE_R_KEYS));
     let want = sorted(vectors::to_pairs(&vectors::INTERLEAVE_LEFT_JOIN));
     for algo in [Algo::Interleave, Algo::SortMerge] {
         let maps = gpu_join(&s, algo, &hl, &hr, JoinType::Left, DEFAULT).unwrap();
@@ -640,6 +707,7 @@ fn interleave_worked_example_left_join_has_the_10_rows() {
         }
     }
 }
+
 
 // ---------------------------------------------------------------------------------------------
 // Every algorithm x every join type x data shapes
@@ -673,6 +741,7 @@ fn interleave_join_matches_reference_on_every_shape_and_key_type() {
 // Key types and semantics: composites, nulls, NaN, -0.0, infinities
 // ---------------------------------------------------------------------------------------------
 
+
 #[test]
 fn composite_null_nan_keys_match_reference_under_every_option() {
     let Some(s) = stream("composite_null_nan_keys_match_reference_under_every_option") else { return };
@@ -686,7 +755,7 @@ fn composite_null_nan_keys_match_reference_under_every_option() {
             .collect();
         let l = pool_keys(&mut rng, &specs, nl);
         let r = pool_keys(&mut rng, &specs, nr);
-        let types: Vec<KeyType> = specs.iter().map(|c| c.ty).collect();
+        let types: Vec<DataType> = specs.iter().map(|c| c.ty).collect();
         for (oi, opts) in ALL_OPTIONS.into_iter().enumerate() {
             for jt in join_types(oi + ncols) {
                 for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
@@ -713,8 +782,8 @@ fn float_zero_nan_infinity_rules() {
     let r32: Vec<f32> =
         [0x8000_0000u32, 0xFFC0_0042, 0x7F80_0000, 0xFF80_0000, 0x7F80_0001, 0x4000_0000].iter().map(|&b| f32::from_bits(b)).collect();
     let cases = [
-        (HostKeys::single(HostColumn::F64(l64.to_vec())), HostKeys::single(HostColumn::F64(r64.to_vec()))),
-        (HostKeys::single(HostColumn::F32(l32)), HostKeys::single(HostColumn::F32(r32))),
+        (keys_table(vec![HostColumn::from_values(l64.to_vec())]), keys_table(vec![HostColumn::from_values(r64.to_vec())])),
+        (keys_table(vec![HostColumn::from_values(l32)]), keys_table(vec![HostColumn::from_values(r32)])),
     ];
     let p = |v: &[(u32, u32)]| sorted(v.iter().map(|&(a, b)| (id(a), id(b))).collect());
     // Written out from the definition, independently of the reference.
@@ -723,9 +792,9 @@ fn float_zero_nan_infinity_rules() {
     for (ci, (l, r)) in cases.iter().enumerate() {
         for (oi, opts) in ALL_OPTIONS.into_iter().enumerate() {
             let want_inner = if opts.nan_equality == NanEquality::NanEqualsNan { &nan_equal } else { &nan_never };
-            assert_eq!(&reference::join(l, r, JoinType::Inner, opts).unwrap(), want_inner);
+            assert_eq!(&reference_pairs(l, r, JoinType::Inner, opts), want_inner);
             for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
-                assert_eq!(&gpu_pairs(&s, algo, l, r, JoinType::Inner, opts), want_inner, "{algo:?} {opts:?} {l:?}");
+                assert_eq!(&gpu_pairs(&s, algo, l, r, JoinType::Inner, opts), want_inner, "{algo:?} {opts:?}\n{l}");
                 for jt in join_types(4 * ci + oi) {
                     check_join(&s, algo, l, r, jt, opts, "float specials").unwrap_or_else(|e| panic!("{e}"));
                     check_join(&s, algo, r, l, jt, opts, "float specials, swapped").unwrap_or_else(|e| panic!("{e}"));
@@ -737,8 +806,8 @@ fn float_zero_nan_infinity_rules() {
         }
     }
     // NaN inside a composite key: (NaN, 1) equals (NaN', 1) only under NanEqualsNan.
-    let l = HostKeys::new(vec![HostColumn::F32(vec![f32::NAN, f32::NAN, -0.0]), HostColumn::I32(vec![1, 2, 5])]);
-    let r = HostKeys::new(vec![HostColumn::F32(vec![f32::from_bits(0x7FC0_0077), 0.0]), HostColumn::I32(vec![1, 5])]);
+    let l = keys_table(vec![HostColumn::from_values(vec![f32::NAN, f32::NAN, -0.0]), HostColumn::from_values(vec![1i32, 2, 5])]);
+    let r = keys_table(vec![HostColumn::from_values(vec![f32::from_bits(0x7FC0_0077), 0.0]), HostColumn::from_values(vec![1i32, 5])]);
     for opts in ALL_OPTIONS {
         let want = if opts.nan_equality == NanEquality::NanEqualsNan { p(&[(0, 0), (2, 1)]) } else { p(&[(2, 1)]) };
         for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
@@ -756,15 +825,15 @@ fn null_key_rules_under_both_null_equalities() {
     let lv = vec![true, false, false, true];
     let rv = vec![false, true, false, true];
     for (ti, ty) in ALL_TYPES.into_iter().enumerate() {
-        let l = HostKeys { columns: vec![column(ty, &[1, 1, 7, 2], false)], validity: vec![Some(lv.clone())] };
-        let r = HostKeys { columns: vec![column(ty, &[0, 1, 2, 2], false)], validity: vec![Some(rv.clone())] };
+        let l = keys_table(vec![column(ty, &[1, 1, 7, 2], false).with_validity(&lv).unwrap()]);
+        let r = keys_table(vec![column(ty, &[0, 1, 2, 2], false).with_validity(&rv).unwrap()]);
         for (oi, opts) in ALL_OPTIONS.into_iter().enumerate() {
             let want = if opts.null_equality == NullEquality::NullEqualsNull {
                 p(&[(0, 1), (1, 0), (1, 2), (2, 0), (2, 2), (3, 3)])
             } else {
                 p(&[(0, 1), (3, 3)])
             };
-            assert_eq!(reference::join(&l, &r, JoinType::Inner, opts).unwrap(), want);
+            assert_eq!(reference_pairs(&l, &r, JoinType::Inner, opts), want);
             for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
                 assert_eq!(gpu_pairs(&s, algo, &l, &r, JoinType::Inner, opts), want, "{algo:?} {ty:?} {opts:?}");
                 for jt in join_types(4 * ti + oi) {
@@ -777,11 +846,8 @@ fn null_key_rules_under_both_null_equalities() {
         }
     }
     // A null in the second column of a composite; the left side alone is nullable.
-    let l = HostKeys {
-        columns: vec![HostColumn::U32(vec![1, 1, 2]), HostColumn::I64(vec![5, 9, 5])],
-        validity: vec![None, Some(vec![true, false, true])],
-    };
-    let r = HostKeys::new(vec![HostColumn::U32(vec![1, 1, 2]), HostColumn::I64(vec![5, 0, 6])]);
+    let l = keys_table(vec![HostColumn::from_values(vec![1u32, 1, 2]), HostColumn::from_values(vec![5i64, 9, 5]).with_validity(&[true, false, true]).unwrap()]);
+    let r = keys_table(vec![HostColumn::from_values(vec![1u32, 1, 2]), HostColumn::from_values(vec![5i64, 0, 6])]);
     for opts in ALL_OPTIONS {
         for algo in [Algo::SortMerge, Algo::Interleave, Algo::Chunked] {
             let got = gpu_pairs(&s, algo, &l, &r, JoinType::Left, opts);
@@ -796,19 +862,19 @@ fn null_key_rules_under_both_null_equalities() {
 // ---------------------------------------------------------------------------------------------
 
 /// Key layouts that are hashed: wider than 64 bits (sort-merge) or 63 bits (interleave).
-const WIDE_LAYOUTS: [&[KeyType]; 9] = [
-    &[KeyType::U64, KeyType::U64],
-    &[KeyType::U64, KeyType::F64, KeyType::I32],
-    &[KeyType::I64, KeyType::U32, KeyType::F64, KeyType::U64],
-    &[KeyType::F64, KeyType::F64],
-    &[KeyType::U32, KeyType::U32, KeyType::U32],
-    &[KeyType::F32, KeyType::I64, KeyType::U32],
+const WIDE_LAYOUTS: [&[DataType]; 9] = [
+    &[DataType::UInt64, DataType::UInt64],
+    &[DataType::UInt64, DataType::Float64, DataType::Int32],
+    &[DataType::Int64, DataType::UInt32, DataType::Float64, DataType::UInt64],
+    &[DataType::Float64, DataType::Float64],
+    &[DataType::UInt32, DataType::UInt32, DataType::UInt32],
+    &[DataType::Float32, DataType::Int64, DataType::UInt32],
     // 64 bits: exact for the sort-merge join, hashed by the interleave join; 66 bits (both
     // hashed) when nullable under NullEqualsNull.
-    &[KeyType::I32, KeyType::F32],
+    &[DataType::Int32, DataType::Float32],
     // Single 64-bit columns: hashed by the interleave join.
-    &[KeyType::U64],
-    &[KeyType::F64],
+    &[DataType::UInt64],
+    &[DataType::Float64],
 ];
 
 #[test]
@@ -840,7 +906,7 @@ fn weak_hash_collisions_never_add_or_lose_rows() {
         // Several tables on hashed (u64) keys.
         let codes: Vec<Vec<Option<u64>>> = (0..3).map(|_| (0..rng.gen_range(0..60)).map(|_| Some(rng.gen_range(0..9))).collect()).collect();
         for opts in [DEFAULT, ALL_OPTIONS[1]].map(weak_hash) {
-            check_many(&s, KeyType::U64, true, &codes, opts, "weak hash")?;
+            check_many(&s, DataType::UInt64, true, &codes, opts, "weak hash")?;
         }
         Ok(())
     });
@@ -862,14 +928,14 @@ fn join_size_matches_reference_for_every_join_type() {
         for (si, shape) in SHAPES.into_iter().enumerate() {
             let (lc, rc) = shape_codes(shape, &p);
             for (ti, ty) in ALL_TYPES.into_iter().enumerate() {
-                let (l, r) = (HostKeys::single(column(ty, &lc, spread)), HostKeys::single(column(ty, &rc, spread)));
+                let (l, r) = (keys_table(vec![column(ty, &lc, spread)]), keys_table(vec![column(ty, &rc, spread)]));
                 for jt in join_types(si * ALL_TYPES.len() + ti) {
                     check_size(&s, &l, &r, jt, DEFAULT, &format!("shape {shape:?} {ty:?}"))?;
                 }
             }
         }
         // Exact and hashed keys with nulls and NaNs, under every option.
-        for (li, layout) in [&[KeyType::F64][..], &[KeyType::I32], &[KeyType::U32, KeyType::F32]].into_iter().chain(WIDE_LAYOUTS).enumerate() {
+        for (li, layout) in [&[DataType::Float64][..], &[DataType::Int32], &[DataType::UInt32, DataType::Float32]].into_iter().chain(WIDE_LAYOUTS).enumerate() {
             let specs: Vec<ColSpec> = layout.iter().map(|&ty| random_spec(&mut rng, ty)).collect();
             let max = pick(2000, 600);
             let (nl, nr) = (rng.gen_range(0..max), rng.gen_range(0..max));
@@ -883,10 +949,10 @@ fn join_size_matches_reference_for_every_join_type() {
         Ok(())
     });
     // A size far beyond what the inputs suggest: 3000 x 3000 rows of one key (9M pairs), and
-    // one of 2^16 x 2^16 (2^32 pairs: counted, never materialized, for exact keys; also when
+    // one of 2^16 x 2^16 (2^32 pairs: counted, never written out, for exact keys; also when
     // reduced, for the 32-bit limit).
-    for (n, ty) in [(3000usize, KeyType::I64), (1 << 16, KeyType::U32)] {
-        let k = HostKeys::single(column(ty, &vec![5; n], true));
+    for (n, ty) in [(3000usize, DataType::Int64), (1 << 16, DataType::UInt32)] {
+        let k = keys_table(vec![column(ty, &vec![5; n], true)]);
         for jt in JoinType::ALL {
             let want = check_size(&s, &k, &k, jt, DEFAULT, "one key").unwrap_or_else(|e| panic!("{e}"));
             if jt == JoinType::Inner {
@@ -929,26 +995,40 @@ fn brute_force_n_way(keys: &[Vec<Option<u64>>], nulls_equal: bool) -> Vec<Vec<u3
     }
 }
 
-/// `interleave_join_many` on tables of one key column (`codes`, None = null) of type `ty`
-/// against the brute-force N-way join.
-fn check_many(s: &Stream, ty: KeyType, spread: bool, codes: &[Vec<Option<u64>>], opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
-    let tables: Vec<HostKeys> = codes
+/// `Join::many` on tables of one key column (`codes`, None = null) of type `ty` against the
+/// brute-force N-way join.
+fn check_many(s: &Stream, ty: DataType, spread: bool, codes: &[Vec<Option<u64>>], opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
+    let tables: Vec<HostTable> = codes
         .iter()
         .map(|c| {
             let values: Vec<u64> = c.iter().map(|k| k.unwrap_or(3)).collect();
             let nullable = c.iter().any(|k| k.is_none());
-            HostKeys { columns: vec![column(ty, &values, spread)], validity: vec![nullable.then(|| c.iter().map(|k| k.is_some()).collect())] }
+            let column = column(ty, &values, spread);
+            keys_table(vec![if nullable { column.with_validity(&c.iter().map(|k| k.is_some()).collect::<Vec<_>>()).unwrap() } else { column }])
         })
         .collect();
-    let dks: Vec<DeviceKeys> = tables.iter().map(|t| DeviceKeys::upload(s, t).unwrap()).collect();
-    let keys: Vec<Keys> = dks.iter().map(|d| d.keys()).collect();
-    poison_for(s, codes.iter().map(Vec::len).sum::<usize>() * 4);
     let sizes: Vec<usize> = codes.iter().map(Vec::len).collect();
     let ctx = format!("{what}: {} tables {sizes:?} of {ty:?}, {opts:?}", codes.len());
-    let maps = interleave_join_many(s, &keys, opts).map_err(|e| fail(format!("{ctx}: error {e}")))?;
+    check_many_tables(s, &tables, &["k0"], codes, opts, &ctx)
+}
+
+/// `Join::many` of `tables` on their columns `on` against the brute-force N-way join of `codes`
+/// (each table's keys as codes: equal codes exactly where the keys are equal; None = null).
+fn check_many_tables(s: &Stream, tables: &[HostTable], on: &[&str], codes: &[Vec<Option<u64>>], opts: JoinOptions, ctx: &str) -> Result<(), TestCaseError> {
+    let dev: Vec<Table> = tables.iter().map(|t| Table::upload(s, t).unwrap()).collect();
+    poison_for(s, codes.iter().map(Vec::len).sum::<usize>() * 4);
+    let inputs: Vec<(TableView<'_>, &[&str])> = dev.iter().map(|t| (t.view(), on)).collect();
+    let out = Join::many(&inputs)
+        .null_equality(opts.null_equality)
+        .nan_equality(opts.nan_equality)
+        .testing(opts.testing)
+        .run(s)
+        .map_err(|e| fail(format!("{ctx}: error {e}")))?;
+    let maps = out.maps;
     prop_assert_eq!(maps.len(), codes.len(), "{}: one map per table", ctx);
     let host: Vec<Vec<RowId>> = maps.iter().map(|m| m.to_vec().unwrap()).collect();
     let n = host[0].len();
+    prop_assert_eq!(out.rows, n as u64, "{}: rows", ctx);
     for h in &host {
         prop_assert_eq!(h.len(), n, "{}: maps of different lengths", ctx);
     }
@@ -961,6 +1041,43 @@ fn check_many(s: &Stream, ty: KeyType, spread: bool, codes: &[Vec<Option<u64>>],
         return Err(fail(format!("{ctx}: {} tuples, expected {}; missing {missing:?}; extra {extra:?}", got.len(), want.len())));
     }
     Ok(())
+}
+
+/// Codes below 16 as a key column of any type (Boolean: below 2), injective, nulls where the
+/// code is None; `large` makes a string column of the other string type (the two compare).
+fn typed_column(ty: DataType, codes: &[Option<u64>], large: bool) -> HostColumn {
+    let valid: Vec<bool> = codes.iter().map(Option::is_some).collect();
+    let c: Vec<u64> = codes.iter().map(|k| k.unwrap_or(1)).collect();
+    fn col<T: gpujoin_join::table::NativeValue>(c: &[u64], f: impl Fn(u64) -> T) -> HostColumn {
+        HostColumn::from_values(c.iter().map(|&x| f(x)).collect())
+    }
+    let strings = || c.iter().map(|&x| format!("{}#{x}", "ab".repeat(x as usize % 3))).collect::<Vec<_>>();
+    let column = match ty {
+        DataType::Int8 => col(&c, |x| x as i8 - 3),
+        DataType::Int16 => col(&c, |x| (x as i16 - 3) * 1000),
+        DataType::Int32 | DataType::Int64 | DataType::UInt32 | DataType::UInt64 | DataType::Float32 | DataType::Float64 => column(ty, &c, true),
+        DataType::UInt8 => col(&c, |x| x as u8 + 200),
+        DataType::UInt16 => col(&c, |x| x as u16 * 4000),
+        DataType::Boolean => HostColumn::from_bools(&c.iter().map(|&x| x == 1).collect::<Vec<_>>()),
+        DataType::Date32 => col(&c, |x| x as i32 * 365 - 1000).with_type(ty).unwrap(),
+        DataType::Date64 | DataType::Timestamp(_) => col(&c, |x| (x as i64 - 3) << 40).with_type(ty).unwrap(),
+        DataType::Decimal128(..) => col(&c, |x| (x as i128 - 3) * 1_000_000_000_000_000_000_007).with_type(ty).unwrap(),
+        // `large` flips the string type.
+        DataType::Utf8 | DataType::LargeUtf8 if (ty == DataType::LargeUtf8) != large => HostColumn::large_utf8_options(strings().into_iter().map(Some)),
+        DataType::Utf8 | DataType::LargeUtf8 => HostColumn::utf8(strings()),
+    };
+    if valid.iter().all(|&v| v) {
+        column
+    } else {
+        column.with_validity(&valid).unwrap()
+    }
+}
+
+/// [`typed_column`] of `codes` behind `extra` leading rows (some null), sliced to `codes`' rows:
+/// an Arrow slice (values read from element `extra`, the validity from bit `extra`).
+fn typed_slice(ty: DataType, codes: &[Option<u64>], large: bool, extra: usize) -> HostColumn {
+    let padded: Vec<Option<u64>> = (0..extra).map(|i| (i % 2 == 1).then_some(1)).chain(codes.iter().copied()).collect();
+    typed_column(ty, &padded, large).slice(extra, codes.len()).unwrap()
 }
 
 #[test]
@@ -991,53 +1108,93 @@ fn interleave_join_many_matches_brute_force_n_way() {
     let t = |v: &[u64]| v.iter().map(|&k| Some(k)).collect::<Vec<_>>();
     let four = vec![t(&[1, 2, 1, 9]), t(&[1, 1, 2, 1]), t(&[2, 1, 7]), t(&[1, 5, 1, 2])];
     assert_eq!(brute_force_n_way(&four, false).len(), 2 * 3 * 2 + 1); // 2 x 3 x 1 x 2 combinations of the shared key, plus one
-    check_many(&s, KeyType::I32, false, &four, DEFAULT, "fixed").unwrap_or_else(|e| panic!("{e}"));
-    check_many(&s, KeyType::I32, false, &four[..3], DEFAULT, "fixed").unwrap_or_else(|e| panic!("{e}"));
-    // Errors: too few or too many tables, different key types.
-    let a = s.copy_from_host(&[1u32, 2]).unwrap();
-    let b = s.copy_from_host(&[1i32, 2]).unwrap();
-    let one = Keys::single(a.view());
-    assert!(matches!(interleave_join_many(&s, std::slice::from_ref(&one), DEFAULT), Err(Error::InvalidArgument(_))));
-    assert!(matches!(interleave_join_many(&s, &vec![one.clone(); 17], DEFAULT), Err(Error::InvalidArgument(_))));
-    assert!(matches!(interleave_join_many(&s, &[one.clone(), one.clone(), Keys::single(b.view())], DEFAULT), Err(Error::InvalidArgument(_))));
+    check_many(&s, DataType::Int32, false, &four, DEFAULT, "fixed").unwrap_or_else(|e| panic!("{e}"));
+    check_many(&s, DataType::Int32, false, &four[..3], DEFAULT, "fixed").unwrap_or_else(|e| panic!("{e}"));
+
+    // Every key type of the table model (strings as ranks equal across the tables, a Utf8 table
+    // beside LargeUtf8 ones), the columns Arrow slices (values and validity read from an offset),
+    // under both null equalities; then composite keys (an Int32 and a Utf8 column, a Decimal128
+    // and a Boolean column: 3 prepared columns), nulls in both columns of a null code.
+    let mut rng = StdRng::seed_from_u64(0x4A11_0004);
+    for (ti, ty) in DataType::EXAMPLES.into_iter().enumerate() {
+        let domain = if ty == DataType::Boolean { 2 } else { 6 };
+        let nt = 2 + ti % 3;
+        let codes: Vec<Vec<Option<u64>>> =
+            (0..nt).map(|_| (0..rng.gen_range(0..40)).map(|_| rng.gen_ratio(7, 8).then(|| rng.gen_range(0..domain))).collect()).collect();
+        let tables: Vec<HostTable> = codes.iter().enumerate().map(|(t, c)| keys_table(vec![typed_slice(ty, c, t % 2 == 1, 3 + t)])).collect();
+        for opts in [DEFAULT, ALL_OPTIONS[1]] {
+            check_many_tables(&s, &tables, &["k0"], &codes, opts, &format!("{nt} tables of {ty} keys, sliced, {opts:?}")).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    for (a, b) in [(DataType::Int32, DataType::Utf8), (DataType::Decimal128(38, 2), DataType::Boolean)] {
+        let codes: Vec<Vec<Option<u64>>> = (0..3).map(|_| (0..rng.gen_range(1..30)).map(|_| rng.gen_ratio(7, 8).then(|| rng.gen_range(0..8))).collect()).collect();
+        // Code x is the pair (x / 2, x % 2): injective.
+        let part = |c: &[Option<u64>], f: fn(u64) -> u64| c.iter().map(|k| k.map(f)).collect::<Vec<_>>();
+        let tables: Vec<HostTable> =
+            codes.iter().map(|c| keys_table(vec![typed_column(a, &part(c, |x| x / 2), false), typed_column(b, &part(c, |x| x % 2), false)])).collect();
+        for opts in [DEFAULT, ALL_OPTIONS[1]].map(weak_hash) {
+            check_many_tables(&s, &tables, &["k0", "k1"], &codes, opts, &format!("composite ({a}, {b}), weak hash, {opts:?}")).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    // Errors before any device work: too few or too many tables, key types that differ, unknown
+    // columns, different numbers of key columns, no key columns, a composite key too wide.
+    let table = Table::upload(
+        &s,
+        &HostTable::new(vec![
+            ("u", HostColumn::from_values(vec![1u32, 2])),
+            ("i", HostColumn::from_values(vec![1i32, 2])),
+            ("d", HostColumn::from_values(vec![1i128, 2]).with_type(DataType::Decimal128(38, 2)).unwrap()),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    let v = || table.view();
+    let err = |inputs: &[(TableView<'_>, &[&str])]| Join::many(inputs).run(&s).err();
+    assert!(matches!(err(&[(v(), &["u"])]), Some(Error::InvalidArgument(_))), "one table");
+    assert!(matches!(err(&vec![(v(), &["u"][..]); 17]), Some(Error::InvalidArgument(_))), "17 tables");
+    assert!(matches!(err(&[(v(), &["u"]), (v(), &["u"]), (v(), &["i"])]), Some(Error::TypeMismatch { .. })), "UInt32 and Int32 keys");
+    assert!(matches!(err(&[(v(), &["u"]), (v(), &["x"])]), Some(Error::UnknownColumn { .. })), "an unknown column");
+    assert!(matches!(err(&[(v(), &["u", "i"]), (v(), &["u"])]), Some(Error::InvalidArgument(_))), "2 and 1 key columns");
+    assert!(matches!(err(&[(v(), &[]), (v(), &[])]), Some(Error::InvalidArgument(_))), "no key columns");
+    assert!(matches!(err(&[(v(), &["d", "d", "d"]), (v(), &["d", "d", "d"])]), Some(Error::Unsupported { .. })), "6 prepared key columns");
+    // Valid inputs still work after all that: one tuple for each of the keys 1 and 2.
+    let ok = Join::many(&[(v(), &["u"][..])]).table(&table, &["u"]).table(&table, &["u"]).run(&s).unwrap();
+    assert_eq!((ok.rows, ok.maps.len()), (2, 3));
 }
 
 // ---------------------------------------------------------------------------------------------
 // Materialization
 // ---------------------------------------------------------------------------------------------
 
-/// Checks one side's materialized `[u32, f64]` payload against the host: row `k` is
-/// `column[map[k]]`, zero where `map[k]` is NONE, and the validity says which rows are null
-/// (absent exactly when the side cannot have null rows).
-fn check_materialized(out: &gpujoin_join::Materialized, map: &[RowId], p32: &[u32], p64: &[f64], nullable: bool, what: &str) -> Result<(), TestCaseError> {
-    prop_assert_eq!(out.columns.len(), 2, "{}: one output column per input column", what);
-    match &out.columns[0] {
-        Payload::U32(b) => {
-            let want: Vec<u32> = map.iter().map(|m| m.get().map_or(0, |i| p32[i as usize])).collect();
-            prop_assert_eq!(b.to_vec().unwrap(), want, "{}: u32 column", what);
-        }
-        _ => return Err(fail(format!("{what}: column 0 is not u32"))),
+/// Checks one side's gathered `p32` (`UInt32`) and `p64` (`Float64`) columns (named
+/// `{side}.p32`, `{side}.p64` in the output) against the host: row `k` is `column[map[k]]`, null
+/// where `map[k]` is NONE, and a validity exactly when the side can have null rows.
+fn check_gathered(out: &HostTable, side: &str, map: &[RowId], p32: &[u32], p64: &[f64], nullable: bool, what: &str) -> Result<(), TestCaseError> {
+    let column = |name: String| out.column(&name).map_err(|e| fail(format!("{what}: {e}")));
+    let (c32, c64) = (column(format!("{side}.p32"))?, column(format!("{side}.p64"))?);
+    prop_assert_eq!((c32.data_type(), c64.data_type()), (DataType::UInt32, DataType::Float64), "{}: the input columns' types", what);
+    prop_assert_eq!((c32.len(), c64.len()), (map.len(), map.len()), "{}: one output row per map entry", what);
+    let want32: Vec<Value<'_>> = map.iter().map(|m| m.get().map_or(Value::Null, |i| Value::Int(p32[i as usize] as i128))).collect();
+    prop_assert_eq!(c32.values(), want32, "{}: u32 column", what);
+    let bits = |v: Value<'_>| match v {
+        Value::Float(x) => Some(x.to_bits()),
+        _ => None,
+    };
+    let want64: Vec<Option<u64>> = map.iter().map(|m| m.get().map(|i| p64[i as usize].to_bits())).collect();
+    prop_assert_eq!(c64.values().into_iter().map(bits).collect::<Vec<_>>(), want64, "{}: f64 column", what);
+    for c in [c32, c64] {
+        prop_assert_eq!(c.validity_buffer().is_some(), nullable, "{}: a validity exactly for a side with null rows", what);
     }
-    match &out.columns[1] {
-        Payload::F64(b) => {
-            let want: Vec<u64> = map.iter().map(|m| m.get().map_or(0.0, |i| p64[i as usize]).to_bits()).collect();
-            let got: Vec<u64> = b.to_vec().unwrap().iter().map(|x| x.to_bits()).collect();
-            prop_assert_eq!(got, want, "{}: f64 column", what);
-        }
-        _ => return Err(fail(format!("{what}: column 1 is not f64"))),
-    }
-    let valid: Vec<bool> = map.iter().map(|m| !m.is_none()).collect();
-    match &out.validity {
-        Some(words) => {
-            prop_assert!(nullable, "{}: a validity for a side without null rows", what);
-            prop_assert_eq!(words.to_vec().unwrap(), gpujoin_join::pack_validity(&valid), "{}: validity", what);
-        }
-        None => {
-            prop_assert!(!nullable, "{}: no validity for a side with null rows", what);
-            prop_assert!(valid.iter().all(|&v| v), "{}: NONE in a map of a side without null rows", what);
-        }
+    if !nullable {
+        prop_assert!(map.iter().all(|m| !m.is_none()), "{}: NONE in a map of a side without null rows", what);
     }
     Ok(())
+}
+
+/// A table of a `UInt32` key column `k0` and the payload columns `p32` and `p64`.
+fn payload_table(keys: HostColumn, p32: &[u32], p64: &[f64]) -> HostTable {
+    HostTable::new(vec![("k0", keys), ("p32", HostColumn::from_values(p32.to_vec())), ("p64", HostColumn::from_values(p64.to_vec()))]).unwrap()
 }
 
 #[test]
@@ -1055,67 +1212,64 @@ fn materialize_gathers_payloads_with_nulls_and_rejects_short_columns() {
         let lpay64: Vec<f64> = (0..nl).map(|i| -(i as f64) * 0.75 - 1.0).collect();
         let rpay32: Vec<u32> = (0..nr as u32).map(|i| (i ^ 0x5555) + 1).collect();
         let rpay64: Vec<f64> = (0..nr).map(|i| i as f64 * 0.5 + 3.25).collect();
-        let up32 = |v: &[u32]| s.copy_from_host(v).unwrap();
-        let up64 = |v: &[f64]| s.copy_from_host(v).unwrap();
-        let (dl32, dl64, dr32, dr64) = (up32(&lpay32), up64(&lpay64), up32(&rpay32), up64(&rpay64));
         for algo in [Algo::SortedMerge, Algo::SortMerge, Algo::Interleave] {
-            // The sorted entry point joins the sorted keys; payload rows are rows of its input.
-            let (mut l, mut r) = (HostColumn::U32(lk.clone()), HostColumn::U32(rk.clone()));
+            // The sorted merge joins the sorted keys; payload rows are rows of its input.
+            let (mut l, mut r) = (HostColumn::from_values(lk.clone()), HostColumn::from_values(rk.clone()));
             if algo == Algo::SortedMerge {
-                sort_column(&mut l);
-                sort_column(&mut r);
+                l = sort_column(&l);
+                r = sort_column(&r);
             }
-            let (hl, hr) = (HostKeys::single(l), HostKeys::single(r));
+            let (hl, hr) = (payload_table(l, &lpay32, &lpay64), payload_table(r, &rpay32, &rpay64));
+            let (dl, dr) = (Table::upload(&s, &hl).unwrap(), Table::upload(&s, &hr).unwrap());
             for jt in [JoinType::Left, JoinType::Full, JoinType::Inner, JoinType::Right] {
-                let maps = gpu_join(&s, algo, &hl, &hr, jt, DEFAULT).unwrap();
-                let got = canonical_pairs(&maps, jt)?;
-                prop_assert_eq!(&got, &reference::join(&hl, &hr, jt, DEFAULT).unwrap(), "{:?} {:?}", algo, jt);
+                poison_for(&s, (nl + nr) * 2);
+                let out = front_door(algo.algorithm(), &dl, &dr, jt, DEFAULT).select(&["p32", "p64"], &["p32", "p64"]).run(&s).map_err(|e| fail(format!("{algo:?} {jt:?}: {e}")))?;
+                prop_assert_eq!(out.algorithm, algo.algorithm());
+                let maps = out.maps.as_ref().ok_or_else(|| fail(format!("{algo:?} {jt:?}: no maps")))?;
+                let got = canonical_pairs(maps, jt)?;
+                prop_assert_eq!(&got, &reference_pairs(&hl, &hr, jt, DEFAULT), "{:?} {:?}", algo, jt);
                 let (lm, rm) = maps.to_host().unwrap();
                 if jt == JoinType::Left {
                     prop_assert!(rm.iter().any(|r| r.is_none()) && rm.iter().any(|r| !r.is_none()), "both matched and unmatched rows");
                 }
-                for (side, map, d32, d64, p32, p64) in
-                    [(Side::Left, &lm, &dl32, &dl64, &lpay32, &lpay64), (Side::Right, &rm, &dr32, &dr64, &rpay32, &rpay64)]
-                {
+                let table = out.table.to_host().unwrap();
+                prop_assert_eq!(table.names(), ["left.p32", "left.p64", "right.p32", "right.p64"], "{:?} {:?}: the columns selected on both sides, prefixed", algo, jt);
+                for (side, name, map, p32, p64) in [(Side::Left, "left", &lm, &lpay32, &lpay64), (Side::Right, "right", &rm, &rpay32, &rpay64)] {
                     let what = format!("{algo:?} {jt:?} {side:?} side");
-                    poison_for(&s, map.len() * 2);
-                    let cols: [DeviceColumn; 2] = [d32.view().into(), d64.view().into()];
-                    let out = materialize(&s, &maps, side, &cols).map_err(|e| fail(format!("{what}: {e}")))?;
-                    check_materialized(&out, map, p32, p64, maps.nullable(side), &what)?;
+                    check_gathered(&table, name, map, p32, p64, maps.nullable(side), &what)?;
                     // In these inputs every join type that keeps unmatched rows has some.
                     prop_assert_eq!(maps.nullable(side), map.iter().any(|m| m.is_none()), "{}: nullable()", what);
 
-                    // A column too short for the map: an error, not garbage (the boundary row is out),
-                    // also when it is the second of the columns.
+                    // A column too short for the map cannot reach the front door: a table's
+                    // columns have its rows, and a view of columns of different lengths (the
+                    // boundary row out) is an error, also when it is the second of the columns.
                     let Some(max) = map.iter().filter_map(|m| m.get()).max() else { continue };
-                    let short = s.copy_from_host(&p64[..max as usize]).unwrap();
-                    let res = materialize(&s, &maps, side, &[short.view().into()]);
-                    prop_assert!(matches!(res, Err(Error::InvalidArgument(_))), "{}: map entry {} past a column of {} rows", what, max, max);
-                    let res = materialize(&s, &maps, side, &[d32.view().into(), short.view().into()]);
-                    prop_assert!(matches!(res, Err(Error::InvalidArgument(_))), "{}: short second column", what);
-                    // The unchecked variant fills instead.
-                    const FILL: f64 = -7.125;
-                    let out = materialize_unchecked(&s, &maps.side(side).unwrap(), &short.view(), FILL).unwrap().to_vec().unwrap();
-                    let want: Vec<u64> = map.iter().map(|m| m.get().filter(|&i| i < max).map_or(FILL, |i| p64[i as usize]).to_bits()).collect();
-                    prop_assert_eq!(out.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want, "{}: materialize_unchecked", what);
+                    let d = if side == Side::Left { &dl } else { &dr };
+                    let col = |n: &str| d.column(n).unwrap().view();
+                    let short = col("p64").slice(0, max as usize).unwrap();
+                    let res = TableView::new(vec![("k0", col("k0")), ("p64", short)]);
+                    prop_assert!(invalid(res), "{}: map entry {} past a column of {} rows", what, max, max);
+                    let res = TableView::new(vec![("k0", col("k0")), ("p32", col("p32")), ("p64", short)]);
+                    prop_assert!(invalid(res), "{}: short second column", what);
                 }
             }
         }
         Ok(())
     });
-    // A side the join type has no map for is an error; an empty map gives empty columns.
-    let (e, r) = (HostKeys::single(HostColumn::U32(vec![])), HostKeys::single(HostColumn::U32(vec![1, 2])));
-    let col = s.copy_from_host(&[1.0f64, 2.0]).unwrap();
-    let semi = gpu_join(&s, Algo::SortMerge, &r, &r, JoinType::LeftSemi, DEFAULT).unwrap();
-    assert!(invalid(materialize(&s, &semi, Side::Right, &[col.view().into()])));
-    let anti = gpu_join(&s, Algo::Interleave, &r, &e, JoinType::RightAnti, DEFAULT).unwrap();
-    assert!(invalid(materialize(&s, &anti, Side::Left, &[col.view().into()])));
-    let maps = gpu_join(&s, Algo::SortMerge, &e, &r, JoinType::Left, DEFAULT).unwrap();
-    let out = materialize(&s, &maps, Side::Left, &[col.view().into()]).unwrap();
-    match &out.columns[..] {
-        [Payload::F64(b)] => assert!(b.is_empty()),
-        _ => panic!("one f64 column expected"),
-    }
+    // A side the join type has no rows of is an error; an empty map gives empty columns.
+    let table = |keys: Vec<u32>| {
+        let n = keys.len();
+        Table::upload(&s, &payload_table(HostColumn::from_values(keys), &vec![0; n], &(0..n).map(|i| i as f64 + 1.0).collect::<Vec<_>>())).unwrap()
+    };
+    let (e, r) = (table(vec![]), table(vec![1, 2]));
+    let semi = front_door(Algorithm::SortMerge(Gather::Unclustered), &r, &r, JoinType::LeftSemi, DEFAULT).select(&[], &["p64"]).run(&s);
+    assert!(invalid(semi));
+    let anti = front_door(Algorithm::Interleave, &r, &e, JoinType::RightAnti, DEFAULT).select(&["p64"], &[]).run(&s);
+    assert!(invalid(anti));
+    let out = front_door(Algorithm::SortMerge(Gather::Unclustered), &e, &r, JoinType::Left, DEFAULT).select(&["p64"], &[]).run(&s).unwrap();
+    assert_eq!(out.table.names(), ["p64"]);
+    let c = out.table.column("p64").unwrap();
+    assert!(c.data_type() == DataType::Float64 && c.is_empty(), "one empty f64 column expected");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1129,42 +1283,58 @@ fn invalid<T>(r: gpujoin_device::Result<T>) -> bool {
 #[test]
 fn invalid_inputs_are_errors_not_panics() {
     let Some(s) = stream("invalid_inputs_are_errors_not_panics") else { return };
-    let a = s.copy_from_host(&[1i32, 2, 3]).unwrap();
-    let b = s.copy_from_host(&[1u32, 2, 3]).unwrap();
-    let c = s.copy_from_host(&[1i32, 2]).unwrap();
-    let d = s.copy_from_host(&[0.5f64, 1.0, 2.0]).unwrap();
-    let (ka, kb) = (Keys::single(a.view()), Keys::single(b.view()));
+    let ta = Table::upload(
+        &s,
+        &HostTable::new(vec![
+            ("a", HostColumn::from_values(vec![1i32, 2, 3])),
+            ("b", HostColumn::from_values(vec![1u32, 2, 3])),
+            ("d", HostColumn::from_values(vec![0.5f64, 1.0, 2.0])),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    let tc = Table::upload(&s, &HostTable::new(vec![("c", HostColumn::from_values(vec![1i32, 2]))]).unwrap()).unwrap();
+    let join = |l_on: &[&str], r_on: &[&str], jt: JoinType, algo: Algo| Join::new(jt).on(&ta, l_on, &ta, r_on).algorithm(algo.algorithm()).testing(DEFAULT.testing);
+    let mismatch = |r: gpujoin_device::Result<_>| matches!(r, Err(Error::TypeMismatch { .. }));
+    let unsupported = |r: gpujoin_device::Result<_>| matches!(r, Err(Error::Unsupported { .. }));
     // Key columns of different types between the sides.
-    assert!(invalid(sort_merge_join(&s, &ka, &kb, JoinType::Inner, DEFAULT)));
-    assert!(invalid(interleave_join(&s, &ka, &kb, JoinType::Full, DEFAULT)));
-    assert!(invalid(sort_merge_join_size(&s, &ka, &kb, JoinType::Left, DEFAULT)));
+    assert!(mismatch(join(&["a"], &["b"], JoinType::Inner, Algo::SortMerge).run(&s).map(|o| o.rows)));
+    assert!(mismatch(join(&["a"], &["b"], JoinType::Full, Algo::Interleave).run(&s).map(|o| o.rows)));
+    assert!(mismatch(join(&["a"], &["b"], JoinType::Left, Algo::SortMerge).count(&s)));
     // Different column counts.
-    let two = Keys::new(vec![a.view().into(), d.view().into()]).unwrap();
-    assert!(invalid(sort_merge_join(&s, &ka, &two, JoinType::Inner, DEFAULT)));
-    assert!(invalid(interleave_join(&s, &two, &ka, JoinType::Inner, DEFAULT)));
-    assert!(invalid(sort_merge_join_size(&s, &two, &ka, JoinType::Inner, DEFAULT)));
+    assert!(invalid(join(&["a"], &["a", "d"], JoinType::Inner, Algo::SortMerge).run(&s)));
+    assert!(invalid(join(&["a", "d"], &["a"], JoinType::Inner, Algo::Interleave).run(&s)));
+    assert!(invalid(join(&["a", "d"], &["a"], JoinType::Inner, Algo::SortMerge).count(&s)));
     // Same column count, a different type in the second column.
-    let two_b = Keys::new(vec![a.view().into(), a.view().into()]).unwrap();
-    assert!(invalid(sort_merge_join(&s, &two, &two_b, JoinType::Inner, DEFAULT)));
-    assert!(invalid(interleave_join(&s, &two, &two_b, JoinType::RightAnti, DEFAULT)));
-    // A composite of 5 columns; none at all.
-    assert!(invalid(Keys::new(vec![a.view().into(); 5])));
-    assert!(invalid(Keys::new(vec![])));
+    assert!(mismatch(join(&["a", "d"], &["a", "a"], JoinType::Inner, Algo::SortMerge).run(&s).map(|o| o.rows)));
+    assert!(mismatch(join(&["a", "d"], &["a", "a"], JoinType::RightAnti, Algo::Interleave).run(&s).map(|o| o.rows)));
+    // A composite of 5 columns; none at all (an equi-join algorithm needs keys).
+    let five = ["a", "b", "d", "a", "b"];
+    assert!(unsupported(join(&five, &five, JoinType::Inner, Algo::SortMerge).run(&s).map(|o| o.rows)));
+    assert!(unsupported(join(&five, &five, JoinType::Inner, Algo::SortMerge).count(&s)));
+    assert!(unsupported(join(&[], &[], JoinType::Inner, Algo::Interleave).run(&s).map(|o| o.rows)));
+    // An unknown column.
+    assert!(matches!(join(&["a"], &["zz"], JoinType::Inner, Algo::SortMerge).run(&s).map(|o| o.rows), Err(Error::UnknownColumn { .. })));
     // Columns of different lengths within one side.
-    assert!(invalid(Keys::new(vec![a.view().into(), c.view().into()])));
-    // A validity bitmap of the wrong number of words (3 rows need 1 word).
-    let words = s.copy_from_host(&[u32::MAX, u32::MAX]).unwrap();
-    assert!(invalid(Keys::with_validity(vec![KeyColumn { values: a.view().into(), validity: Some(words.view()) }])));
-    // Host keys that fail validation do not upload.
-    let ragged = HostKeys::new(vec![HostColumn::I32(vec![1, 2]), HostColumn::I32(vec![1])]);
-    assert!(invalid(DeviceKeys::upload(&s, &ragged)));
-    assert!(invalid(DeviceKeys::upload(&s, &HostKeys::new(vec![HostColumn::U32(vec![1]); 5]))));
-    assert!(invalid(DeviceKeys::upload(&s, &HostKeys::default())));
-    let bad_validity = HostKeys { columns: vec![HostColumn::U32(vec![1, 2])], validity: vec![Some(vec![true])] };
-    assert!(invalid(DeviceKeys::upload(&s, &bad_validity)));
+    let (a, c) = (ta.column("a").unwrap().view(), tc.column("c").unwrap().view());
+    assert!(invalid(TableView::new(vec![("a", a), ("c", c)])));
+    // A validity bitmap too short for the rows (3 rows from bit 6 need 2 bytes).
+    let values = s.copy_from_host(&[0u8; 36]).unwrap();
+    let bits = s.copy_from_host(&[0xFFu8]).unwrap();
+    assert!(invalid(ColumnView::new(DataType::Int32, 3, 6, values.view(), None, Some(bits.view()))));
+    assert!(ColumnView::new(DataType::Int32, 2, 6, values.view(), None, Some(bits.view())).is_ok());
+    // Host tables that fail validation are not built.
+    let ragged = HostTable::new(vec![("a", HostColumn::from_values(vec![1i32, 2])), ("b", HostColumn::from_values(vec![1i32]))]);
+    assert!(invalid(ragged));
+    assert!(invalid(HostColumn::from_values(vec![1u32, 2]).with_validity(&[true])));
+    assert!(invalid(HostColumn::from_arrow_buffers(DataType::Int32, 3, 0, vec![0; 12], vec![], Some(vec![]))));
+    // A table without the key column.
+    let empty = Table::upload(&s, &HostTable::default()).unwrap();
+    let res = Join::new(JoinType::Inner).on(&ta, &["a"], &empty, &["a"]).algorithm(Algorithm::SortMerge(Gather::Unclustered)).run(&s);
+    assert!(matches!(res.map(|o| o.rows), Err(Error::UnknownColumn { .. })));
     // Valid keys still work after all that.
-    let ok = sort_merge_join(&s, &ka, &Keys::single(c.view()), JoinType::Inner, DEFAULT).unwrap();
-    assert_eq!(ok.pairs().unwrap().len(), 2);
+    let ok = Join::new(JoinType::Inner).on(&ta, &["a"], &tc, &["c"]).algorithm(Algorithm::SortMerge(Gather::Unclustered)).run(&s).unwrap();
+    assert_eq!(ok.maps.unwrap().pairs().unwrap().len(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1272,11 +1442,11 @@ fn large_2_pow_24_rows_inner_and_full_joins() {
     let mut rng = StdRng::seed_from_u64(0x1A26_E024);
     let lk: Vec<u32> = (0..n).map(|_| rng.gen_range(0..domain)).collect();
     let rk: Vec<u32> = (0..n).map(|_| rng.gen_range(0..domain)).collect();
-    let (hl, hr) = (HostKeys::single(HostColumn::U32(lk.clone())), HostKeys::single(HostColumn::U32(rk.clone())));
-    let (dl, dr) = (DeviceKeys::upload(&s, &hl).unwrap(), DeviceKeys::upload(&s, &hr).unwrap());
+    let (hl, hr) = (keys_table(vec![HostColumn::from_values(lk.clone())]), keys_table(vec![HostColumn::from_values(rk.clone())]));
+    let (dl, dr) = (Table::upload(&s, &hl).unwrap(), Table::upload(&s, &hr).unwrap());
     std::thread::scope(|scope| {
         // The reference count (a hash join of 2^24 rows: seconds) runs beside the GPU joins.
-        let reference_full = scope.spawn(|| reference::join_size(&hl, &hr, JoinType::Full, DEFAULT).unwrap());
+        let reference_full = scope.spawn(|| reference_size(&hl, &hr, JoinType::Full, DEFAULT));
         // Per-key statistics give the sizes and the complete check of each output; they must
         // agree with the reference (below).
         let st = KeyStats::new(&lk, &rk, domain as usize);
@@ -1286,11 +1456,9 @@ fn large_2_pow_24_rows_inner_and_full_joins() {
         assert!(sizes[0].1 > inner && sizes[1].1 > sizes[0].1 + unmatched, "{sizes:?}");
         for algo in [Algo::SortMerge, Algo::Interleave] {
             for (jt, want) in sizes {
-                let maps = match algo {
-                    Algo::SortMerge => sort_merge_join(&s, &dl.keys(), &dr.keys(), jt, DEFAULT),
-                    _ => interleave_join(&s, &dl.keys(), &dr.keys(), jt, DEFAULT),
-                }
-                .unwrap_or_else(|e| panic!("{algo:?} {jt:?}: {e}"));
+                let out = front_door(algo.algorithm(), &dl, &dr, jt, DEFAULT).run(&s).unwrap_or_else(|e| panic!("{algo:?} {jt:?}: {e}"));
+                assert_eq!(out.algorithm, algo.algorithm());
+                let maps = out.maps.unwrap();
                 assert_eq!(maps.rows(), want, "{algo:?} {jt:?}: rows");
                 let (lm, rm) = maps.to_host().unwrap();
                 drop(maps);
@@ -1298,9 +1466,9 @@ fn large_2_pow_24_rows_inner_and_full_joins() {
             }
         }
         for (jt, want) in sizes {
-            assert_eq!(sort_merge_join_size(&s, &dl.keys(), &dr.keys(), jt, DEFAULT).unwrap(), want, "sort_merge_join_size {jt:?}");
+            assert_eq!(front_door(Algo::SortMerge.algorithm(), &dl, &dr, jt, DEFAULT).count(&s).unwrap(), want, "Join::count {jt:?}");
         }
         let full = reference_full.join().unwrap();
-        assert_eq!(full, sizes[1].1, "reference::join_size Full vs the test's key statistics");
+        assert_eq!(full, sizes[1].1, "table_reference::equi_join_count Full vs the test's key statistics");
     });
 }

@@ -161,6 +161,63 @@ pub(crate) fn prepare<'a>(stream: &Stream, left: &[ColumnView<'a>], right: &[Col
     Ok((l, r))
 }
 
+/// Prepares the key columns of 2 or more tables for a join of all of them (already checked: as
+/// many columns in each, comparable types column by column, at most [`MAX_KEY_COLUMNS`] prepared
+/// columns), the same way as [`prepare`] without key compression: every table's column `c` is
+/// prepared as the same key type, and string keys become dense ranks that are equal across all
+/// tables exactly where the strings are equal ([`string_ranks_many`]).
+pub(crate) fn prepare_many<'a>(stream: &Stream, tables: &[Vec<ColumnView<'a>>]) -> Result<Vec<PreparedKeys<'a>>> {
+    let mut out: Vec<Vec<Prepared<'a>>> = tables.iter().map(|_| Vec::new()).collect();
+    for c in 0..tables.first().map_or(0, Vec::len) {
+        let cols: Vec<ColumnView<'a>> = tables.iter().map(|t| t[c]).collect();
+        if cols[0].data_type().is_string() {
+            let ranks = string_ranks_many(stream, &cols)?;
+            for ((o, r), v) in out.iter_mut().zip(ranks).zip(&cols) {
+                o.push(Prepared { values: Values::U32(Cow::Owned(r)), validity: kernels::validity_words(stream, v)? });
+            }
+        } else {
+            for (o, v) in out.iter_mut().zip(&cols) {
+                prepare_one(stream, v, o)?;
+            }
+        }
+    }
+    Ok(out.into_iter().map(|columns| PreparedKeys { columns, note: None }).collect())
+}
+
+/// String keys of several tables as `u32` keys that are equal exactly where the strings are
+/// equal, in every pair of tables: tables 0 and 1 get their dense ranks among both
+/// ([`kernels::string_ranks`]); every further table `t` gets, for each row, the rank that table
+/// 0's rows of the same string got, and `u32::MAX` (above every rank) where table 0 has no such
+/// string (one rank pass of tables 0 and `t`, a scatter of table 0's ranks into a table by those
+/// ranks, and a gather). A row whose string is not in table 0 can match no row of table 0, so
+/// such rows never join in a join of every table; null rows get the key of their bytes (the
+/// validity decides).
+///
+/// Example: `["b", "a"]`, `["a", "c"]`, `["c", "b"]` become `[1, 0]`, `[0, 2]` and
+/// `[u32::MAX, 1]`.
+pub(crate) fn string_ranks_many(stream: &Stream, cols: &[ColumnView<'_>]) -> Result<Vec<DeviceBuffer<u32>>> {
+    if cols.len() < 2 {
+        return Err(Error::invalid("internal: string ranks of fewer than two tables"));
+    }
+    let (r0, r1, _) = kernels::string_ranks(stream, &cols[0], &cols[1])?;
+    let mut out = Vec::with_capacity(cols.len());
+    for c in &cols[2..] {
+        let (a, b, distinct) = kernels::string_ranks(stream, &cols[0], c)?;
+        // table[x] = table 0's key (r0) of the string ranked x among tables 0 and t.
+        let mut table = stream.alloc::<u32>(distinct as usize)?;
+        if !table.is_empty() {
+            gpujoin_primitives::fill(stream, &mut table.view_mut(), u32::MAX)?;
+        }
+        if !a.is_empty() {
+            gpujoin_primitives::scatter(stream, &r0.view(), &a.view(), &mut table.view_mut())?;
+        }
+        out.push(if b.is_empty() { b } else { gpujoin_primitives::gather(stream, &table.view(), &b.view(), u32::MAX)? });
+    }
+    out.insert(0, r1);
+    out.insert(0, r0);
+    Ok(out)
+}
+
 impl PreparedKeys<'_> {
     /// How the keys were prepared, where a join's reason should say it (8-byte integer keys:
     /// compressed to 32-bit offsets, or kept because they span 2^32 or more).

@@ -1,5 +1,6 @@
 //! The front door: one [`Join`] builder over two tables, for every join type, key type and
 //! algorithm.
+//! [`Join::many`] joins 2 to 16 tables on equal keys (the interleave join of many tables).
 //!
 //! ```no_run
 //! use gpujoin_join::plan::{Algorithm, Join};
@@ -33,6 +34,7 @@
 //! | [`Algorithm::Hash`] | one global hash table (NPHJ): unique build keys need no sort; small build sides | by probe row (the side with more rows whose keys can match; the left one on ties) in row order, each with its build matches in row order; then unmatched left rows, then unmatched right rows |
 //! | [`Algorithm::PartitionedHash`] | radix-partitioned hash join; PHJ-UM / PHJ-OM (PHJ-OM: some keys as ranks, below) | by partition |
 //! | [`Algorithm::IndexedNestedLoop`] | a sorted index of the right side probed by binary search; any keys (some as ranks, below) | left row order; within a left row its right rows in row order; then the unmatched right rows in row order |
+//! | [`Join::many`] (not an [`Algorithm`]) | the interleave join of 2 to 16 tables: inner, on keys equal in every table; one map a table | by key; within a key, table 0's row slowest, the last table's fastest |
 //!
 //! Every order is deterministic (the same inputs give the same order on every run); only the
 //! sorted-merge, sort-merge, interleave and indexed nested-loop orders are part of the contract.
@@ -76,8 +78,10 @@ mod aggregate;
 mod filter;
 mod index;
 mod keys;
+mod many;
 
 pub use index::JoinIndex;
+pub use many::{ManyJoin, ManyOutput, MAX_TABLES};
 
 use gpujoin_device::{Error, Result, Stream};
 
@@ -1011,7 +1015,7 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
     Ok(match algorithm {
         Algorithm::SortedMerge => {
             crate::common::check_output_budget(stream, l, r, jt, options)?;
-            sorted_merge(stream, i, jt)?
+            sorted_merge(stream, i, jt, options)?
         }
         Algorithm::SortMerge(_) => crate::sort_merge::sort_merge_join(stream, l, r, jt, options)?,
         Algorithm::Interleave => crate::interleave::interleave_join(stream, l, r, jt, options)?,
@@ -1092,7 +1096,9 @@ fn theta_maps(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: 
     }
 }
 
-fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType) -> Result<GatherMaps> {
+/// The sorted merge of the one key column of each side (checked sorted here); the test-only
+/// [`crate::TestingOptions`] of `options` reach it (`force_general_merge_path`).
+fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType, options: JoinOptions) -> Result<GatherMaps> {
     let (a, b) = (&i.left_keys[0], &i.right_keys[0]);
     for (side, c) in [("left", a), ("right", b)] {
         let d = crate::kernels::table::count_descents(stream, c)?;
@@ -1101,11 +1107,19 @@ fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType) -> Result<GatherM
         }
     }
     let err = || Error::invalid("misaligned key values");
+    fn merge<K: crate::sort_merge::SortedKey>(stream: &Stream, a: &gpujoin_device::DeviceView<'_, K>, b: &gpujoin_device::DeviceView<'_, K>, jt: JoinType, options: JoinOptions) -> Result<GatherMaps> {
+        #[cfg(feature = "testing")]
+        if options.testing != crate::types::TestingOptions::DEFAULT {
+            return crate::sort_merge::sorted_merge_join_with(stream, a, b, jt, options.testing);
+        }
+        let _ = options;
+        crate::sort_merge::sorted_merge_join(stream, a, b, jt)
+    }
     match a.data_type() {
-        DataType::Int32 | DataType::Date32 => crate::sort_merge::sorted_merge_join(stream, &a.typed::<i32>().ok_or_else(err)?, &b.typed::<i32>().ok_or_else(err)?, jt),
-        DataType::UInt32 => crate::sort_merge::sorted_merge_join(stream, &a.typed::<u32>().ok_or_else(err)?, &b.typed::<u32>().ok_or_else(err)?, jt),
-        DataType::UInt64 => crate::sort_merge::sorted_merge_join(stream, &a.typed::<u64>().ok_or_else(err)?, &b.typed::<u64>().ok_or_else(err)?, jt),
-        _ => crate::sort_merge::sorted_merge_join(stream, &a.typed::<i64>().ok_or_else(err)?, &b.typed::<i64>().ok_or_else(err)?, jt),
+        DataType::Int32 | DataType::Date32 => merge(stream, &a.typed::<i32>().ok_or_else(err)?, &b.typed::<i32>().ok_or_else(err)?, jt, options),
+        DataType::UInt32 => merge(stream, &a.typed::<u32>().ok_or_else(err)?, &b.typed::<u32>().ok_or_else(err)?, jt, options),
+        DataType::UInt64 => merge(stream, &a.typed::<u64>().ok_or_else(err)?, &b.typed::<u64>().ok_or_else(err)?, jt, options),
+        _ => merge(stream, &a.typed::<i64>().ok_or_else(err)?, &b.typed::<i64>().ok_or_else(err)?, jt, options),
     }
 }
 
