@@ -1,37 +1,42 @@
 //! Property tests of the hash joins (seed 002: PHJ-UM, PHJ-OM and the non-partitioned hash join)
-//! against the CPU reference (`reference::join`).
+//! through the front door (`gpujoin_join::plan::Join` with an explicit `Algorithm`: `Hash`,
+//! `PartitionedHash(Gather::Unclustered)` (PHJ-UM), `PartitionedHash(Gather::Clustered)`
+//! (PHJ-OM)) against a CPU reference over host tables (`table_keys::join`, a hash-based mirror
+//! of `gpujoin_testkit::table_reference::join`, cross-checked with it by a CPU test here).
 //!
 //! They run on the GPU when one is present, print `SKIPPED` when none is, and fail loudly with
 //! GPUJOIN_REQUIRE_GPU=1. Seeds are fixed so failures reproduce; the device pool is poisoned
 //! before each join so that an internal buffer a kernel forgets to write shows up as garbage.
 //!
 //! Maps compare with the reference as sorted multisets of `(left row, right row)` pairs;
-//! materialized payloads compare as sorted multisets of output rows (the payload values of both
-//! sides, `None` on a null side) with host-side gathers through the reference pairs.
+//! selected payload columns (`JoinOutput::table`) compare as sorted multisets of output rows
+//! (the payload bits of both sides, `None` on a null side) with host-side gathers through the
+//! reference pairs.
 //!
 //! Every test holds [`LOCK`]: the device's peak-memory counter, which the joins' statistics
-//! reset and read, is process-wide. The tuning (partition bits, probe rows per work item) and
-//! the weak hash are test-only options of each call (`JoinOptions::testing`, the feature
-//! `testing`): [`tuned`], [`weak_hash`].
+//! (`Join::with_stats`) reset and read, is process-wide. The tuning (partition bits, probe rows
+//! per work item) and the weak hash are test-only options of each join (`Join::testing`, the
+//! feature `testing`): [`tuned`], [`weak_hash`]. Every join here also turns the front door's key
+//! compression off (`TestingOptions::no_key_compression`), so that 8-byte keys take the 8-byte
+//! paths of the hash joins, as they did when these tests called the joins directly.
 //!
 //! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer property cases and smaller PK-FK
 //! and large joins (2^18 build rows: still 256 partitions, several transform chunks); the
 //! OM-against-UM peak comparison, which holds for the sizes of a full run, is asserted only there.
 
 mod common;
+#[path = "common/table_keys.rs"]
+mod table_keys;
 use common::{canonical_pairs, diff, fail, stream, uniform};
 
 use std::sync::{Mutex, MutexGuard};
 
 use gpujoin_device::testing::{cases, pick, reduced, rows};
 use gpujoin_device::{DeviceBuffer, Error, Stream};
-use gpujoin_join::{
-    hash_join, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads,
-    DeviceColumn, DeviceKeys, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, KeyType, Keys, Materialization,
-    NanEquality, NullEquality, Payload, RowId, Side, TestingOptions,
-};
+use gpujoin_join::plan::{Algorithm, Gather, Join, JoinOutput};
+use gpujoin_join::table::{Column, DataType, HostColumn, HostTable, Table};
+use gpujoin_join::{GatherMaps, JoinType, NanEquality, NullEquality, RowId, Side, TestingOptions};
 use gpujoin_testkit::datagen;
-use gpujoin_testkit::reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
@@ -50,15 +55,33 @@ fn lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The equalities and test-only options of one join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Opts {
+    nulls: NullEquality,
+    nans: NanEquality,
+    testing: TestingOptions,
+}
+
+impl Opts {
+    /// `j` with these options.
+    fn apply(self, j: Join<'_>) -> Join<'_> {
+        j.null_equality(self.nulls).nan_equality(self.nans).testing(self.testing)
+    }
+}
+
+/// No key compression (see the module docs), nothing else forced.
+const TESTING: TestingOptions = TestingOptions { no_key_compression: true, ..TestingOptions::DEFAULT };
+
 /// `opts` with the partitioned hash join on `bits` partition bits (0: automatic) and at most
 /// `split` probe rows per work item (0: the default).
-fn tuned(opts: JoinOptions, bits: u32, split: u32) -> JoinOptions {
-    JoinOptions { testing: TestingOptions { partition_bits: bits, probe_split: split, ..opts.testing }, ..opts }
+fn tuned(opts: Opts, bits: u32, split: u32) -> Opts {
+    Opts { testing: TestingOptions { partition_bits: bits, probe_split: split, ..opts.testing }, ..opts }
 }
 
 /// `opts` keeping 2 bits of every hashed key (massive collisions of hashed composites).
-fn weak_hash(opts: JoinOptions) -> JoinOptions {
-    JoinOptions { testing: TestingOptions { hash_mask: 0b11, ..opts.testing }, ..opts }
+fn weak_hash(opts: Opts) -> Opts {
+    Opts { testing: TestingOptions { hash_mask: 0b11, ..opts.testing }, ..opts }
 }
 
 /// (partition bits, probe rows per item): automatic; one bit (huge partitions: several build
@@ -98,21 +121,44 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
     }
 }
 
-const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT };
+const DEFAULT: Opts = Opts { nulls: NullEquality::NullEqualsNothing, nans: NanEquality::NanEqualsNan, testing: TESTING };
 
-const ALL_OPTIONS: [JoinOptions; 4] = [
+const ALL_OPTIONS: [Opts; 4] = [
     DEFAULT,
-    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT },
-    JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT },
-    JoinOptions { null_equality: NullEquality::NullEqualsNull, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT },
+    Opts { nulls: NullEquality::NullEqualsNull, nans: NanEquality::NanEqualsNan, testing: TESTING },
+    Opts { nulls: NullEquality::NullEqualsNothing, nans: NanEquality::NanNeverEqual, testing: TESTING },
+    Opts { nulls: NullEquality::NullEqualsNull, nans: NanEquality::NanNeverEqual, testing: TESTING },
 ];
+
+const PHJ_UM: Algorithm = Algorithm::PartitionedHash(Gather::Unclustered);
+const PHJ_OM: Algorithm = Algorithm::PartitionedHash(Gather::Clustered);
+
+/// What a front-door reason says when the keys were joined as ranks (see `plan`'s module docs).
+const RANKS: &str = "keys joined as ranks";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Algo {
-    /// `partitioned_hash_join` (maps), with a tuning.
+    /// PHJ-UM's maps (`Algorithm::PartitionedHash(Gather::Unclustered)`), with a tuning.
     Phj(u32, u32),
-    /// `hash_join`.
+    /// The non-partitioned hash join (`Algorithm::Hash`).
     Nphj,
+}
+
+impl Algo {
+    fn algorithm(self) -> Algorithm {
+        match self {
+            Algo::Phj(..) => PHJ_UM,
+            Algo::Nphj => Algorithm::Hash,
+        }
+    }
+
+    /// `opts` as this algorithm runs them (PHJ: with its tuning).
+    fn opts(self, opts: Opts) -> Opts {
+        match self {
+            Algo::Phj(bits, split) => tuned(opts, bits, split),
+            Algo::Nphj => opts,
+        }
+    }
 }
 
 fn algos() -> Vec<Algo> {
@@ -132,26 +178,59 @@ fn rotating<T: Copy>(all: &[T], i: usize) -> Vec<T> {
     vec![all[i % all.len()], all[(i + step) % all.len()]]
 }
 
-fn gpu_maps(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions) -> gpujoin_device::Result<GatherMaps> {
-    let (dl, dr) = (DeviceKeys::upload(s, l)?, DeviceKeys::upload(s, r)?);
-    poison_for(s, l.rows() + r.rows());
-    match algo {
-        Algo::Phj(bits, split) => Ok(partitioned_hash_join(s, &dl.keys(), &dr.keys(), jt, tuned(opts, bits, split))?.maps),
-        Algo::Nphj => hash_join(s, &dl.keys(), &dr.keys(), jt, opts),
-    }
+/// A table of key columns `k0`, `k1`, ...
+fn key_table(columns: Vec<HostColumn>) -> HostTable {
+    HostTable::new(columns.into_iter().enumerate().map(|(i, c)| (format!("k{i}"), c)).collect()).unwrap()
 }
 
-fn describe(l: &HostKeys, r: &HostKeys) -> String {
+/// The names of a table's key columns (`k0`, `k1`, ...: every column whose name starts with `k`).
+fn key_names(t: &HostTable) -> Vec<&str> {
+    t.names().iter().map(String::as_str).filter(|n| n.starts_with('k')).collect()
+}
+
+/// One table of a single column `k`.
+fn single(c: HostColumn) -> HostTable {
+    HostTable::new(vec![("k", c)]).unwrap()
+}
+
+fn up(s: &Stream, t: &HostTable) -> Table {
+    Table::upload(s, t).unwrap()
+}
+
+/// Runs `algorithm` on the key columns of `l` and `r` (uploaded, then the pool poisoned) and
+/// checks that it ran as asked.
+fn gpu_run(s: &Stream, algorithm: Algorithm, l: &HostTable, r: &HostTable, jt: JoinType, opts: Opts) -> gpujoin_device::Result<JoinOutput> {
+    let (lt, rt) = (Table::upload(s, l)?, Table::upload(s, r)?);
+    poison_for(s, l.rows() + r.rows());
+    let (lk, rk) = (key_names(l), key_names(r));
+    let out = opts.apply(Join::new(jt).on(&lt, &lk, &rt, &rk)).algorithm(algorithm).run(s)?;
+    if out.algorithm != algorithm {
+        return Err(Error::invalid(format!("asked for {}, {} ran ({})", algorithm.name(), out.algorithm.name(), out.reason)));
+    }
+    Ok(out)
+}
+
+fn gpu_maps(s: &Stream, algo: Algo, l: &HostTable, r: &HostTable, jt: JoinType, opts: Opts) -> gpujoin_device::Result<GatherMaps> {
+    let out = gpu_run(s, algo.algorithm(), l, r, jt, algo.opts(opts))?;
+    out.maps.ok_or_else(|| Error::invalid(format!("{} returned no maps", algo.algorithm().name())))
+}
+
+fn describe(l: &HostTable, r: &HostTable) -> String {
     if l.rows() + r.rows() <= 40 {
-        format!("\nleft {l:?}\nright {r:?}")
+        format!("\nleft\n{l}right\n{r}")
     } else {
         format!(" ({} x {} rows)", l.rows(), r.rows())
     }
 }
 
-/// Runs `algo` and compares its maps with `reference::join` as multisets.
-fn check_maps(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
-    let want = reference::join(l, r, jt, opts).unwrap();
+/// The reference pairs of a join on the key columns of `l` and `r`.
+fn reference(l: &HostTable, r: &HostTable, jt: JoinType, opts: Opts) -> Vec<(RowId, RowId)> {
+    table_keys::join(l, &key_names(l), r, &key_names(r), jt, opts.nulls, opts.nans)
+}
+
+/// Runs `algo` and compares its maps with the reference as multisets.
+fn check_maps(s: &Stream, algo: Algo, l: &HostTable, r: &HostTable, jt: JoinType, opts: Opts, what: &str) -> Result<(), TestCaseError> {
+    let want = reference(l, r, jt, opts);
     let maps = gpu_maps(s, algo, l, r, jt, opts).map_err(|e| fail(format!("{algo:?} {jt:?} {opts:?} {what}: error {e}{}", describe(l, r))))?;
     let got = canonical_pairs(&maps, jt)?;
     if got != want {
@@ -166,21 +245,23 @@ fn check_maps(s: &Stream, algo: Algo, l: &HostKeys, r: &HostKeys, jt: JoinType, 
 
 /// Codes as a key column of `ty` (injective); `spread` maps them over the whole range of the
 /// type (sign and high bits) instead of small values.
-fn column(ty: KeyType, codes: &[u64], spread: bool) -> HostColumn {
+fn column(ty: DataType, codes: &[u64], spread: bool) -> HostColumn {
+    use HostColumn as H;
     match (ty, spread) {
-        (KeyType::U32, false) => HostColumn::U32(codes.iter().map(|&c| c as u32).collect()),
-        (KeyType::U32, true) => HostColumn::U32(codes.iter().map(|&c| (c as u32).wrapping_mul(0x9E37_79B1)).collect()),
-        (KeyType::I32, false) => HostColumn::I32(codes.iter().map(|&c| c as i32 - 1000).collect()),
-        (KeyType::I32, true) => HostColumn::I32(codes.iter().map(|&c| (c as u32).wrapping_mul(0x9E37_79B1) as i32).collect()),
-        (KeyType::U64, false) => HostColumn::U64(codes.to_vec()),
-        (KeyType::U64, true) => HostColumn::U64(codes.iter().map(|&c| c.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect()),
-        (KeyType::I64, false) => HostColumn::I64(codes.iter().map(|&c| c as i64 - 1000).collect()),
+        (DataType::UInt32, false) => H::from_values(codes.iter().map(|&c| c as u32).collect()),
+        (DataType::UInt32, true) => H::from_values(codes.iter().map(|&c| (c as u32).wrapping_mul(0x9E37_79B1)).collect()),
+        (DataType::Int32, false) => H::from_values(codes.iter().map(|&c| c as i32 - 1000).collect()),
+        (DataType::Int32, true) => H::from_values(codes.iter().map(|&c| (c as u32).wrapping_mul(0x9E37_79B1) as i32).collect()),
+        (DataType::UInt64, false) => H::from_values(codes.to_vec()),
+        (DataType::UInt64, true) => H::from_values(codes.iter().map(|&c| c.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect()),
+        (DataType::Int64, false) => H::from_values(codes.iter().map(|&c| c as i64 - 1000).collect()),
         // Multiples of 2^32: every low bit equal (raw partitioning crowds one partition).
-        (KeyType::I64, true) => HostColumn::I64(codes.iter().map(|&c| ((c as i64) << 32) - (1 << 40)).collect()),
-        (KeyType::F32, false) => HostColumn::F32(codes.iter().map(|&c| c as f32 * 0.5 - 100.0).collect()),
-        (KeyType::F32, true) => HostColumn::F32(codes.iter().map(|&c| if c % 2 == 1 { -(c as f32) * 1.0e20 } else { c as f32 * 1.0e-20 }).collect()),
-        (KeyType::F64, false) => HostColumn::F64(codes.iter().map(|&c| c as f64 * 0.25 - 1000.0).collect()),
-        (KeyType::F64, true) => HostColumn::F64(codes.iter().map(|&c| if c % 2 == 1 { -(c as f64) * 1.0e200 } else { c as f64 * 1.0e-200 }).collect()),
+        (DataType::Int64, true) => H::from_values(codes.iter().map(|&c| ((c as i64) << 32) - (1 << 40)).collect()),
+        (DataType::Float32, false) => H::from_values(codes.iter().map(|&c| c as f32 * 0.5 - 100.0).collect()),
+        (DataType::Float32, true) => H::from_values(codes.iter().map(|&c| if c % 2 == 1 { -(c as f32) * 1.0e20 } else { c as f32 * 1.0e-20 }).collect()),
+        (DataType::Float64, false) => H::from_values(codes.iter().map(|&c| c as f64 * 0.25 - 1000.0).collect()),
+        (DataType::Float64, true) => H::from_values(codes.iter().map(|&c| if c % 2 == 1 { -(c as f64) * 1.0e200 } else { c as f64 * 1.0e-200 }).collect()),
+        (t, _) => panic!("no key column of {t} here"),
     }
 }
 
@@ -308,7 +389,7 @@ fn hash_joins_match_reference_on_every_shape() {
     let _t = Timed::start("hash_joins_match_reference_on_every_shape");
     // U32 / I64: raw keys (fast path; spread I64 keys crowd one partition and get mixed);
     // F32 / F64 / U64 spread: keys through images and the mix.
-    let types = [KeyType::U32, KeyType::I64, KeyType::F32, KeyType::U64, KeyType::I32, KeyType::F64];
+    let types = [DataType::UInt32, DataType::Int64, DataType::Float32, DataType::UInt64, DataType::Int32, DataType::Float64];
     run(cases(3, 1), 0xA5_0001, (shape_params(), any::<bool>()), |(p, spread)| {
         for (si, shape) in SHAPES.into_iter().enumerate() {
             let (lc, rc) = shape_codes(shape, &p);
@@ -319,8 +400,8 @@ fn hash_joins_match_reference_on_every_shape() {
                 }
                 let i = si * types.len() + t;
                 let sides = [
-                    (HostKeys::single(column(ty, &lc, spread)), HostKeys::single(column(ty, &rc, spread))),
-                    (HostKeys::single(column(ty, &rc, spread)), HostKeys::single(column(ty, &lc, spread))),
+                    (single(column(ty, &lc, spread)), single(column(ty, &rc, spread))),
+                    (single(column(ty, &rc, spread)), single(column(ty, &lc, spread))),
                 ];
                 // Reduced: one orientation, alternating; two algorithms and two join types.
                 let sides = if reduced() { vec![sides[i % 2].clone()] } else { sides.to_vec() };
@@ -353,8 +434,8 @@ fn pk_fk_workloads_match_reference_over_match_ratios_and_skew() {
     }
     for (what, f) in &cases {
         for wide in [false, true] {
-            let col = |k: &[u32]| if wide { HostColumn::U64(k.iter().map(|&x| (x as u64) << 20 | 7).collect()) } else { HostColumn::U32(k.to_vec()) };
-            let (hr, hs) = (HostKeys::single(col(&r)), HostKeys::single(col(f)));
+            let col = |k: &[u32]| if wide { HostColumn::from_values(k.iter().map(|&x| (x as u64) << 20 | 7).collect()) } else { HostColumn::from_values(k.to_vec()) };
+            let (hr, hs) = (single(col(&r)), single(col(f)));
             for algo in [Algo::Phj(0, 0), Algo::Nphj] {
                 for jt in [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full, JoinType::LeftAnti, JoinType::RightSemi] {
                     check_maps(&s, algo, &hr, &hs, jt, DEFAULT, &format!("PK-FK {what}, 8-byte keys {wide}")).unwrap_or_else(|e| panic!("{e}"));
@@ -365,7 +446,7 @@ fn pk_fk_workloads_match_reference_over_match_ratios_and_skew() {
     // FK-FK with skew on both sides.
     let a = datagen::zipf_keys(rows(20_000, 5_000), 3000, 1.0, 4).unwrap();
     let b = datagen::zipf_keys(rows(30_000, 7_500), 3000, 0.7, 5).unwrap();
-    let (ha, hb) = (HostKeys::single(HostColumn::U32(a)), HostKeys::single(HostColumn::U32(b)));
+    let (ha, hb) = (single(HostColumn::from_values(a)), single(HostColumn::from_values(b)));
     for algo in algos() {
         for jt in JoinType::ALL {
             check_maps(&s, algo, &ha, &hb, jt, DEFAULT, "FK-FK Zipf").unwrap_or_else(|e| panic!("{e}"));
@@ -389,28 +470,37 @@ const F64_POOL: [u64; 8] = [
     0x0000_0000_0000_0001,
 ];
 
-fn pool_column(ty: KeyType, rng: &mut StdRng, domain: usize, n: usize) -> HostColumn {
+fn pool_column(ty: DataType, rng: &mut StdRng, domain: usize, n: usize) -> HostColumn {
+    use HostColumn as H;
     let mut idx = || rng.gen_range(0..domain);
     match ty {
-        KeyType::I32 => HostColumn::I32((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as i32).collect()),
-        KeyType::I64 => HostColumn::I64((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()]).collect()),
-        KeyType::U32 => HostColumn::U32((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as u32).collect()),
-        KeyType::U64 => HostColumn::U64((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as u64).collect()),
-        KeyType::F32 => HostColumn::F32((0..n).map(|_| f64::from_bits(F64_POOL[idx() % F64_POOL.len()]) as f32).collect()),
-        KeyType::F64 => HostColumn::F64((0..n).map(|_| f64::from_bits(F64_POOL[idx() % F64_POOL.len()])).collect()),
+        DataType::Int32 => H::from_values((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as i32).collect()),
+        DataType::Int64 => H::from_values((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()]).collect()),
+        DataType::UInt32 => H::from_values((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as u32).collect()),
+        DataType::UInt64 => H::from_values((0..n).map(|_| INT_POOL[idx() % INT_POOL.len()] as u64).collect()),
+        DataType::Float32 => H::from_values((0..n).map(|_| f64::from_bits(F64_POOL[idx() % F64_POOL.len()]) as f32).collect()),
+        DataType::Float64 => H::from_values((0..n).map(|_| f64::from_bits(F64_POOL[idx() % F64_POOL.len()])).collect()),
+        t => panic!("no pool column of {t}"),
     }
 }
 
-fn pool_keys(rng: &mut StdRng, types: &[KeyType], domain: usize, n: usize, null_fraction: f64) -> HostKeys {
-    let mut k = HostKeys::default();
+/// Key columns `k0`, `k1`, ... of `types`, each with a validity bitmap when `null_fraction > 0`
+/// (nulls drawn at that rate: possibly none).
+fn pool_keys(rng: &mut StdRng, types: &[DataType], domain: usize, n: usize, null_fraction: f64) -> HostTable {
+    let mut columns = Vec::new();
     for &ty in types {
-        k.columns.push(pool_column(ty, rng, domain, n));
-        k.validity.push(if null_fraction > 0.0 { Some((0..n).map(|_| !rng.gen_bool(null_fraction)).collect()) } else { None });
+        let c = pool_column(ty, rng, domain, n);
+        columns.push(if null_fraction > 0.0 {
+            let valid: Vec<bool> = (0..n).map(|_| !rng.gen_bool(null_fraction)).collect();
+            c.with_validity(&valid).unwrap()
+        } else {
+            c
+        });
     }
-    k
+    key_table(columns)
 }
 
-const ALL_TYPES: [KeyType; 6] = [KeyType::I32, KeyType::I64, KeyType::U32, KeyType::U64, KeyType::F32, KeyType::F64];
+const ALL_TYPES: [DataType; 6] = [DataType::Int32, DataType::Int64, DataType::UInt32, DataType::UInt64, DataType::Float32, DataType::Float64];
 
 #[test]
 fn composite_nullable_nan_keys_match_reference_under_every_option() {
@@ -420,7 +510,7 @@ fn composite_nullable_nan_keys_match_reference_under_every_option() {
     let sizes = prop_oneof![1 => Just(0usize), 2 => 1usize..8, 6 => 8usize..400, 1 => 2000usize..5000];
     run(cases(40, 8), 0xA5_0002, (any::<u64>(), 1usize..=4, sizes.clone(), sizes, any::<bool>()), |(seed, ncols, nl, nr, weak)| {
         let mut rng = StdRng::seed_from_u64(seed);
-        let types: Vec<KeyType> = (0..ncols).map(|_| ALL_TYPES[rng.gen_range(0..ALL_TYPES.len())]).collect();
+        let types: Vec<DataType> = (0..ncols).map(|_| ALL_TYPES[rng.gen_range(0..ALL_TYPES.len())]).collect();
         let domain = rng.gen_range(1..12);
         let nulls = [0.0, 0.0, 0.1, 0.5][rng.gen_range(0..4)];
         let (l, r) = (pool_keys(&mut rng, &types, domain, nl, nulls), pool_keys(&mut rng, &types, domain, nr, nulls));
@@ -439,30 +529,104 @@ fn composite_nullable_nan_keys_match_reference_under_every_option() {
 // Payloads: PHJ-UM and PHJ-OM against host gathers of the reference pairs
 // ---------------------------------------------------------------------------------------------
 
-use common::payloads::*;
+use common::payloads::{expected_rows, payload, HostPayload, PType, Row, PTYPES};
 
-/// Runs the join with payloads in `mode` and compares the output relation with host gathers of
-/// the reference pairs (and, where returned, the maps with the reference pairs).
+/// The data type of a payload column of `ty`.
+fn ptype_data_type(ty: PType) -> DataType {
+    match ty {
+        PType::I32 => DataType::Int32,
+        PType::U32 => DataType::UInt32,
+        PType::F32 => DataType::Float32,
+        PType::I64 => DataType::Int64,
+        PType::U64 => DataType::UInt64,
+        PType::F64 => DataType::Float64,
+    }
+}
+
+/// A payload as a host column of its type, holding exactly its bits.
+fn payload_column(p: &HostPayload) -> HostColumn {
+    use HostColumn as H;
+    let b = &p.bits;
+    match p.ty {
+        PType::I32 => H::from_values(b.iter().map(|&x| x as u32 as i32).collect()),
+        PType::U32 => H::from_values(b.iter().map(|&x| x as u32).collect()),
+        PType::F32 => H::from_values(b.iter().map(|&x| f32::from_bits(x as u32)).collect()),
+        PType::I64 => H::from_values(b.iter().map(|&x| x as i64).collect()),
+        PType::U64 => H::from_values(b.clone()),
+        PType::F64 => H::from_values(b.iter().map(|&x| f64::from_bits(x)).collect()),
+    }
+}
+
+/// The key columns of `keys` and the payload columns `<prefix>0`, `<prefix>1`, ... in one table.
+fn with_payloads(keys: &HostTable, payloads: &[HostPayload], prefix: &str) -> (HostTable, Vec<String>) {
+    let mut columns: Vec<(String, HostColumn)> = keys.names().iter().cloned().zip(keys.columns().iter().cloned()).collect();
+    let names: Vec<String> = (0..payloads.len()).map(|c| format!("{prefix}{c}")).collect();
+    columns.extend(names.iter().cloned().zip(payloads.iter().map(payload_column)));
+    (HostTable::new(columns).unwrap(), names)
+}
+
+/// The output rows of one side's selected columns (`names`, of `cols`' types) as payload tuples
+/// (`None` for a null row), checking types, lengths, that a validity bitmap is present exactly
+/// where the side can be null, that the columns of a side agree on which rows are null, and that
+/// null rows hold zero.
+fn side_rows(t: &HostTable, names: &[String], cols: &[HostPayload], rows: usize, nullable: bool, what: &str) -> Result<Vec<Row>, TestCaseError> {
+    let mut got: Vec<(&HostColumn, Vec<u64>)> = Vec::new();
+    for (name, p) in names.iter().zip(cols) {
+        let c = t.column(name).map_err(|e| fail(format!("{what}: column {name}: {e}")))?;
+        prop_assert_eq!(c.data_type(), ptype_data_type(p.ty), "{}: column {} type", what, name);
+        prop_assert_eq!(c.len(), rows, "{}: column {} rows", what, name);
+        prop_assert_eq!(c.validity_buffer().is_some(), nullable, "{}: column {}: validity present", what, name);
+        got.push((c, table_keys::raw_bits(c)));
+    }
+    let mut out = Vec::with_capacity(rows);
+    for k in 0..rows {
+        let valid = got.first().is_none_or(|(c, _)| c.is_valid(k));
+        for (c, (col, v)) in got.iter().enumerate() {
+            prop_assert_eq!(col.is_valid(k), valid, "{}: row {} is null in some columns of a side only (column {})", what, k, c);
+            if !valid {
+                prop_assert_eq!(v[k], 0, "{}: null row {} holds a value in column {}", what, k, c);
+            }
+        }
+        out.push(if valid { got.iter().map(|(_, v)| Some(v[k])).collect() } else { vec![None; cols.len()] });
+    }
+    Ok(out)
+}
+
+/// Runs PHJ-UM or PHJ-OM (`gather`) selecting every payload column of the sides the join type
+/// returns, and compares the output table with host gathers of the reference pairs (and, where
+/// returned, the maps with the reference pairs). `ranks`: the front door is expected to join the
+/// keys as ranks (its reason says so), or not.
 #[allow(clippy::too_many_arguments)]
 fn check_payload_join(
     s: &Stream,
-    l: &HostKeys,
+    l: &HostTable,
     lp: &[HostPayload],
-    r: &HostKeys,
+    r: &HostTable,
     rp: &[HostPayload],
     jt: JoinType,
-    opts: JoinOptions,
-    mode: Materialization,
+    opts: Opts,
+    gather: Gather,
+    ranks: bool,
     what: &str,
 ) -> Result<(), TestCaseError> {
-    let what = format!("{mode:?} {jt:?} {opts:?} {what}");
-    let want_pairs = reference::join(l, r, jt, opts).unwrap();
-    let (dl, dr) = (DeviceKeys::upload(s, l).unwrap(), DeviceKeys::upload(s, r).unwrap());
-    let (bl, br): (Vec<DevPayload>, Vec<DevPayload>) = (lp.iter().map(|p| upload(s, p)).collect(), rp.iter().map(|p| upload(s, p)).collect());
-    let (cl, cr): (Vec<DeviceColumn>, Vec<DeviceColumn>) = (bl.iter().map(dev_column).collect(), br.iter().map(dev_column).collect());
+    let what = format!("{gather:?} {jt:?} {opts:?} {what}");
+    let want_pairs = reference(l, r, jt, opts);
+    let ((lt, ln), (rt, rn)) = (with_payloads(l, lp, "lp"), with_payloads(r, rp, "rp"));
+    let ln: Vec<String> = if jt.has_left_map() { ln } else { vec![] };
+    let rn: Vec<String> = if jt.has_right_map() { rn } else { vec![] };
+    let (dl, dr) = (up(s, &lt), up(s, &rt));
     poison_for(s, l.rows() + r.rows());
-    let out = partitioned_hash_join_with_payloads(s, &dl.keys(), &cl, &dr.keys(), &cr, jt, opts, mode).map_err(|e| fail(format!("{what}: error {e}{}", describe(l, r))))?;
-    prop_assert_eq!(out.join_type, jt);
+    let (lk, rk) = (key_names(l), key_names(r));
+    let (ls, rs): (Vec<&str>, Vec<&str>) = (ln.iter().map(String::as_str).collect(), rn.iter().map(String::as_str).collect());
+    let algorithm = Algorithm::PartitionedHash(gather);
+    let out = opts
+        .apply(Join::new(jt).on(&dl, &lk, &dr, &rk))
+        .algorithm(algorithm)
+        .select(&ls, &rs)
+        .run(s)
+        .map_err(|e| fail(format!("{what}: error {e}{}", describe(l, r))))?;
+    prop_assert_eq!(out.algorithm, algorithm, "{}: ran {} ({})", what, out.algorithm.name(), out.reason);
+    prop_assert_eq!(out.reason.contains(RANKS), ranks, "{}: keys joined as ranks: reason {}", what, out.reason);
     prop_assert_eq!(out.rows, want_pairs.len() as u64, "{}: rows{}", what, describe(l, r));
     let rows = out.rows as usize;
     if let Some(maps) = &out.maps {
@@ -471,18 +635,14 @@ fn check_payload_join(
             return Err(fail(format!("{what}: maps: {}{}", diff(&got, &want_pairs), describe(l, r))));
         }
     } else {
-        prop_assert_eq!(mode, Materialization::Clustered, "{}: UM returns its maps", what);
+        prop_assert_eq!(gather, Gather::Clustered, "{}: UM returns its maps", what);
     }
-    prop_assert_eq!(out.left.is_some(), jt.has_left_map(), "{}: left side present", what);
-    prop_assert_eq!(out.right.is_some(), jt.has_right_map(), "{}: right side present", what);
-    let lrows = match &out.left {
-        Some(m) => side_rows(m, lp, rows, jt.keeps_unmatched_right(), &format!("{what} left"))?,
-        None => vec![vec![]; rows],
-    };
-    let rrows = match &out.right {
-        Some(m) => side_rows(m, rp, rows, jt.keeps_unmatched_left(), &format!("{what} right"))?,
-        None => vec![vec![]; rows],
-    };
+    let table = out.table.to_host().map_err(|e| fail(format!("{what}: reading the table: {e}")))?;
+    let names: Vec<String> = ln.iter().chain(&rn).cloned().collect();
+    prop_assert_eq!(table.names(), names.as_slice(), "{}: output columns", what);
+    prop_assert_eq!(table.rows(), if names.is_empty() { 0 } else { rows }, "{}: table rows", what);
+    let lrows = if jt.has_left_map() { side_rows(&table, &ln, lp, rows, jt.keeps_unmatched_right(), &format!("{what} left"))? } else { vec![vec![]; rows] };
+    let rrows = if jt.has_right_map() { side_rows(&table, &rn, rp, rows, jt.keeps_unmatched_left(), &format!("{what} right"))? } else { vec![vec![]; rows] };
     let mut got: Vec<Row> = lrows.into_iter().zip(rrows).map(|(mut a, b)| {
         a.extend(b);
         a
@@ -491,27 +651,19 @@ fn check_payload_join(
     let want = expected_rows(&want_pairs, lp, rp, jt);
     if got != want {
         let k = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
-        return Err(fail(format!("{what}: materialized rows differ from host gathers at sorted row {k}: {:?} vs {:?}{}", got.get(k), want.get(k), describe(l, r))));
+        return Err(fail(format!("{what}: output rows differ from host gathers at sorted row {k}: {:?} vs {:?}{}", got.get(k), want.get(k), describe(l, r))));
     }
     Ok(())
 }
 
-/// PHJ-OM of keys that are hashed (composites wider than 64 bits): the typed refusal, never a
-/// silent PHJ-UM.
-#[allow(clippy::too_many_arguments)]
-fn check_om_refused(s: &Stream, l: &HostKeys, lp: &[HostPayload], r: &HostKeys, rp: &[HostPayload], jt: JoinType, opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
-    let (dl, dr) = (DeviceKeys::upload(s, l).unwrap(), DeviceKeys::upload(s, r).unwrap());
-    let (bl, br): (Vec<DevPayload>, Vec<DevPayload>) = (lp.iter().map(|p| upload(s, p)).collect(), rp.iter().map(|p| upload(s, p)).collect());
-    let (cl, cr): (Vec<DeviceColumn>, Vec<DeviceColumn>) = (bl.iter().map(dev_column).collect(), br.iter().map(dev_column).collect());
-    match partitioned_hash_join_with_payloads(s, &dl.keys(), &cl, &dr.keys(), &cr, jt, opts, Materialization::Clustered) {
-        Err(Error::Unsupported { what: w, reason }) => {
-            prop_assert_eq!(w.as_str(), "PHJ-OM (clustered gathers)", "{} {:?}", what, jt);
-            prop_assert!(reason.contains("hashed"), "{} {:?}: reason {}", what, jt, reason);
-            Ok(())
-        }
-        Err(e) => Err(fail(format!("Clustered {jt:?} {what}: hashed keys: expected Error::Unsupported, got {e}"))),
-        Ok(out) => Err(fail(format!("Clustered {jt:?} {what}: hashed keys: expected Error::Unsupported, got {} rows", out.rows))),
-    }
+/// `datagen::composite_keys(keys, 3)` as host columns: `UInt32(k)`, `UInt64(k * golden ratio)`,
+/// `Int32(!k)` (96 bits: more than 64).
+fn composite3(keys: &[u32]) -> HostTable {
+    key_table(vec![
+        HostColumn::from_values(keys.to_vec()),
+        HostColumn::from_values(keys.iter().map(|&k| u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect()),
+        HostColumn::from_values(keys.iter().map(|&k| !k as i32).collect()),
+    ])
 }
 
 #[test]
@@ -524,38 +676,35 @@ fn materialized_payloads_match_host_gathers() {
         let shapes = [Shape::PkFk, Shape::FkFk, Shape::DuplicateHeavy, Shape::Zipf, Shape::OneRowLeft, Shape::EmptyRight, Shape::BigGroups];
         let shape = shapes[rng.gen_range(0..shapes.len())];
         let (lc, rc) = shape_codes(shape, &p);
-        // Keys: 4- or 8-byte integers (raw), floats (images), nullable or 3-column composites
-        // (the latter hashed and verified: PHJ-OM refuses them with Error::Unsupported).
+        // Key columns: 4- or 8-byte integers (raw), floats (images), nullable or 3-column composites
+        // (the latter two: PHJ-OM joins them as ranks, see below).
         let (l, r, opts) = match kind {
-            0 => (HostKeys::single(column(KeyType::U32, &lc, spread)), HostKeys::single(column(KeyType::U32, &rc, spread)), DEFAULT),
-            1 => (HostKeys::single(column(KeyType::I64, &lc, spread)), HostKeys::single(column(KeyType::I64, &rc, spread)), DEFAULT),
+            0 => (single(column(DataType::UInt32, &lc, spread)), single(column(DataType::UInt32, &rc, spread)), DEFAULT),
+            1 => (single(column(DataType::Int64, &lc, spread)), single(column(DataType::Int64, &rc, spread)), DEFAULT),
             2 => {
-                let mut l = HostKeys::single(column(KeyType::F64, &lc, spread));
-                let mut r = HostKeys::single(column(KeyType::F64, &rc, spread));
-                l.validity[0] = Some((0..l.rows()).map(|_| rng.gen_bool(0.9)).collect());
-                r.validity[0] = Some((0..r.rows()).map(|_| rng.gen_bool(0.8)).collect());
-                (l, r, ALL_OPTIONS[rng.gen_range(0..4)])
+                let l = column(DataType::Float64, &lc, spread);
+                let r = column(DataType::Float64, &rc, spread);
+                let vl: Vec<bool> = (0..l.len()).map(|_| rng.gen_bool(0.9)).collect();
+                let vr: Vec<bool> = (0..r.len()).map(|_| rng.gen_bool(0.8)).collect();
+                (single(l.with_validity(&vl).unwrap()), single(r.with_validity(&vr).unwrap()), ALL_OPTIONS[rng.gen_range(0..4)])
             }
             _ => {
                 let lk: Vec<u32> = lc.iter().map(|&c| c as u32).collect();
                 let rk: Vec<u32> = rc.iter().map(|&c| c as u32).collect();
-                (datagen::composite_keys(&lk, 3).unwrap(), datagen::composite_keys(&rk, 3).unwrap(), DEFAULT)
+                (composite3(&lk), composite3(&rk), DEFAULT)
             }
         };
         let lp: Vec<HostPayload> = (0..ncl).map(|c| payload(PTYPES[rng.gen_range(0..6)], l.rows(), 100 + c as u64)).collect();
         let rp: Vec<HostPayload> = (0..ncr).map(|c| payload(PTYPES[rng.gen_range(0..6)], r.rows(), 200 + c as u64)).collect();
-        for mode in [Materialization::Unclustered, Materialization::Clustered] {
+        for gather in [Gather::Unclustered, Gather::Clustered] {
             for jt in JoinType::ALL {
                 for &(bits, split) in &TUNINGS[..2] {
                     let what = format!("shape {shape:?} key kind {kind} spread {spread}, {ncl} + {ncr} payloads, tuning {bits}/{split}");
-                    // Hashed keys (over 64 bits: three columns, or a nullable f64 with its null
-                    // bit when nulls equal): PHJ-OM refuses them.
-                    let hashed = kind == 3 || (kind == 2 && opts.null_equality == NullEquality::NullEqualsNull);
-                    if hashed && mode == Materialization::Clustered {
-                        check_om_refused(&s, &l, &lp, &r, &rp, jt, tuned(opts, bits, split), &what)?;
-                        continue;
-                    }
-                    check_payload_join(&s, &l, &lp, &r, &rp, jt, tuned(opts, bits, split), mode, &what)?;
+                    // Key columns PHJ-OM cannot compare as they are (three: 96 bits; a nullable
+                    // f64 under either null equality) are joined as ranks by the front door,
+                    // never refused and never a silent PHJ-UM.
+                    let ranks = gather == Gather::Clustered && kind >= 2;
+                    check_payload_join(&s, &l, &lp, &r, &rp, jt, tuned(opts, bits, split), gather, ranks, &what)?;
                 }
             }
         }
@@ -577,35 +726,48 @@ fn outputs_are_identical_across_runs() {
     // Reduced: a few rows per key still (duplicates on both sides, keys 700..900 missing left).
     let a: Vec<u32> = datagen::zipf_keys(rows(9000, 2500), 700, 1.1, 8).unwrap();
     let b: Vec<u32> = (0..rows(15000, 3000)).map(|_| rng.gen_range(0..900)).collect();
-    let (ha, hb) = (HostKeys::single(HostColumn::U32(a.clone())), HostKeys::single(HostColumn::U32(b.clone())));
+    let (ha, hb) = (single(HostColumn::from_values(a.clone())), single(HostColumn::from_values(b.clone())));
     for algo in algos() {
         for jt in JoinType::ALL {
             let first = gpu_maps(&s, algo, &ha, &hb, jt, DEFAULT).unwrap().pairs().unwrap();
             let second = gpu_maps(&s, algo, &ha, &hb, jt, DEFAULT).unwrap().pairs().unwrap();
             assert_eq!(first.len(), second.len(), "{algo:?} {jt:?}");
             assert!(first == second, "{algo:?} {jt:?}: the two runs differ in order or content");
-            let want = reference::join(&ha, &hb, jt, DEFAULT).unwrap();
+            let want = reference(&ha, &hb, jt, DEFAULT);
             let mut got = first;
-            reference::sort_pairs(&mut got);
+            got.sort_unstable();
             assert_eq!(got, want, "{algo:?} {jt:?}");
         }
     }
     // PHJ-OM payload columns, in order.
-    let (dk, dl) = (s.copy_from_host(&a).unwrap(), s.copy_from_host(&b).unwrap());
     let pa: Vec<u64> = (0..a.len() as u64).map(|i| i * 3 + 1).collect();
     let pb: Vec<f32> = (0..b.len()).map(|i| i as f32 * 0.5).collect();
-    let (dpa, dpb) = (s.copy_from_host(&pa).unwrap(), s.copy_from_host(&pb).unwrap());
+    let ta = up(&s, &HostTable::new(vec![("k", HostColumn::from_values(a.clone())), ("pa", HostColumn::from_values(pa))]).unwrap());
+    let tb = up(&s, &HostTable::new(vec![("k", HostColumn::from_values(b.clone())), ("pb", HostColumn::from_values(pb))]).unwrap());
     for jt in [JoinType::Inner, JoinType::Full, JoinType::LeftSemi] {
         let once = || -> (Vec<u64>, Vec<u64>) {
             poison_for(&s, 30_000);
-            let out = partitioned_hash_join_with_payloads(&s, &Keys::single(dk.view()), &[dpa.view().into()], &Keys::single(dl.view()), &[dpb.view().into()], jt, DEFAULT, Materialization::Clustered)
-                .unwrap();
-            let l = out.left.as_ref().map_or(vec![], |m| payload_bits(&m.columns[0]).1);
-            let r = out.right.as_ref().map_or(vec![], |m| payload_bits(&m.columns[0]).1);
+            let rs: &[&str] = if jt.has_right_map() { &["pb"] } else { &[] };
+            let out = DEFAULT.apply(Join::new(jt).on(&ta, &["k"], &tb, &["k"])).algorithm(PHJ_OM).select(&["pa"], rs).run(&s).unwrap();
+            assert_eq!(out.algorithm, PHJ_OM, "{jt:?}: {}", out.reason);
+            let t = out.table.to_host().unwrap();
+            let l = table_keys::raw_bits(t.column("pa").unwrap());
+            let r = t.column("pb").map_or(vec![], table_keys::raw_bits);
             (l, r)
         };
         assert!(once() == once(), "PHJ-OM {jt:?}: the two runs differ");
     }
+}
+
+/// An inner join of the `k` columns of `l` and `r` by `algorithm`, with statistics; PHJ-OM
+/// carries the keys as one payload column a side (its statistics are those of the partitioning
+/// and the match, which depend on the keys alone), the others give maps only.
+fn with_stats(s: &Stream, algorithm: Algorithm, l: &Table, r: &Table) -> JoinOutput {
+    let select: &[&str] = if algorithm == PHJ_OM { &["k"] } else { &[] };
+    let out = DEFAULT.apply(Join::new(JoinType::Inner).on(l, &["k"], r, &["k"])).algorithm(algorithm).select(select, select).with_stats().run(s).unwrap();
+    assert_eq!(out.algorithm, algorithm, "{}", out.reason);
+    assert!(out.stats.is_some(), "{}: statistics asked for", algorithm.name());
+    out
 }
 
 #[test]
@@ -616,11 +778,12 @@ fn stats_report_phases_and_partitioning() {
     // Full size also when reduced: the statistics asserted are those of 2^18 build rows.
     let r = datagen::shuffled_dense_keys(1 << 18, 1).unwrap();
     let f = datagen::foreign_keys_uniform(1 << 18, 1 << 19, 2).unwrap();
-    let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
-    let (kr, kf) = (Keys::single(dr.view()), Keys::single(df.view()));
-    let out = partitioned_hash_join(&s, &kr, &kf, JoinType::Inner, DEFAULT).unwrap();
-    let st = out.stats;
-    assert_eq!(out.maps.rows(), 1 << 19);
+    let (tr, tf) = (up(&s, &single(HostColumn::from_values(r.clone()))), up(&s, &single(HostColumn::from_values(f.clone()))));
+    // The partitioning statistics: PHJ-OM runs PHJ-UM's partitioning and match and reports
+    // them (the front door's PHJ-UM and non-partitioned join report phase times and peak only).
+    let out = with_stats(&s, PHJ_OM, &tr, &tf);
+    let st = out.stats.unwrap();
+    assert_eq!(out.rows, 1 << 19);
     assert_eq!(st.partition_bits, 8, "2^18 build rows at ~1024 per partition");
     assert_eq!(st.build_side, Some(Side::Left));
     assert!(!st.mixed_keys, "dense keys partition well on their own bits");
@@ -629,25 +792,35 @@ fn stats_report_phases_and_partitioning() {
     assert!(st.transform_ms > 0.0 && st.match_ms > 0.0 && st.materialize_ms >= 0.0, "{st:?}");
     assert!((st.total_ms - (st.transform_ms + st.match_ms + st.materialize_ms)).abs() < 1e-3, "{st:?}");
     assert!(st.peak_memory_bytes >= ((1u64 << 18) + (1 << 19)) * 4, "{st:?}");
-    let h = hash_join_with_stats(&s, &kr, &kf, JoinType::Inner, DEFAULT).unwrap();
-    assert_eq!(h.maps.rows(), 1 << 19);
-    assert_eq!(h.stats.partition_bits, 0);
-    assert!(h.stats.transform_ms > 0.0 && h.stats.match_ms > 0.0, "{:?}", h.stats);
+    // PHJ-UM and the non-partitioned join: their maps, and the front door's phase times and peak.
+    for algorithm in [PHJ_UM, Algorithm::Hash] {
+        let out = with_stats(&s, algorithm, &tr, &tf);
+        let st = out.stats.unwrap();
+        assert_eq!(out.maps.as_ref().unwrap().rows(), 1 << 19);
+        assert_eq!(st.partition_bits, 0, "{}: {st:?}", algorithm.name());
+        assert!(st.match_ms > 0.0 && st.transform_ms >= 0.0 && st.materialize_ms >= 0.0, "{}: {st:?}", algorithm.name());
+        assert!((st.total_ms - (st.transform_ms + st.match_ms + st.materialize_ms)).abs() < 1e-3, "{}: {st:?}", algorithm.name());
+        assert!(st.peak_memory_bytes >= (1u64 << 19) * 8, "{}: the maps alone: {st:?}", algorithm.name());
+    }
     // Duplicate build keys: the speculative single pass gives up, the two passes run.
     let g = datagen::foreign_keys_uniform(1 << 18, 1 << 19, 3).unwrap();
-    let dg = s.copy_from_host(&g).unwrap();
-    let out = partitioned_hash_join(&s, &Keys::single(df.view()), &Keys::single(dg.view()), JoinType::Inner, DEFAULT).unwrap();
-    assert!(!out.stats.single_pass);
-    let (hf, hg) = (HostKeys::single(HostColumn::U32(f.clone())), HostKeys::single(HostColumn::U32(g)));
-    assert_eq!(out.maps.rows(), reference::join_size(&hf, &hg, JoinType::Inner, DEFAULT).unwrap());
-    assert_eq!(out.maps.rows(), 1 << 20);
-    // Keys crowding one partition on their low bits are mixed.
+    let tg = up(&s, &single(HostColumn::from_values(g.clone())));
+    let out = with_stats(&s, PHJ_OM, &tf, &tg);
+    assert!(!out.stats.unwrap().single_pass);
+    let (hf, hg) = (single(HostColumn::from_values(f.clone())), single(HostColumn::from_values(g)));
+    let want = table_keys::join_count(&hf, &["k"], &hg, &["k"], JoinType::Inner, DEFAULT.nulls, DEFAULT.nans);
+    assert_eq!(out.rows, want);
+    assert_eq!(out.rows, 1 << 20);
+    let um = with_stats(&s, PHJ_UM, &tf, &tg);
+    assert_eq!(um.maps.as_ref().unwrap().rows(), want);
+    // Key values crowding one partition on their low bits are mixed.
     let crowded: Vec<u64> = r.iter().map(|&k| (k as u64) << 32).collect();
     let fc: Vec<u64> = f.iter().map(|&k| (k as u64) << 32).collect();
-    let (dc, dfc) = (s.copy_from_host(&crowded).unwrap(), s.copy_from_host(&fc).unwrap());
-    let out = partitioned_hash_join(&s, &Keys::single(dc.view()), &Keys::single(dfc.view()), JoinType::Inner, DEFAULT).unwrap();
-    assert!(out.stats.mixed_keys);
-    assert_eq!(out.maps.rows(), 1 << 19);
+    let (tc, tfc) = (up(&s, &single(HostColumn::from_values(crowded))), up(&s, &single(HostColumn::from_values(fc))));
+    let out = with_stats(&s, PHJ_OM, &tc, &tfc);
+    assert!(out.stats.unwrap().mixed_keys);
+    assert_eq!(out.rows, 1 << 19);
+    assert_eq!(with_stats(&s, PHJ_UM, &tc, &tfc).maps.unwrap().rows(), 1 << 19);
 }
 
 #[test]
@@ -660,30 +833,35 @@ fn om_peak_memory_is_at_most_um() {
     let (nr, ns) = (rows(1 << 21, 1 << 18), rows(1 << 22, 1 << 19));
     let r = datagen::shuffled_dense_keys(nr, 11).unwrap();
     let f = datagen::foreign_keys_uniform(nr, ns, 12).unwrap();
-    let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
-    let (pr, pf) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
     // And 8-byte payloads (PHJ-OM partitions the keys alone, then every column).
     let widen = |k: &[u32]| -> Vec<u64> { k.iter().map(|&x| (x as u64) << 32 | 0x5A).collect() };
-    let (wr, wf) = (s.copy_from_host(&widen(&r)).unwrap(), s.copy_from_host(&widen(&f)).unwrap());
     let mut want: Vec<u64> = f.iter().map(|&x| x as u64).collect();
     want.sort_unstable();
-    let payload_sets: [(&str, DeviceColumn, DeviceColumn); 2] = [("4-byte", pr.view().into(), pf.view().into()), ("8-byte", wr.view().into(), wf.view().into())];
-    for (what, lcol, rcol) in payload_sets {
+    let side = |k: &[u32], p: HostColumn| up(&s, &HostTable::new(vec![("k", HostColumn::from_values(k.to_vec())), ("p", p)]).unwrap());
+    let payload_sets: [(&str, Table, Table); 2] = [
+        ("4-byte", side(&r, HostColumn::from_values(r.clone())), side(&f, HostColumn::from_values(f.clone()))),
+        ("8-byte", side(&r, HostColumn::from_values(widen(&r))), side(&f, HostColumn::from_values(widen(&f)))),
+    ];
+    for (what, lt, rt) in &payload_sets {
         let mut peaks = Vec::new();
-        for mode in [Materialization::Unclustered, Materialization::Clustered] {
+        for gather in [Gather::Unclustered, Gather::Clustered] {
             s.synchronize().unwrap();
-            let out = partitioned_hash_join_with_payloads(&s, &Keys::single(dr.view()), &[lcol], &Keys::single(df.view()), &[rcol], JoinType::Inner, DEFAULT, mode).unwrap();
+            let algorithm = Algorithm::PartitionedHash(gather);
+            let out = DEFAULT.apply(Join::new(JoinType::Inner).on(lt, &["k"], rt, &["k"])).algorithm(algorithm).select(&["p"], &["p"]).with_stats().run(&s).unwrap();
+            assert_eq!(out.algorithm, algorithm, "{}", out.reason);
             assert_eq!(out.rows, ns as u64);
             // Payloads are functions of the keys: every output row pairs equal values, and the
             // right column holds every right row's payload once.
-            let l = payload_bits(&out.left.as_ref().unwrap().columns[0]).1;
-            let rr = payload_bits(&out.right.as_ref().unwrap().columns[0]).1;
-            assert!(l == rr, "{what} {mode:?}: rows pair unequal keys");
-            let mut keys: Vec<u64> = rr.iter().map(|&x| if what == "8-byte" { x >> 32 } else { x }).collect();
+            let t = out.table.to_host().unwrap();
+            let l = table_keys::raw_bits(t.column("left.p").unwrap());
+            let rr = table_keys::raw_bits(t.column("right.p").unwrap());
+            assert!(l == rr, "{what} {gather:?}: rows pair unequal keys");
+            let mut keys: Vec<u64> = rr.iter().map(|&x| if *what == "8-byte" { x >> 32 } else { x }).collect();
             keys.sort_unstable();
-            assert!(keys == want, "{what} {mode:?}: the right column is not the right side's payloads");
-            println!("{what} {mode:?}: {:?}", out.stats);
-            peaks.push(out.stats.peak_memory_bytes);
+            assert!(keys == want, "{what} {gather:?}: the right column is not the right side's payloads");
+            let st = out.stats.unwrap();
+            println!("{what} {gather:?}: {st:?}");
+            peaks.push(st.peak_memory_bytes);
             drop(out);
         }
         assert!(peaks[1] <= peaks[0] || reduced(), "{what}: PHJ-OM peak {} > PHJ-UM peak {}", peaks[1], peaks[0]);
@@ -701,41 +879,37 @@ fn large_pk_fk_join_pairs_equal_keys() {
     let r = datagen::shuffled_dense_keys(nr, 21).unwrap();
     let f = datagen::foreign_keys_match_ratio(nr, ns, 0.75, 22).unwrap();
     let hits = f.iter().filter(|&&k| (k as usize) < nr).count() as u64;
-    let r64: Vec<u64> = r.iter().map(|&k| k as u64 * 3).collect();
-    let f64_: Vec<u64> = f.iter().map(|&k| k as u64 * 3).collect();
-    let (dr, df) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
-    let (dr8, df8) = (s.copy_from_host(&r64).unwrap(), s.copy_from_host(&f64_).unwrap());
     for eight in [false, true] {
-        let (kr, kf, pr, pf): (Keys, Keys, DeviceColumn, DeviceColumn) = if eight {
-            (Keys::single(dr8.view()), Keys::single(df8.view()), dr8.view().into(), df8.view().into())
-        } else {
-            (Keys::single(dr.view()), Keys::single(df.view()), dr.view().into(), df.view().into())
-        };
-        for mode in [Materialization::Unclustered, Materialization::Clustered] {
+        // The key column as each side's payloads: one on the left, two on the right.
+        let col = |k: &[u32]| if eight { HostColumn::from_values(k.iter().map(|&k| k as u64 * 3).collect()) } else { HostColumn::from_values(k.to_vec()) };
+        let lt = up(&s, &HostTable::new(vec![("k", col(&r)), ("p", col(&r))]).unwrap());
+        let rt = up(&s, &HostTable::new(vec![("k", col(&f)), ("p1", col(&f)), ("p2", col(&f))]).unwrap());
+        for gather in [Gather::Unclustered, Gather::Clustered] {
             for jt in [JoinType::Inner, JoinType::Right] {
-                let out = partitioned_hash_join_with_payloads(&s, &kr, &[pr], &kf, &[pf, pf], jt, DEFAULT, mode);
+                let algorithm = Algorithm::PartitionedHash(gather);
+                let out = DEFAULT.apply(Join::new(jt).on(&lt, &["k"], &rt, &["k"])).algorithm(algorithm).select(&["p"], &["p1", "p2"]).run(&s);
                 let out = out.unwrap();
+                assert_eq!(out.algorithm, algorithm, "{}", out.reason);
                 let want = if jt == JoinType::Inner { hits } else { ns as u64 };
-                assert_eq!(out.rows, want, "{mode:?} {jt:?} 8-byte {eight}");
-                let l = payload_bits(&out.left.as_ref().unwrap().columns[0]).1;
-                let rr = payload_bits(&out.right.as_ref().unwrap().columns[0]).1;
-                let valid_l = out.left.as_ref().unwrap().validity.as_ref().map(|w| w.to_vec().unwrap());
+                assert_eq!(out.rows, want, "{gather:?} {jt:?} 8-byte {eight}");
+                let t = out.table.to_host().unwrap();
+                let lc = t.column("p").unwrap();
+                let l = table_keys::raw_bits(lc);
+                let rr = table_keys::raw_bits(t.column("p1").unwrap());
+                assert!(rr == table_keys::raw_bits(t.column("p2").unwrap()), "{gather:?} {jt:?}: the two right columns differ");
                 let mut matched = 0u64;
                 for k in 0..out.rows as usize {
-                    let lv = match &valid_l {
-                        Some(w) => w[k / 32] >> (k % 32) & 1 == 1,
-                        None => true,
-                    };
-                    if lv {
-                        assert_eq!(l[k], rr[k], "{mode:?} {jt:?}: row {k} pairs unequal keys");
+                    if lc.is_valid(k) {
+                        assert_eq!(l[k], rr[k], "{gather:?} {jt:?}: row {k} pairs unequal keys");
                         matched += 1;
                     }
                 }
-                assert_eq!(matched, hits, "{mode:?} {jt:?} 8-byte {eight}");
+                assert_eq!(matched, hits, "{gather:?} {jt:?} 8-byte {eight}");
             }
         }
-        let maps = hash_join(&s, &kr, &kf, JoinType::Inner, DEFAULT).unwrap();
-        assert_eq!(maps.rows(), hits);
+        let out = DEFAULT.apply(Join::new(JoinType::Inner).on(&lt, &["k"], &rt, &["k"])).algorithm(Algorithm::Hash).run(&s).unwrap();
+        assert_eq!(out.algorithm, Algorithm::Hash);
+        assert_eq!(out.maps.unwrap().rows(), hits);
     }
 }
 
@@ -744,28 +918,45 @@ fn bad_arguments_are_errors() {
     let Some(s) = stream("bad_arguments_are_errors") else { return };
     let _l = lock();
     let _t = Timed::start("bad_arguments_are_errors");
-    let a = s.copy_from_host(&[1u32, 2, 3]).unwrap();
-    let b = s.copy_from_host(&[1u64, 2]).unwrap();
-    let short = s.copy_from_host(&[1i32, 2]).unwrap();
-    let (ka, kb) = (Keys::single(a.view()), Keys::single(b.view()));
-    assert!(partitioned_hash_join(&s, &ka, &kb, JoinType::Inner, DEFAULT).is_err(), "key types differ");
-    assert!(hash_join(&s, &ka, &kb, JoinType::Inner, DEFAULT).is_err(), "key types differ");
-    for mode in [Materialization::Unclustered, Materialization::Clustered] {
-        let r = partitioned_hash_join_with_payloads(&s, &ka, &[short.view().into()], &ka, &[], JoinType::Inner, DEFAULT, mode);
-        assert!(r.is_err(), "{mode:?}: a payload column shorter than its keys");
+    let a = up(&s, &single(HostColumn::from_values(vec![1u32, 2, 3])));
+    let b = up(&s, &single(HostColumn::from_values(vec![1u64, 2])));
+    for algorithm in [PHJ_UM, PHJ_OM, Algorithm::Hash] {
+        let r = Join::new(JoinType::Inner).on(&a, &["k"], &b, &["k"]).algorithm(algorithm).run(&s);
+        assert!(matches!(&r, Err(Error::TypeMismatch { .. })), "{}: key types differ: {:?}", algorithm.name(), r.as_ref().err());
     }
-    // PHJ-OM of hashed keys (three 4-byte columns: 96 bits > 64): refused, typed; PHJ-UM
-    // serves them, and PHJ-OM serves two columns (64 bits, packed exactly).
-    let (c0, c1, c2) = (s.copy_from_host(&[1u32, 2, 3]).unwrap(), s.copy_from_host(&[4u32, 5, 6]).unwrap(), s.copy_from_host(&[7u32, 8, 9]).unwrap());
-    let p = s.copy_from_host(&[10i32, 20, 30]).unwrap();
-    let wide = Keys::new(vec![c0.view().into(), c1.view().into(), c2.view().into()]).unwrap();
-    let two = Keys::new(vec![c0.view().into(), c1.view().into()]).unwrap();
+    // A payload column shorter than its keys: no table holds one.
+    let keys = Column::upload(&s, &HostColumn::from_values(vec![1u32, 2, 3])).unwrap();
+    let short = Column::upload(&s, &HostColumn::from_values(vec![1i32, 2])).unwrap();
+    assert!(matches!(Table::new(vec![("k", keys), ("p", short)]), Err(Error::InvalidArgument(_))), "a payload column shorter than its keys");
+    assert!(matches!(HostTable::new(vec![("k", HostColumn::from_values(vec![1u32, 2, 3])), ("p", HostColumn::from_values(vec![1i32, 2]))]), Err(Error::InvalidArgument(_))));
+    // PHJ-OM of keys it cannot compare as they are (three 4-byte columns: 96 bits > 64): joined
+    // as ranks, saying so, never a silent PHJ-UM; PHJ-UM serves them, and PHJ-OM serves two
+    // columns (64 bits, packed exactly) as they are.
+    let t = up(
+        &s,
+        &HostTable::new(vec![
+            ("c0", HostColumn::from_values(vec![1u32, 2, 3])),
+            ("c1", HostColumn::from_values(vec![4u32, 5, 6])),
+            ("c2", HostColumn::from_values(vec![7u32, 8, 9])),
+            ("p", HostColumn::from_values(vec![10i32, 20, 30])),
+        ])
+        .unwrap(),
+    );
+    let (wide, two): (&[&str], &[&str]) = (&["c0", "c1", "c2"], &["c0", "c1"]);
     for jt in JoinType::ALL {
-        let r = partitioned_hash_join_with_payloads(&s, &wide, &[p.view().into()], &wide, &[p.view().into()], jt, DEFAULT, Materialization::Clustered);
-        assert!(matches!(&r, Err(Error::Unsupported { what, .. }) if what == "PHJ-OM (clustered gathers)"), "{jt:?}: hashed keys: {:?}", r.as_ref().err());
-        let um = partitioned_hash_join_with_payloads(&s, &wide, &[p.view().into()], &wide, &[p.view().into()], jt, DEFAULT, Materialization::Unclustered).unwrap();
-        let om = partitioned_hash_join_with_payloads(&s, &two, &[p.view().into()], &two, &[p.view().into()], jt, DEFAULT, Materialization::Clustered).unwrap();
+        let (ls, rs): (&[&str], &[&str]) = (if jt.has_left_map() { &["p"] } else { &[] }, if jt.has_right_map() { &["p"] } else { &[] });
+        let go = |keys: &[&str], algorithm| {
+            let out = DEFAULT.apply(Join::new(jt).on(&t, keys, &t, keys)).algorithm(algorithm).select(ls, rs).run(&s).unwrap();
+            assert_eq!(out.algorithm, algorithm, "{jt:?}: {}", out.reason);
+            out
+        };
+        let om_wide = go(wide, PHJ_OM);
+        assert!(om_wide.reason.contains(RANKS), "{jt:?}: hashed keys: {}", om_wide.reason);
+        let um = go(wide, PHJ_UM);
+        let om = go(two, PHJ_OM);
+        assert!(!om.reason.contains(RANKS), "{jt:?}: two columns: {}", om.reason);
         assert_eq!(um.rows, om.rows, "{jt:?}: every row matches itself");
+        assert_eq!(om_wide.rows, om.rows, "{jt:?}: every row matches itself");
     }
 }
 
@@ -774,26 +965,64 @@ fn documentation_examples_hold() {
     let Some(s) = stream("documentation_examples_hold") else { return };
     let _l = lock();
     let _t = Timed::start("documentation_examples_hold");
-    let r = s.copy_from_host(&[3u32, 1, 2]).unwrap();
-    let f = s.copy_from_host(&[2u32, 2, 3, 9]).unwrap();
-    let out = partitioned_hash_join(&s, &Keys::single(r.view()), &Keys::single(f.view()), JoinType::Inner, DEFAULT).unwrap();
-    let mut pairs = out.maps.pairs().unwrap();
+    let r = up(&s, &single(HostColumn::from_values(vec![3u32, 1, 2])));
+    let f = up(&s, &single(HostColumn::from_values(vec![2u32, 2, 3, 9])));
+    let out = Join::new(JoinType::Inner).on(&r, &["k"], &f, &["k"]).algorithm(PHJ_UM).run(&s).unwrap();
+    let mut pairs = out.maps.unwrap().pairs().unwrap();
     pairs.sort();
     let id = |i| RowId::new(i).unwrap();
     assert_eq!(pairs, vec![(id(0), id(2)), (id(2), id(0)), (id(2), id(1))]);
-    let a = s.copy_from_host(&[5i64, 7]).unwrap();
-    let b = s.copy_from_host(&[7i64, 7, 8]).unwrap();
-    let maps = hash_join(&s, &Keys::single(a.view()), &Keys::single(b.view()), JoinType::Full, DEFAULT).unwrap();
-    assert_eq!(maps.rows(), 4);
-    let rk = s.copy_from_host(&[1u32, 2, 3]).unwrap();
-    let price = s.copy_from_host(&[10.0f64, 20.0, 30.0]).unwrap();
-    let sk = s.copy_from_host(&[3u32, 3, 1]).unwrap();
-    let qty = s.copy_from_host(&[7i32, 8, 9]).unwrap();
-    let out = partitioned_hash_join_with_payloads(&s, &Keys::single(rk.view()), &[price.view().into()], &Keys::single(sk.view()), &[qty.view().into()], JoinType::Inner, DEFAULT, Materialization::Clustered)
-        .unwrap();
+    let a = up(&s, &single(HostColumn::from_values(vec![5i64, 7])));
+    let b = up(&s, &single(HostColumn::from_values(vec![7i64, 7, 8])));
+    let out = Join::new(JoinType::Full).on(&a, &["k"], &b, &["k"]).algorithm(Algorithm::Hash).run(&s).unwrap();
+    assert_eq!(out.maps.unwrap().rows(), 4);
+    let rt = up(&s, &HostTable::new(vec![("rk", HostColumn::from_values(vec![1u32, 2, 3])), ("price", HostColumn::from_values(vec![10.0f64, 20.0, 30.0]))]).unwrap());
+    let st = up(&s, &HostTable::new(vec![("sk", HostColumn::from_values(vec![3u32, 3, 1])), ("qty", HostColumn::from_values(vec![7i32, 8, 9]))]).unwrap());
+    let out = Join::new(JoinType::Inner).on(&rt, &["rk"], &st, &["sk"]).algorithm(PHJ_OM).select(&["price"], &["qty"]).run(&s).unwrap();
     assert_eq!(out.rows, 3);
-    let Payload::F64(p) = &out.left.as_ref().unwrap().columns[0] else { panic!("an f64 column") };
-    let mut p = p.to_vec().unwrap();
+    let t = out.table.to_host().unwrap();
+    let price = t.column("price").unwrap();
+    assert_eq!(price.data_type(), DataType::Float64);
+    let mut p: Vec<f64> = table_keys::raw_bits(price).into_iter().map(f64::from_bits).collect();
     p.sort_by(f64::total_cmp);
     assert_eq!(p, vec![10.0, 30.0, 30.0]);
+}
+
+/// Runs without a GPU: the hash-based reference of these tests (`table_keys::join`) agrees with
+/// the quadratic `table_reference::join` of the testkit on the key columns the GPU tests join
+/// (every shape, key type and option; composite, nullable and NaN keys; every join type).
+#[test]
+fn table_keys_reference_agrees_with_table_reference() {
+    use gpujoin_testkit::table_reference;
+    let check = |l: &HostTable, r: &HostTable, opts: Opts, what: &str| {
+        let (lk, rk) = (key_names(l), key_names(r));
+        for jt in JoinType::ALL {
+            let mine = table_keys::as_options(&reference(l, r, jt, opts));
+            let theirs = table_reference::join(l, &lk, r, &rk, None, jt, opts.nulls, opts.nans);
+            assert!(mine == theirs, "{what} {jt:?} {opts:?}: {} pairs against {}", mine.len(), theirs.len());
+            assert_eq!(table_keys::join_count(l, &lk, r, &rk, jt, opts.nulls, opts.nans), theirs.len() as u64, "{what} {jt:?}");
+        }
+    };
+    let p = ShapeParams { seed: 5, small: 7, mid: 150, big: 300 };
+    for shape in SHAPES {
+        if shape == Shape::BigGroups {
+            continue; // thousands of rows: quadratic
+        }
+        let (lc, rc) = shape_codes(shape, &p);
+        for ty in ALL_TYPES {
+            check(&single(column(ty, &lc, true)), &single(column(ty, &rc, false)), DEFAULT, &format!("{shape:?} {ty}"));
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(0xA5_0004);
+    for k in 0..60 {
+        let types: Vec<DataType> = (0..1 + k % 4).map(|_| ALL_TYPES[rng.gen_range(0..ALL_TYPES.len())]).collect();
+        let domain = rng.gen_range(1..12);
+        let nulls = [0.0, 0.1, 0.5][k % 3];
+        let (nl, nr) = (rng.gen_range(0..120), rng.gen_range(0..120));
+        let (l, r) = (pool_keys(&mut rng, &types, domain, nl, nulls), pool_keys(&mut rng, &types, domain, nr, nulls));
+        check(&l, &r, ALL_OPTIONS[k % 4], &format!("pool {types:?} nulls {nulls}"));
+    }
+    let l = composite3(&[1, 2, 2, 5]);
+    let r = composite3(&[2, 5, 5, 7]);
+    check(&l, &r, DEFAULT, "composite");
 }

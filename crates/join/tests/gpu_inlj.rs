@@ -1,28 +1,40 @@
-//! GPU tests of the indexed nested-loop join (`gpujoin_join::indexed_nested_loop`) against CPU
-//! references, every key type, every join type, both index sides.
+//! GPU tests of the indexed nested-loop join through the front door (`gpujoin_join::plan`):
+//! `Join` with `Algorithm::IndexedNestedLoop` and the build-once, probe-many `JoinIndex`, against
+//! CPU references, every key type, every join type, both index sides.
 //!
-//! The reference here ([`expected`]) follows `predicate.rs`'s `=`: integers by value, floats by
-//! IEEE `==` (`-0.0 == 0.0`, NaN equals nothing), strings by their bytes. It produces the
-//! module's documented output order (probe rows ascending, index rows ascending within a probe
-//! row, unmatched probe rows in place, unmatched index rows appended ascending; semi/anti rows
-//! ascending), so outputs are compared in order, not only as multisets. For numeric keys it is
-//! itself cross-checked against `reference::join` (hash join, `NanNeverEqual`) as a multiset.
+//! The front door indexes the right table and probes it with the left one. An index on the left
+//! is the join of the swapped tables under the mirrored join type (`JoinType::swapped`), its
+//! pairs swapped back ([`mirror`]): the same index, probed by the other side.
+//!
+//! The joins run with `NanNeverEqual` (the index's `=`: with the front door's default
+//! `NanEqualsNan` it would join float keys as ranks) and without key compression, so that they
+//! index the key column itself; the tests check that (the reasons say so). `JoinIndex` takes
+//! `NanNeverEqual` and `NullEqualsNothing` by default.
+//!
+//! The reference here ([`expected`]) follows that `=`: integers by value, floats by IEEE `==`
+//! (`-0.0 == 0.0`, NaN equals nothing), strings by their bytes, NULL equals nothing. It produces
+//! the documented output order (probe rows ascending, index rows ascending within a probe row,
+//! unmatched probe rows in place, unmatched index rows appended ascending; semi/anti rows
+//! ascending), so outputs are compared in order, not only as multisets. It is itself
+//! cross-checked as a multiset against the hash-based `table_keys::join` (every input) and the
+//! testkit's quadratic `table_reference::join` (small inputs).
 //!
 //! Seeds are fixed; the device pool is poisoned before every join so unwritten output shows.
 //! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer cases and 2^13-row larger joins.
 
 mod common;
+#[path = "common/table_keys.rs"]
+mod table_keys;
 use common::{canonical_pairs, diff, fail, stream};
 
 use std::collections::HashMap;
 
 use gpujoin_device::testing::{cases, reduced, rows};
 use gpujoin_device::{DeviceBuffer, Error, Stream};
-use gpujoin_join::device_relation::DeviceColumnData;
-use gpujoin_join::indexed_nested_loop::{indexed_nested_loop_join, indexed_nested_loop_join_size, SortedIndex};
-use gpujoin_join::predicate::ColumnData;
-use gpujoin_join::{HostColumn, HostKeys, JoinOptions, JoinType, NanEquality, NullEquality, RowId, Side};
-use gpujoin_testkit::reference;
+use gpujoin_join::plan::{Algorithm, Join, JoinIndex, JoinOutput};
+use gpujoin_join::table::{ColumnView, DataType, HostColumn, HostTable, Table, Value};
+use gpujoin_join::{GatherMaps, JoinType, NanEquality, NullEquality, RowId, Side, TestingOptions};
+use gpujoin_testkit::table_reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
@@ -30,6 +42,13 @@ use rand::{Rng, SeedableRng};
 
 const POISON: u8 = 0xAB;
 const SIDES: [Side; 2] = [Side::Left, Side::Right];
+
+/// No key compression: 8-byte keys are indexed as they are.
+const TESTING: TestingOptions = TestingOptions { no_key_compression: true, ..TestingOptions::DEFAULT };
+
+/// What a front-door reason says when the keys were joined as ranks instead of indexed as they
+/// are.
+const RANKS: &str = "keys joined as ranks";
 
 fn poison(s: &Stream, rows: usize) {
     let mut b: DeviceBuffer<u8> = s.alloc(rows * 48 + (1 << 16)).unwrap();
@@ -56,40 +75,26 @@ enum Key<'a> {
     Str(&'a [u8]),
 }
 
-fn key(c: &ColumnData, i: usize) -> Option<Key<'_>> {
+/// Row `i`'s key, `None` where it is NaN or null: it equals nothing.
+fn key(c: &HostColumn, i: usize) -> Option<Key<'_>> {
     let float = |x: f64| if x.is_nan() { None } else { Some(Key::Float(if x == 0.0 { 0 } else { x.to_bits() })) };
-    match c {
-        ColumnData::I32(v) => Some(Key::Int(v[i] as i128)),
-        ColumnData::I64(v) => Some(Key::Int(v[i] as i128)),
-        ColumnData::U32(v) => Some(Key::Int(v[i] as i128)),
-        ColumnData::U64(v) => Some(Key::Int(v[i] as i128)),
-        ColumnData::F32(v) => float(v[i] as f64), // exact widening: equal f32s give equal f64s
-        ColumnData::F64(v) => float(v[i]),
-        ColumnData::Utf8 { .. } => Some(Key::Str(c.str_bytes(i).unwrap())),
+    match c.value(i) {
+        Value::Null => None,
+        Value::Int(v) => Some(Key::Int(v)),
+        Value::Float(x) => float(x), // Float32 widens exactly: equal f32s give equal f64s
+        Value::Str(s) => Some(Key::Str(s)),
+        Value::Bool(_) => unreachable!("no boolean keys here"),
     }
 }
 
-/// A row's key, `None` where it is NaN or null (`valid[i]` false): it equals nothing.
-fn key_v<'a>(c: &'a ColumnData, valid: Option<&[bool]>, i: usize) -> Option<Key<'a>> {
-    if valid.is_some_and(|v| !v[i]) {
-        return None;
-    }
-    key(c, i)
-}
-
-/// The join of `left` and `right` with the `index_side` indexed, in the documented order.
-fn expected(left: &ColumnData, right: &ColumnData, jt: JoinType, index_side: Side) -> Vec<(RowId, RowId)> {
-    expected_v(left, None, right, None, jt, index_side)
-}
-
-/// [`expected`] with validities (`None`: all valid): null keys equal nothing (NullEqualsNothing).
-fn expected_v(left: &ColumnData, lv: Option<&[bool]>, right: &ColumnData, rv: Option<&[bool]>, jt: JoinType, index_side: Side) -> Vec<(RowId, RowId)> {
+/// The join of `left` and `right` (their validity bitmaps included: null keys equal nothing)
+/// with the `index_side` indexed, in the documented order.
+fn expected(left: &HostColumn, right: &HostColumn, jt: JoinType, index_side: Side) -> Vec<(RowId, RowId)> {
     let (index, probe) = if index_side == Side::Left { (left, right) } else { (right, left) };
-    let (index_v, probe_v) = if index_side == Side::Left { (lv, rv) } else { (rv, lv) };
     let probe_side = other(index_side);
     let mut by_key: HashMap<Key, Vec<usize>> = HashMap::new();
     for j in 0..index.len() {
-        if let Some(k) = key_v(index, index_v, j) {
+        if let Some(k) = key(index, j) {
             by_key.entry(k).or_default().push(j);
         }
     }
@@ -100,7 +105,7 @@ fn expected_v(left: &ColumnData, lv: Option<&[bool]>, right: &ColumnData, rv: Op
     let (keep_probe, keep_index) = if probe_side == Side::Left { (keep_l, keep_r) } else { (keep_r, keep_l) };
     let orient = |p: RowId, x: RowId| if probe_side == Side::Left { (p, x) } else { (x, p) };
     for (i, hit) in probe_hit.iter_mut().enumerate() {
-        let matches = key_v(probe, probe_v, i).and_then(|k| by_key.get(&k));
+        let matches = key(probe, i).and_then(|k| by_key.get(&k));
         match matches {
             Some(rows) => {
                 *hit = true;
@@ -136,34 +141,42 @@ fn expected_v(left: &ColumnData, lv: Option<&[bool]>, right: &ColumnData, rv: Op
     }
 }
 
-fn host_keys(c: &ColumnData) -> Option<HostKeys> {
-    Some(HostKeys::single(match c {
-        ColumnData::I32(v) => HostColumn::I32(v.clone()),
-        ColumnData::I64(v) => HostColumn::I64(v.clone()),
-        ColumnData::U32(v) => HostColumn::U32(v.clone()),
-        ColumnData::U64(v) => HostColumn::U64(v.clone()),
-        ColumnData::F32(v) => HostColumn::F32(v.clone()),
-        ColumnData::F64(v) => HostColumn::F64(v.clone()),
-        ColumnData::Utf8 { .. } => return None,
-    }))
+/// `c` with the validity `valid` (`None`: as it is, without a bitmap).
+fn with_valid(c: &HostColumn, valid: Option<&[bool]>) -> HostColumn {
+    match valid {
+        Some(v) => c.clone().with_validity(v).unwrap(),
+        None => c.clone(),
+    }
 }
 
-/// For numeric keys: the test reference agrees with the crate's hash-join reference.
-fn cross_check_reference(left: &ColumnData, right: &ColumnData, jt: JoinType, want: &[(RowId, RowId)]) -> Result<(), TestCaseError> {
-    cross_check_reference_v(left, None, right, None, jt, want)
+/// A table of the one key column `k`.
+fn table(c: &HostColumn) -> HostTable {
+    HostTable::new(vec![("k", c.clone())]).unwrap()
 }
 
-/// [`cross_check_reference`] with validities (NullEqualsNothing).
-fn cross_check_reference_v(left: &ColumnData, lv: Option<&[bool]>, right: &ColumnData, rv: Option<&[bool]>, jt: JoinType, want: &[(RowId, RowId)]) -> Result<(), TestCaseError> {
-    let (Some(mut l), Some(mut r)) = (host_keys(left), host_keys(right)) else { return Ok(()) };
-    l.validity = vec![lv.map(<[bool]>::to_vec)];
-    r.validity = vec![rv.map(<[bool]>::to_vec)];
-    let opts = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::DEFAULT };
-    let crate_ref = reference::join(&l, &r, jt, opts).unwrap();
+fn up(s: &Stream, c: &HostColumn) -> Table {
+    Table::upload(s, &table(c)).unwrap()
+}
+
+/// Inputs up to this many row pairs are also checked against the quadratic reference.
+const QUADRATIC_PAIRS: usize = 100_000;
+
+/// The test reference agrees as a multiset with the hash-join reference over host tables
+/// (`NullEqualsNothing`, `NanNeverEqual`), and on small inputs with the testkit's
+/// `table_reference::join` (every key type, strings included).
+fn cross_check_reference(left: &HostColumn, right: &HostColumn, jt: JoinType, want: &[(RowId, RowId)]) -> Result<(), TestCaseError> {
+    let (l, r) = (table(left), table(right));
+    let (nulls, nans) = (NullEquality::NullEqualsNothing, NanEquality::NanNeverEqual);
+    let hashed = table_keys::join(&l, &["k"], &r, &["k"], jt, nulls, nans);
     let mut mine = want.to_vec();
-    reference::sort_pairs(&mut mine);
-    if mine != crate_ref {
-        return Err(fail(format!("test reference disagrees with reference::join for {jt:?}: {}", diff(&mine, &crate_ref))));
+    mine.sort_unstable();
+    if mine != hashed {
+        return Err(fail(format!("test reference disagrees with table_keys::join for {jt:?}: {}", diff(&mine, &hashed))));
+    }
+    if left.len() * right.len() <= QUADRATIC_PAIRS {
+        let quadratic = table_reference::join(&l, &["k"], &r, &["k"], None, jt, nulls, nans);
+        let mine = table_keys::as_options(&mine);
+        prop_assert!(mine == quadratic, "test reference disagrees with table_reference::join for {:?}: {} pairs against {}", jt, mine.len(), quadratic.len());
     }
     Ok(())
 }
@@ -172,22 +185,31 @@ fn cross_check_reference_v(left: &ColumnData, lv: Option<&[bool]>, right: &Colum
 // Running and checking
 // ---------------------------------------------------------------------------------------------
 
-fn describe(l: &ColumnData, r: &ColumnData) -> String {
+fn describe(l: &HostColumn, r: &HostColumn) -> String {
     if l.len() + r.len() <= 24 {
-        format!("\nleft {l:?}\nright {r:?}")
+        let show = |c: &HostColumn| (0..c.len()).map(|i| c.display(i)).collect::<Vec<_>>();
+        format!("\nleft {:?}\nright {:?}", show(l), show(r))
     } else {
-        format!(" ({:?}, {} x {} rows)", l.data_type(), l.len(), r.len())
+        format!(" ({}, {} x {} rows)", l.data_type(), l.len(), r.len())
     }
 }
 
-/// Checks maps against the expected output: shape, `rows()`, and the exact order.
-fn check_maps(maps: &gpujoin_join::GatherMaps, want: &[(RowId, RowId)], jt: JoinType, what: &str) -> Result<(), TestCaseError> {
-    canonical_pairs(maps, jt)?; // shape and rows()
+/// The join type the front door runs for `jt` with the `index_side` indexed: `jt`, or with the
+/// index on the left (the tables swapped) the mirrored one.
+fn mirror(jt: JoinType, index_side: Side) -> JoinType {
+    if index_side == Side::Left { jt.swapped() } else { jt }
+}
+
+/// Checks maps of a join of `jt` with the `index_side` indexed (run as [`mirror`] says) against
+/// the expected output: shape, `rows()`, and the exact order.
+fn check_maps(maps: &GatherMaps, want: &[(RowId, RowId)], jt: JoinType, index_side: Side, what: &str) -> Result<(), TestCaseError> {
+    canonical_pairs(maps, mirror(jt, index_side))?; // shape and rows()
     let got = maps.pairs().map_err(|e| fail(format!("{what}: reading the maps: {e}")))?;
+    let got: Vec<(RowId, RowId)> = if index_side == Side::Left { got.into_iter().map(|(a, b)| (b, a)).collect() } else { got };
     if got != want {
         let (mut gs, mut ws) = (got.clone(), want.to_vec());
-        reference::sort_pairs(&mut gs);
-        reference::sort_pairs(&mut ws);
+        gs.sort_unstable();
+        ws.sort_unstable();
         if gs == ws {
             let k = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
             return Err(fail(format!("{what}: right rows, wrong order: at output row {k}: {:?} instead of {:?}", got.get(k), want.get(k))));
@@ -195,6 +217,38 @@ fn check_maps(maps: &gpujoin_join::GatherMaps, want: &[(RowId, RowId)], jt: Join
         return Err(fail(format!("{what}: {}", diff(&gs, &ws))));
     }
     Ok(())
+}
+
+/// The front door's indexed nested-loop join of `jt` between the `k` columns of `left` and
+/// `right`, the `index_side` indexed (see [`mirror`]), under the index's `=`.
+fn inlj<'a>(jt: JoinType, left: &'a Table, right: &'a Table, index_side: Side) -> Join<'a> {
+    let (probe, indexed) = if index_side == Side::Left { (right, left) } else { (left, right) };
+    Join::new(mirror(jt, index_side))
+        .on(probe, &["k"], indexed, &["k"])
+        .algorithm(Algorithm::IndexedNestedLoop)
+        .nan_equality(NanEquality::NanNeverEqual)
+        .null_equality(NullEquality::NullEqualsNothing)
+        .testing(TESTING)
+}
+
+/// Runs [`inlj`], checking that the indexed nested loop ran on the key column itself (not on
+/// ranks).
+fn run_inlj(s: &Stream, jt: JoinType, left: &Table, right: &Table, index_side: Side) -> gpujoin_device::Result<JoinOutput> {
+    let out = inlj(jt, left, right, index_side).run(s)?;
+    if out.algorithm != Algorithm::IndexedNestedLoop || out.reason.contains(RANKS) {
+        return Err(Error::invalid(format!("{} ran: {}", out.algorithm.name(), out.reason)));
+    }
+    Ok(out)
+}
+
+/// Probes `index` (on the `index_side` table) with the `probe` table for a join of `jt` (see
+/// [`mirror`]), checking that the prebuilt index served it.
+fn probe(s: &Stream, index: &JoinIndex<'_>, probe: &Table, jt: JoinType, index_side: Side) -> gpujoin_device::Result<GatherMaps> {
+    let out = index.probe(s, probe, "k", mirror(jt, index_side), &[], &[])?;
+    if out.reason != "a prebuilt index" {
+        return Err(Error::invalid(format!("not the prebuilt index: {}", out.reason)));
+    }
+    out.maps.ok_or_else(|| Error::invalid("a probe without maps"))
 }
 
 thread_local! {
@@ -212,17 +266,18 @@ fn join_types() -> Vec<JoinType> {
     vec![JoinType::ALL[i % 8], JoinType::ALL[(i + 5) % 8]]
 }
 
-/// Every join type, both index sides: one index per side reused for all join types (and the
-/// size calls), plus the free functions for one join type (reduced: see [`join_types`]).
-fn check_all(s: &Stream, left: &ColumnData, right: &ColumnData) -> Result<(), TestCaseError> {
-    let (dl, dr) = (DeviceColumnData::upload(s, left).unwrap(), DeviceColumnData::upload(s, right).unwrap());
+/// Every join type (reduced: see [`join_types`]), both index sides: one `JoinIndex` per side
+/// probed for all join types, each output's size counted by the front door (`Join::count`),
+/// plus the `Join` with `Algorithm::IndexedNestedLoop` for one join type a side. The columns'
+/// validity bitmaps (if any) make their null keys match nothing.
+fn check_all(s: &Stream, left: &HostColumn, right: &HostColumn) -> Result<(), TestCaseError> {
+    let (lt, rt) = (up(s, left), up(s, right));
     let what0 = describe(left, right);
     for index_side in SIDES {
-        let (indexed, probe) = if index_side == Side::Left { (&dl, &dr) } else { (&dr, &dl) };
+        let (indexed, probe_t) = if index_side == Side::Left { (&lt, &rt) } else { (&rt, &lt) };
         poison(s, left.len() + right.len());
-        let index = SortedIndex::build(s, indexed).map_err(|e| fail(format!("build: {e}{what0}")))?;
-        let n_nan = (0..indexed.len()).filter(|&j| key(if index_side == Side::Left { left } else { right }, j).is_none()).count();
-        prop_assert_eq!(index.entries(), indexed.len() - n_nan, "entries{}", what0);
+        let index = JoinIndex::build(s, indexed, "k").map_err(|e| fail(format!("build: {e}{what0}")))?;
+        prop_assert_eq!(index.rows(), indexed.rows(), "rows{}", what0);
         for jt in join_types() {
             let what = format!("{jt:?}, index {index_side:?}{what0}");
             let want = expected(left, right, jt, index_side);
@@ -230,16 +285,18 @@ fn check_all(s: &Stream, left: &ColumnData, right: &ColumnData) -> Result<(), Te
                 cross_check_reference(left, right, jt, &want)?;
             }
             poison(s, want.len() + left.len() + right.len());
-            let maps = index.join(s, probe, other(index_side), jt).map_err(|e| fail(format!("{what}: {e}")))?;
-            check_maps(&maps, &want, jt, &what)?;
+            let maps = probe(s, &index, probe_t, jt, index_side).map_err(|e| fail(format!("{what}: {e}")))?;
+            check_maps(&maps, &want, jt, index_side, &what)?;
             poison(s, left.len() + right.len());
-            let size = index.join_size(s, probe, other(index_side), jt).map_err(|e| fail(format!("{what}: size: {e}")))?;
-            prop_assert_eq!(size, want.len() as u64, "join_size {}", what);
+            let size = inlj(jt, &lt, &rt, index_side).count(s).map_err(|e| fail(format!("{what}: count: {e}")))?;
+            prop_assert_eq!(size, want.len() as u64, "count {}", what);
         }
         let jt = if index_side == Side::Left { JoinType::Full } else { JoinType::Left };
-        let maps = indexed_nested_loop_join(s, &dl, &dr, jt, index_side).map_err(|e| fail(format!("free fn: {e}")))?;
-        check_maps(&maps, &expected(left, right, jt, index_side), jt, &format!("indexed_nested_loop_join {jt:?} {index_side:?}{what0}"))?;
-        let size = indexed_nested_loop_join_size(s, &dl, &dr, jt, index_side).unwrap();
+        poison(s, left.len() + right.len());
+        let out = run_inlj(s, jt, &lt, &rt, index_side).map_err(|e| fail(format!("Join {jt:?} {index_side:?}: {e}")))?;
+        let maps = out.maps.as_ref().ok_or_else(|| fail("Join: no maps"))?;
+        check_maps(maps, &expected(left, right, jt, index_side), jt, index_side, &format!("Join {jt:?} {index_side:?}{what0}"))?;
+        let size = inlj(jt, &lt, &rt, index_side).count(s).unwrap();
         prop_assert_eq!(size, maps.rows());
     }
     Ok(())
@@ -287,7 +344,8 @@ fn string_of(k: u64) -> String {
 
 /// A column of `ty` from codes: equal codes give equal keys; some codes give special values
 /// (NaN, ±inf, -0.0 / 0.0, integer extremes).
-fn column(ty: Ty, codes: &[u64]) -> ColumnData {
+fn column(ty: Ty, codes: &[u64]) -> HostColumn {
+    use HostColumn as H;
     let f = |k: u64| -> f64 {
         match k % 13 {
             0 => f64::NAN,
@@ -299,13 +357,13 @@ fn column(ty: Ty, codes: &[u64]) -> ColumnData {
         }
     };
     match ty {
-        Ty::I32 => ColumnData::I32(codes.iter().map(|&k| if k % 17 == 1 { i32::MIN } else if k % 17 == 2 { i32::MAX } else { k as i32 - 300 }).collect()),
-        Ty::I64 => ColumnData::I64(codes.iter().map(|&k| if k % 17 == 1 { i64::MIN } else if k % 17 == 2 { i64::MAX } else { (k as i64 - 300) << 33 }).collect()),
-        Ty::U32 => ColumnData::U32(codes.iter().map(|&k| if k % 17 == 1 { u32::MAX } else { k as u32 }).collect()),
-        Ty::U64 => ColumnData::U64(codes.iter().map(|&k| if k % 17 == 1 { u64::MAX } else { k.wrapping_mul(0x9E37_79B9_7F4A_7C15) }).collect()),
-        Ty::F32 => ColumnData::F32(codes.iter().map(|&k| f(k) as f32).collect()),
-        Ty::F64 => ColumnData::F64(codes.iter().map(|&k| f(k)).collect()),
-        Ty::Utf8 => ColumnData::utf8(codes.iter().map(|&k| string_of(k))),
+        Ty::I32 => H::from_values(codes.iter().map(|&k| if k % 17 == 1 { i32::MIN } else if k % 17 == 2 { i32::MAX } else { k as i32 - 300 }).collect()),
+        Ty::I64 => H::from_values(codes.iter().map(|&k| if k % 17 == 1 { i64::MIN } else if k % 17 == 2 { i64::MAX } else { (k as i64 - 300) << 33 }).collect()),
+        Ty::U32 => H::from_values(codes.iter().map(|&k| if k % 17 == 1 { u32::MAX } else { k as u32 }).collect()),
+        Ty::U64 => H::from_values(codes.iter().map(|&k| if k % 17 == 1 { u64::MAX } else { k.wrapping_mul(0x9E37_79B9_7F4A_7C15) }).collect()),
+        Ty::F32 => H::from_values(codes.iter().map(|&k| f(k) as f32).collect()),
+        Ty::F64 => H::from_values(codes.iter().map(|&k| f(k)).collect()),
+        Ty::Utf8 => H::utf8(codes.iter().map(|&k| string_of(k))),
     }
 }
 
@@ -380,39 +438,49 @@ fn float_special_values() {
     let (nan, inf) = (f64::NAN, f64::INFINITY);
     let l = vec![nan, -0.0, 0.0, inf, -inf, 1.5, nan, -1.5, f64::MIN_POSITIVE, f64::MAX];
     let r = vec![0.0, nan, inf, inf, -0.0, -inf, 2.5, -nan, f64::MAX, 1.5];
-    check_all(&s, &ColumnData::F64(l.clone()), &ColumnData::F64(r.clone())).unwrap();
-    let f = |v: &[f64]| ColumnData::F32(v.iter().map(|&x| x as f32).collect());
+    check_all(&s, &HostColumn::from_values(l.clone()), &HostColumn::from_values(r.clone())).unwrap();
+    let f = |v: &[f64]| HostColumn::from_values(v.iter().map(|&x| x as f32).collect());
     check_all(&s, &f(&l), &f(&r)).unwrap();
     // Spot checks against hand-written answers (index on the right, probe order).
-    let (dl, dr) = (DeviceColumnData::upload(&s, &ColumnData::F64(l)).unwrap(), DeviceColumnData::upload(&s, &ColumnData::F64(r)).unwrap());
-    let pairs = indexed_nested_loop_join(&s, &dl, &dr, JoinType::Inner, Side::Right).unwrap().pairs().unwrap();
+    let (lt, rt) = (up(&s, &HostColumn::from_values(l)), up(&s, &HostColumn::from_values(r)));
+    let pairs = run_inlj(&s, JoinType::Inner, &lt, &rt, Side::Right).unwrap().maps.unwrap().pairs().unwrap();
     let want = [(1, 0), (1, 4), (2, 0), (2, 4), (3, 2), (3, 3), (4, 5), (5, 9), (9, 8)];
     assert_eq!(pairs, want.iter().map(|&(a, b)| (id(a), id(b))).collect::<Vec<_>>());
     // An all-NaN index: no entries, everything unmatched.
-    let nans = DeviceColumnData::upload(&s, &ColumnData::F32(vec![f32::NAN; 5])).unwrap();
-    let index = SortedIndex::build(&s, &nans).unwrap();
-    assert_eq!(index.entries(), 0);
-    assert_eq!(index.join_size(&s, &nans, Side::Left, JoinType::Full).unwrap(), 10);
+    let nans = up(&s, &HostColumn::from_values(vec![f32::NAN; 5]));
+    let index = JoinIndex::build(&s, &nans, "k").unwrap();
+    let full = probe(&s, &index, &nans, JoinType::Full, Side::Right).unwrap();
+    assert_eq!(full.rows(), 10);
+    let n = RowId::NONE;
+    let unmatched: Vec<(RowId, RowId)> = (0..5).map(|i| (id(i), n)).chain((0..5).map(|j| (n, id(j)))).collect();
+    assert_eq!(full.pairs().unwrap(), unmatched);
+    assert_eq!(inlj(JoinType::Full, &nans, &nans, Side::Right).count(&s).unwrap(), 10);
 }
 
 #[test]
 fn string_edge_cases() {
     let Some(s) = stream("string_edge_cases") else { return };
     let long = "x".repeat(100);
-    let l = ColumnData::utf8([
+    let strings = [
         "", "a", "a\0", "ab", "abcdefgh", "abcdefg", "abcdefghi", "abcdefgh\0", "é", "z", "", "日本語",
         &format!("{long}1"), &format!("{long}2"), &long, "ab", "ABCDEFGH",
-    ]);
-    let r = ColumnData::utf8([
+    ];
+    let l = HostColumn::utf8(strings);
+    let r = HostColumn::utf8([
         "ab", "", "abcdefghi", "é", &format!("{long}2"), "abcdefgh", "e\u{301}", "a", &long, "日本", "z", "abcdefgh\0", "",
     ]);
     check_all(&s, &l, &r).unwrap();
-    // The index order is byte-wise, ties by row.
-    let d = DeviceColumnData::upload(&s, &l).unwrap();
-    let index = SortedIndex::build(&s, &d).unwrap();
-    let got: Vec<usize> = s.copy_to_host(&index.sorted_rows()).unwrap().iter().map(|r| r.get().unwrap() as usize).collect();
-    let mut want: Vec<usize> = (0..l.len()).collect();
-    want.sort_by(|&a, &b| l.str_bytes(a).unwrap().cmp(l.str_bytes(b).unwrap()).then(a.cmp(&b)));
+    // The index order is byte-wise, ties by row: probed with each distinct string once, in byte
+    // order, an inner join lists the index rows string by string, each string's rows in row order.
+    let index_t = up(&s, &l);
+    let index = JoinIndex::build(&s, &index_t, "k").unwrap();
+    let mut want: Vec<usize> = (0..strings.len()).collect();
+    want.sort_by(|&a, &b| strings[a].as_bytes().cmp(strings[b].as_bytes()).then(a.cmp(&b)));
+    let mut distinct: Vec<&str> = want.iter().map(|&j| strings[j]).collect();
+    distinct.dedup();
+    let probe_t = up(&s, &HostColumn::utf8(distinct));
+    let pairs = probe(&s, &index, &probe_t, JoinType::Inner, Side::Right).unwrap().pairs().unwrap();
+    let got: Vec<usize> = pairs.iter().map(|p| p.1.get().unwrap() as usize).collect();
     assert_eq!(got, want);
 }
 
@@ -421,24 +489,38 @@ fn index_order_for_every_type() {
     let Some(s) = stream("index_order_for_every_type") else { return };
     let mut rng = StdRng::seed_from_u64(77);
     for ty in TYPES {
-        let c = column(ty, &codes(&mut rng, 3001, 200, Dist::Uniform, false));
-        let d = DeviceColumnData::upload(&s, &c).unwrap();
+        let cs = codes(&mut rng, 3001, 200, Dist::Uniform, false);
+        let c = column(ty, &cs);
+        let t = up(&s, &c);
         poison(&s, 3001);
-        let index = SortedIndex::build(&s, &d).unwrap();
-        let got: Vec<usize> = s.copy_to_host(&index.sorted_rows()).unwrap().iter().map(|r| r.get().unwrap() as usize).collect();
+        let index = JoinIndex::build(&s, &t, "k").unwrap();
+        let cmp = |a: usize, b: usize| match (c.value(a), c.value(b), key(&c, a).unwrap(), key(&c, b).unwrap()) {
+            (Value::Float(x), Value::Float(y), _, _) => (x + 0.0).partial_cmp(&(y + 0.0)).unwrap(),
+            (_, _, Key::Int(x), Key::Int(y)) => x.cmp(&y),
+            (_, _, Key::Str(x), Key::Str(y)) => x.cmp(y),
+            _ => unreachable!(),
+        };
+        // The index's order, read through probes: one probe row per distinct key (NaN rows
+        // match nothing), ascending; an inner join lists each probe row's index rows in row
+        // order (the documented order), so the output's index rows are the index's order.
+        let mut by_key: Vec<usize> = (0..c.len()).filter(|&j| key(&c, j).is_some()).collect();
+        by_key.sort_by(|&a, &b| cmp(a, b).then(a.cmp(&b)));
+        let mut reps: Vec<usize> = Vec::new();
+        for &j in &by_key {
+            if reps.last().is_none_or(|&p| cmp(p, j).is_ne()) {
+                reps.push(j);
+            }
+        }
+        let probe_t = up(&s, &column(ty, &reps.iter().map(|&j| cs[j]).collect::<Vec<_>>()));
+        let pairs = probe(&s, &index, &probe_t, JoinType::Inner, Side::Right).unwrap().pairs().unwrap();
+        assert!(pairs.windows(2).all(|w| w[0].0 <= w[1].0), "{ty:?}: probe rows out of order");
+        let got: Vec<usize> = pairs.iter().map(|p| p.1.get().unwrap() as usize).collect();
         // Sorted by key (NaN rows left out), ties in row order: keys must not decrease and the
         // rows of a key must ascend; every non-NaN row exactly once.
         let mut seen: Vec<usize> = got.clone();
         seen.sort_unstable();
         let want: Vec<usize> = (0..c.len()).filter(|&j| key(&c, j).is_some()).collect();
         assert_eq!(seen, want, "{ty:?}: index rows");
-        let cmp = |a: usize, b: usize| match (&c, key(&c, a).unwrap(), key(&c, b).unwrap()) {
-            (ColumnData::F32(v), _, _) => (v[a] + 0.0).partial_cmp(&(v[b] + 0.0)).unwrap(),
-            (ColumnData::F64(v), _, _) => (v[a] + 0.0).partial_cmp(&(v[b] + 0.0)).unwrap(),
-            (_, Key::Int(x), Key::Int(y)) => x.cmp(&y),
-            (_, Key::Str(x), Key::Str(y)) => x.cmp(y),
-            _ => unreachable!(),
-        };
         for w in got.windows(2) {
             let o = cmp(w[0], w[1]);
             assert!(o.is_lt() || (o.is_eq() && w[0] < w[1]), "{ty:?}: rows {} then {} out of order", w[0], w[1]);
@@ -454,13 +536,13 @@ fn index_reused_for_two_probes() {
         let x = column(ty, &codes(&mut rng, 1500, 300, Dist::Uniform, false));
         let p1 = column(ty, &codes(&mut rng, 900, 300, Dist::Skewed, false));
         let p2 = column(ty, &codes(&mut rng, 2100, 600, Dist::Uniform, false));
-        let (dx, d1, d2) = (DeviceColumnData::upload(&s, &x).unwrap(), DeviceColumnData::upload(&s, &p1).unwrap(), DeviceColumnData::upload(&s, &p2).unwrap());
-        let index = SortedIndex::build(&s, &dx).unwrap();
+        let (dx, d1, d2) = (up(&s, &x), up(&s, &p1), up(&s, &p2));
+        let index = JoinIndex::build(&s, &dx, "k").unwrap();
         for (p, dp) in [(&p1, &d1), (&p2, &d2), (&p1, &d1)] {
             for jt in [JoinType::Inner, JoinType::Full, JoinType::RightAnti] {
                 poison(&s, 5000);
-                let maps = index.join(&s, dp, Side::Left, jt).unwrap();
-                check_maps(&maps, &expected(p, &x, jt, Side::Right), jt, &format!("{ty:?} {jt:?} reuse")).unwrap();
+                let maps = probe(&s, &index, dp, jt, Side::Right).unwrap();
+                check_maps(&maps, &expected(p, &x, jt, Side::Right), jt, Side::Right, &format!("{ty:?} {jt:?} reuse")).unwrap();
             }
         }
     }
@@ -474,13 +556,13 @@ fn larger_joins_size_equals_rows() {
         let n = rows(1 << 16, 1 << 13);
         let x = column(ty, &codes(&mut rng, n, n as u64 / 2, Dist::Uniform, false));
         let p = column(ty, &codes(&mut rng, n + 3, n as u64 / 2, Dist::Skewed, false));
-        let (dx, dp) = (DeviceColumnData::upload(&s, &x).unwrap(), DeviceColumnData::upload(&s, &p).unwrap());
-        let index = SortedIndex::build(&s, &dx).unwrap();
+        let (dx, dp) = (up(&s, &x), up(&s, &p));
+        let index = JoinIndex::build(&s, &dx, "k").unwrap();
         for jt in [JoinType::Inner, JoinType::Left, JoinType::Full, JoinType::LeftAnti, JoinType::RightSemi] {
             poison(&s, 4 * n);
-            let maps = index.join(&s, &dp, Side::Left, jt).unwrap();
-            check_maps(&maps, &expected(&p, &x, jt, Side::Right), jt, &format!("{ty:?} {jt:?} {n} rows")).unwrap();
-            assert_eq!(index.join_size(&s, &dp, Side::Left, jt).unwrap(), maps.rows());
+            let maps = probe(&s, &index, &dp, jt, Side::Right).unwrap();
+            check_maps(&maps, &expected(&p, &x, jt, Side::Right), jt, Side::Right, &format!("{ty:?} {jt:?} {n} rows")).unwrap();
+            assert_eq!(inlj(jt, &dp, &dx, Side::Right).count(&s).unwrap(), maps.rows());
         }
     }
 }
@@ -498,25 +580,30 @@ fn all_duplicate_keys() {
 #[test]
 fn type_mismatch_is_invalid_argument() {
     let Some(s) = stream("type_mismatch_is_invalid_argument") else { return };
-    let a = DeviceColumnData::upload(&s, &ColumnData::I32(vec![1, 2])).unwrap();
-    let b = DeviceColumnData::upload(&s, &ColumnData::I64(vec![1, 2])).unwrap();
-    let c = DeviceColumnData::upload(&s, &ColumnData::utf8(["1"])).unwrap();
+    // Key types that cannot be compared: the front door's typed error, before any device work.
+    let a = up(&s, &HostColumn::from_values(vec![1i32, 2]));
+    let b = up(&s, &HostColumn::from_values(vec![1i64, 2]));
+    let c = up(&s, &HostColumn::utf8(["1"]));
     for (l, r) in [(&a, &b), (&b, &a), (&a, &c), (&c, &b)] {
         for side in SIDES {
-            assert!(matches!(indexed_nested_loop_join(&s, l, r, JoinType::Inner, side), Err(Error::InvalidArgument(_))));
-            assert!(matches!(indexed_nested_loop_join_size(&s, l, r, JoinType::Full, side), Err(Error::InvalidArgument(_))));
+            let run = inlj(JoinType::Inner, l, r, side).run(&s);
+            assert!(matches!(run, Err(Error::TypeMismatch { .. })), "{side:?}: {:?}", run.err());
+            let count = inlj(JoinType::Full, l, r, side).count(&s);
+            assert!(matches!(count, Err(Error::TypeMismatch { .. })), "{side:?}: {:?}", count.err());
         }
     }
-    let index = SortedIndex::build(&s, &a).unwrap();
-    assert!(matches!(index.join(&s, &c, Side::Left, JoinType::Left), Err(Error::InvalidArgument(_))));
+    let index = JoinIndex::build(&s, &a, "k").unwrap();
+    let probed = index.probe(&s, &c, "k", JoinType::Left, &[], &[]);
+    assert!(matches!(probed, Err(Error::TypeMismatch { .. })), "{:?}", probed.err());
 }
 
-/// Runs without a GPU: the test reference agrees with `reference::join` on numeric keys (so a
-/// GPU failure points at the join, not at the reference), and follows the documented order.
+/// Runs without a GPU: the test reference agrees with the hash-based and the quadratic
+/// references over host tables (so a GPU failure points at the join, not at the reference), and
+/// follows the documented order.
 #[test]
 fn cpu_reference_agrees_with_crate_reference() {
     let mut rng = StdRng::seed_from_u64(31);
-    for ty in [Ty::I32, Ty::I64, Ty::U32, Ty::U64, Ty::F32, Ty::F64] {
+    for ty in [Ty::I32, Ty::I64, Ty::U32, Ty::U64, Ty::F32, Ty::F64, Ty::Utf8] {
         for dist in [Dist::Uniform, Dist::Skewed, Dist::OneKey, Dist::Disjoint] {
             let l = column(ty, &codes(&mut rng, 300, 40, dist, false));
             let r = column(ty, &codes(&mut rng, 200, 40, dist, true));
@@ -535,8 +622,8 @@ fn cpu_reference_agrees_with_crate_reference() {
         }
     }
     // Strings: byte-wise equality, including NUL and non-ASCII.
-    let l = ColumnData::utf8(["a", "a\0", "é", "", "e\u{301}"]);
-    let r = ColumnData::utf8(["a\0", "", "é", "a"]);
+    let l = HostColumn::utf8(["a", "a\0", "é", "", "e\u{301}"]);
+    let r = HostColumn::utf8(["a\0", "", "é", "a"]);
     let pairs = expected(&l, &r, JoinType::Inner, Side::Right);
     assert_eq!(pairs, vec![(id(0), id(3)), (id(1), id(0)), (id(2), id(2)), (id(3), id(1))]);
 }
@@ -545,50 +632,12 @@ fn cpu_reference_agrees_with_crate_reference() {
 // NULL keys (NullEqualsNothing)
 // ---------------------------------------------------------------------------------------------
 
-/// Validity words: bit `i % 32` of word `i / 32` set where row `i` is valid.
-fn validity_words(valid: &[bool]) -> Vec<u32> {
-    let mut w = vec![0u32; valid.len().div_ceil(32)];
-    for (i, &v) in valid.iter().enumerate() {
-        if v {
-            w[i / 32] |= 1 << (i % 32);
-        }
-    }
-    w
-}
-
 /// Every join type (reduced: see [`join_types`]), both index sides, with validities on both
-/// columns (`None`: no bitmap):
-/// `build_with_validity` + `join_with_validity` / `join_size_with_validity` against
-/// [`expected_v`] (cross-checked with `reference::join` for numeric keys).
-fn check_all_nullable(s: &Stream, left: &ColumnData, lv: Option<&[bool]>, right: &ColumnData, rv: Option<&[bool]>) -> Result<(), TestCaseError> {
-    let (dl, dr) = (DeviceColumnData::upload(s, left).unwrap(), DeviceColumnData::upload(s, right).unwrap());
-    let up = |v: Option<&[bool]>| v.map(|v| s.copy_from_host(&validity_words(v)).unwrap());
-    let (wl, wr) = (up(lv), up(rv));
-    let what0 = format!("{}\nleft valid {lv:?}\nright valid {rv:?}", describe(left, right));
-    for index_side in SIDES {
-        let (indexed, probe) = if index_side == Side::Left { (&dl, &dr) } else { (&dr, &dl) };
-        let (iw, pw) = if index_side == Side::Left { (&wl, &wr) } else { (&wr, &wl) };
-        let (ic, iv) = if index_side == Side::Left { (left, lv) } else { (right, rv) };
-        poison(s, left.len() + right.len());
-        let index = SortedIndex::build_with_validity(s, indexed, iw.as_ref().map(|b| b.view())).map_err(|e| fail(format!("build: {e}{what0}")))?;
-        let n_out = (0..indexed.len()).filter(|&j| key_v(ic, iv, j).is_none()).count();
-        prop_assert_eq!(index.entries(), indexed.len() - n_out, "entries{}", what0);
-        for jt in join_types() {
-            let what = format!("{jt:?}, index {index_side:?}{what0}");
-            let want = expected_v(left, lv, right, rv, jt, index_side);
-            if index_side == Side::Right {
-                cross_check_reference_v(left, lv, right, rv, jt, &want)?;
-            }
-            poison(s, want.len() + left.len() + right.len());
-            let pv = pw.as_ref().map(|b| b.view());
-            let maps = index.join_with_validity(s, probe, pv, other(index_side), jt).map_err(|e| fail(format!("{what}: {e}")))?;
-            check_maps(&maps, &want, jt, &what)?;
-            poison(s, left.len() + right.len());
-            let size = index.join_size_with_validity(s, probe, pv, other(index_side), jt).map_err(|e| fail(format!("{what}: size: {e}")))?;
-            prop_assert_eq!(size, want.len() as u64, "join_size {}", what);
-        }
-    }
-    Ok(())
+/// columns (`None`: no bitmap): [`check_all`] of the columns with their bitmaps (an index of a
+/// nullable column, probed by a nullable column), against [`expected`] (cross-checked with
+/// `table_keys::join` and, small, `table_reference::join`).
+fn check_all_nullable(s: &Stream, left: &HostColumn, lv: Option<&[bool]>, right: &HostColumn, rv: Option<&[bool]>) -> Result<(), TestCaseError> {
+    check_all(s, &with_valid(left, lv), &with_valid(right, rv)).map_err(|e| fail(format!("{e}\nleft valid {lv:?}\nright valid {rv:?}")))
 }
 
 fn random_valid(rng: &mut StdRng, n: usize, null_pct: u32) -> Vec<bool> {
@@ -639,31 +688,30 @@ fn null_keys_random_columns() {
 fn null_keys_hand_written() {
     let Some(s) = stream("null_keys_hand_written") else { return };
     // Index on the right: rows 1 (null 5) and 3 (NaN) are not in the index.
-    let r = ColumnData::F64(vec![5.0, 5.0, 7.0, f64::NAN, 7.0]);
-    let rv = [true, false, true, true, true];
-    let l = ColumnData::F64(vec![7.0, 5.0, 5.0, f64::NAN]);
-    let lv = [true, true, false, true]; // left row 2 (5.0) is null
-    let (dl, dr) = (DeviceColumnData::upload(&s, &l).unwrap(), DeviceColumnData::upload(&s, &r).unwrap());
-    let (wl, wr) = (s.copy_from_host(&validity_words(&lv)).unwrap(), s.copy_from_host(&validity_words(&rv)).unwrap());
-    let index = SortedIndex::build_with_validity(&s, &dr, Some(wr.view())).unwrap();
-    assert_eq!(index.entries(), 3);
-    let pairs = index.join_with_validity(&s, &dl, Some(wl.view()), Side::Left, JoinType::Full).unwrap().pairs().unwrap();
+    let r = HostColumn::from_values(vec![5.0, 5.0, 7.0, f64::NAN, 7.0]).with_validity(&[true, false, true, true, true]).unwrap();
+    // Left row 2 (5.0) is null.
+    let l = HostColumn::from_values(vec![7.0, 5.0, 5.0, f64::NAN]).with_validity(&[true, true, false, true]).unwrap();
+    let (lt, rt) = (up(&s, &l), up(&s, &r));
+    let index = JoinIndex::build(&s, &rt, "k").unwrap();
+    let pairs = probe(&s, &index, &lt, JoinType::Full, Side::Right).unwrap().pairs().unwrap();
     let n = RowId::NONE;
     assert_eq!(pairs, vec![(id(0), id(2)), (id(0), id(4)), (id(1), id(0)), (id(2), n), (id(3), n), (n, id(1)), (n, id(3))]);
+    let joined = run_inlj(&s, JoinType::Full, &lt, &rt, Side::Right).unwrap().maps.unwrap().pairs().unwrap();
+    assert_eq!(joined, pairs);
     // Strings, the null rows holding a value equal to a valid one.
-    let r = ColumnData::utf8(["a", "a", "bb", ""]);
-    let l = ColumnData::utf8(["a", "", "bb", "a"]);
+    let r = HostColumn::utf8(["a", "a", "bb", ""]);
+    let l = HostColumn::utf8(["a", "", "bb", "a"]);
     check_all_nullable(&s, &l, Some(&[true, true, false, false]), &r, Some(&[false, true, true, false])).unwrap();
-    // Too short a bitmap is an InvalidArgument.
-    let d = DeviceColumnData::upload(&s, &ColumnData::I32(vec![1; 33])).unwrap();
-    let one = s.copy_from_host(&[u32::MAX]).unwrap();
-    assert!(matches!(SortedIndex::build_with_validity(&s, &d, Some(one.view())), Err(Error::InvalidArgument(_))));
-    let index = SortedIndex::build(&s, &d).unwrap();
-    assert!(matches!(index.join_with_validity(&s, &d, Some(one.view()), Side::Left, JoinType::Inner), Err(Error::InvalidArgument(_))));
+    // Too short a bitmap is an InvalidArgument: no column holds one, on the host or the device.
+    assert!(matches!(HostColumn::from_values(vec![1i32; 33]).with_validity(&[true; 32]), Err(Error::InvalidArgument(_))));
+    let values = s.copy_from_host(&[1u8; 33 * 4]).unwrap();
+    let one = s.copy_from_host(&[0xFFu8; 4]).unwrap();
+    let view = ColumnView::new(DataType::Int32, 33, 0, values.view(), None, Some(one.view()));
+    assert!(matches!(view, Err(Error::InvalidArgument(_))), "{:?}", view.err());
 }
 
-/// Runs without a GPU: with validities, the test reference agrees with `reference::join`
-/// (NullEqualsNothing).
+/// Runs without a GPU: with validities, the test reference agrees with the hash-based and the
+/// quadratic references over host tables (NullEqualsNothing).
 #[test]
 fn cpu_reference_with_nulls_agrees_with_crate_reference() {
     let mut rng = StdRng::seed_from_u64(32);
@@ -673,10 +721,11 @@ fn cpu_reference_with_nulls_agrees_with_crate_reference() {
             let r = column(ty, &codes(&mut rng, nr, 20, Dist::Uniform, false));
             for pct in [0, 40, 100] {
                 let (vl, vr) = (random_valid(&mut rng, nl, pct), random_valid(&mut rng, nr, pct));
+                let (l, r) = (with_valid(&l, Some(&vl)), with_valid(&r, Some(&vr)));
                 for jt in JoinType::ALL {
                     for side in SIDES {
-                        let want = expected_v(&l, Some(&vl), &r, Some(&vr), jt, side);
-                        cross_check_reference_v(&l, Some(&vl), &r, Some(&vr), jt, &want).unwrap_or_else(|e| panic!("{ty:?} {nl}x{nr} {pct}% {jt:?} {side:?}: {e}"));
+                        let want = expected(&l, &r, jt, side);
+                        cross_check_reference(&l, &r, jt, &want).unwrap_or_else(|e| panic!("{ty:?} {nl}x{nr} {pct}% {jt:?} {side:?}: {e}"));
                     }
                 }
             }
