@@ -49,7 +49,7 @@ where
         let out = partitioned_hash_join_with_payloads(s, &kr, &pr, &kf, &pf, JoinType::Inner, opts, mode).unwrap();
         assert_eq!(out.rows, rows);
     });
-    let out = partitioned_hash_join_with_payloads(&h.stream, &kr, &pr, &kf, &pf, JoinType::Inner, opts, mode).unwrap();
+    let out = partitioned_hash_join_with_payloads(&h.stream, &kr, &pr, &kf, &pf, JoinType::Inner, JoinOptions { stats: true, ..opts }, mode).unwrap();
     println!("STATS {GROUP}/{case}: {:?}", out.stats);
 }
 
@@ -75,7 +75,7 @@ fn main() {
             // One narrow PHJ-OM join and nothing else, for a profiler.
             let (kr, kf) = (Keys::single(rn.keys.view()), Keys::single(fnn.keys.view()));
             let (pr, pf): (Vec<DeviceColumn>, Vec<DeviceColumn>) = (vec![rn.payloads[0].view().into()], vec![fnn.payloads[0].view().into()]);
-            let out = partitioned_hash_join_with_payloads(&s, &kr, &pr, &kf, &pf, JoinType::Inner, JoinOptions::default(), Materialization::Clustered).unwrap();
+            let out = partitioned_hash_join_with_payloads(&s, &kr, &pr, &kf, &pf, JoinType::Inner, JoinOptions { stats: true, ..JoinOptions::default() }, Materialization::Clustered).unwrap();
             s.synchronize().unwrap();
             println!("PROFILE {GROUP}/narrow_4b4b_phj_om: {} rows, {:?}", out.rows, out.stats);
             return;

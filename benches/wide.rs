@@ -78,7 +78,7 @@ fn case(h: &mut Harness, name: &str, r: &WideRelation<'_>, f: &WideRelation<'_>,
     });
     let s = h.stream.clone();
     s.synchronize().unwrap();
-    let out = wide::join(&s, r, f, JoinType::Inner, algo, opts).unwrap();
+    let out = wide::join(&s, r, f, JoinType::Inner, algo, opts.with_stats()).unwrap();
     let st = out.stats;
     println!(
         "STATS {GROUP}/{name}: algorithm {} | transform {:.3} ms, match {:.3} ms, materialize {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",
@@ -152,7 +152,7 @@ fn sequences(h: &mut Harness) {
                 let out = join_sequence(s, &fk_cols, &fp, &rels, algo, JoinOptions::default()).unwrap();
                 assert_eq!(out.rows, n_fact as u64);
             });
-            let out = join_sequence(&s, &fk_cols, &fp, &rels, algo, JoinOptions::default()).unwrap();
+            let out = join_sequence(&s, &fk_cols, &fp, &rels, algo, JoinOptions { stats: true, ..JoinOptions::default() }).unwrap();
             let steps: Vec<String> = out.steps.iter().map(|st| format!("{} {:.2} ms peak {:.0} MiB", st.algorithm.name(), st.stats.total_ms, mb(st.stats.peak_memory_bytes))).collect();
             println!("STATS {GROUP}/{name}: joins [{}] | first reason: {}", steps.join("; "), out.steps[0].reason);
         }
@@ -273,7 +273,7 @@ fn libcudf(h: &mut Harness) {
                 let out = wide::join(s, &b, &p, JoinType::Inner, a, opts).unwrap();
                 assert_eq!(out.rows, matching as u64);
             });
-            let out = wide::join(&s, &b, &p, JoinType::Inner, a, opts).unwrap();
+            let out = wide::join(&s, &b, &p, JoinType::Inner, a, opts.with_stats()).unwrap();
             let st = out.stats;
             println!(
                 "STATS {GROUP}/{case}: algorithm {} | transform {:.3} ms, match {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",

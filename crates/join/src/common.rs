@@ -216,24 +216,31 @@ pub(crate) fn alloc_output_maps(stream: &Stream, rows: u64, maps: usize) -> Resu
 
 /// Device-event marks around the phases of a join (transform, match, materialize, in that order)
 /// and the pool's high-water mark since [`Clock::start`], for [`JoinStats`](crate::JoinStats).
+///
+/// A clock started with `on == false` ([`crate::JoinOptions::stats`] not asked for) does
+/// nothing: no reset, no events, no wait; the statistics keep their zeros.
 pub(crate) struct Clock {
-    device: gpujoin_device::Device,
+    device: Option<gpujoin_device::Device>,
     events: Vec<gpujoin_device::Event>,
 }
 
 impl Clock {
-    /// Resets the peak-memory counter and marks the start.
-    pub(crate) fn start(stream: &Stream) -> Result<Clock> {
-        let device = stream.device().clone();
-        device.reset_peak_memory()?;
-        let mut c = Clock { device, events: Vec::with_capacity(4) };
-        c.mark(stream)?;
+    /// Resets the peak-memory counter and marks the start (when `on`).
+    pub(crate) fn start(stream: &Stream, on: bool) -> Result<Clock> {
+        let mut c = Clock { device: None, events: Vec::new() };
+        if on {
+            let device = stream.device().clone();
+            device.reset_peak_memory()?;
+            c.device = Some(device);
+            c.mark(stream)?;
+        }
         Ok(c)
     }
 
     /// Ends a phase.
     pub(crate) fn mark(&mut self, stream: &Stream) -> Result<()> {
-        let e = gpujoin_device::Event::new(&self.device, true)?;
+        let Some(device) = &self.device else { return Ok(()) };
+        let e = gpujoin_device::Event::new(device, true)?;
         e.record(stream)?;
         self.events.push(e);
         Ok(())
@@ -241,6 +248,7 @@ impl Clock {
 
     /// Fills in the times of the marks so far and the peak memory (waits for the last mark).
     pub(crate) fn finish(self, stats: &mut crate::JoinStats) -> Result<()> {
+        let Some(device) = &self.device else { return Ok(()) };
         let last = self.events.last().expect("a started clock has a mark");
         last.synchronize()?;
         let ms = |i: usize| -> Result<f32> {
@@ -253,7 +261,7 @@ impl Clock {
         stats.match_ms = ms(2)?;
         stats.materialize_ms = ms(3)?;
         stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
-        stats.peak_memory_bytes = self.device.peak_memory()?;
+        stats.peak_memory_bytes = device.peak_memory()?;
         Ok(())
     }
 }

@@ -1146,7 +1146,7 @@ fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions
         }
     }
     crate::common::check_output_budget(stream, left, right, req.join_type, opts)?;
-    let clock = Clock::start(stream)?;
+    let clock = Clock::start(stream, opts.stats)?;
     match prepare(stream, left, right, opts)? {
         AnyPrepared::U32(p) => phj::<u32>(stream, p, req, opts, clock),
         AnyPrepared::U64(p) => phj::<u64>(stream, p, req, opts, clock),
@@ -1360,11 +1360,17 @@ fn sorted_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &Si
     Ok((out_p, out_b))
 }
 
-/// Non-partitioned hash join with its statistics (see [`hash_join`]).
+/// Non-partitioned hash join with its statistics (see [`hash_join`]; collected whatever
+/// [`JoinOptions::stats`] says).
 pub fn hash_join_with_stats(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
+    nphj_with(stream, left, right, join_type, JoinOptions { stats: true, ..opts })
+}
+
+/// The non-partitioned hash join, statistics when [`JoinOptions::stats`].
+pub(crate) fn nphj_with(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
     left.check_comparable(right)?;
     crate::common::check_output_budget(stream, left, right, join_type, opts)?;
-    let clock = Clock::start(stream)?;
+    let clock = Clock::start(stream, opts.stats)?;
     match prepare(stream, left, right, opts)? {
         AnyPrepared::U32(p) => nphj::<u32>(stream, p, join_type, clock),
         AnyPrepared::U64(p) => nphj::<u64>(stream, p, join_type, clock),
@@ -1388,5 +1394,5 @@ pub fn hash_join_with_stats(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, 
 /// # Ok(()) }
 /// ```
 pub fn hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
-    Ok(hash_join_with_stats(stream, left, right, join_type, opts)?.maps)
+    Ok(nphj_with(stream, left, right, join_type, opts)?.maps)
 }

@@ -154,6 +154,10 @@ pub struct JoinOptions {
     /// chunked calls ([`crate::chunked::join_chunks`]) deliver such outputs. `None` (the
     /// default): as much as the device holds.
     pub output_budget: Option<u64>,
+    /// Collect per-phase device times and the pool's peak ([`crate::JoinStats`]): resets the
+    /// device's peak-memory counter, records events and waits for the device at the end. `false`
+    /// (the default): none of that; the statistics read zero.
+    pub stats: bool,
     /// Paths and tunings forced for this call, for tests only (feature `testing`).
     #[cfg(feature = "testing")]
     pub testing: TestingOptions,
@@ -165,6 +169,7 @@ impl JoinOptions {
         null_equality: NullEquality::NullEqualsNothing,
         nan_equality: NanEquality::NanEqualsNan,
         output_budget: None,
+        stats: false,
         #[cfg(feature = "testing")]
         testing: TestingOptions::DEFAULT,
     };

@@ -101,7 +101,7 @@ fn check(s: &Stream, c: &Case, jt: JoinType, algo: Algorithm, simple: bool, what
     let left = WideRelation::new(dl.keys(), bl.iter().map(dev_column).collect()).unwrap();
     let right = WideRelation::new(dr.keys(), br.iter().map(dev_column).collect()).unwrap();
     poison_for(s, c.l.rows() + c.r.rows());
-    let opts = WideJoinOptions { keys: c.opts, ..WideJoinOptions::default() };
+    let opts = WideJoinOptions { keys: c.opts, ..WideJoinOptions::default() }.with_stats();
     let out = wide::join(s, &left, &right, jt, algo, opts).map_err(|e| fail(format!("{what}: error {e}{}", describe(&c.l, &c.r))))?;
     prop_assert_eq!(out.join_type, jt);
     prop_assert!(out.algorithm != Algorithm::Auto, "{}: ran Auto", what);
@@ -466,7 +466,7 @@ where
     let mut peak = std::collections::HashMap::new();
     for &algo in algos {
         s.synchronize().unwrap();
-        let out = wide::join(s, &left, &right, JoinType::Inner, algo, WideJoinOptions::default()).unwrap();
+        let out = wide::join(s, &left, &right, JoinType::Inner, algo, WideJoinOptions::default().with_stats()).unwrap();
         assert_eq!(out.rows, ns as u64, "{algo:?} {label}");
         let (l, rr) = (out.left.as_ref().unwrap(), out.right.as_ref().unwrap());
         assert_eq!((l.columns.len(), rr.columns.len()), (cols, cols), "{algo:?} {label}");
@@ -751,7 +751,7 @@ fn smj_om_wide_peak_is_at_most_um_and_output_equals_um() {
         let mut result = vec![];
         for algo in [Algorithm::SmjUm, Algorithm::SmjOm] {
             s.synchronize().unwrap();
-            let out = wide::join(&s, &left, &right, JoinType::Inner, algo, WideJoinOptions::default()).unwrap();
+            let out = wide::join(&s, &left, &right, JoinType::Inner, algo, WideJoinOptions::default().with_stats()).unwrap();
             assert_eq!((out.rows, out.algorithm), (ns as u64, algo), "{what}");
             let cols: Vec<Vec<u64>> = [&out.left, &out.right].into_iter().flat_map(|m| m.as_ref().unwrap().columns.iter().map(|c| payload_bits(c).1)).collect();
             println!("{what}: {algo:?} {:?}", out.stats);

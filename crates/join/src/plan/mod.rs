@@ -370,6 +370,7 @@ impl<'a> Join<'a> {
     /// resets the device's peak-memory counter).
     pub fn with_stats(mut self) -> Join<'a> {
         self.stats = true;
+        self.options.stats = true;
         self
     }
 
@@ -648,11 +649,11 @@ impl<'a> Join<'a> {
             out.reason = noted(out.reason, note.as_deref());
             return Ok(out);
         }
-        let mut clock = if self.stats { Some(crate::common::Clock::start(stream)?) } else { None };
+        let mut clock = if self.stats { Some(crate::common::Clock::start(stream, true)?) } else { None };
         if let Some(c) = clock.as_mut() {
             c.mark(stream)?;
         }
-        let (maps, note) = self.maps_noted(stream, &inputs, algorithm)?;
+        let (maps, note, algo) = self.maps_noted(stream, &inputs, algorithm)?;
         let reason = noted(reason, note.as_deref());
         if let Some(c) = clock.as_mut() {
             c.mark(stream)?;
@@ -663,6 +664,13 @@ impl<'a> Join<'a> {
                 c.mark(stream)?;
                 let mut s = JoinStats::default();
                 c.finish(&mut s)?;
+                // The hash joins time their own phases (and reset the peak counter as they
+                // start): key preparation counts as transform, then theirs.
+                if let Some(a) = algo {
+                    let prep = (s.match_ms - a.transform_ms - a.match_ms).max(0.0);
+                    s = JoinStats { transform_ms: prep + a.transform_ms, match_ms: a.match_ms, materialize_ms: s.materialize_ms, peak_memory_bytes: s.peak_memory_bytes.max(a.peak_memory_bytes), ..a };
+                    s.total_ms = s.transform_ms + s.match_ms + s.materialize_ms;
+                }
                 Some(s)
             }
             None => None,
@@ -677,7 +685,7 @@ impl<'a> Join<'a> {
 
     /// The gather maps by `algorithm` (not a clustered one) and how the keys were prepared, for
     /// the reason ([`keys::PreparedKeys::note`]).
-    fn maps_noted(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm) -> Result<(GatherMaps, Option<String>)> {
+    fn maps_noted(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm) -> Result<(GatherMaps, Option<String>, Option<JoinStats>)> {
         let jt = self.join_type;
         if algorithm.is_theta() {
             let low = self.lower_theta(stream, &[])?;
@@ -688,13 +696,16 @@ impl<'a> Join<'a> {
                     return Err(Error::OutputTooLarge { rows, bytes, available: budget });
                 }
             }
-            return Ok((theta_maps(stream, &low, algorithm, jt)?, None));
+            return Ok((theta_maps(stream, &low, algorithm, jt)?, None, None));
         }
         // The sorted merge joins the key columns as they are (it checks their order itself).
         let (lk, rk) = keys::prepare(stream, &i.left_keys, &i.right_keys, self.options, algorithm != Algorithm::SortedMerge)?;
         let note = lk.note().map(str::to_string);
         let (l, r) = (lk.keys()?, rk.keys()?);
-        let Some(f) = &self.filter else { return Ok((equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, jt, self.options)?, note)) };
+        let Some(f) = &self.filter else {
+            let (maps, stats) = equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, jt, self.options)?;
+            return Ok((maps, note, stats));
+        };
         // Keys and a filter: the inner join on the keys, the filter on its pairs, then the join type.
         let inner_options = JoinOptions { output_budget: None, ..self.options };
         let inner = match algorithm {
@@ -707,14 +718,14 @@ impl<'a> Join<'a> {
                     clustered_pairs(stream, &l, &r, i, algorithm, inner_options)?
                 }
             }
-            _ => equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, JoinType::Inner, inner_options)?,
+            _ => equi_maps(stream, i, &l, &r, &lk, &rk, algorithm, JoinType::Inner, JoinOptions { stats: false, ..inner_options })?.0,
         };
         drop((l, r));
         drop((lk, rk));
         let (a, b) = inner.into_raw();
         let low = filter::lower(stream, f, &[], self.options, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
         let (a, b) = crate::theta::nested_loop::PairFilter::new(stream, &low.left, &low.right, &low.pred, &[])?.apply(stream, a, b)?;
-        Ok((crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)?, note))
+        Ok((crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)?, note, None))
     }
 
     fn run_wide(&self, stream: &Stream, i: &Inputs<'a>, l: &Keys<'_>, r: &Keys<'_>, algorithm: Algorithm, reason: String) -> Result<JoinOutput> {
@@ -1011,16 +1022,22 @@ pub(crate) fn materialize_sides(stream: &Stream, maps: &GatherMaps, left: &[(Str
 }
 
 #[allow(clippy::too_many_arguments)]
-fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &keys::PreparedKeys<'_>, rk: &keys::PreparedKeys<'_>, algorithm: Algorithm, jt: JoinType, options: JoinOptions) -> Result<GatherMaps> {
-    Ok(match algorithm {
+fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &keys::PreparedKeys<'_>, rk: &keys::PreparedKeys<'_>, algorithm: Algorithm, jt: JoinType, options: JoinOptions) -> Result<(GatherMaps, Option<JoinStats>)> {
+    Ok((match algorithm {
         Algorithm::SortedMerge => {
             crate::common::check_output_budget(stream, l, r, jt, options)?;
             sorted_merge(stream, i, jt, options)?
         }
         Algorithm::SortMerge(_) => crate::sort_merge::sort_merge_join(stream, l, r, jt, options)?,
         Algorithm::Interleave => crate::interleave::interleave_join(stream, l, r, jt, options)?,
-        Algorithm::Hash => crate::hash_join::hash_join(stream, l, r, jt, options)?,
-        Algorithm::PartitionedHash(_) => crate::hash_join::partitioned_hash_join(stream, l, r, jt, options)?.maps,
+        Algorithm::Hash => {
+            let out = crate::hash_join::nphj_with(stream, l, r, jt, options)?;
+            return Ok((out.maps, options.stats.then_some(out.stats)));
+        }
+        Algorithm::PartitionedHash(_) => {
+            let out = crate::hash_join::partitioned_hash_join(stream, l, r, jt, options)?;
+            return Ok((out.maps, options.stats.then_some(out.stats)));
+        }
         Algorithm::IndexedNestedLoop => {
             crate::common::check_output_budget(stream, l, r, jt, options)?;
             use crate::device_relation::DeviceColumnData;
@@ -1042,7 +1059,7 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
             }
         }
         a => return Err(Error::invalid(format!("internal: {} is not an equi-join algorithm", a.name()))),
-    })
+    }, None))
 }
 
 /// The wide join of prepared keys with payloads by `algorithm` (a clustered one, or `Auto`: the

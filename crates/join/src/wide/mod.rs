@@ -72,7 +72,7 @@ pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
 
 use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
 
-use crate::hash_join::{hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
+use crate::hash_join::{partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
 use crate::keys::range::{self, Outcome};
 use crate::keys::{DeviceColumn, Keys};
 use crate::maps::{map_validity, GatherMaps, Materialized, Payload, Side};
@@ -192,6 +192,11 @@ impl WideJoinOptions {
     pub fn maps_only() -> Self {
         WideJoinOptions { output: Output::MapsOnly, ..Self::default() }
     }
+
+    /// The same options, collecting the statistics ([`JoinOptions::stats`]).
+    pub fn with_stats(self) -> Self {
+        WideJoinOptions { keys: JoinOptions { stats: true, ..self.keys }, ..self }
+    }
 }
 
 /// The output relation of a wide join.
@@ -290,7 +295,7 @@ pub(crate) fn join_as_given(stream: &Stream, left: &WideRelation<'_>, right: &Wi
             Ok(WideJoinOutput { join_type, rows: out.rows, left: out.left, right: out.right, maps: out.maps, stats: out.stats, algorithm, reason })
         }
         Algorithm::Nphj => {
-            let out = hash_join_with_stats(stream, &left.keys, &right.keys, join_type, opts.keys)?;
+            let out = crate::hash_join::nphj_with(stream, &left.keys, &right.keys, join_type, opts.keys)?;
             let (maps, mut stats) = (out.maps, out.stats);
             if maps_only {
                 return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: None, right: None, maps: Some(maps), stats, algorithm, reason });

@@ -114,7 +114,7 @@ pub(crate) fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelatio
     if om && !KeyPlan::new(&left.keys, &right.keys, opts.keys, 64).exact {
         return Err(om_unsupported("composite keys wider than 64 bits are hashed, and only the general sort-merge join (maps into the input rows) verifies them"));
     }
-    let clock = Clock::start(stream)?;
+    let clock = Clock::start(stream, opts.keys.stats)?;
     let scalar = scalar_keys(stream, &left.keys, &right.keys, opts.keys)?;
     let Some(scalar) = scalar else {
         if om {
