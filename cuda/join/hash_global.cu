@@ -97,7 +97,11 @@ __global__ void unique_insert_kernel(const K *keys, const uint32_t *ids, int64_t
                                      uint64_t mask, uint32_t *flags) {
   constexpr K EMPTY = ~K(0);
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const volatile uint32_t *seen = flags;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    // Once a flag is up the table is dropped: stop. Flags are raised only where not yet up, so
+    // that many repeated keys do not serialize on one word.
+    if (*seen != 0u) return;
     const K key = keys[i];
     if (key == EMPTY) {
       atomicOr(flags, 2u);
@@ -111,7 +115,7 @@ __global__ void unique_insert_kernel(const K *keys, const uint32_t *ids, int64_t
         break;
       }
       if (prev == key) {
-        atomicOr(flags, 1u);
+        if ((*seen & 1u) == 0u) atomicOr(flags, 1u);
         break;
       }
       s = (s + 1) & mask;

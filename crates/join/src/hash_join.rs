@@ -1246,7 +1246,8 @@ pub fn partitioned_hash_join_with_payloads(
 
 fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, mut clock: Clock) -> Result<HashJoinOutput> {
     let (nl, nr) = (p.left.kept_len(), p.right.kept_len());
-    let build_left = nl < nr;
+    // The left side builds on ties (the probe side is the larger one, the right one on ties).
+    let build_left = nl <= nr;
     let (bs, ps) = if build_left { (&p.left, &p.right) } else { (&p.right, &p.left) };
     let mut stats = JoinStats { build_side: Some(if build_left { Side::Left } else { Side::Right }), mixed_keys: p.mixed, ..JoinStats::default() };
     let (probe_rows, build_rows) = match unique_build_pairs(stream, bs, ps, &mut clock)? {
@@ -1380,7 +1381,7 @@ pub(crate) fn nphj_with(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join
 /// Non-partitioned hash join: one global hash table of the smaller side's distinct keys, probed
 /// by every row of the other side. Any keys and join type, as [`partitioned_hash_join`].
 ///
-/// Output order: inner pairs by probe row (the larger side; the left side on ties) in input
+/// Output order: inner pairs by probe row (the larger side; the right side on ties) in input
 /// order, each with its build matches in input order; then unmatched left rows, then unmatched
 /// right rows, each in input order. Semi and anti joins return rows in input order.
 ///

@@ -2,7 +2,7 @@
 //! the unique-build table (every build row its own slot, no sort) and the sorted path it falls
 //! back to when a build key repeats or has every bit set (`u32::MAX` / `u64::MAX` prepared keys
 //! mark empty slots). Both must give the reference's pairs in the documented order: inner pairs
-//! by probe row (the larger side; the left side on ties), each with its build matches in row
+//! by probe row (the larger side; the right side on ties), each with its build matches in row
 //! order; then unmatched left rows, then unmatched right rows; semi and anti rows in row order.
 //!
 //! Shapes: unique build keys with matches, none, all; the all-ones key in the build side (falls
@@ -132,7 +132,7 @@ fn check(s: &Stream, kind: Kind, l: &[Option<u64>], r: &[Option<u64>], jt: JoinT
     assert_eq!(sorted.len(), want.len(), "{}: {} rows, expected {}", ctx(), sorted.len(), want.len());
     assert!(sorted == want, "{}: pairs differ (first got {:?}, want {:?})", ctx(), &sorted[..sorted.len().min(8)], &want[..want.len().min(8)]);
     if ordered {
-        let expected = documented_order(&want, l.len() < r.len());
+        let expected = documented_order(&want, l.len() <= r.len());
         if let Some(k) = got.iter().zip(&expected).position(|(a, b)| a != b) {
             panic!("{}: right pairs, wrong order: first difference at output row {k}: {:?} instead of {:?}", ctx(), got[k], expected[k]);
         }
@@ -166,6 +166,8 @@ fn unique_and_sorted_builds_match_the_reference_in_the_documented_order() {
             ("unique pk-fk", distinct(&mut rng, big / 3, big as u64), draws(&mut rng, big, big as u64)),
             ("unique, right builds", draws(&mut rng, big, 200), distinct(&mut rng, 101, 400)),
             ("unique, equal sizes", distinct(&mut rng, 777, 2000), distinct(&mut rng, 777, 2000)),
+            ("equal sizes, the right side repeats (the left builds)", distinct(&mut rng, 555, 1500), draws(&mut rng, 555, 1500)),
+            ("equal sizes, the left side repeats", draws(&mut rng, 555, 1500), distinct(&mut rng, 555, 1500)),
             ("unique, no matches", (0..97).map(|i| Some(2 * i)).collect(), (0..301).map(|i| Some(2 * i + 1)).collect()),
             ("one repeated build key", { let mut v = distinct(&mut rng, 499, 5000); v[17] = v[400]; v }, draws(&mut rng, 1501, 5000)),
             ("all-equal keys", vec![Some(5); 40], vec![Some(5); 61]),
