@@ -307,6 +307,11 @@ fn four_byte_keys_eight_byte_payloads(h: &mut Harness, r: &[u32], f: &[u32], suf
 
 fn main() {
     let Some(mut h) = Harness::new("wide joins") else { return };
+    // GPUJOIN_WIDE_ONLY=libcudf: only that group (quick runs while tuning).
+    if std::env::var("GPUJOIN_WIDE_ONLY").is_ok_and(|g| g == "libcudf") {
+        libcudf(&mut h);
+        return;
+    }
     let s = h.stream.clone();
     let (nr, ns) = (1usize << 26, 1usize << 27);
     let t = std::time::Instant::now();
