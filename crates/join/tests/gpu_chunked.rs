@@ -1,21 +1,24 @@
-//! Chunked retrieval (issue 5): with small budgets, the concatenated chunks of an equi-join equal
+//! Chunked retrieval (issue 5) through the front door (`Join::chunks` of an equi-join without a
+//! filter: the chunked sort-merge join, `JoinChunkSource::path() == "equi"`), inputs as
+//! `HostTable`s uploaded with `Table::upload`: with small budgets, the concatenated chunks equal
 //! the one-shot result, in the documented order (matches by key, then left row, then right row;
 //! unmatched left rows at their key's place; unmatched right rows last in key order; semi/anti
-//! rows in key order), every chunk within the budget, the total equal to `join_size`; a budget
-//! smaller than one row's output splits that row; empty inputs; host streaming delivers the same
-//! rows as the device iterator.
+//! rows in key order), every chunk within the budget, the total equal to `Join::count`; a budget
+//! smaller than one row's output splits that row; empty inputs; host streaming
+//! (`chunked::stream_to_host` of the front door's chunk source) delivers the same rows as the
+//! device iterator. The CPU reference is `gpujoin_testkit::table_reference`.
 //!
 //! GPU tests: they print SKIPPED without a device and fail with GPUJOIN_REQUIRE_GPU=1.
 
 mod common;
 use common::{fail, stream};
 
-use gpujoin_device::{DeviceBuffer, DeviceView, Stream};
-use gpujoin_join::chunked::{
-    join_chunks, join_chunks_to_host, stream_to_host, ChunkBudget, EquiChunkSource, HostStreamOptions, JoinChunks,
-};
-use gpujoin_join::{sort_merge_join, sort_merge_join_size, DeviceColumn, GatherMaps, HostColumn, HostKeys, JoinOptions, JoinType, Keys, RowId};
-use gpujoin_testkit::reference;
+use gpujoin_device::{DeviceBuffer, Stream};
+use gpujoin_join::chunked::{stream_to_host, ChunkBudget, HostStreamOptions};
+use gpujoin_join::plan::{Algorithm, Gather, Join, JoinChunkSource};
+use gpujoin_join::table::{HostColumn, HostTable, NativeValue, Table};
+use gpujoin_join::{GatherMaps, JoinType, NanEquality, NullEquality, RowId};
+use gpujoin_testkit::table_reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
@@ -37,6 +40,22 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
     if let Err(e) = r.run(&strat, f) {
         panic!("{e}");
     }
+}
+
+/// The front door's default equalities (SQL: NULL matches nothing, NaN matches NaN).
+const NULLS: NullEquality = NullEquality::NullEqualsNothing;
+const NANS: NanEquality = NanEquality::NanEqualsNan;
+
+/// A one-column table `k` of `keys`.
+fn single<K: NativeValue>(keys: &[K]) -> HostTable {
+    HostTable::new(vec![("k", HostColumn::from_values(keys.to_vec()))]).unwrap()
+}
+
+/// Reference pairs (`None`: no row) as `(RowId, RowId)`, sorted (`RowId::NONE` last).
+fn canonical(pairs: Vec<(Option<u32>, Option<u32>)>) -> Vec<(RowId, RowId)> {
+    let mut v: Vec<(RowId, RowId)> = pairs.into_iter().map(|(a, b)| (RowId::from_option(a), RowId::from_option(b))).collect();
+    v.sort_unstable();
+    v
 }
 
 fn id(i: usize) -> RowId {
@@ -91,22 +110,13 @@ fn expected_order<K: Ord + Copy>(left: &[K], right: &[K], jt: JoinType) -> Vec<(
 
 /// Joins in chunks of `budget` bytes and checks order, chunk sizes, contiguity, the total and
 /// the multiset against the CPU reference.
-fn check_chunked<K: gpujoin_device::Pod + Ord + Copy>(
-    s: &Stream,
-    left: &[K],
-    right: &[K],
-    jt: JoinType,
-    budget: u64,
-    host: fn(Vec<K>) -> HostColumn,
-) -> Result<(), TestCaseError>
-where
-    for<'a> DeviceColumn<'a>: From<DeviceView<'a, K>>,
-{
-    let (dl, dr) = (s.copy_from_host(left).unwrap(), s.copy_from_host(right).unwrap());
+fn check_chunked<K: NativeValue + Ord>(s: &Stream, left: &[K], right: &[K], jt: JoinType, budget: u64) -> Result<(), TestCaseError> {
+    let (hl, hr) = (single(left), single(right));
+    let (dl, dr) = (Table::upload(s, &hl).unwrap(), Table::upload(s, &hr).unwrap());
     poison_pool(s, (left.len() + right.len()) * 64 + (1 << 16));
-    let chunks: JoinChunks<EquiChunkSource> =
-        join_chunks(s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default(), ChunkBudget::Bytes(budget))
-            .map_err(|e| fail(format!("{jt:?}: {e}")))?;
+    let join = Join::new(jt).on(&dl, &["k"], &dr, &["k"]);
+    let chunks = join.chunks(s, ChunkBudget::Bytes(budget)).map_err(|e| fail(format!("{jt:?}: {e}")))?;
+    prop_assert_eq!(chunks.source().path(), "equi", "{:?}: an equi-join without a filter takes the chunked equi-join", jt);
     let per_chunk = chunks.plan().rows_per_chunk;
     let bpr = if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) { 8 } else { 4 };
     prop_assert_eq!(per_chunk, (budget / bpr).max(1), "{:?}: rows per chunk", jt);
@@ -144,16 +154,12 @@ where
             want.get(first)
         )));
     }
-    let (hl, hr) = (HostKeys::single(host(left.to_vec())), HostKeys::single(host(right.to_vec())));
-    let mut reference = reference::join(&hl, &hr, jt, JoinOptions::default()).unwrap();
-    reference::sort_pairs(&mut reference);
+    let reference = canonical(table_reference::equi_join(&hl, &["k"], &hr, &["k"], jt, NULLS, NANS));
     let mut sorted = got;
-    reference::sort_pairs(&mut sorted);
+    sorted.sort_unstable();
     prop_assert!(sorted == reference, "{:?}: differs from the reference as a multiset", jt);
-    let size =
-        sort_merge_join_size(s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default())
-            .unwrap();
-    prop_assert_eq!(total, size, "{:?}: total vs join_size", jt);
+    let size = join.count(s).unwrap();
+    prop_assert_eq!(total, size, "{:?}: total vs Join::count", jt);
     Ok(())
 }
 
@@ -173,7 +179,7 @@ fn chunks_concatenate_to_the_one_shot_result() {
         let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(nl as u64 * 7919 + nr as u64 * 31 + domain as u64);
         let left: Vec<u32> = (0..nl).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
         let right: Vec<u32> = (0..nr).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
-        check_chunked(&s, &left, &right, JoinType::ALL[t], budget, HostColumn::U32)
+        check_chunked(&s, &left, &right, JoinType::ALL[t], budget)
     });
 }
 
@@ -188,13 +194,13 @@ fn every_join_type_with_signed_wide_keys() {
     let right: Vec<i64> = (0..nr).map(|i| (i % 41) as i64 * -1_000_000_007 + (i % 5) as i64).collect();
     for jt in JoinType::ALL {
         for budget in [8, 24, 800, 1 << 20] {
-            check_chunked(&s, &left, &right, jt, budget, HostColumn::I64).unwrap();
+            check_chunked(&s, &left, &right, jt, budget).unwrap();
         }
     }
     let (l32, r32): (Vec<i32>, Vec<i32>) = ((0..300).map(|i| -(i % 17)).collect(), (0..200).map(|i| -(i % 23)).collect());
-    check_chunked(&s, &l32, &r32, JoinType::Full, 40, HostColumn::I32).unwrap();
+    check_chunked(&s, &l32, &r32, JoinType::Full, 40).unwrap();
     let (l64, r64): (Vec<u64>, Vec<u64>) = ((0..300).map(|i| u64::MAX - i % 9).collect(), (0..200).map(|i| u64::MAX - i % 4).collect());
-    check_chunked(&s, &l64, &r64, JoinType::Left, 56, HostColumn::U64).unwrap();
+    check_chunked(&s, &l64, &r64, JoinType::Left, 56).unwrap();
 }
 
 #[test]
@@ -204,13 +210,13 @@ fn budget_smaller_than_one_rows_output() {
     };
     // One left row matching 1000 right rows: chunks of 7 rows split it.
     let right = vec![5u32; 1000];
-    check_chunked(&s, &[5u32], &right, JoinType::Inner, 56, HostColumn::U32).unwrap();
+    check_chunked(&s, &[5u32], &right, JoinType::Inner, 56).unwrap();
     // All keys equal: every left row longer than the budget; unmatched rows around them.
     let left = vec![1u32, 0, 1, 1, 2, 1];
     let right: Vec<u32> = (0..50).map(|i| if i % 10 == 9 { 3 } else { 1 }).collect();
     for jt in [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full] {
         for budget in [0, 1, 8, 16, 8 * 13, 8 * 45, 8 * 46] {
-            check_chunked(&s, &left, &right, jt, budget, HostColumn::U32).unwrap();
+            check_chunked(&s, &left, &right, jt, budget).unwrap();
         }
     }
 }
@@ -222,15 +228,15 @@ fn empty_inputs() {
     };
     let some = [3u32, 1, 3];
     for jt in JoinType::ALL {
-        check_chunked(&s, &[], &[], jt, 16, HostColumn::U32).unwrap();
-        check_chunked(&s, &some, &[], jt, 16, HostColumn::U32).unwrap();
-        check_chunked(&s, &[], &some, jt, 16, HostColumn::U32).unwrap();
-        check_chunked(&s, &[7u32, 8], &some, jt, 8, HostColumn::U32).unwrap(); // no matches
+        check_chunked::<u32>(&s, &[], &[], jt, 16).unwrap();
+        check_chunked(&s, &some, &[], jt, 16).unwrap();
+        check_chunked(&s, &[], &some, jt, 16).unwrap();
+        check_chunked(&s, &[7u32, 8], &some, jt, 8).unwrap(); // no matches
     }
 }
 
 /// Streams to the host and returns the ordered pairs, checking the stats.
-fn host_pairs(s: &Stream, src: &EquiChunkSource, budget: u64, depth: usize) -> Vec<(RowId, RowId)> {
+fn host_pairs(s: &Stream, src: &JoinChunkSource, budget: u64, depth: usize) -> Vec<(RowId, RowId)> {
     let mut got = Vec::new();
     let mut next = 0usize;
     let stats = stream_to_host(s, src, ChunkBudget::Bytes(budget), HostStreamOptions { depth, ..HostStreamOptions::default() }, |c| {
@@ -260,19 +266,24 @@ fn host_streaming_yields_the_same_rows() {
     let (dom_l, dom_r) = (nl as u32 / 6, nr as u32 * 7 / 20);
     let left: Vec<u32> = (0..nl).map(|_| rand::Rng::gen_range(&mut rng, 0..dom_l)).collect();
     let right: Vec<u32> = (0..nr).map(|_| rand::Rng::gen_range(&mut rng, 0..dom_r)).collect();
-    let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
+    let (dl, dr) = (Table::upload(&s, &single(&left)).unwrap(), Table::upload(&s, &single(&right)).unwrap());
     for jt in JoinType::ALL {
-        let src = EquiChunkSource::new(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();
+        let join = Join::new(jt).on(&dl, &["k"], &dr, &["k"]);
+        // The front door's chunk source (planned here for the default budget; streamed below
+        // for others).
+        let chunks = join.chunks(&s, ChunkBudget::default()).unwrap();
+        let src = chunks.source();
+        assert_eq!(src.path(), "equi", "{jt:?}");
         let want = expected_order(&left, &right, jt);
         for (budget, depth) in [(8 * 1000, 2), (8 * 333, 3), (40, 2), (1 << 30, 2)] {
             poison_pool(&s, 1 << 22);
             let got = host_pairs(&s, &src, budget, depth);
             assert!(got == want, "{jt:?} budget {budget} depth {depth}: {} rows streamed, {} expected", got.len(), want.len());
         }
-        // The convenience call agrees.
+        // A fresh source streamed with the default options agrees.
         let mut rows = 0u64;
-        let (kl, kr) = (Keys::single(dl.view()), Keys::single(dr.view()));
-        join_chunks_to_host(&s, &kl, &kr, jt, JoinOptions::default(), ChunkBudget::Bytes(4096), HostStreamOptions::default(), |c| {
+        let fresh = join.chunks(&s, ChunkBudget::Bytes(4096)).unwrap();
+        stream_to_host(&s, fresh.source(), ChunkBudget::Bytes(4096), HostStreamOptions::default(), |c| {
             rows += c.rows();
             Ok(())
         })
@@ -293,27 +304,29 @@ fn larger_join_against_the_one_shot_join() {
     let budget = sized(1 << 20, 1 << 16) as u64;
     let left: Vec<u32> = (0..sized(200_000, 20_000)).map(|_| rand::Rng::gen_range(&mut rng, 0..sized(60_000, 6_000) as u32)).collect();
     let right: Vec<u32> = (0..sized(150_000, 15_000)).map(|_| rand::Rng::gen_range(&mut rng, 0..sized(80_000, 8_000) as u32)).collect();
-    let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
+    let (dl, dr) = (Table::upload(&s, &single(&left)).unwrap(), Table::upload(&s, &single(&right)).unwrap());
     for jt in [JoinType::Inner, JoinType::Full] {
-        let one_shot = sort_merge_join(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();
-        let mut want = ordered_pairs(&one_shot);
-        let chunks = join_chunks(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default(), ChunkBudget::Bytes(budget)).unwrap();
+        let join = Join::new(jt).on(&dl, &["k"], &dr, &["k"]);
+        // The one-shot join: the sort-merge join's maps.
+        let one_shot = join.clone().algorithm(Algorithm::SortMerge(Gather::Unclustered)).run(&s).unwrap();
+        assert_eq!(one_shot.algorithm, Algorithm::SortMerge(Gather::Unclustered), "{}", one_shot.reason);
+        let mut want = ordered_pairs(&one_shot.maps.expect("the sort-merge join returns its maps"));
+        let chunks = join.chunks(&s, ChunkBudget::Bytes(budget)).unwrap();
         assert!(chunks.plan().chunks.len() > 2, "{jt:?}: the budget cuts the output");
         let mut got = Vec::new();
         for c in chunks {
             got.extend(ordered_pairs(&c.unwrap().data));
         }
         // Same multiset as the one-shot join; the host-streamed rows in the same order.
-        let src = EquiChunkSource::new(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), jt, JoinOptions::default()).unwrap();
-        let streamed = host_pairs(&s, &src, budget, 2);
+        let src = join.chunks(&s, ChunkBudget::Bytes(budget)).unwrap();
+        let streamed = host_pairs(&s, src.source(), budget, 2);
         assert!(streamed == got, "{jt:?}: streamed vs device chunks");
-        reference::sort_pairs(&mut got);
-        reference::sort_pairs(&mut want);
+        got.sort_unstable();
+        want.sort_unstable();
         assert!(got == want, "{jt:?}: {} chunked rows vs {} one-shot rows", got.len(), want.len());
     }
     // The default budget (from free memory) takes this output in one chunk.
-    let chunks = join_chunks(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), JoinType::Inner, JoinOptions::default(), ChunkBudget::default())
-        .unwrap();
+    let chunks = Join::new(JoinType::Inner).on(&dl, &["k"], &dr, &["k"]).chunks(&s, ChunkBudget::default()).unwrap();
     assert_eq!(chunks.plan().chunks.len(), 1);
 }
 
@@ -326,15 +339,8 @@ fn expected_order_is_the_reference_multiset() {
         let right: Vec<u32> = (0..nr).map(|_| rand::Rng::gen_range(&mut rng, 0..domain)).collect();
         let jt = JoinType::ALL[t];
         let mut got = expected_order(&left, &right, jt);
-        let mut want = reference::join(
-            &HostKeys::single(HostColumn::U32(left)),
-            &HostKeys::single(HostColumn::U32(right)),
-            jt,
-            JoinOptions::default(),
-        )
-        .unwrap();
-        reference::sort_pairs(&mut got);
-        reference::sort_pairs(&mut want);
+        let want = canonical(table_reference::join(&single(&left), &["k"], &single(&right), &["k"], None, jt, NULLS, NANS));
+        got.sort_unstable();
         prop_assert_eq!(got, want, "{:?}", jt);
         Ok(())
     });
