@@ -792,13 +792,19 @@ fn stats_report_phases_and_partitioning() {
     assert!(st.transform_ms > 0.0 && st.match_ms > 0.0 && st.materialize_ms >= 0.0, "{st:?}");
     assert!((st.total_ms - (st.transform_ms + st.match_ms + st.materialize_ms)).abs() < 1e-3, "{st:?}");
     assert!(st.peak_memory_bytes >= ((1u64 << 18) + (1 << 19)) * 4, "{st:?}");
-    // PHJ-UM and the non-partitioned join: their maps, and the front door's phase times and peak.
+    // PHJ-UM and the non-partitioned join: their maps, and their own statistics passed through
+    // the front door (partitioning, build side, phases; the key preparation counts as transform).
     for algorithm in [PHJ_UM, Algorithm::Hash] {
         let out = with_stats(&s, algorithm, &tr, &tf);
         let st = out.stats.unwrap();
         assert_eq!(out.maps.as_ref().unwrap().rows(), 1 << 19);
-        assert_eq!(st.partition_bits, 0, "{}: {st:?}", algorithm.name());
-        assert!(st.match_ms > 0.0 && st.transform_ms >= 0.0 && st.materialize_ms >= 0.0, "{}: {st:?}", algorithm.name());
+        let partitioned = algorithm == PHJ_UM;
+        assert_eq!(st.partition_bits, if partitioned { 8 } else { 0 }, "{}: {st:?}", algorithm.name());
+        assert_eq!(st.build_side, Some(Side::Left), "{}: {st:?}", algorithm.name());
+        if partitioned {
+            assert!(st.single_pass && st.work_items >= 256 && !st.mixed_keys, "{st:?}");
+        }
+        assert!(st.match_ms > 0.0 && st.transform_ms > 0.0 && st.materialize_ms >= 0.0, "{}: {st:?}", algorithm.name());
         assert!((st.total_ms - (st.transform_ms + st.match_ms + st.materialize_ms)).abs() < 1e-3, "{}: {st:?}", algorithm.name());
         assert!(st.peak_memory_bytes >= (1u64 << 19) * 8, "{}: the maps alone: {st:?}", algorithm.name());
     }
