@@ -232,6 +232,28 @@ pub struct TestingOptions {
     /// their minimum (key compression; `false`, the default: they do where both sides' keys
     /// span less than 2^32), so that tests compare both paths on the same input.
     pub no_key_compression: bool,
+    /// The sort-based theta join ([`crate::plan::Algorithm::ThetaSorted`]: the front door's
+    /// runs, chunks and aggregates) fills every output buffer with 0xFF bytes before its kernels
+    /// write it, so that unwritten elements show (`false`, the default: it does not).
+    pub theta_poison_outputs: bool,
+    /// How the sort-based theta join's aggregates sort the right side and build their structure
+    /// ([`ThetaAggregatePath`]; `Auto`, the default: the small path where it applies).
+    pub theta_aggregate_path: ThetaAggregatePath,
+}
+
+/// The aggregate path of the sort-based theta join a test forces
+/// ([`TestingOptions::theta_aggregate_path`]).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ThetaAggregatePath {
+    /// The small path where it applies, else the general one.
+    #[default]
+    Auto,
+    /// Right sides of at most 65536 rows, aggregates other than MIN/MAX of a right column: sort
+    /// and prefix sums in two kernels ([`gpujoin_device::Error::InvalidArgument`] elsewhere).
+    Small,
+    /// CUB radix sort, then prefix sums, running MIN/MAX or a sparse table.
+    General,
 }
 
 #[cfg(feature = "testing")]
@@ -243,6 +265,8 @@ impl TestingOptions {
         partition_bits: 0,
         probe_split: 0,
         no_key_compression: false,
+        theta_poison_outputs: false,
+        theta_aggregate_path: ThetaAggregatePath::Auto,
     };
 }
 

@@ -1,32 +1,34 @@
-//! GPU tests of the nested-loop theta join (`gpujoin_join::theta::nested_loop`) against the CPU
-//! reference (`theta_reference`).
+//! GPU tests of the nested-loop theta join through the front door (`plan::Join` with a filter,
+//! `Algorithm::ThetaNestedLoop`; `Algorithm::ThetaMixed` for equality conjuncts, the nested
+//! loop's `Strategy::Auto`) against the CPU reference (`gpujoin_testkit::table_reference`).
 //!
 //! They run on the GPU when one is present, print `SKIPPED` when none is, and fail loudly with
 //! GPUJOIN_REQUIRE_GPU=1. Seeds are fixed; the device pool is poisoned (0xAB bytes) before each
 //! call so that an output or internal buffer a kernel forgets to write shows up as garbage.
 //! Pairs compare as canonical (sorted) lists; the documented nested-loop order (by left row,
-//! right rows ascending, unmatched right rows last) is checked in order as well.
-//! `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs fewer property cases and fewer left
-//! rows in the fast-path test (the right side, which is tiled, keeps its size).
+//! right rows ascending, unmatched right rows last) is checked in order as well. Aggregates per
+//! left row are each left row's aggregate alone (a one-row slice of the left table: the front
+//! door has no per-left-row aggregate). `GPUJOIN_TEST_SIZE=small` (for compute-sanitizer) runs
+//! fewer property cases and fewer left rows in the fast-path test (the right side, which is
+//! tiled, keeps its size).
 
 mod common;
-use common::{canonical_pairs, diff, fail, stream};
+mod theta_common;
+use common::stream;
 
 use gpujoin_device::testing::{cases, rows};
-use gpujoin_device::{DeviceBuffer, Stream};
-use gpujoin_join::device_relation::DeviceRelation;
-use gpujoin_join::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, ColumnData, DataType, Expr, Predicate, Relation, Scalar, Side};
-use gpujoin_join::theta::nested_loop::{
-    nested_loop_aggregate, nested_loop_aggregate_per_left_row, nested_loop_join, nested_loop_join_size, nested_loop_join_size_with,
-    nested_loop_join_with, NestedLoopJoin, Strategy as Path,
-};
+use gpujoin_device::{DeviceBuffer, Error, Stream};
+use gpujoin_join::chunked::{ChunkBudget, ChunkRange, ChunkSource};
+use gpujoin_join::plan::{Algorithm, Join};
+use gpujoin_join::predicate::{col_l, col_r, lit, CmpOp, Expr, Predicate, Scalar, Side};
+use gpujoin_join::table::{HostColumn, HostTable, Table};
 use gpujoin_join::theta::{Agg, AggValue};
-use gpujoin_join::{GatherMaps, JoinType, RowId};
-use gpujoin_testkit::theta_reference::{theta_aggregate, theta_aggregate_per_left_row, theta_join};
+use gpujoin_join::{GatherMaps, JoinType, RowId, TestingOptions};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use theta_common::{agg_arg, aggregate_of, aggregate_per_left_row_of, aggregate_rows, diff, fail, ordered, pairs, reference, rows_to_check, table, Pair};
 
 const POISON: u8 = 0xAB;
 
@@ -49,6 +51,18 @@ fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Res
 // SUM in another order than the reference still agrees (infinities and NaN are order-free).
 const F: [f64; 10] = [f64::NAN, f64::NEG_INFINITY, -1.5, -0.0, 0.0, 2.5, f64::INFINITY, 1e12, -7.0, 3.0];
 
+/// The f32 domain: `F` with 1e6 in place of 1e12. The device computes `+`/`-` on f32 in f32 (as
+/// the predicate module documents), while `table_reference::eval` computes them in f64, so the
+/// f32 values keep every sum of up to four of them exact in f32 (below 2^21, multiples of 0.5):
+/// both agree.
+fn f32_at(k: usize) -> f32 {
+    if F[k] == 1e12 {
+        1e6
+    } else {
+        F[k] as f32
+    }
+}
+
 fn long(c: char, n: usize, tail: &str) -> String {
     format!("{}{tail}", c.to_string().repeat(n))
 }
@@ -69,25 +83,37 @@ fn strings() -> Vec<String> {
 }
 
 const DOMAIN: usize = 10;
-const TYPES: [DataType; 7] = [DataType::I32, DataType::I64, DataType::U32, DataType::U64, DataType::F32, DataType::F64, DataType::Utf8];
+const I32S: [i32; DOMAIN] = [i32::MIN, -3, -1, 0, 1, 2, 3, i32::MAX, 7, -7];
+const I64S: [i64; DOMAIN] = [i64::MIN, -3, -1, 0, 1, 2, 3, i64::MAX, 7, -7];
+const U32S: [u32; DOMAIN] = [0, 1, 2, 3, 4, 5, 6, u32::MAX, 7, u32::MAX - 1];
+const U64S: [u64; DOMAIN] = [0, 1, 2, 3, 4, 5, 6, u64::MAX, 7, u64::MAX - 1];
 
 fn scalar(t: usize, k: usize) -> Scalar {
     match t {
-        0 => Scalar::I32([i32::MIN, -3, -1, 0, 1, 2, 3, i32::MAX, 7, -7][k]),
-        1 => Scalar::I64([i64::MIN, -3, -1, 0, 1, 2, 3, i64::MAX, 7, -7][k]),
-        2 => Scalar::U32([0, 1, 2, 3, 4, 5, 6, u32::MAX, 7, u32::MAX - 1][k]),
-        3 => Scalar::U64([0, 1, 2, 3, 4, 5, 6, u64::MAX, 7, u64::MAX - 1][k]),
-        4 => Scalar::F32(F[k] as f32),
+        0 => Scalar::I32(I32S[k]),
+        1 => Scalar::I64(I64S[k]),
+        2 => Scalar::U32(U32S[k]),
+        3 => Scalar::U64(U64S[k]),
+        4 => Scalar::F32(f32_at(k)),
         5 => Scalar::F64(F[k]),
         _ => Scalar::Utf8(strings()[k].clone()),
     }
 }
 
-/// A relation with one column of every type; `rows[i][t]` indexes type t's domain.
-fn relation(rows: &[Vec<usize>]) -> Relation {
-    const TYPES: [DataType; 7] = [DataType::I32, DataType::I64, DataType::U32, DataType::U64, DataType::F32, DataType::F64, DataType::Utf8];
-    let rows: Vec<Vec<Scalar>> = rows.iter().map(|r| (0..7).map(|t| scalar(t, r[t])).collect()).collect();
-    Relation::from_rows(&TYPES, &rows).unwrap()
+/// A table with one column of every type (c0: Int32, c1: Int64, c2: UInt32, c3: UInt64,
+/// c4: Float32, c5: Float64, c6: Utf8); `rows[i][t]` indexes type t's domain.
+fn relation(rows: &[Vec<usize>]) -> HostTable {
+    let ks = |t: usize| rows.iter().map(move |r| r[t]);
+    let strs = strings();
+    table(vec![
+        HostColumn::from_values(ks(0).map(|k| I32S[k]).collect()),
+        HostColumn::from_values(ks(1).map(|k| I64S[k]).collect()),
+        HostColumn::from_values(ks(2).map(|k| U32S[k]).collect()),
+        HostColumn::from_values(ks(3).map(|k| U64S[k]).collect()),
+        HostColumn::from_values(ks(4).map(f32_at).collect()),
+        HostColumn::from_values(ks(5).map(|k| F[k]).collect()),
+        HostColumn::utf8(ks(6).map(|k| strs[k].as_str())),
+    ])
 }
 
 fn arb_expr(t: usize) -> BoxedStrategy<Expr> {
@@ -121,23 +147,34 @@ fn arb_rows(max: usize) -> impl Strategy<Value = Vec<Vec<usize>>> {
     prop::collection::vec(prop::collection::vec(0..DOMAIN, 7), 0..max)
 }
 
-fn upload(s: &Stream, r: &Relation) -> DeviceRelation {
-    DeviceRelation::upload(s, r).unwrap()
+fn upload(s: &Stream, t: &HostTable) -> Table {
+    Table::upload(s, t).unwrap()
 }
 
-/// Checks one join against the reference: canonical pairs, size, and the documented order.
-fn check_join(s: &Stream, l: &Relation, r: &Relation, c: &CheckedPredicate, jt: JoinType, path: Path, what: &str) -> Result<(), TestCaseError> {
-    let (dl, dr) = (upload(s, l), upload(s, r));
+/// The join of `l` and `r` on `pred` by `alg`.
+fn join<'a>(l: &'a Table, r: &'a Table, pred: &Predicate, jt: JoinType, alg: Algorithm) -> Join<'a> {
+    Join::new(jt).tables(l, r).filter(pred.clone()).algorithm(alg)
+}
+
+/// Checks one join by `alg` against the reference: canonical pairs, `count`, and (the nested
+/// loop) the documented order.
+fn check_join(s: &Stream, l: &HostTable, r: &HostTable, pred: &Predicate, jt: JoinType, alg: Algorithm, what: &str) -> Result<(), TestCaseError> {
+    let (lt, rt) = (upload(s, l), upload(s, r));
+    let j = join(&lt, &rt, pred, jt, alg);
     poison(s, (l.rows() * r.rows() * 8).min(1 << 26));
-    let maps = nested_loop_join_with(s, &dl, &dr, c, jt, path).map_err(|e| fail(format!("{what} {jt:?}: {e}")))?;
-    let got = canonical_pairs(&maps, jt)?;
-    let want = theta_join(l, r, c, jt).unwrap();
-    prop_assert!(got == want, "{} {:?} {:?}: {}", what, jt, path, diff(&got, &want));
+    let out = j.run(s).map_err(|e| fail(format!("{what} {jt:?} {}: {e}", alg.name())))?;
+    if alg != Algorithm::Auto {
+        prop_assert_eq!(out.algorithm, alg, "{} {:?}: {}", what, jt, out.reason);
+    }
+    let maps = out.maps.as_ref().expect("theta joins return maps");
+    let got = pairs(maps, jt)?;
+    let want = reference(l, r, pred, jt);
+    prop_assert!(got == want, "{} {:?} {}: {}", what, jt, alg.name(), diff(&got, &want));
     poison(s, 1 << 20);
-    let size = nested_loop_join_size_with(s, &dl, &dr, c, jt, path).map_err(|e| fail(format!("{e}")))?;
+    let size = j.count(s).map_err(|e| fail(format!("{e}")))?;
     prop_assert_eq!(size, want.len() as u64, "{} {:?} size", what, jt);
-    if path == Path::NestedLoop {
-        check_order(&maps, jt)?;
+    if alg == Algorithm::ThetaNestedLoop {
+        check_order(maps, jt)?;
     }
     Ok(())
 }
@@ -161,8 +198,7 @@ fn random_predicates_every_type_and_join_type() {
     let Some(s) = stream("random_predicates_every_type_and_join_type") else { return };
     run(cases(160, 24), 0x7E7A_0001, (arb_rows(40), arb_rows(70), arb_pred(), 0..8usize), |(l, r, p, jt)| {
         let (l, r) = (relation(&l), relation(&r));
-        let c = p.check(&TYPES, &TYPES).unwrap();
-        check_join(&s, &l, &r, &c, JoinType::ALL[jt], Path::NestedLoop, &format!("{p:?}"))
+        check_join(&s, &l, &r, &p, JoinType::ALL[jt], Algorithm::ThetaNestedLoop, &format!("{p:?}"))
     });
 }
 
@@ -175,10 +211,10 @@ fn mixed_equality_and_residual() {
         let (l, r) = (relation(&l), relation(&r));
         let mut conj: Vec<Predicate> = eqs.iter().map(|&t| col_l(t).equals(col_r(t))).collect();
         conj.push(p);
-        let c = Predicate::And(conj).check(&TYPES, &TYPES).unwrap();
+        let c = Predicate::And(conj);
         let jt = JoinType::ALL[jt];
-        check_join(&s, &l, &r, &c, jt, Path::Auto, "mixed")?;
-        check_join(&s, &l, &r, &c, jt, Path::NestedLoop, "mixed as nested loop")
+        check_join(&s, &l, &r, &c, jt, Algorithm::ThetaMixed, "mixed")?;
+        check_join(&s, &l, &r, &c, jt, Algorithm::ThetaNestedLoop, "mixed as nested loop")
     });
 }
 
@@ -191,26 +227,38 @@ fn same_agg(got: AggValue, want: AggValue) -> bool {
     }
 }
 
+/// The nested loop's aggregate (`Join::aggregate` with `Algorithm::ThetaNestedLoop`).
+fn nested_loop_aggregate(s: &Stream, l: &Table, r: &Table, pred: &Predicate, agg: Agg, col: Option<(Side, usize)>) -> gpujoin_device::Result<AggValue> {
+    let arg = agg_arg(col);
+    join(l, r, pred, JoinType::Inner, Algorithm::ThetaNestedLoop).aggregate(s, agg, arg.as_ref().map(|(side, n)| (*side, n.as_str())))
+}
+
+/// The nested loop's aggregate of each of the left `rows` alone.
+fn nested_loop_aggregate_rows(s: &Stream, l: &Table, r: &Table, pred: &Predicate, agg: Agg, col: Option<(Side, usize)>, rows: &[usize]) -> gpujoin_device::Result<Vec<AggValue>> {
+    aggregate_rows(s, l, r, pred, Algorithm::ThetaNestedLoop, TestingOptions::DEFAULT, agg, col, rows)
+}
+
 #[test]
 fn aggregates_total_and_per_left_row() {
     let Some(s) = stream("aggregates_total_and_per_left_row") else { return };
     let strat = (arb_rows(50), arb_rows(80), arb_pred(), 0..4usize, 0..2usize, 0..6usize);
     run(cases(160, 24), 0x7E7A_0003, strat, |(l, r, p, agg, side, t)| {
         let (l, r) = (relation(&l), relation(&r));
-        let c = p.check(&TYPES, &TYPES).unwrap();
         let agg = [Agg::Count, Agg::Sum, Agg::Min, Agg::Max][agg];
         let col = if agg == Agg::Count && t == 5 { None } else { Some((if side == 0 { Side::Left } else { Side::Right }, t)) };
-        let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+        let (lt, rt) = (upload(&s, &l), upload(&s, &r));
+        let inner = reference(&l, &r, &p, JoinType::Inner);
         poison(&s, 1 << 20);
-        let got = nested_loop_aggregate(&s, &dl, &dr, &c, agg, col).map_err(|e| fail(format!("{e}")))?;
-        let want = theta_aggregate(&l, &r, &c, agg, col).unwrap();
+        let got = nested_loop_aggregate(&s, &lt, &rt, &p, agg, col).map_err(|e| fail(format!("{e}")))?;
+        let want = aggregate_of(&l, &r, &inner, agg, col);
         prop_assert!(same_agg(got, want), "{:?} {:?} {:?}: {:?} vs {:?}", p, agg, col, got, want);
         poison(&s, 1 << 20);
-        let per = nested_loop_aggregate_per_left_row(&s, &dl, &dr, &c, agg, col).map_err(|e| fail(format!("{e}")))?;
-        let want = theta_aggregate_per_left_row(&l, &r, &c, agg, col).unwrap();
-        prop_assert_eq!(per.len(), want.len());
-        for (i, (g, w)) in per.iter().zip(&want).enumerate() {
-            prop_assert!(same_agg(*g, *w), "row {}: {:?} vs {:?} ({:?} {:?})", i, g, w, p, agg);
+        let rows = rows_to_check(l.rows(), 64);
+        let per = nested_loop_aggregate_rows(&s, &lt, &rt, &p, agg, col, &rows).map_err(|e| fail(format!("{e}")))?;
+        let want = aggregate_per_left_row_of(&l, &r, &inner, agg, col);
+        prop_assert_eq!(per.len(), rows.len());
+        for (g, &i) in per.iter().zip(&rows) {
+            prop_assert!(same_agg(*g, want[i]), "row {}: {:?} vs {:?} ({:?} {:?})", i, g, want[i], p, agg);
         }
         Ok(())
     });
@@ -218,13 +266,14 @@ fn aggregates_total_and_per_left_row() {
 
 // ---- bigger relations: integers and floats drawn at random, a few thousand rows per side ----
 
-fn numeric(rng: &mut StdRng, n: usize, domain: i64) -> Relation {
+/// A table of (c0: i32, c1: i64, c2: f64 with NaN, c3: u32, c4: Utf8).
+fn numeric(rng: &mut StdRng, n: usize, domain: i64) -> HostTable {
     let a: Vec<i32> = (0..n).map(|_| rng.gen_range(0..domain) as i32).collect();
     let x: Vec<i64> = (0..n).map(|_| rng.gen_range(-domain..domain)).collect();
     let f: Vec<f64> = (0..n).map(|i| if i % 97 == 5 { f64::NAN } else { rng.gen_range(-1.0..1.0) * domain as f64 }).collect();
     let u: Vec<u32> = (0..n).map(|_| rng.gen_range(0..domain as u32)).collect();
-    let st = ColumnData::utf8((0..n).map(|_| format!("k{:03}", rng.gen_range(0..domain.min(500)))));
-    Relation::new(vec![ColumnData::I32(a), ColumnData::I64(x), ColumnData::F64(f), ColumnData::U32(u), st]).unwrap()
+    let st: Vec<String> = (0..n).map(|_| format!("k{:03}", rng.gen_range(0..domain.min(500)))).collect();
+    table(vec![HostColumn::from_values(a), HostColumn::from_values(x), HostColumn::from_values(f), HostColumn::from_values(u), HostColumn::utf8(st)])
 }
 
 fn big_predicates() -> Vec<(&'static str, Predicate)> {
@@ -252,19 +301,20 @@ fn bigger_relations_and_chunked_inner_side() {
     for (nl, nr, domain) in [(7usize, 3000usize, 50i64), (1, 2500, 10), (600, 500, 60), (257, 800, 1000)] {
         let (l, r) = (numeric(&mut rng, nl, domain), numeric(&mut rng, nr, domain));
         for (name, p) in big_predicates() {
-            let c = p.check(&l.schema(), &r.schema()).unwrap();
             for jt in [JoinType::Inner, JoinType::Left, JoinType::Full, JoinType::RightAnti, JoinType::LeftSemi] {
                 if name == "everything" && jt != JoinType::Inner {
                     continue;
                 }
-                check_join(&s, &l, &r, &c, jt, Path::NestedLoop, name).unwrap_or_else(|e| panic!("{nl}x{nr} {name}: {e}"));
+                check_join(&s, &l, &r, &p, jt, Algorithm::ThetaNestedLoop, name).unwrap_or_else(|e| panic!("{nl}x{nr} {name}: {e}"));
             }
-            check_join(&s, &l, &r, &c, JoinType::Inner, Path::Auto, name).unwrap_or_else(|e| panic!("{nl}x{nr} {name} auto: {e}"));
-            let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+            // The front door's own choice (sorted, mixed or nested loop by the predicate's shape).
+            check_join(&s, &l, &r, &p, JoinType::Inner, Algorithm::Auto, name).unwrap_or_else(|e| panic!("{nl}x{nr} {name} auto: {e}"));
+            let (lt, rt) = (upload(&s, &l), upload(&s, &r));
+            let inner = reference(&l, &r, &p, JoinType::Inner);
             for col in [Some((Side::Right, 1)), Some((Side::Left, 2)), Some((Side::Right, 2))] {
                 for agg in [Agg::Sum, Agg::Max] {
-                    let got = nested_loop_aggregate(&s, &dl, &dr, &c, agg, col).unwrap();
-                    let want = theta_aggregate(&l, &r, &c, agg, col).unwrap();
+                    let got = nested_loop_aggregate(&s, &lt, &rt, &p, agg, col).unwrap();
+                    let want = aggregate_of(&l, &r, &inner, agg, col);
                     assert!(same_agg(got, want), "{nl}x{nr} {name} {agg:?} {col:?}: {got:?} vs {want:?}");
                 }
             }
@@ -272,21 +322,30 @@ fn bigger_relations_and_chunked_inner_side() {
     }
 }
 
+/// Output rows `off[a]..off[b]` of the whole left rows `a..b`.
+fn left_rows(off: &[u64], a: u64, b: u64) -> ChunkRange {
+    ChunkRange { output: off[a as usize]..off[b as usize], rows: a..b, first_row_offset: off[a as usize], last_row_offset: None }
+}
+
 #[test]
 fn prepared_produce_ranges_concatenate_to_the_join() {
     let Some(s) = stream("prepared_produce_ranges_concatenate_to_the_join") else { return };
     let mut rng = StdRng::seed_from_u64(0x7E7A_0005);
     // Reduced: the largest case keeps several blocks of left rows and a right side of chunks.
+    // The prepared join is the source of `Join::chunks` (the nested loop for this predicate);
+    // its ranges of left rows are produced directly (`ChunkSource::produce`).
     for (nl, nr) in [(0usize, 10usize), (600, 0), (5, 2000), (rows(1000, 400), rows(700, 300))] {
         let (l, r) = (numeric(&mut rng, nl, 40), numeric(&mut rng, nr, 40));
         let p = col_l(0).greater(col_r(0)).or(col_l(1).equals(col_r(1)));
-        let c = p.check(&l.schema(), &r.schema()).unwrap();
-        let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+        let (lt, rt) = (upload(&s, &l), upload(&s, &r));
         for jt in [JoinType::Inner, JoinType::Left] {
             poison(&s, 1 << 24);
-            let whole = nested_loop_join_with(&s, &dl, &dr, &c, jt, Path::NestedLoop).unwrap().pairs().unwrap();
-            let prepared = NestedLoopJoin::prepare(&s, &dl, &dr, &c, jt).unwrap();
+            let whole = ordered(join(&lt, &rt, &p, jt, Algorithm::ThetaNestedLoop).run(&s).unwrap().maps.as_ref().unwrap());
+            let chunks = join(&lt, &rt, &p, jt, Algorithm::Auto).chunks(&s, ChunkBudget::Bytes(1 << 30)).unwrap();
+            let prepared = chunks.source();
+            assert_eq!(prepared.path(), "nested loop");
             assert_eq!(prepared.left_rows(), nl as u64);
+            assert_eq!(prepared.tail_rows(), 0);
             let off = s.copy_to_host(&prepared.offsets()).unwrap();
             assert_eq!(off.len(), nl + 1);
             assert_eq!(*off.last().unwrap(), whole.len() as u64);
@@ -298,14 +357,15 @@ fn prepared_produce_ranges_concatenate_to_the_join() {
             let mut cat = Vec::new();
             for w in cuts.windows(2) {
                 poison(&s, 1 << 22);
-                let part = prepared.produce(&s, w[0]..w[1]).unwrap();
+                let part = prepared.produce(&s, &left_rows(&off, w[0], w[1])).unwrap();
                 assert_eq!(part.rows(), off[w[1] as usize] - off[w[0] as usize]);
-                cat.extend(part.pairs().unwrap());
+                cat.extend(ordered(&part));
             }
             assert_eq!(cat, whole, "{nl}x{nr} {jt:?}");
-            let want = theta_join(&l, &r, &c, jt).unwrap();
+            let want = reference(&l, &r, &p, jt);
             assert_eq!(whole, want, "{nl}x{nr} {jt:?}: the nested-loop order is the canonical order here");
-            assert!(prepared.produce(&s, 0..nl as u64 + 1).is_err());
+            let past_the_end = ChunkRange { output: whole.len() as u64..whole.len() as u64, rows: 0..nl as u64 + 1, first_row_offset: 0, last_row_offset: None };
+            assert!(prepared.produce(&s, &past_the_end).is_err());
         }
     }
 }
@@ -318,18 +378,18 @@ fn selectivity_zero_and_one_and_empty_relations() {
     // (4M pairs) passes the 2^21-pair cap below and counts without materializing.
     for (nl, nr) in [(0usize, 0usize), (0, 33), (33, 0), (1, 1), (31, 33), (rows(2000, 600), rows(1999, 599))] {
         let (l, r) = (numeric(&mut rng, nl, 100), numeric(&mut rng, nr, 100));
+        let (lt, rt) = (upload(&s, &l), upload(&s, &r));
         for p in [Predicate::True, Predicate::Or(vec![]), col_l(0).less(lit(-1)), col_l(0).greater_eq(lit(0))] {
-            let c = p.check(&l.schema(), &r.schema()).unwrap();
             for jt in JoinType::ALL {
-                let (dl, dr) = (upload(&s, &l), upload(&s, &r));
-                let want = theta_join(&l, &r, &c, jt).unwrap();
+                let j = join(&lt, &rt, &p, jt, Algorithm::ThetaNestedLoop);
+                let want = reference(&l, &r, &p, jt);
                 poison(&s, 1 << 24);
-                let size = nested_loop_join_size(&s, &dl, &dr, &c, jt).unwrap();
+                let size = j.count(&s).unwrap();
                 assert_eq!(size, want.len() as u64, "{nl}x{nr} {p:?} {jt:?}");
                 if want.len() > 1 << 21 {
                     continue;
                 }
-                let got = canonical_pairs(&nested_loop_join(&s, &dl, &dr, &c, jt).unwrap(), jt).unwrap();
+                let got = pairs(j.run(&s).unwrap().maps.as_ref().unwrap(), jt).unwrap();
                 assert!(got == want, "{nl}x{nr} {p:?} {jt:?}: {}", diff(&got, &want));
             }
         }
@@ -339,19 +399,25 @@ fn selectivity_zero_and_one_and_empty_relations() {
 #[test]
 fn schema_mismatches_and_bad_aggregates_are_errors() {
     let Some(s) = stream("schema_mismatches_and_bad_aggregates_are_errors") else { return };
-    let l = Relation::new(vec![ColumnData::I32(vec![1, 2]), ColumnData::utf8(["a", "b"])]).unwrap();
-    let r = Relation::new(vec![ColumnData::I64(vec![1])]).unwrap();
-    let (dl, dr) = (upload(&s, &l), upload(&s, &r));
-    let c = col_l(0).less(col_r(0)).check(&[DataType::I32], &[DataType::I32]).unwrap();
-    assert!(nested_loop_join(&s, &dl, &dr, &c, JoinType::Inner).is_err());
-    assert!(NestedLoopJoin::prepare(&s, &dl, &dr, &c, JoinType::Inner).is_err());
-    let c = col_l(0).less(lit(5)).check(&l.schema(), &r.schema()).unwrap();
-    assert!(nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Sum, None).is_err());
-    assert!(nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Sum, Some((Side::Left, 1))).is_err());
-    assert!(nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Max, Some((Side::Right, 3))).is_err());
-    assert_eq!(nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Count, None).unwrap(), AggValue::Int(2));
-    let p = NestedLoopJoin::prepare(&s, &dl, &dr, &c, JoinType::LeftSemi).unwrap();
-    assert!(p.produce(&s, 0..1).is_err());
+    let l = table(vec![HostColumn::from_values(vec![1i32, 2]), HostColumn::utf8(["a", "b"])]);
+    let r = table(vec![HostColumn::from_values(vec![1i64])]);
+    let (lt, rt) = (upload(&s, &l), upload(&s, &r));
+    // An i32 compared with an i64: no implicit casts.
+    let c = col_l(0).less(col_r(0));
+    let j = join(&lt, &rt, &c, JoinType::Inner, Algorithm::ThetaNestedLoop);
+    assert!(matches!(j.run(&s), Err(Error::InvalidArgument(_))));
+    assert!(matches!(j.chunks(&s, ChunkBudget::Bytes(1 << 20)), Err(Error::InvalidArgument(_))));
+    let c = col_l(0).less(lit(5));
+    let j = join(&lt, &rt, &c, JoinType::Inner, Algorithm::ThetaNestedLoop);
+    assert!(matches!(j.aggregate(&s, Agg::Sum, None), Err(Error::InvalidArgument(_))), "SUM needs a column");
+    assert!(matches!(j.aggregate(&s, Agg::Sum, Some((Side::Left, "c1"))), Err(Error::Unsupported { .. })), "SUM of a string column");
+    assert!(matches!(j.aggregate(&s, Agg::Max, Some((Side::Right, "c3"))), Err(Error::UnknownColumn { .. })), "a missing column");
+    assert_eq!(j.aggregate(&s, Agg::Count, None).unwrap(), AggValue::Int(2));
+    // A semi join is computed whole (no output per left row): left rows cannot be produced.
+    let chunks = join(&lt, &rt, &c, JoinType::LeftSemi, Algorithm::Auto).chunks(&s, ChunkBudget::Bytes(1 << 20)).unwrap();
+    assert_eq!(chunks.source().path(), "whole");
+    let one_row = ChunkRange { output: 0..1, rows: 0..1, first_row_offset: 0, last_row_offset: None };
+    assert!(chunks.source().produce(&s, &one_row).is_err());
 }
 
 // ---- the fast path (one or two comparisons of i32/u32 columns under AND/OR; its SUM of a right
@@ -393,9 +459,9 @@ fn fast_path_32_bit_comparisons_and_sums() {
     for (nl, nr) in [(rows(700, 70), 2300usize), (1, 2900), (3, 1000)] {
         let (li, lu): (Vec<i32>, Vec<u32>) = (0..nl).map(|_| (edgy_i32(&mut rng), edgy_u32(&mut rng))).unzip();
         let (ri, ru): (Vec<i32>, Vec<u32>) = (0..nr).map(|_| (edgy_i32(&mut rng), edgy_u32(&mut rng))).unzip();
-        let l = Relation::new(vec![ColumnData::I32(li.clone()), ColumnData::U32(lu.clone())]).unwrap();
-        let r = Relation::new(vec![ColumnData::I32(ri.clone()), ColumnData::U32(ru.clone())]).unwrap();
-        let (dl, dr) = (upload(&s, &l), upload(&s, &r));
+        let l = table(vec![HostColumn::from_values(li.clone()), HostColumn::from_values(lu.clone())]);
+        let r = table(vec![HostColumn::from_values(ri.clone()), HostColumn::from_values(ru.clone())]);
+        let (lt, rt) = (upload(&s, &l), upload(&s, &r));
         // (leaves as (column, operator), OR?): every operator on each type, then pairs of them.
         let mut cases: Vec<(Vec<(usize, CmpOp)>, bool)> = Vec::new();
         for op in CmpOp::ALL {
@@ -416,7 +482,6 @@ fn fast_path_32_bit_comparisons_and_sums() {
             } else {
                 leaf_pred(&leaves[0]).and(leaf_pred(&leaves[1]))
             };
-            let c = p.check(&l.schema(), &r.schema()).unwrap();
             let matches = |a: usize, b: usize| {
                 let leaf = |&(col, op): &(usize, CmpOp)| if col == 0 { cmp_native(op, li[a], ri[b]) } else { cmp_native(op, lu[a], ru[b]) };
                 if *any { leaves.iter().any(leaf) } else { leaves.iter().all(leaf) }
@@ -432,41 +497,42 @@ fn fast_path_32_bit_comparisons_and_sums() {
             let sum_or_none = |n: u64, v: i128| if n == 0 { AggValue::None } else { AggValue::Int(v) };
             for (col, want) in [(0usize, sum_or_none(total.0, total.1)), (1, sum_or_none(total.0, total.2))] {
                 poison(&s, 1 << 20);
-                let got = nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Sum, Some((Side::Right, col))).unwrap();
+                let got = nested_loop_aggregate(&s, &lt, &rt, &p, Agg::Sum, Some((Side::Right, col))).unwrap();
                 assert_eq!(got, want, "{what}: SUM of right column {col}");
             }
             poison(&s, 1 << 20);
-            let got = nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Count, None).unwrap();
+            let got = nested_loop_aggregate(&s, &lt, &rt, &p, Agg::Count, None).unwrap();
             assert_eq!(got, AggValue::Int(total.0 as i128), "{what}: COUNT");
             // A left column's aggregate comes from the match count alone.
             let want_left: i128 = (0..nl).map(|a| per[a].0 as i128 * lu[a] as i128).sum();
-            let got = nested_loop_aggregate(&s, &dl, &dr, &c, Agg::Sum, Some((Side::Left, 1))).unwrap();
+            let got = nested_loop_aggregate(&s, &lt, &rt, &p, Agg::Sum, Some((Side::Left, 1))).unwrap();
             assert_eq!(got, sum_or_none(total.0, want_left), "{what}: SUM of left column 1");
             poison(&s, 1 << 20);
             let col = k % 2;
-            let got = nested_loop_aggregate_per_left_row(&s, &dl, &dr, &c, Agg::Sum, Some((Side::Right, col))).unwrap();
-            let want: Vec<AggValue> = per.iter().map(|&(n, x, y)| sum_or_none(n, if col == 0 { x } else { y })).collect();
-            assert_eq!(got, want, "{what}: per-row SUM of right column {col}");
+            let rows = rows_to_check(nl, 64);
+            let got = nested_loop_aggregate_rows(&s, &lt, &rt, &p, Agg::Sum, Some((Side::Right, col)), &rows).unwrap();
+            let want: Vec<AggValue> = rows.iter().map(|&a| per[a]).map(|(n, x, y)| sum_or_none(n, if col == 0 { x } else { y })).collect();
+            assert_eq!(got, want, "{what}: per-row SUM of right column {col} (left rows {rows:?})");
             // The join (count and write passes; FULL also marks the matched right rows).
             let jt = if k % 3 == 0 { JoinType::Full } else { JoinType::Inner };
             poison(&s, 1 << 24);
-            let maps = nested_loop_join_with(&s, &dl, &dr, &c, jt, Path::NestedLoop).unwrap();
-            let mut want: Vec<(RowId, RowId)> = Vec::new();
+            let out = join(&lt, &rt, &p, jt, Algorithm::ThetaNestedLoop).run(&s).unwrap();
+            let mut want: Vec<Pair> = Vec::new();
             let mut right_matched = vec![false; nr];
             for a in 0..nl {
                 let before = want.len();
                 for b in (0..nr).filter(|&b| matches(a, b)) {
-                    want.push((RowId::new(a as u32).unwrap(), RowId::new(b as u32).unwrap()));
+                    want.push((Some(a as u32), Some(b as u32)));
                     right_matched[b] = true;
                 }
                 if jt == JoinType::Full && want.len() == before {
-                    want.push((RowId::new(a as u32).unwrap(), RowId::NONE));
+                    want.push((Some(a as u32), None));
                 }
             }
             if jt == JoinType::Full {
-                want.extend((0..nr).filter(|&b| !right_matched[b]).map(|b| (RowId::NONE, RowId::new(b as u32).unwrap())));
+                want.extend((0..nr).filter(|&b| !right_matched[b]).map(|b| (None, Some(b as u32))));
             }
-            let got = maps.pairs().unwrap();
+            let got = ordered(out.maps.as_ref().unwrap());
             assert_eq!(got.len(), want.len(), "{what} {jt:?}: rows");
             assert!(got == want, "{what} {jt:?}: pairs differ (in the documented order)");
         }

@@ -696,7 +696,7 @@ impl<'a> Join<'a> {
                     return Err(Error::OutputTooLarge { rows, bytes, available: budget });
                 }
             }
-            return Ok((theta_maps(stream, &low, algorithm, jt)?, None, None));
+            return Ok((theta_maps(stream, &low, algorithm, jt, self.options)?, None, None));
         }
         // The sorted merge joins the key columns as they are (it checks their order itself).
         let (lk, rk) = keys::prepare(stream, &i.left_keys, &i.right_keys, self.options, algorithm != Algorithm::SortedMerge)?;
@@ -836,7 +836,9 @@ impl<'a> Join<'a> {
     ///   folded on the device, read back once. Memory O(left + right rows), never the output's
     ///   maps; a float SUM adds in the device's order (it may round differently from a
     ///   pair-by-pair sum); an integer SUM past `i128` is an [`Error::TooLarge`];
-    /// * an inner theta join aggregates without writing pairs (the theta paths);
+    /// * an inner theta join aggregates without writing pairs (the theta paths: the sorted one
+    ///   for [`Algorithm::ThetaSorted`], the nested loop for the others; an explicit one is
+    ///   honoured);
     /// * other joins (a join with keys and a filter, an outer theta join, a theta join over a
     ///   nullable column) gather the column by their maps and fold it on the device (one read
     ///   back; a float SUM adds in the device's order).
@@ -869,7 +871,7 @@ impl<'a> Join<'a> {
             let extra: Vec<(Side, usize)> = col.iter().map(|&(s, i, _)| (s, i)).collect();
             let low = self.lower_theta(stream, &extra)?;
             let column = col.map(|(s, i, _)| (s, if s == Side::Left { low.left_index[i] } else { low.right_index[i] }.expect("lowered")));
-            return crate::theta::theta_aggregate(stream, &low.left, &low.right, &low.pred, agg, column);
+            return theta_aggregate(stream, &low, algorithm, agg, column, self.options);
         }
         if !algorithm.is_theta() && self.filter.is_none() {
             // An equi-join: the rows' match counts weight the column's values (no pairs).
@@ -916,7 +918,11 @@ impl<'a> Join<'a> {
         theta.choose_theta(&inputs)?;
         let low = self.lower_theta(stream, &[])?;
         let (left, right) = (std::sync::Arc::new(low.left), std::sync::Arc::new(low.right));
-        let source = crate::theta::ThetaChunkSource::new(stream, left, right, &low.pred, self.join_type)?;
+        #[cfg(feature = "testing")]
+        let poison_sorted = self.options.testing.theta_poison_outputs;
+        #[cfg(not(feature = "testing"))]
+        let poison_sorted = false;
+        let source = crate::theta::ThetaChunkSource::new_with(stream, left.into(), right.into(), &low.pred, self.join_type, poison_sorted)?;
         JoinChunks::new(stream, JoinChunkSource::Theta(Box::new(source)), budget)
     }
 }
@@ -1104,12 +1110,39 @@ fn theta_size(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: 
     }
 }
 
-fn theta_maps(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: JoinType) -> Result<GatherMaps> {
+/// The theta join's maps by `algorithm`; the test-only [`crate::TestingOptions`] of `options`
+/// reach the sorted path (`theta_poison_outputs`).
+fn theta_maps(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: JoinType, options: JoinOptions) -> Result<GatherMaps> {
     use crate::theta::nested_loop::{nested_loop_join_with, Strategy};
     match algorithm {
-        Algorithm::ThetaSorted => crate::theta::sorted::sorted_theta_join(stream, &low.left, &low.right, &low.pred, jt),
+        Algorithm::ThetaSorted => {
+            #[cfg(feature = "testing")]
+            if options.testing != crate::types::TestingOptions::DEFAULT {
+                return crate::theta::sorted::SortedTesting::of(&options.testing).join(stream, &low.left, &low.right, &low.pred, jt);
+            }
+            let _ = options;
+            crate::theta::sorted::sorted_theta_join(stream, &low.left, &low.right, &low.pred, jt)
+        }
         Algorithm::ThetaNestedLoop => nested_loop_join_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::NestedLoop),
         _ => nested_loop_join_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::Auto),
+    }
+}
+
+/// The inner theta join's aggregate by `algorithm` (an explicit one is honoured: the sorted path
+/// for [`Algorithm::ThetaSorted`], the nested loop for the others); the test-only
+/// [`crate::TestingOptions`] of `options` reach the sorted path (`theta_poison_outputs`,
+/// `theta_aggregate_path`).
+fn theta_aggregate(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, agg: Agg, column: Option<(Side, usize)>, options: JoinOptions) -> Result<AggValue> {
+    match algorithm {
+        Algorithm::ThetaSorted => {
+            #[cfg(feature = "testing")]
+            if options.testing != crate::types::TestingOptions::DEFAULT {
+                return crate::theta::sorted::SortedTesting::of(&options.testing).aggregate(stream, &low.left, &low.right, &low.pred, agg, column);
+            }
+            let _ = options;
+            crate::theta::sorted::sorted_theta_aggregate(stream, &low.left, &low.right, &low.pred, agg, column)
+        }
+        _ => crate::theta::nested_loop::nested_loop_aggregate(stream, &low.left, &low.right, &low.pred, agg, column),
     }
 }
 

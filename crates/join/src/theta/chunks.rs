@@ -48,13 +48,18 @@ impl<'a> ThetaChunkSource<'a> {
     /// `left` and `right` are borrowed (`&DeviceRelation`) or shared (`Arc<DeviceRelation>`:
     /// the source then owns what it reads, as [`crate::plan::Join::chunks`]' does).
     pub fn new(stream: &Stream, left: impl Into<RelationRef<'a>>, right: impl Into<RelationRef<'a>>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
-        let (left, right) = (left.into(), right.into());
+        Self::new_with(stream, left.into(), right.into(), pred, join_type, false)
+    }
+
+    /// [`ThetaChunkSource::new`]; `poison_sorted`: the sorted path fills its outputs with 0xFF
+    /// bytes before writing them (tests: the front door's `TestingOptions::theta_poison_outputs`).
+    pub(crate) fn new_with(stream: &Stream, left: RelationRef<'a>, right: RelationRef<'a>, pred: &CheckedPredicate, join_type: JoinType, poison_sorted: bool) -> Result<Self> {
         pred.check_schemas(&left.schema(), &right.schema())?;
         let path = choose_path(pred);
         let mixed_keys = super::nested_loop::mixed_keys(&left, &right, pred, super::nested_loop::Strategy::Auto);
         let prepared = match (path, join_type, mixed_keys) {
             (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti, _) => {
-                Prepared::Sorted(Box::new(SortedThetaJoin::prepare(stream, left, right, &cond, join_type)?))
+                Prepared::Sorted(Box::new(SortedThetaJoin::prepare_with(stream, left, right, &cond, join_type, poison_sorted)?))
             }
             (ThetaPath::Mixed, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full, Some(keys)) => {
                 Prepared::Mixed(Box::new(MixedChunks::prepare(stream, left, right, pred, &keys, join_type, ChunkBudget::FromFreeMemory)?))

@@ -416,7 +416,7 @@ impl<'a> SortedThetaJoin<'a> {
         Self::prepare_with(stream, left.into(), right.into(), cond, join_type, false)
     }
 
-    fn prepare_with(stream: &Stream, left: RelationRef<'a>, right: RelationRef<'a>, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<Self> {
+    pub(crate) fn prepare_with(stream: &Stream, left: RelationRef<'a>, right: RelationRef<'a>, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<Self> {
         if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
             return Err(Error::invalid(format!("SortedThetaJoin::prepare: join type {join_type:?} is not produced per left row; use sorted_theta_join")));
         }
@@ -928,6 +928,18 @@ pub struct SortedTesting {
 
 #[cfg(feature = "testing")]
 impl SortedTesting {
+    /// The knobs the front door's [`crate::TestingOptions`] set
+    /// (`theta_poison_outputs`, `theta_aggregate_path`).
+    pub(crate) fn of(t: &crate::types::TestingOptions) -> SortedTesting {
+        use crate::types::ThetaAggregatePath as P;
+        let aggregate_path = match t.theta_aggregate_path {
+            P::Auto => AggregatePath::Auto,
+            P::Small => AggregatePath::Small,
+            P::General => AggregatePath::General,
+        };
+        SortedTesting { poison_outputs: t.theta_poison_outputs, aggregate_path }
+    }
+
     /// [`sorted_theta_join`].
     pub fn join(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
         let cond = check_schemas(left, right, pred)?;
