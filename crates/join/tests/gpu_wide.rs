@@ -534,11 +534,17 @@ fn om_peak_memory_is_at_most_um() {
     // The front door's PHJ-UM is the maps join, then the table gathers (not the wide join's
     // PHJ-UM with payloads): its peak can sit a few small allocations below PHJ-OM's at equal
     // big buffers (measured: 16 KiB of 140 MiB). At most 64 KiB over.
+    // 8-byte keys spanning less than 2^32 are joined as 32-bit offsets (key compression): the
+    // clustered path (the wide join) holds them through its materialization, the maps path
+    // drops them before its gathers: 4 bytes a row of both sides more (measured at full size:
+    // 4 x 3 x 2^20 + 16 KiB).
     const SLACK: u64 = 64 << 10;
-    let check = |peak: &std::collections::HashMap<Algorithm, u64>, what: &str| {
+    let compressed = 4 * (rows(1 << 20, 1 << 18) + rows(1 << 21, 1 << 19)) as u64;
+    let check_with = |peak: &std::collections::HashMap<Algorithm, u64>, what: &str, allow: u64| {
         let (om, um) = (peak[&PHJ_OM], peak[&PHJ_UM]);
-        assert!(om <= um + SLACK || !full, "{what}: PHJ-OM peak {om} > PHJ-UM peak {um} + {SLACK}");
+        assert!(om <= um + SLACK + allow || !full, "{what}: PHJ-OM peak {om} > PHJ-UM peak {um} + {}", SLACK + allow);
     };
+    let check = |peak: &std::collections::HashMap<Algorithm, u64>, what: &str| check_with(peak, what, 0);
     let k32 = |k: u32| k;
     let k64 = |k: u32| (k as u64) * 3 + (1 << 40);
     let p32 = |k: u32, c: usize| k ^ (c as u32 * 0x5555_5555);
@@ -561,7 +567,7 @@ fn om_peak_memory_is_at_most_um() {
     // what UM's two maps do); 8-byte keys: 48 against 68, and 80 against 80.
     for cols in [1, 2] {
         check(&peaks::<u32, u64>(&s, cols, &phj, k32, p64, b64), &format!("{cols} 8-byte column(s), 4-byte keys"));
-        check(&peaks::<u64, u64>(&s, cols, &phj, k64, p64, b64), &format!("{cols} 8-byte column(s), 8-byte keys"));
+        check_with(&peaks::<u64, u64>(&s, cols, &phj, k64, p64, b64), &format!("{cols} 8-byte column(s), 8-byte keys"), compressed);
     }
 }
 
