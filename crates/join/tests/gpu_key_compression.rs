@@ -10,19 +10,19 @@
 //! 2^32, that the materialized key columns hold the original 8-byte values, and, for the
 //! algorithms whose order is documented (sort-merge, indexed nested loop), that the maps come in
 //! the same order as with compression switched off (`TestingOptions::no_key_compression`).
-//! `wide::join` is checked the same way on `i64` / `u64` keys (the path of the `paper_pkfk`
-//! benchmark rows).
+//! The wide joins (the clustered gathers, PHJ-UM, NPHJ and Auto through the front door, the
+//! path of the `paper_pkfk` benchmark rows) are checked the same way with a row-id payload on
+//! each side, the pairs read from the materialized row ids.
 //!
 //! Under `GPUJOIN_TEST_SIZE=small` (compute-sanitizer) the property tests run 2 cases each and
 //! the edges test one edge in five (and the three special ones).
 
 use gpujoin_device::testing::{cases as case_count, device_or_skip, reduced, Sample};
-use gpujoin_device::{Error, Stream};
+use gpujoin_device::Stream;
 use gpujoin_join::chunked::ChunkBudget;
 use gpujoin_join::plan::{Algorithm, Gather, Join};
-use gpujoin_join::table::{DataType, HostColumn, HostTable, Table, TimeUnit};
-use gpujoin_join::wide::{self, WideJoinOptions, WideRelation};
-use gpujoin_join::{DeviceKeys, HostKeys, JoinOptions, JoinType, NanEquality, NullEquality, Payload, RowId, TestingOptions};
+use gpujoin_join::table::{DataType, HostColumn, HostTable, Table, TimeUnit, Value};
+use gpujoin_join::{JoinType, NanEquality, NullEquality, RowId, TestingOptions};
 use gpujoin_testkit::table_reference;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
@@ -314,51 +314,59 @@ fn front_door_edges() {
     }
 }
 
-/// `wide::join` on `i64` / `u64` keys (with validity): the payloads are row ids, so the output
-/// relation gives the pairs; the reason says whether the keys were compressed.
+/// The wide joins (Auto, SMJ-UM, SMJ-OM, PHJ-UM, PHJ-OM, NPHJ) through the front door on the
+/// 8-byte keys (with validity), each side selecting its row ids (`lid`, `rid`: `u32` payloads
+/// that the clustered gathers carry through the join), so the materialized columns give the
+/// pairs; the reason says whether the keys were compressed. Every algorithm takes every case
+/// (nullable keys: the clustered gathers join them as ranks).
 #[test]
 fn wide_joins_compress_exactly_the_narrow_ranges() {
     let Some(s) = stream("wide_joins_compress_exactly_the_narrow_ranges") else { return };
+    const WIDE: [Algorithm; 6] = [
+        Algorithm::Auto,
+        Algorithm::SortMerge(Gather::Unclustered),
+        Algorithm::SortMerge(Gather::Clustered),
+        Algorithm::PartitionedHash(Gather::Unclustered),
+        Algorithm::PartitionedHash(Gather::Clustered),
+        Algorithm::Hash,
+    ];
     run(case_count(32, 2), 1402, cases(), |c| {
-        let (hl, hr) = (c.table(&c.left), c.table(&c.right));
-        let keys = |side: &[Option<u64>]| {
-            let v = c.values(side);
-            let col = if c.kind.signed() { gpujoin_join::HostColumn::I64(v.iter().map(|&x| x as i64).collect()) } else { gpujoin_join::HostColumn::U64(v) };
-            let validity = side.iter().any(Option::is_none).then(|| side.iter().map(Option::is_some).collect());
-            HostKeys { columns: vec![col], validity: vec![validity] }
+        let table = |side: &[Option<u64>], id: &str| {
+            let ids: Vec<u32> = (0..side.len() as u32).collect();
+            HostTable::new(vec![("k", c.column(side)), (id, HostColumn::from_values(ids))]).unwrap()
         };
-        let (kl, kr) = (DeviceKeys::upload(&s, &keys(&c.left)).unwrap(), DeviceKeys::upload(&s, &keys(&c.right)).unwrap());
-        let ids = |n: usize| s.copy_from_host(&(0..n as u32).collect::<Vec<_>>()).unwrap();
-        let (il, ir) = (ids(c.left.len()), ids(c.right.len()));
-        let (l, r) = (WideRelation::new(kl.keys(), vec![il.view().into()]).unwrap(), WideRelation::new(kr.keys(), vec![ir.view().into()]).unwrap());
+        let (hl, hr) = (table(&c.left, "lid"), table(&c.right, "rid"));
+        let (lt, rt) = (Table::upload(&s, &hl).unwrap(), Table::upload(&s, &hr).unwrap());
         for jt in JoinType::ALL {
+            let ls: &[&str] = if jt.has_left_map() { &["lid"] } else { &[] };
+            let rs: &[&str] = if jt.has_right_map() { &["rid"] } else { &[] };
             for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
                 let want = table_reference::join(&hl, &["k"], &hr, &["k"], None, jt, nulls, NanEquality::NanEqualsNan);
-                let mut algs = vec![wide::Algorithm::Auto];
-                algs.extend(wide::Algorithm::EXPLICIT);
-                for a in algs {
+                for a in WIDE {
                     let what = format!("{:?} base {} span {} {}x{} {jt:?} {nulls:?} {}", c.kind, c.base, c.span, c.left.len(), c.right.len(), a.name());
-                    let opts = WideJoinOptions { keys: JoinOptions { null_equality: nulls, ..JoinOptions::DEFAULT }, ..WideJoinOptions::default() };
-                    let out = match wide::join(&s, &l, &r, jt, a, opts) {
+                    let join = Join::new(jt).on(&lt, &["k"], &rt, &["k"]).null_equality(nulls).algorithm(a).select(ls, rs);
+                    let out = match join.run(&s) {
                         Ok(o) => o,
-                        // SMJ-OM refuses keys that match nothing (NULL under NullEqualsNothing);
-                        // both OM variants refuse hashed keys (nullable 8-byte keys kept as they
-                        // are under NullEqualsNull: 65 bits).
-                        Err(Error::Unsupported { .. }) if a == wide::Algorithm::SmjOm && c.nullable() => continue,
-                        Err(Error::Unsupported { .. }) if a == wide::Algorithm::PhjOm && c.nullable() && !c.compressible() && nulls == NullEquality::NullEqualsNull => continue,
                         Err(e) => return Err(fail(&what, format!("error {e}"))),
                     };
+                    if a != Algorithm::Auto {
+                        prop_assert_eq!(out.algorithm, a, "{}: {}", what, out.reason);
+                    }
                     let noted = out.reason.contains("32-bit offsets");
                     prop_assert_eq!(noted, c.compressible(), "{}: {}", what, out.reason);
-                    let side = |m: &Option<gpujoin_join::Materialized>| -> Option<Vec<Option<u32>>> {
-                        let m = m.as_ref()?;
-                        let Payload::U32(b) = &m.columns[0] else { panic!("u32 payload") };
-                        let v = s.copy_to_host(&b.view()).unwrap();
-                        let bits = m.validity.as_ref().map(|w| s.copy_to_host(&w.view()).unwrap());
-                        Some(v.iter().enumerate().map(|(i, &x)| bits.as_ref().is_none_or(|w| w[i / 32] >> (i % 32) & 1 == 1).then_some(x)).collect())
+                    let t = out.table.to_host().unwrap();
+                    let ids = |name: &str| -> Option<Vec<Option<u32>>> {
+                        let col = t.column(name).ok()?;
+                        Some((0..col.len()).map(|i| match col.value(i) {
+                            Value::Int(v) => Some(v as u32),
+                            _ => None,
+                        }).collect())
                     };
-                    let (gl, gr) = (side(&out.left), side(&out.right));
+                    let (gl, gr) = (ids("lid"), ids("rid"));
+                    prop_assert_eq!(gl.is_some(), jt.has_left_map(), "{}: left row ids", what);
+                    prop_assert_eq!(gr.is_some(), jt.has_right_map(), "{}: right row ids", what);
                     let n = out.rows as usize;
+                    prop_assert_eq!(t.rows(), n, "{}: materialized rows", what);
                     let mut got: Pairs = (0..n).map(|i| (gl.as_ref().and_then(|v| v[i]), gr.as_ref().and_then(|v| v[i]))).collect();
                     got.sort();
                     prop_assert_eq!(got, want.clone(), "{}: pairs ({})", what, out.reason);

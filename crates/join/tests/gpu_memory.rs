@@ -8,6 +8,11 @@
 //! - 1000 back-to-back joins of mixed algorithms leave device memory and the process's resident
 //!   memory flat.
 //!
+//! Every join runs through the front door (`gpujoin_join::plan::Join`): `run` with an explicit
+//! algorithm, `count`, `output_budget`, `chunks`, and host streaming
+//! (`chunked::stream_to_host` of the front door's chunk source). The multi-GiB key columns are
+//! device buffers viewed as one-column tables (no copy).
+//!
 //! The tests of this file share the device's memory, so they hold [`MEMORY`] while they run.
 //! With `GPUJOIN_TEST_SIZE=small` (sanitizer runs) every size shrinks and the multi-GiB cases
 //! keep their shapes at a small fraction of their sizes.
@@ -18,12 +23,11 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use gpujoin_device::testing::{device_or_skip, reduced};
-use gpujoin_device::{Device, Error, Stream};
-use gpujoin_join::chunked::{join_chunks, join_chunks_to_host, ChunkBudget, HostStreamOptions};
-use gpujoin_join::{
-    hash_join, interleave_join, pack_validity, sort_merge_join, sort_merge_join_size, DeviceColumn, JoinOptions, JoinType, KeyColumn, Keys,
-    NullEquality, RowId,
-};
+use gpujoin_device::{Device, DeviceBuffer, Error, Pod, Stream};
+use gpujoin_join::chunked::{stream_to_host, ChunkBudget, HostStreamOptions};
+use gpujoin_join::plan::{Algorithm, Gather, Join};
+use gpujoin_join::table::{ColumnView, HostColumn, HostTable, NativeValue, Table, TableView};
+use gpujoin_join::{JoinType, NullEquality, RowId, TestingOptions};
 
 static MEMORY: Mutex<()> = Mutex::new(());
 
@@ -33,6 +37,27 @@ fn lock() -> MutexGuard<'static, ()> {
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
+
+const SMJ_UM: Algorithm = Algorithm::SortMerge(Gather::Unclustered);
+const PHJ_UM: Algorithm = Algorithm::PartitionedHash(Gather::Unclustered);
+
+/// A one-column table `k` over a device buffer (a view: no copy).
+fn keys_table<T: NativeValue + Pod>(b: &DeviceBuffer<T>) -> TableView<'_> {
+    let column = ColumnView::new(T::DATA_TYPE, b.len(), 0, b.view().as_bytes(), None, None).unwrap();
+    TableView::new(vec![("k", column)]).unwrap()
+}
+
+/// An inner equi-join on the columns `k`.
+fn join_on<'a>(l: impl Into<TableView<'a>>, r: impl Into<TableView<'a>>, jt: JoinType) -> Join<'a> {
+    Join::new(jt).on(l, &["k"], r, &["k"])
+}
+
+/// The output rows of `join` by `algorithm` (checked to be the one that ran).
+fn rows_by(s: &Stream, join: &Join<'_>, algorithm: Algorithm) -> gpujoin_device::Result<u64> {
+    let out = join.clone().algorithm(algorithm).run(s)?;
+    assert_eq!(out.algorithm, algorithm, "{}", out.reason);
+    Ok(out.rows)
+}
 
 fn setup(test: &str) -> Option<(Device, Stream, MutexGuard<'static, ()>)> {
     let d = device_or_skip(test)?;
@@ -120,12 +145,14 @@ fn cyclic_keys(s: &Stream, n: usize, modulus: u64) -> gpujoin_device::DeviceBuff
 #[test]
 fn joins_after_a_four_billion_row_join_complete() {
     let Some((d, s, _g)) = setup("joins_after_a_four_billion_row_join_complete") else { return };
-    // Finding 1: a 2^32-row join (all keys equal, 2^16 x 2^16), then join_size, sort-merge and
-    // interleave joins of a 2^31 + 5-row side against 1000 keys, in one process.
+    // Finding 1: a 2^32-row join (all keys equal, 2^16 x 2^16), then the count, sort-merge,
+    // interleave and hash joins of a 2^31 + 5-row side against 1000 keys, in one process.
     let (side, big) = if reduced() { (1usize << 10, (1usize << 21) + 5) } else { (1usize << 16, (1usize << 31) + 5) };
     {
         let (l, r) = (s.copy_from_host(&vec![9u32; side]).unwrap(), s.copy_from_host(&vec![9u32; side]).unwrap());
-        let maps = sort_merge_join(&s, &Keys::single(l.view()), &Keys::single(r.view()), JoinType::Inner, JoinOptions::default()).unwrap();
+        let out = join_on(keys_table(&l), keys_table(&r), JoinType::Inner).algorithm(SMJ_UM).run(&s).unwrap();
+        assert_eq!(out.algorithm, SMJ_UM, "{}", out.reason);
+        let maps = out.maps.expect("the sort-merge join returns its maps");
         assert_eq!(maps.rows(), (side * side) as u64);
         let last = maps.rows() as usize - 1;
         let tail = (s.copy_to_host(&maps.left().unwrap().slice(last..)).unwrap(), s.copy_to_host(&maps.right().unwrap().slice(last..)).unwrap());
@@ -137,18 +164,17 @@ fn joins_after_a_four_billion_row_join_complete() {
     let right: Vec<u32> = (0..1000).collect();
     let right = s.copy_from_host(&right).unwrap();
     let want: u64 = (0..1000u64).map(|k| (big as u64 - 1 - k) / 2000 + 1).sum();
-    let (kl, kr) = (Keys::single(left.view()), Keys::single(right.view()));
-    let opts = JoinOptions::default();
-    assert_eq!(sort_merge_join_size(&s, &kl, &kr, JoinType::Inner, opts).unwrap(), want, "join_size");
+    let join = join_on(keys_table(&left), keys_table(&right), JoinType::Inner);
+    assert_eq!(join.count(&s).unwrap(), want, "count");
     let t = std::time::Instant::now();
-    assert_eq!(sort_merge_join(&s, &kl, &kr, JoinType::Inner, opts).unwrap().rows(), want, "sort_merge_join");
+    assert_eq!(rows_by(&s, &join, SMJ_UM).unwrap(), want, "SMJ-UM");
     let smj = t.elapsed();
     let t = std::time::Instant::now();
-    assert_eq!(interleave_join(&s, &kl, &kr, JoinType::Inner, opts).unwrap().rows(), want, "interleave_join");
+    assert_eq!(rows_by(&s, &join, Algorithm::Interleave).unwrap(), want, "interleave");
     let ilj = t.elapsed();
-    assert_eq!(hash_join(&s, &kl, &kr, JoinType::Inner, opts).unwrap().rows(), want, "hash_join");
+    assert_eq!(rows_by(&s, &join, Algorithm::Hash).unwrap(), want, "NPHJ");
     println!(
-        "{big} x 1000 after a {}-row join: {want} rows; sort_merge_join {:.0} ms, interleave_join {:.0} ms; {} MiB in use before",
+        "{big} x 1000 after a {}-row join: {want} rows; SMJ-UM {:.0} ms, interleave {:.0} ms; {} MiB in use before",
         side * side,
         smj.as_secs_f64() * 1e3,
         ilj.as_secs_f64() * 1e3,
@@ -156,7 +182,7 @@ fn joins_after_a_four_billion_row_join_complete() {
     );
 }
 
-/// `n` i64 keys in `0..domain` with about `null_pct`% NULLs (validity as Arrow words).
+/// `n` i64 keys in `0..domain` with about `null_pct`% NULLs (`true`: valid).
 fn nullable_i64(seed: u64, n: usize, domain: i64, null_pct: u64) -> (Vec<i64>, Vec<bool>) {
     let keys = (0..n as u64).map(|i| (mix(seed ^ i) % domain as u64) as i64).collect();
     let valid = (0..n as u64).map(|i| mix(seed.wrapping_mul(31) ^ i) % 100 >= null_pct).collect();
@@ -167,7 +193,10 @@ fn nullable_i64(seed: u64, n: usize, domain: i64, null_pct: u64) -> (Vec<i64>, V
 fn null_equal_null_join_larger_than_memory_completes_in_chunks() {
     let Some((_d, s, _g)) = setup("null_equal_null_join_larger_than_memory_completes_in_chunks") else { return };
     // Finding 2: 2^20 x 2^20 i64 keys, 5% NULL, NULL = NULL: about 2.75 billion rows (22 GB of
-    // maps), delivered to the host in chunks; count and checksum against the CPU, per key.
+    // maps), delivered to the host in chunks; count and checksum against the CPU, per key. The
+    // keys span less than 2^32, so the front door would join them as 32-bit offsets: the
+    // streamed join keeps them 8-byte keys (`TestingOptions::no_key_compression`, the finding's
+    // path); the count and the device chunks take both.
     let n = if reduced() { 1usize << 12 } else { 1usize << 20 };
     let (lk, lv) = nullable_i64(1, n, n as i64, 5);
     let (rk, rv) = nullable_i64(2, n, n as i64, 5);
@@ -190,16 +219,18 @@ fn null_equal_null_join_larger_than_memory_completes_in_chunks() {
             want_sum = want_sum.wrapping_add(sl.wrapping_mul(*sr));
         }
     }
-    let (dlk, drk) = (s.copy_from_host(&lk).unwrap(), s.copy_from_host(&rk).unwrap());
-    let (dlv, drv) = (s.copy_from_host(&pack_validity(&lv)).unwrap(), s.copy_from_host(&pack_validity(&rv)).unwrap());
-    let kl = Keys::with_validity(vec![KeyColumn { values: DeviceColumn::I64(dlk.view()), validity: Some(dlv.view()) }]).unwrap();
-    let kr = Keys::with_validity(vec![KeyColumn { values: DeviceColumn::I64(drk.view()), validity: Some(drv.view()) }]).unwrap();
-    let opts = JoinOptions { null_equality: NullEquality::NullEqualsNull, ..JoinOptions::default() };
-    assert_eq!(sort_merge_join_size(&s, &kl, &kr, JoinType::Inner, opts).unwrap(), want_rows, "join_size");
+    let table = |k: Vec<i64>, v: &[bool]| Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(k).with_validity(v).unwrap())]).unwrap()).unwrap();
+    let (tl, tr) = (table(lk, &lv), table(rk, &rv));
+    let compressed = join_on(&tl, &tr, JoinType::Inner).null_equality(NullEquality::NullEqualsNull);
+    let join = compressed.clone().testing(TestingOptions { no_key_compression: true, ..TestingOptions::DEFAULT });
+    assert_eq!(join.count(&s).unwrap(), want_rows, "count");
+    assert_eq!(compressed.count(&s).unwrap(), want_rows, "count of the keys as 32-bit offsets");
     let (mut rows, mut sum, mut chunks) = (0u64, 0u64, 0usize);
     let t = std::time::Instant::now();
     let budget = if reduced() { ChunkBudget::Bytes(8 * 100_000) } else { ChunkBudget::default() };
-    let stats = join_chunks_to_host(&s, &kl, &kr, JoinType::Inner, opts, budget, HostStreamOptions::default(), |c| {
+    let source = join.chunks(&s, budget).unwrap();
+    assert_eq!(source.source().path(), "equi");
+    let stats = stream_to_host(&s, source.source(), budget, HostStreamOptions::default(), |c| {
         let (l, r) = c.maps()?;
         assert_eq!(l.len() as u64, c.rows());
         let (n, x) = par_sum(l.len(), |range| {
@@ -222,9 +253,10 @@ fn null_equal_null_join_larger_than_memory_completes_in_chunks() {
         t.elapsed().as_secs_f64(),
         100.0 * stats.overlap()
     );
-    // Every chunk on the device within the default budget, too.
+    drop(source);
+    // Every chunk on the device within the default budget, too (the keys as 32-bit offsets).
     if !reduced() {
-        let it = join_chunks(&s, &kl, &kr, JoinType::Inner, opts, ChunkBudget::default()).unwrap();
+        let it = compressed.chunks(&s, ChunkBudget::default()).unwrap();
         assert!(it.plan().chunks.len() > 1, "22 GB of maps come in several chunks");
         assert_eq!(it.total_rows(), want_rows);
     }
@@ -238,11 +270,13 @@ fn eight_billion_rows_reach_the_host_in_chunks() {
     // row by row.
     let (lb, rb) = if reduced() { (6u32, 8u32) } else { (16u32, 17u32) };
     let (l, r) = (s.copy_from_host(&vec![7u32; 1 << lb]).unwrap(), s.copy_from_host(&vec![7u32; 1 << rb]).unwrap());
-    let (kl, kr) = (Keys::single(l.view()), Keys::single(r.view()));
+    let join = join_on(keys_table(&l), keys_table(&r), JoinType::Inner);
     let t = std::time::Instant::now();
     let mut chunks = 0usize;
     let budget = if reduced() { ChunkBudget::Bytes(8 * 1000) } else { ChunkBudget::Bytes(4 * GIB) };
-    let stats = join_chunks_to_host(&s, &kl, &kr, JoinType::Inner, JoinOptions::default(), budget, HostStreamOptions::default(), |c| {
+    let source = join.chunks(&s, budget).unwrap();
+    assert_eq!(source.source().path(), "equi");
+    let stats = stream_to_host(&s, source.source(), budget, HostStreamOptions::default(), |c| {
         let (lm, rm) = c.maps()?;
         let start = c.output.start;
         let (bad, _) = par_sum(lm.len(), |range| {
@@ -281,10 +315,9 @@ fn a_thousand_joins_leave_memory_flat() {
     let (n, joins) = if reduced() { (1usize << 12, 60) } else { (1usize << 16, 1000) };
     let left: Vec<u32> = (0..n as u64).map(|i| (mix(i) % (n as u64)) as u32).collect();
     let right: Vec<u32> = (0..n as u64).map(|i| (mix(i + 77) % (n as u64 * 2)) as u32).collect();
-    let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
-    let (kl, kr) = (Keys::single(dl.view()), Keys::single(dr.view()));
-    let opts = JoinOptions::default();
-    let want = sort_merge_join(&s, &kl, &kr, JoinType::Inner, opts).unwrap().rows();
+    let table = |k: Vec<u32>| Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(k))]).unwrap()).unwrap();
+    let (tl, tr) = (table(left), table(right));
+    let want = rows_by(&s, &join_on(&tl, &tr, JoinType::Inner), SMJ_UM).unwrap();
     let used = || {
         s.synchronize().unwrap();
         let m = d.memory_info().unwrap();
@@ -293,11 +326,12 @@ fn a_thousand_joins_leave_memory_flat() {
     let mut baseline = None;
     for k in 0..joins {
         let jt = JoinType::ALL[k % 8];
+        let join = join_on(&tl, &tr, jt);
         let rows = match k % 4 {
-            0 => sort_merge_join(&s, &kl, &kr, jt, opts).unwrap().rows(),
-            1 => interleave_join(&s, &kl, &kr, jt, opts).unwrap().rows(),
-            2 => hash_join(&s, &kl, &kr, jt, opts).unwrap().rows(),
-            _ => join_chunks(&s, &kl, &kr, jt, opts, ChunkBudget::Bytes(1 << 18)).unwrap().map(|c| c.unwrap().data.rows()).sum(),
+            0 => rows_by(&s, &join, SMJ_UM).unwrap(),
+            1 => rows_by(&s, &join, Algorithm::Interleave).unwrap(),
+            2 => rows_by(&s, &join, Algorithm::Hash).unwrap(),
+            _ => join.chunks(&s, ChunkBudget::Bytes(1 << 18)).unwrap().map(|c| c.unwrap().data.rows()).sum(),
         };
         if jt == JoinType::Inner {
             assert_eq!(rows, want, "join {k}");
@@ -323,22 +357,13 @@ fn an_output_budget_is_refused_before_the_join_runs() {
     let Some((d, s, _g)) = setup("an_output_budget_is_refused_before_the_join_runs") else { return };
     // 1000 x 1000 rows of one key: 10^6 output rows, 8 * 10^6 bytes of maps.
     let (l, r) = (s.copy_from_host(&vec![1u32; 1000]).unwrap(), s.copy_from_host(&vec![1u32; 1000]).unwrap());
-    let (kl, kr) = (Keys::single(l.view()), Keys::single(r.view()));
-    type Run = fn(&Stream, &Keys<'_>, &Keys<'_>, JoinType, JoinOptions) -> gpujoin_device::Result<u64>;
-    let algorithms: [(&str, Run); 4] = [
-        ("sort_merge_join", |s, l, r, jt, o| sort_merge_join(s, l, r, jt, o).map(|m| m.rows())),
-        ("interleave_join", |s, l, r, jt, o| interleave_join(s, l, r, jt, o).map(|m| m.rows())),
-        ("hash_join", |s, l, r, jt, o| hash_join(s, l, r, jt, o).map(|m| m.rows())),
-        ("partitioned_hash_join", |s, l, r, jt, o| {
-            gpujoin_join::partitioned_hash_join(s, l, r, jt, o).map(|h| h.maps.rows())
-        }),
-    ];
-    for (name, run) in algorithms {
+    for algorithm in [SMJ_UM, Algorithm::Interleave, Algorithm::Hash, PHJ_UM] {
+        let name = algorithm.name();
         for (jt, rows, per_row) in [(JoinType::Inner, 1_000_000u64, 8u64), (JoinType::LeftSemi, 1000, 4)] {
             let bytes = rows * per_row;
-            let over = JoinOptions { output_budget: Some(bytes - 1), ..JoinOptions::default() };
+            let join = join_on(keys_table(&l), keys_table(&r), jt);
             d.reset_peak_memory().unwrap();
-            match run(&s, &kl, &kr, jt, over) {
+            match rows_by(&s, &join.clone().output_budget(bytes - 1), algorithm) {
                 Err(Error::OutputTooLarge { rows: r, bytes: b, available }) => {
                     assert_eq!((r, b, available), (rows, bytes, bytes - 1), "{name} {jt:?}");
                 }
@@ -349,13 +374,12 @@ fn an_output_budget_is_refused_before_the_join_runs() {
             if jt == JoinType::Inner {
                 assert!(peak < bytes / 2, "{name} {jt:?}: {peak} bytes at the peak of a refused join of {bytes} bytes");
             }
-            let at = JoinOptions { output_budget: Some(bytes), ..JoinOptions::default() };
-            assert_eq!(run(&s, &kl, &kr, jt, at).unwrap(), rows, "{name} {jt:?} within its budget");
+            assert_eq!(rows_by(&s, &join.output_budget(bytes), algorithm).unwrap(), rows, "{name} {jt:?} within its budget");
         }
     }
     // The chunked calls deliver such outputs (a budget does not apply to them).
-    let tight = JoinOptions { output_budget: Some(8), ..JoinOptions::default() };
-    let rows: u64 = join_chunks(&s, &kl, &kr, JoinType::Inner, tight, ChunkBudget::Bytes(1 << 20)).unwrap().map(|c| c.unwrap().data.rows()).sum();
+    let tight = join_on(keys_table(&l), keys_table(&r), JoinType::Inner).output_budget(8);
+    let rows: u64 = tight.chunks(&s, ChunkBudget::Bytes(1 << 20)).unwrap().map(|c| c.unwrap().data.rows()).sum();
     assert_eq!(rows, 1_000_000);
 }
 
@@ -366,16 +390,15 @@ fn join_size_of_wide_composite_keys_allocates_no_output() {
     // over 2 distinct keys, 2 * 1000^2 = 2 * 10^6 output rows (16 MB of maps).
     let a: Vec<i64> = (0..2000).map(|i| (i % 2) as i64 * (1 << 40)).collect();
     let b: Vec<i64> = (0..2000).map(|i| -((i % 2) as i64)).collect();
-    let (da, db) = (s.copy_from_host(&a).unwrap(), s.copy_from_host(&b).unwrap());
-    let keys = || Keys::new(vec![DeviceColumn::I64(da.view()), DeviceColumn::I64(db.view())]).unwrap();
-    let (kl, kr) = (keys(), keys());
+    let t = Table::upload(&s, &HostTable::new(vec![("a", HostColumn::from_values(a)), ("b", HostColumn::from_values(b))]).unwrap()).unwrap();
+    let join = |jt: JoinType| Join::new(jt).on(&t, &["a", "b"], &t, &["a", "b"]);
     d.reset_peak_memory().unwrap();
-    let n = sort_merge_join_size(&s, &kl, &kr, JoinType::Inner, JoinOptions::default()).unwrap();
+    let n = join(JoinType::Inner).count(&s).unwrap();
     let peak = d.peak_memory().unwrap();
     assert_eq!(n, 2_000_000);
-    assert!(peak < 4 << 20, "join_size of wide composite keys peaked at {peak} bytes (the maps would be 16 MB)");
+    assert!(peak < 4 << 20, "the count of wide composite keys peaked at {peak} bytes (the maps would be 16 MB)");
     for jt in JoinType::ALL {
-        let want = sort_merge_join(&s, &kl, &kr, jt, JoinOptions::default()).unwrap().rows();
-        assert_eq!(sort_merge_join_size(&s, &kl, &kr, jt, JoinOptions::default()).unwrap(), want, "{jt:?}");
+        let want = rows_by(&s, &join(jt), SMJ_UM).unwrap();
+        assert_eq!(join(jt).count(&s).unwrap(), want, "{jt:?}");
     }
 }

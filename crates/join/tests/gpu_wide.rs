@@ -612,15 +612,12 @@ fn phj_om_chunked_transform_matches_um() {
 }
 
 /// The streaming sample (single key columns) gives the same match ratio and skew as the
-/// general sample (a join of the sampled keys), for integer and float keys under both NaN rules.
-///
-/// GAP: still on the old API (`wide::sample_for_tests` on `Keys`): the front door has no entry
-/// that reads Auto's sample, nor a test option forcing the general sample.
+/// general sample (a join of the sampled keys), for integer and float keys under both NaN rules:
+/// `Join::auto_sample` (testing only) of the front door's Auto, on the keys as the front door
+/// prepares them. Where Auto's decision tree samples (a selected column on each side, no ranks),
+/// the ratio of its reason is that sample's.
 #[test]
 fn streaming_sample_matches_the_general_sample() {
-    use gpujoin_join::wide;
-    use gpujoin_join::{JoinOptions, Keys};
-    const DEFAULT: JoinOptions = JoinOptions { null_equality: NullEquality::NullEqualsNothing, nan_equality: NanEquality::NanEqualsNan, ..JoinOptions::DEFAULT };
     let Some(s) = stream("streaming_sample_matches_the_general_sample") else { return };
     let _l = lock();
     let mut rng = StdRng::seed_from_u64(5);
@@ -629,17 +626,26 @@ fn streaming_sample_matches_the_general_sample() {
     let (db, dp) = (rows(500_000, 50_000) as u32, rows(1_000_000, 100_000) as u32);
     let codes = |rng: &mut StdRng, n: usize, domain: u32| -> Vec<u32> { (0..n).map(|_| rng.gen_range(0..domain)).collect() };
     let (cb, cp) = (codes(&mut rng, nb, db), codes(&mut rng, np, dp));
-    let check = |b: &Keys, p: &Keys, opts: JoinOptions, what: &str| {
-        let fast = wide::sample_for_tests(&s, b, p, opts, false).unwrap();
-        let general = wide::sample_for_tests(&s, b, p, opts, true).unwrap();
+    // The build side (the smaller) on the left, the probe side on the right; `sampled`: Auto's
+    // decision tree samples these keys (no ranks: none of NaN never equal).
+    let check = |b: HostColumn, p: HostColumn, nans: NanEquality, sampled: bool, what: &str| {
+        let (bt, pt) = (up(&s, &host_table(vec![("k".into(), b)])), up(&s, &host_table(vec![("k".into(), p)])));
+        let join = Join::new(JoinType::Inner).on(&bt, &["k"], &pt, &["k"]).null_equality(NullEquality::NullEqualsNothing).nan_equality(nans);
+        let fast = join.auto_sample(&s, false).unwrap();
+        let general = join.auto_sample(&s, true).unwrap();
         assert_eq!(fast, general, "{what}");
         assert!(fast.0 > 0.05 && fast.0 < 0.95, "{what}: a ratio strictly inside (0, 1): {}", fast.0);
+        let out = join.select(&["k"], &["k"]).run(&s).unwrap();
+        assert_eq!(out.reason.contains("match ratio"), sampled, "{what}: {}", out.reason);
+        if sampled {
+            let ratio = format!("match ratio {:.3}", fast.0);
+            assert!(out.reason.contains(&ratio), "{what}: Auto's reason lacks {ratio}: {}", out.reason);
+        }
     };
-    let (b32, p32) = (s.copy_from_host(&cb).unwrap(), s.copy_from_host(&cp).unwrap());
-    check(&Keys::single(b32.view()), &Keys::single(p32.view()), DEFAULT, "u32");
+    check(HostColumn::from_values(cb.clone()), HostColumn::from_values(cp.clone()), NanEquality::NanEqualsNan, true, "u32");
+    // Keys spanning far more than 2^32: kept as 8-byte keys.
     let wide_key = |c: &[u32]| -> Vec<i64> { c.iter().map(|&x| (x as i64 - db as i64 / 2) << 33).collect() };
-    let (b64, p64) = (s.copy_from_host(&wide_key(&cb)).unwrap(), s.copy_from_host(&wide_key(&cp)).unwrap());
-    check(&Keys::single(b64.view()), &Keys::single(p64.view()), DEFAULT, "i64");
+    check(HostColumn::from_values(wide_key(&cb)), HostColumn::from_values(wide_key(&cp)), NanEquality::NanEqualsNan, true, "i64");
     // Floats: -0.0 on one side, 0.0 on the other; NaNs of different payloads on both.
     let float = |c: &[u32], neg_zero: bool| -> Vec<f64> {
         c.iter()
@@ -650,13 +656,13 @@ fn streaming_sample_matches_the_general_sample() {
             })
             .collect()
     };
-    let (bf, pf) = (s.copy_from_host(&float(&cb, true)).unwrap(), s.copy_from_host(&float(&cp, false)).unwrap());
     for nan in [NanEquality::NanEqualsNan, NanEquality::NanNeverEqual] {
-        check(&Keys::single(bf.view()), &Keys::single(pf.view()), JoinOptions { nan_equality: nan, ..DEFAULT }, &format!("f64 {nan:?}"));
+        // NaN equal to nothing: the clustered gathers would join the keys as ranks, so Auto
+        // takes PHJ-UM without sampling.
+        check(HostColumn::from_values(float(&cb, true)), HostColumn::from_values(float(&cp, false)), nan, nan == NanEquality::NanEqualsNan, &format!("f64 {nan:?}"));
     }
     let f32s = |c: &[f64]| -> Vec<f32> { c.iter().map(|&x| x as f32).collect() };
-    let (bf32, pf32) = (s.copy_from_host(&f32s(&float(&cb, false))).unwrap(), s.copy_from_host(&f32s(&float(&cp, true))).unwrap());
-    check(&Keys::single(bf32.view()), &Keys::single(pf32.view()), JoinOptions { nan_equality: NanEquality::NanNeverEqual, ..DEFAULT }, "f32");
+    check(HostColumn::from_values(f32s(&float(&cb, false))), HostColumn::from_values(f32s(&float(&cp, true))), NanEquality::NanNeverEqual, false, "f32");
 }
 
 #[test]

@@ -423,6 +423,26 @@ impl<'a> Join<'a> {
         Ok(Explain { join_type: self.join_type, algorithm, reason, keys })
     }
 
+    /// Test support: the match ratio and skew that [`Algorithm::Auto`]'s decision tree samples
+    /// for this equi-join (without a filter): the keys prepared as [`Join::run`] prepares them
+    /// (compressed where they can be), the smaller side building and the larger probing, as the
+    /// tree does ([`wide::choose`]). By the streaming pass over the build keys where the keys
+    /// allow it (a single key column without nulls), or, with `general`, by the general sample
+    /// (the sampled probe keys joined with the build side), so that tests can compare the two.
+    /// The tree samples only where its choice depends on the sample; this samples always.
+    /// Only with the feature `testing`.
+    #[cfg(feature = "testing")]
+    pub fn auto_sample(&self, stream: &Stream, general: bool) -> Result<(f64, wide::SampledSkew)> {
+        let inputs = self.inputs()?;
+        if self.filter.is_some() || inputs.left_keys.is_empty() || self.algorithm.is_theta() {
+            return Err(Error::invalid("Auto's decision tree samples equi-joins without a filter"));
+        }
+        let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
+        let (l, r) = (lk.keys()?, rk.keys()?);
+        let (build, probe) = if inputs.left_rows < inputs.right_rows { (&l, &r) } else { (&r, &l) };
+        wide::sample_for_tests(stream, build, probe, self.options, general)
+    }
+
     /// The algorithm and its reason, checked against the input (no device work).
     fn choose(&self, i: &Inputs<'a>) -> Result<(Algorithm, String)> {
         if self.algorithm.is_theta() || i.left_keys.is_empty() {
