@@ -18,6 +18,12 @@
 //! target within 1.3x of the one-shot join), and `chunked/equi_nulls_full_4x_budget_host`: i64
 //! keys with 5% NULLs a side, a full join, streamed to the host (target: within 1/0.9 of the
 //! pinned copy floor).
+//!
+//! The equi-join rows run through the front door (`plan::Join` over uploaded one-column tables:
+//! `Join::chunks`, whose source the device and host rows reuse, built once; `Join::run` with
+//! `Algorithm::SortMerge(Gather::Unclustered)` for the one-shot row). `theta/out_gt_50k_5k_host`
+//! stays on `theta::ThetaColumnsSource`: it streams the materialized columns, which the sorted
+//! path writes directly per chunk; the front door's chunks are gather maps.
 
 mod common;
 
@@ -25,11 +31,13 @@ use std::time::Instant;
 
 use common::{median, Harness};
 use gpujoin::device::{Event, PinnedBuffer};
-use gpujoin::join::chunked::{ChunkBudget, ChunkSource, EquiChunkSource, HostStreamOptions, HostStreamer, JoinChunks};
+use gpujoin::join::chunked::{ChunkBudget, ChunkSource, HostStreamOptions, HostStreamer, JoinChunks};
 use gpujoin::join::device_relation::DeviceRelation;
+use gpujoin::join::plan::{Algorithm, Gather, Join};
 use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation};
+use gpujoin::join::table::{HostColumn, HostTable, Table};
 use gpujoin::join::theta::{theta_join_size, ThetaColumnsSource};
-use gpujoin::join::{pack_validity, sort_merge_join, JoinOptions, JoinType, KeyColumn, Keys};
+use gpujoin::join::JoinType;
 use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -40,10 +48,13 @@ fn main() {
     let (nl, nr) = (1usize << 25, 1usize << 27);
     let left = datagen::shuffled_dense_keys(nl, 1).unwrap();
     let right = datagen::foreign_keys_uniform(nl, nr, 2).unwrap();
-    let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
-    drop((left, right));
+    let upload = |k: HostColumn| Table::upload(&s, &HostTable::new(vec![("k", k)]).unwrap()).unwrap();
+    let (dl, dr) = (upload(HostColumn::from_values(left)), upload(HostColumn::from_values(right)));
     let budget = 256u64 << 20;
-    let source = EquiChunkSource::new(&s, &Keys::single(dl.view()), &Keys::single(dr.view()), JoinType::Inner, JoinOptions::default()).unwrap();
+    let join = Join::new(JoinType::Inner).on(&dl, &["k"], &dr, &["k"]);
+    // The source (sorts, bounds, offsets), built once.
+    let prepared = join.chunks(&s, ChunkBudget::Bytes(budget)).unwrap();
+    let source = prepared.source();
     let out_rows = nr as u64;
     let out_bytes = out_rows * 8;
 
@@ -76,7 +87,7 @@ fn main() {
     h.case("chunked", "equi_4x_budget_device", out_bytes, out_rows, |s| {
         let mut rows = 0;
         chunks_seen = 0;
-        for c in JoinChunks::new(s, &source, ChunkBudget::Bytes(budget)).unwrap() {
+        for c in JoinChunks::new(s, source, ChunkBudget::Bytes(budget)).unwrap() {
             rows += c.unwrap().data.rows();
             chunks_seen += 1;
         }
@@ -86,13 +97,12 @@ fn main() {
 
     // The same join whole: the one-shot sort-merge join, against the chunked one including the
     // source's preparation (issue 10: chunked output within 1.3x of the one-shot join's time).
-    let (kl, kr) = (Keys::single(dl.view()), Keys::single(dr.view()));
+    let one_shot = join.clone().algorithm(Algorithm::SortMerge(Gather::Unclustered));
     let one_shot_ms = h.case("chunked", "equi_one_shot_device", out_bytes, out_rows, |s| {
-        assert_eq!(sort_merge_join(s, &kl, &kr, JoinType::Inner, JoinOptions::default()).unwrap().rows(), out_rows);
+        assert_eq!(one_shot.run(s).unwrap().rows, out_rows);
     });
     let chunked_ms = h.case("chunked", "equi_4x_budget_device_with_prepare", out_bytes, out_rows, |s| {
-        let source = EquiChunkSource::new(s, &kl, &kr, JoinType::Inner, JoinOptions::default()).unwrap();
-        let rows: u64 = JoinChunks::new(s, &source, ChunkBudget::Bytes(budget)).unwrap().map(|c| c.unwrap().data.rows()).sum();
+        let rows: u64 = join.chunks(s, ChunkBudget::Bytes(budget)).unwrap().map(|c| c.unwrap().data.rows()).sum();
         assert_eq!(rows, out_rows);
     });
     println!(
@@ -102,8 +112,8 @@ fn main() {
 
     // Chunks streamed into pinned host memory.
     let mut streamer = HostStreamer::new(s.device(), HostStreamOptions::default()).unwrap();
-    host_case(&mut h, &mut streamer, &source, budget, "chunked", "equi_4x_budget_host", out_rows, out_bytes, d2h_bytes_per_s);
-    drop(source);
+    host_case(&mut h, &mut streamer, source, budget, "chunked", "equi_4x_budget_host", out_rows, out_bytes, d2h_bytes_per_s);
+    drop(prepared);
     drop((dl, dr));
 
     // NULL keys: i64 keys with 5% NULLs on each side, NULL never equal, a full join (the NULL
@@ -112,23 +122,24 @@ fn main() {
         let left: Vec<i64> = datagen::shuffled_dense_keys(nl, 1).unwrap().into_iter().map(|k| k as i64 * 3 - (1 << 40)).collect();
         let right: Vec<i64> = datagen::foreign_keys_uniform(nl, nr, 2).unwrap().into_iter().map(|k| k as i64 * 3 - (1 << 40)).collect();
         let mut rng = StdRng::seed_from_u64(0x0A11);
-        let mut valid = |n: usize| pack_validity(&(0..n).map(|_| rng.gen_range(0..100) >= 5).collect::<Vec<_>>());
+        let mut valid = |n: usize| (0..n).map(|_| rng.gen_range(0..100) >= 5).collect::<Vec<_>>();
         let (vl, vr) = (valid(nl), valid(nr));
-        let (dl, dr) = (s.copy_from_host(&left).unwrap(), s.copy_from_host(&right).unwrap());
-        let (dvl, dvr) = (s.copy_from_host(&vl).unwrap(), s.copy_from_host(&vr).unwrap());
-        drop((left, right));
-        let kl = Keys::with_validity(vec![KeyColumn { values: dl.view().into(), validity: Some(dvl.view()) }]).unwrap();
-        let kr = Keys::with_validity(vec![KeyColumn { values: dr.view().into(), validity: Some(dvr.view()) }]).unwrap();
-        let source = EquiChunkSource::new(&s, &kl, &kr, JoinType::Full, JoinOptions::default()).unwrap();
-        let rows = JoinChunks::new(&s, &source, ChunkBudget::Bytes(budget)).unwrap().total_rows();
+        let dl = upload(HostColumn::from_values(left).with_validity(&vl).unwrap());
+        let dr = upload(HostColumn::from_values(right).with_validity(&vr).unwrap());
+        drop((vl, vr));
+        // (The front door joins these keys as 32-bit offsets from their minimum; the chunks'
+        // production reads row ids and bounds only, so only the untimed preparation sees that.)
+        let prepared = Join::new(JoinType::Full).on(&dl, &["k"], &dr, &["k"]).chunks(&s, ChunkBudget::Bytes(budget)).unwrap();
+        let source = prepared.source();
+        let rows = JoinChunks::new(&s, source, ChunkBudget::Bytes(budget)).unwrap().total_rows();
         println!("equi_nulls_full_4x_budget_host: {rows} rows (5% NULL keys a side, NULL never equal, full join)");
-        host_case(&mut h, &mut streamer, &source, budget, "chunked", "equi_nulls_full_4x_budget_host", rows, rows * 8, d2h_bytes_per_s);
+        host_case(&mut h, &mut streamer, source, budget, "chunked", "equi_nulls_full_4x_budget_host", rows, rows * 8, d2h_bytes_per_s);
         // The same with chunks all alike (no smaller first chunk): what the ramp buys. Twice
         // each, alternating, so that an order effect shows.
         let mut uniform = HostStreamer::new(s.device(), HostStreamOptions { first_chunk_divisor: 1, ..HostStreamOptions::default() }).unwrap();
-        host_case(&mut h, &mut uniform, &source, budget, "chunked", "equi_nulls_full_4x_budget_host_uniform_chunks", rows, rows * 8, d2h_bytes_per_s);
-        host_case(&mut h, &mut streamer, &source, budget, "chunked", "equi_nulls_full_4x_budget_host_again", rows, rows * 8, d2h_bytes_per_s);
-        host_case(&mut h, &mut uniform, &source, budget, "chunked", "equi_nulls_full_4x_budget_host_uniform_chunks_again", rows, rows * 8, d2h_bytes_per_s);
+        host_case(&mut h, &mut uniform, source, budget, "chunked", "equi_nulls_full_4x_budget_host_uniform_chunks", rows, rows * 8, d2h_bytes_per_s);
+        host_case(&mut h, &mut streamer, source, budget, "chunked", "equi_nulls_full_4x_budget_host_again", rows, rows * 8, d2h_bytes_per_s);
+        host_case(&mut h, &mut uniform, source, budget, "chunked", "equi_nulls_full_4x_budget_host_uniform_chunks_again", rows, rows * 8, d2h_bytes_per_s);
     }
 
     // The theta join's output relation delivered to host memory: R.a > S.a over 50K x 5K rows,

@@ -5,18 +5,23 @@
 //! - `inlj_utf8_2p20`: the same keys as strings of 8 to 24 bytes: `"key"` and the key in decimal,
 //!   zero-padded to 5..21 digits (so many strings share long prefixes).
 //!
-//! Byte floor: both key columns read once (values, or offsets and bytes) plus the two output maps
-//! written once. After each case a line gives the probe alone (index built once, reused), rows
-//! per second and the output rows.
+//! Through the front door's build-once, probe-many index (`plan::JoinIndex::build` on the indexed
+//! table's key column, then `probe` with the other table's, inner, no column selected) over
+//! uploaded one-column tables (`UInt32`, `Utf8`): the string index compares the strings
+//! themselves. (`plan::Join` with `Algorithm::IndexedNestedLoop` joins string keys as their dense
+//! ranks instead, another workload.)
+//!
+//! Byte floor: both key columns read once (values, or 8-byte offsets and bytes) plus the two
+//! output maps written once. After each case a line gives the probe alone (index built once,
+//! reused), rows per second and the output rows.
 
 mod common;
 
 use common::{time_ms, Harness};
 use gpujoin::device::Stream;
-use gpujoin::join::device_relation::DeviceColumnData;
-use gpujoin::join::indexed_nested_loop::SortedIndex;
-use gpujoin::join::predicate::ColumnData;
-use gpujoin::join::{JoinType, Side};
+use gpujoin::join::plan::JoinIndex;
+use gpujoin::join::table::{HostColumn, HostTable, Table};
+use gpujoin::join::JoinType;
 use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -27,34 +32,47 @@ fn key_string(k: u32) -> String {
     format!("key{:0w$}", k, w = 5 + (k % 17) as usize)
 }
 
-fn column_bytes(c: &ColumnData) -> u64 {
-    match c {
-        ColumnData::Utf8 { offsets, bytes } => (offsets.len() * 8 + bytes.len()) as u64,
-        ColumnData::U32(v) => v.len() as u64 * 4,
-        _ => unreachable!("the benchmark uses u32 and utf8 columns"),
+/// One key column `k` and its bytes for the floor (values; strings as 8-byte offsets and bytes).
+struct Keys {
+    column: HostColumn,
+    bytes: u64,
+}
+
+impl Keys {
+    fn u32(v: &[u32]) -> Keys {
+        Keys { column: HostColumn::from_values(v.to_vec()), bytes: v.len() as u64 * 4 }
+    }
+
+    fn utf8(v: &[u32]) -> Keys {
+        let strings: Vec<String> = v.iter().map(|&k| key_string(k)).collect();
+        let bytes = ((strings.len() + 1) * 8 + strings.iter().map(String::len).sum::<usize>()) as u64;
+        Keys { column: HostColumn::utf8(&strings), bytes }
     }
 }
 
-fn inlj_case(h: &mut Harness, s: &Stream, case: &str, index_col: &ColumnData, probe_col: &ColumnData) {
-    let (dx, dp) = (DeviceColumnData::upload(s, index_col).unwrap(), DeviceColumnData::upload(s, probe_col).unwrap());
-    let rows = SortedIndex::build(s, &dx).unwrap().join(s, &dp, Side::Left, JoinType::Inner).unwrap().rows();
-    let bytes = column_bytes(index_col) + column_bytes(probe_col) + rows * 8;
-    let elements = (index_col.len() + probe_col.len()) as u64;
+fn inlj_case(h: &mut Harness, s: &Stream, case: &str, index_keys: Keys, probe_keys: Keys) {
+    let upload = |k: Keys| Table::upload(s, &HostTable::new(vec![("k", k.column)]).unwrap()).unwrap();
+    let (index_bytes, probe_bytes) = (index_keys.bytes, probe_keys.bytes);
+    let (dx, dp) = (upload(index_keys), upload(probe_keys));
+    let probe = |index: &JoinIndex<'_>, s: &Stream| index.probe(s, &dp, "k", JoinType::Inner, &[], &[]).unwrap();
+    let rows = probe(&JoinIndex::build(s, &dx, "k").unwrap(), s).rows;
+    let bytes = index_bytes + probe_bytes + rows * 8;
+    let elements = (dx.rows() + dp.rows()) as u64;
     h.case(GROUP, case, bytes, elements, |s| {
-        let index = SortedIndex::build(s, &dx).unwrap();
-        let maps = index.join(s, &dp, Side::Left, JoinType::Inner).unwrap();
-        assert_eq!(maps.rows(), rows);
+        let index = JoinIndex::build(s, &dx, "k").unwrap();
+        let out = probe(&index, s);
+        assert_eq!(out.rows, rows);
     });
-    let index = SortedIndex::build(s, &dx).unwrap();
+    let index = JoinIndex::build(s, &dx, "k").unwrap();
     let probe_ms = time_ms(s, 2, 10, || {
-        index.join(s, &dp, Side::Left, JoinType::Inner).unwrap();
+        probe(&index, s);
     });
     let build_ms = time_ms(s, 2, 10, || {
-        SortedIndex::build(s, &dx).unwrap();
+        JoinIndex::build(s, &dx, "k").unwrap();
     });
     println!(
         "INFO {GROUP}/{case}: {rows} output rows; build alone {build_ms:.3} ms, probe + maps alone {probe_ms:.3} ms ({:.1} M probe rows/s)",
-        probe_col.len() as f64 / (probe_ms * 1e3)
+        dp.rows() as f64 / (probe_ms * 1e3)
     );
 }
 
@@ -66,8 +84,6 @@ fn main() {
     let mut rng = StdRng::seed_from_u64(32);
     let probe_keys: Vec<u32> = (0..n).map(|_| rng.gen_range(0..n as u32)).collect();
 
-    inlj_case(&mut h, &s, "inlj_u32_2p20", &ColumnData::U32(index_keys.clone()), &ColumnData::U32(probe_keys.clone()));
-
-    let strings = |keys: &[u32]| ColumnData::utf8(keys.iter().map(|&k| key_string(k)));
-    inlj_case(&mut h, &s, "inlj_utf8_2p20", &strings(&index_keys), &strings(&probe_keys));
+    inlj_case(&mut h, &s, "inlj_u32_2p20", Keys::u32(&index_keys), Keys::u32(&probe_keys));
+    inlj_case(&mut h, &s, "inlj_utf8_2p20", Keys::utf8(&index_keys), Keys::utf8(&probe_keys));
 }

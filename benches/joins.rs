@@ -1,6 +1,11 @@
 //! Join benchmarks (issue targets on the H100):
 //! - `sorted_merge/{inner,left,right,full}_2p26`: sorted unique keys, 2^26 per side, half of
 //!   them matching (ModernGPU 2.x `inner_join`: 1.92 ms; target 1.0 ms);
+//! - `sorted_merge/{inner,left,right,full}_2p26_front_door` (issue 9's before/after check), each
+//!   right after its twin: the same join of the same keys through the front door
+//!   (`plan::Join` over uploaded `UInt32` tables, `Algorithm::SortedMerge` forced, maps only, no
+//!   column selected), same byte floor; it adds the front door's checks (two descent counts, read
+//!   back) to the merge;
 //! - `unsorted/pkfk_inner_r2p26_s2p27_materialized`: |R| = 2^26 shuffled unique keys,
 //!   |S| = 2^27 foreign keys, a 4-byte payload each, both payloads gathered;
 //! - `interleave/composite3_2p26`: 3-column composite keys, 2^26 rows per side, one match per
@@ -9,6 +14,8 @@
 mod common;
 
 use common::Harness;
+use gpujoin::join::plan::{Algorithm, Join};
+use gpujoin::join::table::{HostColumn, HostTable, Table};
 use gpujoin::join::{interleave_join, materialize_unchecked, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys};
 use gpujoin_testkit::datagen;
 
@@ -29,6 +36,10 @@ fn main() {
     let a: Vec<u32> = (0..n as u32).collect();
     let b: Vec<u32> = (n as u32 / 2..n as u32 / 2 + n as u32).collect();
     let (da, db) = (s.copy_from_host(&a).unwrap(), s.copy_from_host(&b).unwrap());
+    // The same keys as tables, for the front door's twins.
+    let table = |v: &[u32]| Table::upload(&s, &HostTable::new(vec![("k", HostColumn::from_values(v.to_vec()))]).unwrap()).unwrap();
+    let (ta, tb) = (table(&a), table(&b));
+    drop((a, b));
     traced(|| {
         sorted_merge_join(&s, &da.view(), &db.view(), JoinType::Inner).unwrap();
         sorted_merge_join(&s, &da.view(), &db.view(), JoinType::Full).unwrap();
@@ -44,8 +55,13 @@ fn main() {
             let m = sorted_merge_join(s, &da.view(), &db.view(), jt).unwrap();
             assert_eq!(m.rows(), out_rows as u64);
         });
+        let join = Join::new(jt).on(&ta, &["k"], &tb, &["k"]).algorithm(Algorithm::SortedMerge);
+        h.case("sorted_merge", &format!("{case}_front_door"), bytes, (2 * n) as u64, |s| {
+            let out = join.run(s).unwrap();
+            assert_eq!(out.rows, out_rows as u64);
+        });
     }
-    drop((da, db));
+    drop((da, db, ta, tb));
 
     // Unsorted PK-FK join with one 4-byte payload per side, output materialized.
     let (nr, ns) = (1usize << 26, 1usize << 27);

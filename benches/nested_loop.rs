@@ -12,15 +12,19 @@
 //!   2^20 output rows): 1.1e12 pairs evaluated. Timed by the caller (3 runs after a warm-up; the
 //!   Criterion loop would take minutes). Byte floor: keys read once (8 MiB) plus the two output
 //!   maps written once (8 MiB).
+//!
+//! Both through the front door (`plan::Join` over uploaded tables): `tables(R, S).filter(..)`
+//! with `Algorithm::ThetaNestedLoop` and `aggregate(Agg::Sum, S.x)` for the first, `on(k = k)`
+//! with `Algorithm::ThetaNestedLoop` (the key as the equality conjunct of the nested loop) and
+//! `run` (maps only) for the second.
 
 mod common;
 
 use common::{time_ms, Harness};
-use gpujoin::join::device_relation::DeviceRelation;
-use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation, Side};
-use gpujoin::join::theta::nested_loop::{nested_loop_aggregate, nested_loop_join_with, Strategy};
+use gpujoin::join::plan::{Algorithm, Join};
+use gpujoin::join::table::{HostColumn, HostTable, Table};
 use gpujoin::join::theta::{Agg, AggValue};
-use gpujoin::join::{JoinType};
+use gpujoin::join::{JoinType, Side};
 use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -28,6 +32,7 @@ use rand::{Rng, SeedableRng};
 fn main() {
     let Some(mut h) = Harness::new("nested_loop") else { return };
     let s = h.stream.clone();
+    let upload = |cols: Vec<(&str, HostColumn)>| Table::upload(&s, &HostTable::new(cols).unwrap()).unwrap();
 
     // ---- theta / agg_or_50k_25k ----
     let (nr, ns) = (50_000usize, 25_000usize);
@@ -41,16 +46,17 @@ fn main() {
         .zip(&rx)
         .map(|(&a, &x)| sa.iter().zip(&sx).filter(|&(&b, &y)| a > b || x == y).map(|(_, &y)| y as i64).sum::<i64>() as i128)
         .sum();
-    let r = Relation::new(vec![ColumnData::I32(ra), ColumnData::I32(rx)]).unwrap();
-    let t = Relation::new(vec![ColumnData::I32(sa), ColumnData::I32(sx)]).unwrap();
-    let pred = col_l(0).greater(col_r(0)).or(col_l(1).equals(col_r(1))).check(&r.schema(), &t.schema()).unwrap();
-    let (dr, dt) = (DeviceRelation::upload(&s, &r).unwrap(), DeviceRelation::upload(&s, &t).unwrap());
-    let got = nested_loop_aggregate(&s, &dr, &dt, &pred, Agg::Sum, Some((Side::Right, 1))).unwrap();
+    let r = upload(vec![("a", HostColumn::from_values(ra)), ("x", HostColumn::from_values(rx))]);
+    let t = upload(vec![("a", HostColumn::from_values(sa)), ("x", HostColumn::from_values(sx))]);
+    let join = Join::new(JoinType::Inner).tables(&r, &t);
+    let pred = join.left("a").unwrap().greater(join.right("a").unwrap()).or(join.left("x").unwrap().equals(join.right("x").unwrap()));
+    let join = join.filter(pred).algorithm(Algorithm::ThetaNestedLoop);
+    let got = join.aggregate(&s, Agg::Sum, Some((Side::Right, "x"))).unwrap();
     assert_eq!(got, AggValue::Int(want), "SUM(S.x) differs from the CPU");
     println!("theta/agg_or_50k_25k: SUM(S.x) = {want}");
     let pairs = (nr * ns) as u64;
     h.case("theta", "agg_or_50k_25k", ((nr + ns) * 8) as u64, pairs, |s| {
-        let v = nested_loop_aggregate(s, &dr, &dt, &pred, Agg::Sum, Some((Side::Right, 1))).unwrap();
+        let v = join.aggregate(s, Agg::Sum, Some((Side::Right, "x"))).unwrap();
         assert!(matches!(v, AggValue::Int(_)));
     });
 
@@ -58,16 +64,15 @@ fn main() {
     let n = 1usize << 20;
     let pk = datagen::shuffled_dense_keys(n, 21).unwrap();
     let fk = datagen::foreign_keys_uniform(n, n, 22).unwrap();
-    let l = Relation::new(vec![ColumnData::U32(pk)]).unwrap();
-    let f = Relation::new(vec![ColumnData::U32(fk)]).unwrap();
-    let eq = col_l(0).equals(col_r(0)).check(&l.schema(), &f.schema()).unwrap();
-    let (dl, df) = (DeviceRelation::upload(&s, &l).unwrap(), DeviceRelation::upload(&s, &f).unwrap());
-    let run = || nested_loop_join_with(&s, &dl, &df, &eq, JoinType::Inner, Strategy::NestedLoop).unwrap();
-    let rows = run().rows();
+    let l = upload(vec![("k", HostColumn::from_values(pk))]);
+    let f = upload(vec![("k", HostColumn::from_values(fk))]);
+    let eq = Join::new(JoinType::Inner).on(&l, &["k"], &f, &["k"]).algorithm(Algorithm::ThetaNestedLoop);
+    let run = || eq.run(&s).unwrap();
+    let rows = run().rows;
     assert_eq!(rows, n as u64, "PK-FK: one output row per foreign key");
     let ms = time_ms(&s, 1, 3, || {
         let m = run();
-        assert_eq!(m.rows(), n as u64);
+        assert_eq!(m.rows, n as u64);
     });
     let pairs = (n as f64) * (n as f64);
     println!(

@@ -2,10 +2,19 @@
 //! the output-bound form `R.a > S.a` materializing `(R.a, S.a, S.x)` on the device. `a` and `x`
 //! are uniform i32 in [0, 2^20), so the selectivity is about 0.5. Times run from device-resident
 //! relations to the result on the host (aggregates) or in device memory (materialization).
+//!
+//! Each case is followed by its twin `<case>_front_door` (issue 9's before/after check): the same
+//! join of the same data through the front door (`plan::Join::tables(..).filter(R.a > S.a)` over
+//! uploaded `Int32` tables `(a, x)`, `Algorithm::ThetaSorted` forced), same byte floor:
+//! `aggregate(Agg::Sum, S.x)` for the aggregates, `select(&["a"], &["a", "x"]).run` for the
+//! materialization (the front door lowers the referenced columns to device relations and gathers
+//! the selected columns through the pairs' maps; the old row writes them directly).
 mod common;
 
 use gpujoin::join::device_relation::{DeviceColumnData, DeviceRelation};
+use gpujoin::join::plan::{Algorithm, Join};
 use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation, Side};
+use gpujoin::join::table::{HostColumn, HostTable, Table, Value};
 use gpujoin::join::theta::sorted::{sorted_theta_aggregate, sorted_theta_join_size, sorted_theta_materialize};
 use gpujoin::join::theta::{Agg, AggValue};
 use gpujoin::join::JoinType;
@@ -20,6 +29,19 @@ fn relation(n: usize, seed: u64) -> Relation {
     let a: Vec<i32> = (0..n).map(|_| rng.gen_range(0..DOMAIN)).collect();
     let x: Vec<i32> = (0..n).map(|_| rng.gen_range(0..DOMAIN)).collect();
     Relation::new(vec![ColumnData::I32(a), ColumnData::I32(x)]).unwrap()
+}
+
+/// The relation as a table `(a, x)` on the device, for the front door.
+fn table(s: &gpujoin::device::Stream, r: &Relation) -> Table {
+    let (ColumnData::I32(a), ColumnData::I32(x)) = (&r.columns[0], &r.columns[1]) else { unreachable!() };
+    Table::upload(s, &HostTable::new(vec![("a", HostColumn::from_values(a.clone())), ("x", HostColumn::from_values(x.clone()))]).unwrap()).unwrap()
+}
+
+/// `R.a > S.a` through the front door, the sorted theta join forced.
+fn front_door<'a>(r: &'a Table, t: &'a Table) -> Join<'a> {
+    let j = Join::new(JoinType::Inner).tables(r, t);
+    let pred = j.left("a").unwrap().greater(j.right("a").unwrap());
+    j.filter(pred).algorithm(Algorithm::ThetaSorted)
 }
 
 /// SUM(S.x) WHERE R.a > S.a on the CPU (sort S by a, prefix sums, binary search per R row).
@@ -52,6 +74,13 @@ fn main() {
             let v = sorted_theta_aggregate(st, &dr, &dt, &pred, Agg::Sum, Some((Side::Right, 1))).unwrap();
             assert!(matches!(v, AggValue::Int(_)));
         });
+        let (tr, tt) = (table(&s, &r), table(&s, &t));
+        let join = front_door(&tr, &tt);
+        assert_eq!(join.aggregate(&s, Agg::Sum, Some((Side::Right, "x"))).unwrap(), AggValue::Int(want), "{case}_front_door");
+        h.case(GROUP, &format!("{case}_front_door"), bytes, (nr + ns) as u64, |st| {
+            let v = join.aggregate(st, Agg::Sum, Some((Side::Right, "x"))).unwrap();
+            assert!(matches!(v, AggValue::Int(_)));
+        });
     }
 
     {
@@ -75,6 +104,21 @@ fn main() {
         h.case(GROUP, case, bytes, rows, |st| {
             let out = sorted_theta_materialize(st, &dr, &dt, &pred, &[0], &[0, 1]).unwrap();
             assert_eq!(out.len(), 3);
+        });
+        let (tr, tt) = (table(&s, &r), table(&s, &t));
+        let join = front_door(&tr, &tt).select(&["a"], &["a", "x"]);
+        let out = join.run(&s).unwrap();
+        assert_eq!((out.rows, out.table.columns().len()), (rows, 3));
+        assert_eq!(out.algorithm, Algorithm::ThetaSorted);
+        // Spot check: every output row satisfies R.a > S.a.
+        let n = (rows as usize).min(1 << 16);
+        let spot = out.table.view().slice(0, n).unwrap().to_host(&s).unwrap();
+        let (ra, sa) = (spot.column("left.a").unwrap(), spot.column("right.a").unwrap());
+        assert!((0..n).all(|i| matches!((ra.value(i), sa.value(i)), (Value::Int(a), Value::Int(b)) if a > b)));
+        drop(out);
+        h.case(GROUP, &format!("{case}_front_door"), bytes, rows, |st| {
+            let out = join.run(st).unwrap();
+            assert_eq!(out.table.columns().len(), 3);
         });
     }
 }

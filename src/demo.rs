@@ -1,11 +1,15 @@
 //! The seed demonstrations, shared by the `gpujoin-demo` binary (`cargo xtask seeds`) and the
 //! tests: ModernGPU's relational-join demonstration (seed 000) in its own format, the interleave
-//! join's worked example (seed 001), and the throughput of a 2^24-row join.
+//! join's worked example (seed 001), and the throughput of a 2^24-row join. On the GPU every join
+//! runs through the front door (`join::plan::Join` over uploaded one-column tables, the
+//! algorithm forced: the sorted merge, the interleave join, SMJ-UM).
 
 use std::fmt::Write;
 
-use crate::device::{Device, Result, Stream, Timer};
-use crate::join::{interleave_join, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys, RowId};
+use crate::device::{Device, Error, Result, Stream, Timer};
+use crate::join::plan::{Algorithm, Gather, Join};
+use crate::join::table::{HostColumn, HostTable, NativeValue, Table};
+use crate::join::{JoinOptions, JoinType, RowId};
 use gpujoin_testkit::datagen;
 use gpujoin_testkit::reference::{self, vectors};
 
@@ -69,6 +73,17 @@ fn print_interleave(o: &mut String, pairs: &[(RowId, RowId)]) {
     }
 }
 
+/// One key column `k` on the device.
+fn key_table<T: NativeValue>(s: &Stream, keys: Vec<T>) -> Result<Table> {
+    Table::upload(s, &HostTable::new(vec![("k", HostColumn::from_values(keys))])?)
+}
+
+/// The output pairs of `join` (maps only) by `algorithm`, in its order.
+fn pairs(s: &Stream, join: Join<'_>, algorithm: Algorithm) -> Result<Vec<(RowId, RowId)>> {
+    let out = join.algorithm(algorithm).run(s)?;
+    out.maps.ok_or_else(|| Error::invalid(format!("the {} join returned no gather maps", algorithm.name())))?.pairs()
+}
+
 fn gpu_demo(o: &mut String, device: &Device) -> Result<()> {
     let s: Stream = device.new_stream()?;
     let (a, b) = (&vectors::MGPU_A_KEYS[..], &vectors::MGPU_B_KEYS[..]);
@@ -76,14 +91,14 @@ fn gpu_demo(o: &mut String, device: &Device) -> Result<()> {
     print_keys(o, "A", a);
     wln!(o);
     print_keys(o, "B", b);
-    let (da, db) = (s.copy_from_host(a)?, s.copy_from_host(b)?);
-    let inner = sorted_merge_join(&s, &da.view(), &db.view(), JoinType::Inner)?.pairs()?;
+    let (ta, tb) = (key_table(&s, a.to_vec())?, key_table(&s, b.to_vec())?);
+    let inner = pairs(&s, Join::new(JoinType::Inner).on(&ta, &["k"], &tb, &["k"]), Algorithm::SortedMerge)?;
     print_join(o, "Inner-join", &inner, a, b);
-    let outer = sorted_merge_join(&s, &da.view(), &db.view(), JoinType::Full)?.pairs()?;
+    let outer = pairs(&s, Join::new(JoinType::Full).on(&ta, &["k"], &tb, &["k"]), Algorithm::SortedMerge)?;
     print_join(o, "Outer-join", &outer, a, b);
 
-    let (l, r) = (s.copy_from_host(&vectors::INTERLEAVE_L_KEYS)?, s.copy_from_host(&vectors::INTERLEAVE_R_KEYS)?);
-    let left = interleave_join(&s, &Keys::single(l.view()), &Keys::single(r.view()), JoinType::Left, JoinOptions::default())?.pairs()?;
+    let (l, r) = (key_table(&s, vectors::INTERLEAVE_L_KEYS.to_vec())?, key_table(&s, vectors::INTERLEAVE_R_KEYS.to_vec())?);
+    let left = pairs(&s, Join::new(JoinType::Left).on(&l, &["k"], &r, &["k"]), Algorithm::Interleave)?;
     print_interleave(o, &left);
 
     // 2^24 keys a side; 2^16 under GPUJOIN_TEST_SIZE=small (the demo test under compute-sanitizer).
@@ -91,11 +106,11 @@ fn gpu_demo(o: &mut String, device: &Device) -> Result<()> {
     let n = 1usize << bits;
     let keys_r = datagen::shuffled_dense_keys(n, 1)?;
     let keys_s = datagen::shuffled_dense_keys(n, 2)?;
-    let (dr, ds) = (s.copy_from_host(&keys_r)?, s.copy_from_host(&keys_s)?);
-    let (kr, ks) = (Keys::single(dr.view()), Keys::single(ds.view()));
-    sort_merge_join(&s, &kr, &ks, JoinType::Inner, JoinOptions::default())?; // warm-up
+    let (tr, ts) = (key_table(&s, keys_r)?, key_table(&s, keys_s)?);
+    let join = Join::new(JoinType::Inner).on(&tr, &["k"], &ts, &["k"]).algorithm(Algorithm::SortMerge(Gather::Unclustered));
+    join.run(&s)?; // warm-up
     let t = Timer::start(&s)?;
-    let rows = sort_merge_join(&s, &kr, &ks, JoinType::Inner, JoinOptions::default())?.rows();
+    let rows = join.run(&s)?.rows;
     let ms = t.stop(&s)?;
     wln!(o, 
         "\nThroughput: sort_merge_join inner, 2^{bits} x 2^{bits} shuffled unique u32 keys -> {rows} rows in {ms:.2} ms ({:.0} M input rows/s)",
