@@ -9,9 +9,10 @@ use std::fmt::Write;
 use crate::device::{Device, Error, Result, Stream, Timer};
 use crate::join::plan::{Algorithm, Gather, Join};
 use crate::join::table::{HostColumn, HostTable, NativeValue, Table};
-use crate::join::{JoinOptions, JoinType, RowId};
+use crate::join::{JoinType, NanEquality, NullEquality, RowId};
 use gpujoin_testkit::datagen;
-use gpujoin_testkit::reference::{self, vectors};
+use gpujoin_testkit::reference::vectors;
+use gpujoin_testkit::table_reference;
 
 macro_rules! wln {
     ($o:expr) => { let _ = writeln!($o); };
@@ -121,19 +122,24 @@ fn gpu_demo(o: &mut String, device: &Device) -> Result<()> {
 
 fn cpu_demo(o: &mut String) -> Result<()> {
     let (a, b) = (&vectors::MGPU_A_KEYS[..], &vectors::MGPU_B_KEYS[..]);
-    let (ka, kb) = (vectors::i32_keys(a), vectors::i32_keys(b));
+    let (ka, kb) = (vectors::i32_table(a), vectors::i32_table(b));
+    // The reference's pairs as `RowId`s, in canonical order.
+    let join = |l: &gpujoin_join::table::HostTable, r: &gpujoin_join::table::HostTable, jt: JoinType| -> Vec<(RowId, RowId)> {
+        let rid = |x: Option<u32>| x.map_or(RowId::NONE, |i| RowId::new(i).unwrap_or(RowId::NONE));
+        table_reference::equi_join(l, &["k"], r, &["k"], jt, NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan).into_iter().map(|(x, y)| (rid(x), rid(y))).collect()
+    };
     wln!(o, "RELATIONAL JOINS DEMONSTRATION (CPU reference)\n");
     print_keys(o, "A", a);
     wln!(o);
     print_keys(o, "B", b);
-    let inner = reference::join(&ka, &kb, JoinType::Inner, JoinOptions::default())?;
+    let inner = join(&ka, &kb, JoinType::Inner);
     print_join(o, "Inner-join", &inner, a, b);
     // ModernGPU's order: left/inner rows by A, then unmatched B rows.
-    let mut outer = reference::join(&ka, &kb, JoinType::Full, JoinOptions::default())?;
+    let mut outer = join(&ka, &kb, JoinType::Full);
     outer.sort_by_key(|&(l, r)| (l.is_none(), l, r));
     print_join(o, "Outer-join", &outer, a, b);
-    let (kl, kr) = (vectors::i32_keys(&vectors::INTERLEAVE_L_KEYS), vectors::i32_keys(&vectors::INTERLEAVE_R_KEYS));
-    let left = reference::join(&kl, &kr, JoinType::Left, JoinOptions::default())?;
+    let (kl, kr) = (vectors::i32_table(&vectors::INTERLEAVE_L_KEYS), vectors::i32_table(&vectors::INTERLEAVE_R_KEYS));
+    let left = join(&kl, &kr, JoinType::Left);
     print_interleave(o, &left);
     Ok(())
 }

@@ -7,7 +7,7 @@ use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Error, Result, Stream};
 
 use crate::kernels::sys::join as ffi;
-use crate::types::{HostColumn, HostKeys, JoinOptions, KeyType, NullEquality, MAX_KEY_COLUMNS};
+use crate::types::{JoinOptions, KeyType, NullEquality, MAX_KEY_COLUMNS};
 
 /// A borrowed key column of one of the supported types.
 #[derive(Clone, Copy)]
@@ -146,76 +146,6 @@ impl<'a> Keys<'a> {
     }
 }
 
-/// Device copies of host keys (for tests, examples and the demo).
-pub struct DeviceKeys {
-    values: Vec<DeviceColumnBuf>,
-    validity: Vec<Option<DeviceBuffer<u32>>>,
-}
-
-enum DeviceColumnBuf {
-    I32(DeviceBuffer<i32>),
-    I64(DeviceBuffer<i64>),
-    U32(DeviceBuffer<u32>),
-    U64(DeviceBuffer<u64>),
-    F32(DeviceBuffer<f32>),
-    F64(DeviceBuffer<f64>),
-}
-
-/// Packs a `Vec<bool>` validity into an Arrow-style bitmap of u32 words.
-pub fn pack_validity(valid: &[bool]) -> Vec<u32> {
-    let mut words = vec![0u32; valid.len().div_ceil(32)];
-    for (i, &v) in valid.iter().enumerate() {
-        if v {
-            words[i / 32] |= 1 << (i % 32);
-        }
-    }
-    words
-}
-
-impl DeviceKeys {
-    /// Uploads host keys.
-    pub fn upload(stream: &Stream, keys: &HostKeys) -> Result<Self> {
-        keys.validate("keys")?;
-        let mut values = Vec::new();
-        for c in &keys.columns {
-            values.push(match c {
-                HostColumn::I32(v) => DeviceColumnBuf::I32(stream.copy_from_host(v)?),
-                HostColumn::I64(v) => DeviceColumnBuf::I64(stream.copy_from_host(v)?),
-                HostColumn::U32(v) => DeviceColumnBuf::U32(stream.copy_from_host(v)?),
-                HostColumn::U64(v) => DeviceColumnBuf::U64(stream.copy_from_host(v)?),
-                HostColumn::F32(v) => DeviceColumnBuf::F32(stream.copy_from_host(v)?),
-                HostColumn::F64(v) => DeviceColumnBuf::F64(stream.copy_from_host(v)?),
-            });
-        }
-        let validity = keys
-            .validity
-            .iter()
-            .map(|v| v.as_ref().map(|v| stream.copy_from_host(&pack_validity(v))).transpose())
-            .collect::<Result<Vec<_>>>()?;
-        Ok(DeviceKeys { values, validity })
-    }
-
-    /// Borrowed keys for a join call.
-    pub fn keys(&self) -> Keys<'_> {
-        let columns = self
-            .values
-            .iter()
-            .zip(&self.validity)
-            .map(|(v, val)| KeyColumn {
-                values: match v {
-                    DeviceColumnBuf::I32(b) => b.view().into(),
-                    DeviceColumnBuf::I64(b) => b.view().into(),
-                    DeviceColumnBuf::U32(b) => b.view().into(),
-                    DeviceColumnBuf::U64(b) => b.view().into(),
-                    DeviceColumnBuf::F32(b) => b.view().into(),
-                    DeviceColumnBuf::F64(b) => b.view().into(),
-                },
-                validity: val.as_ref().map(|b| b.view()),
-            })
-            .collect();
-        Keys { columns }
-    }
-}
 
 /// Images of a relation's keys: one u64 per column (equal keys, equal images; value order kept),
 /// per-row flags (bit 2c: null in column c, bit 2c+1: NaN), one derived scalar key per row and

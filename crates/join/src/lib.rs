@@ -53,7 +53,7 @@ pub mod wide;
 pub use hash_join::{hash_join, hash_join_with_stats, partitioned_hash_join, partitioned_hash_join_with_payloads, HashJoinOutput, JoinStats, JoinedRelation, Materialization};
 pub use plan::{Algorithm as JoinAlgorithm, Gather, Join, JoinChunkSource, JoinOutput};
 pub use interleave::{interleave_join, interleave_join_many};
-pub use keys::{pack_validity, DeviceColumn, DeviceKeys, KeyColumn, Keys};
+pub use keys::{DeviceColumn, KeyColumn, Keys};
 pub use maps::{map_validity, materialize, materialize_unchecked, GatherMaps, Materialized, Payload, Side};
 pub use sort_merge::{sort_merge_join, sort_merge_join_size, sorted_merge_join, SortedKey};
 

@@ -15,7 +15,8 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use gpujoin_join::types::{HostColumn, HostKeys, MAX_KEY_COLUMNS};
+use gpujoin_join::table::{HostColumn, HostTable};
+use gpujoin_join::types::MAX_KEY_COLUMNS;
 
 /// Number of distinct `u32` values (2^32).
 const U32_VALUES: u64 = 1 << 32;
@@ -226,28 +227,33 @@ pub fn random_validity(n: usize, null_fraction: f64, seed: u64) -> Result<Vec<bo
 ///
 /// Errors: [`Error::InvalidArgument`] when `columns` is 0 or above [`MAX_KEY_COLUMNS`].
 ///
+/// The columns are named `k0`, `k1`, ... ([`COMPOSITE_KEY_NAMES`]).
+///
 /// ```
-/// use gpujoin_join::HostColumn;
+/// use gpujoin_join::table::Value;
 /// use gpujoin_testkit::datagen::composite_keys;
 /// let keys = composite_keys(&[0, 5], 3)?;
-/// assert_eq!(keys.columns[0], HostColumn::U32(vec![0, 5]));
-/// assert_eq!(keys.columns[2], HostColumn::I32(vec![-1, -6]));
+/// assert_eq!(keys.column("k0")?.value(1), Value::Int(5));
+/// assert_eq!(keys.column("k2")?.value(1), Value::Int(-6));
 /// # Ok::<(), gpujoin_device::Error>(())
 /// ```
-pub fn composite_keys(keys: &[u32], columns: usize) -> Result<HostKeys> {
+pub fn composite_keys(keys: &[u32], columns: usize) -> Result<HostTable> {
     if columns == 0 || columns > MAX_KEY_COLUMNS {
         return Err(Error::invalid(format!(
             "{columns} key columns asked for; 1 to {MAX_KEY_COLUMNS} are supported"
         )));
     }
     let all = [
-        HostColumn::U32(keys.to_vec()),
-        HostColumn::U64(keys.iter().map(|&k| u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect()),
-        HostColumn::I32(keys.iter().map(|&k| !k as i32).collect()),
-        HostColumn::F64(keys.iter().map(|&k| f64::from(k)).collect()),
+        HostColumn::from_values(keys.to_vec()),
+        HostColumn::from_values(keys.iter().map(|&k| u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect::<Vec<u64>>()),
+        HostColumn::from_values(keys.iter().map(|&k| !k as i32).collect::<Vec<i32>>()),
+        HostColumn::from_values(keys.iter().map(|&k| f64::from(k)).collect::<Vec<f64>>()),
     ];
-    Ok(HostKeys::new(all.into_iter().take(columns).collect()))
+    HostTable::new(COMPOSITE_KEY_NAMES.iter().copied().zip(all).take(columns).collect())
 }
+
+/// The column names of [`composite_keys`].
+pub const COMPOSITE_KEY_NAMES: [&str; MAX_KEY_COLUMNS] = ["k0", "k1", "k2", "k3"];
 
 // ---------------------------------------------------------------------------------------------
 // Large PK-FK workloads (wide joins, issue 4)
@@ -459,8 +465,8 @@ pub fn widen(keys: &[u32]) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference;
-    use gpujoin_join::types::{JoinOptions, JoinType};
+    use crate::table_reference;
+    use gpujoin_join::{JoinType, NanEquality, NullEquality};
 
     fn counts(keys: &[u32], domain: usize) -> Vec<usize> {
         let mut c = vec![0; domain];
@@ -513,9 +519,11 @@ mod tests {
         // The join sizes follow: R = 0..r_len, S with ratio 0.3.
         let r = shuffled_dense_keys(1000, 1).unwrap();
         let s = foreign_keys_match_ratio(1000, 5000, 0.3, 2).unwrap();
-        let (r, s) = (HostKeys::single(HostColumn::U32(r)), HostKeys::single(HostColumn::U32(s)));
-        assert_eq!(reference::join_size(&r, &s, JoinType::Inner, JoinOptions::default()).unwrap(), 1500);
-        assert_eq!(reference::join_size(&r, &s, JoinType::RightAnti, JoinOptions::default()).unwrap(), 3500);
+        let table = |v: Vec<u32>| HostTable::new(vec![("k", HostColumn::from_values(v))]).unwrap();
+        let (r, s) = (table(r), table(s));
+        let count = |jt| table_reference::equi_join_count(&r, &["k"], &s, &["k"], jt, NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan);
+        assert_eq!(count(JoinType::Inner), 1500);
+        assert_eq!(count(JoinType::RightAnti), 3500);
 
         assert_eq!(
             foreign_keys_match_ratio(10, 100, 0.5, 1).unwrap(),
@@ -594,17 +602,16 @@ mod tests {
     fn composite_keys_join_like_their_scalar_keys() {
         let r = shuffled_dense_keys(500, 1).unwrap();
         let s = zipf_keys(3000, 700, 0.7, 2).unwrap();
-        let scalar =
-            (HostKeys::single(HostColumn::U32(r.clone())), HostKeys::single(HostColumn::U32(s.clone())));
+        let (nulls, nans) = (NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan);
+        let (rs, ss) = (composite_keys(&r, 1).unwrap(), composite_keys(&s, 1).unwrap());
         for columns in 1..=MAX_KEY_COLUMNS {
             let (rc, sc) = (composite_keys(&r, columns).unwrap(), composite_keys(&s, columns).unwrap());
-            assert_eq!(rc.columns.len(), columns);
-            rc.validate("r").unwrap();
+            assert_eq!(rc.columns().len(), columns);
+            let names = &COMPOSITE_KEY_NAMES[..columns];
             for jt in [JoinType::Inner, JoinType::Full, JoinType::RightAnti] {
-                let opts = JoinOptions::default();
                 assert_eq!(
-                    reference::join(&rc, &sc, jt, opts).unwrap(),
-                    reference::join(&scalar.0, &scalar.1, jt, opts).unwrap()
+                    table_reference::equi_join(&rc, names, &sc, names, jt, nulls, nans),
+                    table_reference::equi_join(&rs, &["k0"], &ss, &["k0"], jt, nulls, nans)
                 );
             }
         }

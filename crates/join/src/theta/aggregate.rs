@@ -1,5 +1,5 @@
 //! The aggregates of theta joins ([`Agg`]) and their results ([`AggValue`]): the semantics every
-//! path implements (and the CPU reference `gpujoin_testkit::theta_reference` checks them against).
+//! path implements (and the CPU reference `gpujoin_testkit::table_reference` checks them against, through the front door).
 
 /// An aggregate over the matching pairs of a theta join ([`theta_aggregate`](super::theta_aggregate),
 /// [`theta_aggregate_per_left_row`](super::theta_aggregate_per_left_row), and the same

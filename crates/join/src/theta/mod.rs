@@ -121,7 +121,7 @@ pub fn theta_join_size(stream: &Stream, left: &DeviceRelation, right: &DeviceRel
 
 /// `agg` of `column` over the matching pairs, without materializing them (COUNT needs no
 /// column). Semantics as [`Agg`] (those of the CPU reference
-/// `gpujoin_testkit::theta_reference::theta_aggregate`); float sums may round differently
+/// the CPU reference folded over `gpujoin_testkit::table_reference::join`'s pairs); float sums may round differently
 /// (another summation order).
 pub fn theta_aggregate(
     stream: &Stream,

@@ -727,7 +727,7 @@ fn aggregate_partials(
 
 /// `agg` of `column` (`(side, index)`; `None` only for [`Agg::Count`]) over the pairs that
 /// satisfy `pred`, without materializing them (the semantics of [`Agg`], those of the CPU
-/// reference `gpujoin_testkit::theta_reference::theta_aggregate`; a float SUM may round
+/// reference folded over `gpujoin_testkit::table_reference::join`'s pairs; a float SUM may round
 /// differently: it adds in another order).
 ///
 /// Errors: as [`NestedLoopJoin::prepare`]; [`Error::InvalidArgument`] when SUM/MIN/MAX has no
@@ -770,8 +770,8 @@ pub fn nested_loop_aggregate(
 }
 
 /// For each left row, `agg` of `column` over the right rows it joins with (COUNT 0 and
-/// [`AggValue::None`] for SUM/MIN/MAX where nothing matches): the semantics of the CPU reference
-/// `gpujoin_testkit::theta_reference::theta_aggregate_per_left_row`.
+/// [`AggValue::None`] for SUM/MIN/MAX where nothing matches): the semantics of the CPU reference's
+/// fold, per left row.
 ///
 /// Errors as [`nested_loop_aggregate`].
 pub fn nested_loop_aggregate_per_left_row(

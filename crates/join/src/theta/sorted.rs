@@ -605,7 +605,7 @@ pub fn sorted_theta_join_size(stream: &Stream, left: &DeviceRelation, right: &De
 
 /// `agg` of `column` over the pairs of the inner sort-based theta join, without materializing
 /// them (semantics of [`Agg`], those of the CPU reference
-/// `gpujoin_testkit::theta_reference::theta_aggregate`; float sums may round differently: prefix
+/// the CPU reference folded over `gpujoin_testkit::table_reference::join`'s pairs; float sums may round differently: prefix
 /// sums in `f64`).
 pub fn sorted_theta_aggregate(
     stream: &Stream,
@@ -620,7 +620,7 @@ pub fn sorted_theta_aggregate(
 }
 
 /// For each left row, `agg` of `column` over its matching right rows (semantics of the CPU
-/// reference `gpujoin_testkit::theta_reference::theta_aggregate_per_left_row`).
+/// reference's fold, per left row).
 pub fn sorted_theta_aggregate_per_left_row(
     stream: &Stream,
     left: &DeviceRelation,
