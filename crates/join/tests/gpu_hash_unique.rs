@@ -12,7 +12,10 @@
 //! NULL equalities, `(Int64, Int64)` (hashed to 64 bits, candidates verified) and `Float64` with
 //! NaN and -0.0. Order is checked exactly where no key can be set aside (no nulls, no NaN).
 
-use gpujoin_device::testing::{device_or_skip, pick};
+mod common;
+
+use common::stream;
+use gpujoin_device::testing::pick;
 use gpujoin_device::Stream;
 use gpujoin_join::plan::{Algorithm, Join};
 use gpujoin_join::table::{HostColumn, HostTable, Table};
@@ -22,20 +25,8 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-const JOIN_TYPES: [JoinType; 8] = [
-    JoinType::Inner,
-    JoinType::Left,
-    JoinType::Right,
-    JoinType::Full,
-    JoinType::LeftSemi,
-    JoinType::LeftAnti,
-    JoinType::RightSemi,
-    JoinType::RightAnti,
-];
+const JOIN_TYPES: [JoinType; 8] = JoinType::ALL;
 
-fn stream(test: &str) -> Option<Stream> {
-    device_or_skip(test).map(|d| d.new_stream().expect("stream"))
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {

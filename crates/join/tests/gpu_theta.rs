@@ -25,16 +25,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use theta_common::{aggregate, aggregate_per_left_row_of, aggregate_rows, diff, fail, pairs, pairs_of, reference, rows_to_check, table, Pair};
 
-const JOIN_TYPES: [JoinType; 8] = [
-    JoinType::Inner,
-    JoinType::Left,
-    JoinType::Right,
-    JoinType::Full,
-    JoinType::LeftSemi,
-    JoinType::LeftAnti,
-    JoinType::RightSemi,
-    JoinType::RightAnti,
-];
+const JOIN_TYPES: [JoinType; 8] = JoinType::ALL;
 
 fn run<S: Strategy>(cases: u32, seed: u64, strat: S, f: impl Fn(S::Value) -> Result<(), TestCaseError>) {
     let mut r = TestRunner::new(Config { cases, rng_seed: RngSeed::Fixed(seed), failure_persistence: None, max_shrink_iters: 32, ..Config::default() });

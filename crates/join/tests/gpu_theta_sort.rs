@@ -29,16 +29,7 @@ use rand::{Rng, SeedableRng};
 use theta_common::{agg_arg, aggregate_of, aggregate_per_left_row_of, aggregate_rows, diff, ordered, pairs, pairs_of, reference, rows_in_order, rows_to_check, table, table_rows_in_order};
 
 const TYPES: [DataType; 6] = [DataType::Int32, DataType::Int64, DataType::UInt32, DataType::UInt64, DataType::Float32, DataType::Float64];
-const JOIN_TYPES: [JoinType; 8] = [
-    JoinType::Inner,
-    JoinType::Left,
-    JoinType::Right,
-    JoinType::Full,
-    JoinType::LeftSemi,
-    JoinType::LeftAnti,
-    JoinType::RightSemi,
-    JoinType::RightAnti,
-];
+const JOIN_TYPES: [JoinType; 8] = JoinType::ALL;
 
 /// The most right rows of the sorted path's small aggregate path (the test checks the hand-over
 /// at it: the forced small path takes 65536 right rows and refuses 65537).
