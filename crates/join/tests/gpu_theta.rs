@@ -297,3 +297,37 @@ fn mismatched_relations_and_string_columns_are_errors() {
     let AggValue::Int(n) = j.aggregate(&s, Agg::Count, None).unwrap() else { panic!("count is an integer") };
     assert_eq!(n, 1);
 }
+
+/// An explicit `Algorithm::ThetaNestedLoop` is honoured by `Join::chunks` whatever the
+/// predicate's shape (a single inequality would otherwise chunk through the sorted path, an
+/// equality conjunct through the mixed one): the nested loop's prepared join for
+/// INNER/LEFT/RIGHT/FULL, computed whole for semi and anti joins; the chunks, concatenated, are
+/// the one-shot nested-loop join's maps in the same order.
+#[test]
+fn chunks_honour_an_explicit_nested_loop() {
+    let Some(s) = stream("chunks_honour_an_explicit_nested_loop") else { return };
+    let mut rng = StdRng::seed_from_u64(0x7E7A_0010);
+    let (l, r) = (relation(&mut rng, 300, 50), relation(&mut rng, 200, 50));
+    let (lt, rt) = (Table::upload(&s, &l).unwrap(), Table::upload(&s, &r).unwrap());
+    let shapes = [("a < a (sorted shape)", col_l(0).less(col_r(0))), ("a = a and x < x (mixed shape)", col_l(0).equals(col_r(0)).and(col_l(1).less(col_r(1))))];
+    for (what, pred) in shapes {
+        for jt in JOIN_TYPES {
+            let j = Join::new(jt).tables(&lt, &rt).filter(pred.clone()).algorithm(Algorithm::ThetaNestedLoop);
+            let one_shot = j.run(&s).unwrap().maps.unwrap().pairs().unwrap();
+            let chunks = j.chunks(&s, ChunkBudget::Bytes(8 * 97)).unwrap();
+            let want_path = if matches!(jt, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) { "nested loop" } else { "whole" };
+            assert_eq!(chunks.source().path(), want_path, "{what} {jt:?}");
+            let mut got = Vec::new();
+            for c in chunks {
+                let c = c.unwrap();
+                let (a, b) = c.data.to_host().unwrap();
+                match (jt.has_left_map(), jt.has_right_map()) {
+                    (true, true) => got.extend(a.into_iter().zip(b)),
+                    (true, false) => got.extend(a.into_iter().map(|x| (x, gpujoin_join::RowId::NONE))),
+                    _ => got.extend(b.into_iter().map(|y| (gpujoin_join::RowId::NONE, y))),
+                }
+            }
+            assert!(got == one_shot, "{what} {jt:?}: {} chunked pairs against {} one-shot, or another order", got.len(), one_shot.len());
+        }
+    }
+}

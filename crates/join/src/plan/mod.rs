@@ -923,7 +923,9 @@ impl<'a> Join<'a> {
     ///   conjuncts of the filter (every key and filter type, nullable ones included, under the
     ///   join's NULL and NaN equality): sorted, mixed (the keys joined like an equi-join, the rest
     ///   a filter) or nested loop by the predicate's shape, in that path's order
-    ///   ([`crate::theta`]); an explicit theta algorithm is honoured, an equi one does not apply.
+    ///   ([`crate::theta`]); an explicit theta algorithm is honoured (`ThetaNestedLoop`: the
+    ///   nested loop whatever the shape; `ThetaSorted`: the sorted path, whose chunks cover
+    ///   INNER/LEFT/semi/anti joins, the nested loop's the others), an equi one does not apply.
     ///
     /// Example: left keys `[1, 2, 2]`, right keys `[2, 2, 3]`, INNER with a 1-byte budget: one
     /// pair a chunk, four chunks of the pairs (1, 0) (1, 1) (2, 0) (2, 1).
@@ -942,7 +944,8 @@ impl<'a> Join<'a> {
         let poison_sorted = self.options.testing.theta_poison_outputs;
         #[cfg(not(feature = "testing"))]
         let poison_sorted = false;
-        let source = crate::theta::ThetaChunkSource::new_with(stream, left.into(), right.into(), &low.pred, self.join_type, poison_sorted)?;
+        let nested_loop = self.algorithm == Algorithm::ThetaNestedLoop;
+        let source = crate::theta::ThetaChunkSource::new_with(stream, left.into(), right.into(), &low.pred, self.join_type, poison_sorted, nested_loop)?;
         JoinChunks::new(stream, JoinChunkSource::Theta(Box::new(source)), budget)
     }
 }

@@ -48,13 +48,26 @@ impl<'a> ThetaChunkSource<'a> {
     /// `left` and `right` are borrowed (`&DeviceRelation`) or shared (`Arc<DeviceRelation>`:
     /// the source then owns what it reads, as [`crate::plan::Join::chunks`]' does).
     pub fn new(stream: &Stream, left: impl Into<RelationRef<'a>>, right: impl Into<RelationRef<'a>>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
-        Self::new_with(stream, left.into(), right.into(), pred, join_type, false)
+        Self::new_with(stream, left.into(), right.into(), pred, join_type, false, false)
     }
 
     /// [`ThetaChunkSource::new`]; `poison_sorted`: the sorted path fills its outputs with 0xFF
-    /// bytes before writing them (tests: the front door's `TestingOptions::theta_poison_outputs`).
-    pub(crate) fn new_with(stream: &Stream, left: RelationRef<'a>, right: RelationRef<'a>, pred: &CheckedPredicate, join_type: JoinType, poison_sorted: bool) -> Result<Self> {
+    /// bytes before writing them (tests: the front door's `TestingOptions::theta_poison_outputs`);
+    /// `nested_loop`: the nested loop whatever the predicate's shape (the front door's explicit
+    /// `Algorithm::ThetaNestedLoop`): prepared for INNER/LEFT/RIGHT/FULL, whole otherwise.
+    pub(crate) fn new_with(stream: &Stream, left: RelationRef<'a>, right: RelationRef<'a>, pred: &CheckedPredicate, join_type: JoinType, poison_sorted: bool, nested_loop: bool) -> Result<Self> {
         pred.check_schemas(&left.schema(), &right.schema())?;
+        if nested_loop {
+            use super::nested_loop::{nested_loop_join_with, Strategy};
+            let prepared = if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
+                let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
+                let unmatched = if join_type.keeps_unmatched_right() { Some(join.unmatched_right(stream)?) } else { None };
+                Prepared::NestedLoop { join: Box::new(join), unmatched }
+            } else {
+                Prepared::Whole { maps: nested_loop_join_with(stream, &left, &right, pred, join_type, Strategy::NestedLoop)?, no_offsets: stream.alloc_zeroed::<u64>(1)? }
+            };
+            return Ok(ThetaChunkSource { join_type, prepared });
+        }
         let path = choose_path(pred);
         let mixed_keys = super::nested_loop::mixed_keys(&left, &right, pred, super::nested_loop::Strategy::Auto);
         let prepared = match (path, join_type, mixed_keys) {
