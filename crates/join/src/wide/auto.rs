@@ -445,7 +445,7 @@ fn sample(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions
 /// pass where the keys allow it (`general` false) or by the general join (`general` true).
 /// Only with the feature `testing`.
 #[cfg(feature = "testing")]
-pub fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
+pub(crate) fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
     build.check_comparable(probe)?;
     if general {
         sample_by_join(stream, build, probe, opts)
