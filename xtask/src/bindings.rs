@@ -11,6 +11,7 @@ const HEADERS: &[(&str, &str, &str)] = &[
     ("cuda/include/gpujoin_theta_sort.h", "crates/join/src/kernels/sys/theta_sort.rs", "gj_ts_.*"),
     ("cuda/include/gpujoin_inlj.h", "crates/join/src/kernels/sys/inlj.rs", "gj_i_.*"),
     ("cuda/include/gpujoin_table.h", "crates/join/src/kernels/sys/table.rs", "gj_tb_.*"),
+    ("cuda/include/gpujoin_multi.h", "crates/multi-gpu/src/kernels/sys.rs", "gj_m_.*"),
 ];
 
 fn generate(header: &std::path::Path, prefix: &str) -> crate::Result<String> {

@@ -2,7 +2,7 @@
 //!
 //! | command | what it does |
 //! |---|---|
-//! | `toolkit` | finds a CUDA toolkit, or provisions the pinned CUDA 13.0 wheels into the cache |
+//! | `toolkit [--nccl]` | finds a CUDA toolkit, or provisions the pinned CUDA 13.0 wheels into the cache; `--nccl`: also finds (or provisions, from the `nvidia-nccl-cu13` wheel) NCCL for the multi-GPU joins and prints the folder to put on `LD_LIBRARY_PATH` |
 //! | `build` | provisions if needed, then `cargo build --release` |
 //! | `test` | provisions if needed, checks the bindings, then `cargo test` on the workspace; ends with the count of GPU tests that skipped for lack of a device |
 //! | `demo [args]` | provisions if needed, then runs `gpujoin demo [args]` (gpujoin-cli: TPC-H generated in process, the join-heavy queries with DataFusion's CPU joins and with GPU joins) |
@@ -30,7 +30,13 @@ fn main() -> ExitCode {
     let cmd = args.first().map(String::as_str).unwrap_or("help");
     let rest = &args[args.len().min(1)..];
     let result = match cmd {
-        "toolkit" => toolkit::ensure().map(|t| println!("CUDA toolkit: {} ({})", t.root.display(), t.source)),
+        "toolkit" => toolkit::ensure().map(|t| println!("CUDA toolkit: {} ({})", t.root.display(), t.source)).and_then(|()| {
+            if rest.iter().any(|a| a == "--nccl") {
+                toolkit::nccl().map(|dir| println!("NCCL: {} (put it on LD_LIBRARY_PATH)", dir.display()))
+            } else {
+                Ok(())
+            }
+        }),
         "build" => cargo_with_toolkit(&["build", "--release", "--workspace"], rest),
         "test" => return test(rest),
         "demo" => cargo_with_toolkit(&["run", "--release", "--quiet", "-p", "gpujoin-cli", "--bin", "gpujoin", "--", "demo"], rest),

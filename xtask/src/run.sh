@@ -14,6 +14,9 @@
 #   GPUJOIN_TIMEOUT      optional limit in seconds for each executable (needs `timeout`);
 #                        sanitize: for each job (one tool, one test), default 240
 #   GPUJOIN_ROOT         the repository root the tests run in (default: the bundle's parent)
+#   GPUJOIN_NCCL_LIB     a folder holding libnccl.so.2 (default: python3's nvidia-nccl-cu13 wheel);
+#                        linked as $TMPDIR/gpujoin-nccl-lib/libnccl.so onto LD_LIBRARY_PATH;
+#                        NCCL_NVLS_ENABLE=0 always
 # Sets GPUJOIN_COMMIT (from bundle/COMMIT) and GPUJOIN_BENCH_CSV=$OUT/bench.csv for the benches,
 # and GPUJOIN_BIN_DIR to the bundle's binaries (bin/: `gpujoin`, which gpujoin-cli's tests run;
 # `gpujoin-ballista`, which gpujoin-ballista's tests start as scheduler and executors).
@@ -181,6 +184,22 @@ done
 for d in "$exe_dir/slt/test_files" "$BUNDLE/slt/test_files"; do
   if [[ -z "${GPUJOIN_SLT_DIR:-}" && -d "$d" ]]; then export GPUJOIN_SLT_DIR="$d"; fi
 done
+
+# NCCL for the multi-GPU joins (gpujoin-multi-gpu): cudarc loads `libnccl.so`, the
+# nvidia-nccl-cu13 wheel ships `libnccl.so.2`; link it under that name from the wheel python3
+# has (or GPUJOIN_NCCL_LIB, a folder holding libnccl.so.2) and put the link on LD_LIBRARY_PATH.
+# NVLink multicast stays off in every run.
+export NCCL_NVLS_ENABLE=0
+nccl_dir="${GPUJOIN_NCCL_LIB:-}"
+if [[ -z "$nccl_dir" ]] && command -v python3 >/dev/null; then
+  nccl_dir="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
+fi
+if [[ -n "$nccl_dir" && -f "$nccl_dir/libnccl.so.2" ]]; then
+  nccl_link="${TMPDIR:-/tmp}/gpujoin-nccl-lib"
+  mkdir -p "$nccl_link"
+  ln -sf "$nccl_dir/libnccl.so.2" "$nccl_link/libnccl.so"
+  export LD_LIBRARY_PATH="$nccl_link${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 if [[ "$what" == sanitize ]]; then
   export GPUJOIN_REQUIRE_GPU=1

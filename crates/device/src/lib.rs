@@ -21,6 +21,8 @@ pub mod counts;
 mod device;
 mod error;
 mod event;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 mod pinned;
 mod stream;
 pub mod testing;

@@ -329,6 +329,16 @@ impl<'a> TableView<'a> {
         let columns = self.columns.iter().map(|c| c.slice(start, len)).collect::<Result<Vec<_>>>()?;
         Ok(TableView { names: self.names.clone(), columns })
     }
+    /// A new table whose row `k` is row `map[k]` of this one, every column gathered (offset 0,
+    /// owned buffers). A `map[k]` that is not a row of the table (`RowId::NONE`, `u32::MAX`)
+    /// gives a row that is null in every column when `nullable`, and zeros (empty strings)
+    /// otherwise; columns with a validity bitmap keep one.
+    ///
+    /// Rows `["a", "b", "c"]` through the map `[2, 0, 2]` are `["c", "a", "c"]`.
+    pub fn gather(&self, stream: &Stream, map: &DeviceView<'_, u32>, nullable: bool) -> Result<Table> {
+        let columns = self.columns.iter().map(|c| crate::kernels::table::gather(stream, c, map, nullable)).collect::<Result<Vec<_>>>()?;
+        Ok(Table { names: self.names.clone(), columns })
+    }
     /// Copies the table to the host.
     pub fn to_host(&self, stream: &Stream) -> Result<HostTable> {
         let cols = self.names.iter().cloned().zip(self.columns.iter().map(|c| c.to_host(stream)).collect::<Result<Vec<_>>>()?).collect();

@@ -1,0 +1,551 @@
+//! [`DistributedJoin`]: a join of two [`DistributedTable`]s across the ranks of a [`Cluster`].
+//!
+//! The steps, as in the partitioned joins of the multi-GPU papers (MG-Join, SIGMOD 2021):
+//!
+//! 1. **Check** the join on rank 0's parts with the one-table [`Join`] (`explain`): a bad column,
+//!    type or algorithm is a typed error before any device work. Only the columns the join
+//!    reads (keys, selected columns, the filter's columns) move.
+//! 2. **Route** (shuffle): every rank hashes its rows' keys ([`row_hash`](crate::kernels)),
+//!    the host samples the hashes of both sides for heavy keys ([`crate::skew`]), and each row
+//!    gets a destination rank: by its key's hash; spread over every rank if it is a heavy key's
+//!    row on the key's heavier side or can match nothing (a NULL or NaN key that equals
+//!    nothing); copied to every rank if it is a heavy key's row on the other side. A stable radix
+//!    partition by destination and one gather a destination make each rank's part for each rank.
+//!    (Broadcast: the smaller side's parts go to every rank whole; the other side stays.)
+//! 3. **Exchange** the parts all-to-all ([`crate::exchange`]): NCCL sends and receives in one
+//!    group, or device copies for ranks on one GPU.
+//! 4. **Join** locally: each rank joins what it holds with the one-table [`Join`] (every
+//!    algorithm and join type, on its own thread and stream). Each rank's output stays on its
+//!    device as a part of the result.
+//!
+//! Every pair of matching rows meets on exactly one rank, and every row the join type keeps
+//! unmatched is on exactly one rank, so the parts together are the join's output. The order:
+//! rank 0's output rows, then rank 1's, ...; within a rank, the local algorithm's order over the
+//! rows it received, which arrive in source-rank order and in row order from each source: the
+//! same inputs on the same cluster give the same output in the same order.
+
+use std::time::Instant;
+
+use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
+use gpujoin_join::plan::{Algorithm, Join, JoinOutput};
+use gpujoin_join::predicate::Predicate;
+use gpujoin_join::table::{ColumnView, Table, TableView};
+use gpujoin_join::{JoinType, NanEquality, NullEquality, Side};
+
+use crate::cluster::Cluster;
+use crate::exchange::{all_to_all, Exchanged};
+use crate::kernels;
+use crate::skew::{self, SkewPlan};
+use crate::table::DistributedTable;
+
+/// How the rows reach the rank that joins them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    /// Broadcast where the join type allows it and the smaller side is less than a
+    /// `1 / ranks` share of both sides' bytes (or the join has no keys); otherwise shuffle. One
+    /// rank: local.
+    Auto,
+    /// Both sides hash-partitioned by their keys and exchanged all-to-all.
+    Shuffle,
+    /// This side copied whole to every rank; the other stays where it is. Only where the join
+    /// type never reports this side's rows without a partner (not for outer, semi or anti joins
+    /// that keep them).
+    Broadcast(Side),
+    /// One rank: no exchange.
+    Local,
+}
+
+/// Whether heavy keys are looked for (shuffle only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkewHandling {
+    /// Sample both sides' key hashes; spread and copy the heavy keys' rows ([`crate::skew`]).
+    Auto,
+    /// Every key goes where its hash sends it.
+    Off,
+}
+
+/// Host-side wall times of a distributed join's steps, in seconds (each ends with every rank
+/// waited for).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    /// Hashing, the skew check, destinations, partitioning and gathering the parts.
+    pub route: f64,
+    /// The all-to-all and assembling the received parts.
+    pub exchange: f64,
+    /// The local joins.
+    pub join: f64,
+}
+
+/// What [`DistributedJoin::run`] returns.
+pub struct DistributedOutput {
+    /// The selected columns of every rank's output, part `r` on rank `r` (names as
+    /// [`Join::run`] gives them).
+    pub table: DistributedTable,
+    /// Output rows of all ranks.
+    pub rows: u64,
+    /// Output rows of each rank.
+    pub rows_per_rank: Vec<u64>,
+    /// How the rows moved (never `Auto`).
+    pub distribution: Distribution,
+    /// Heavy keys whose rows were spread over the ranks.
+    pub heavy_keys: usize,
+    /// Bytes that moved between ranks (a rank's part for itself not counted).
+    pub exchanged_bytes: u64,
+    /// Each rank's local algorithm and its reason.
+    pub local: Vec<(Algorithm, String)>,
+    pub phases: Phases,
+}
+
+/// A join of two distributed tables: the one-table [`Join`]'s options, run across a cluster.
+///
+/// ```no_run
+/// use gpujoin_multi_gpu::{Cluster, DistributedJoin, DistributedTable};
+/// use gpujoin_join::table::{HostColumn, HostTable};
+/// use gpujoin_join::JoinType;
+/// let cluster = Cluster::all_devices()?;
+/// let orders = DistributedTable::scatter(&cluster, &HostTable::new(vec![
+///     ("cust", HostColumn::from_values(vec![1u64, 2, 2, 3])),
+///     ("amount", HostColumn::from_values(vec![10.0f64, 20.0, 30.0, 40.0])),
+/// ])?)?;
+/// let customers = DistributedTable::scatter(&cluster, &HostTable::new(vec![
+///     ("id", HostColumn::from_values(vec![2u64, 3])),
+///     ("city", HostColumn::utf8(["Oslo", "Rome"])),
+/// ])?)?;
+/// let out = DistributedJoin::new(JoinType::Inner)
+///     .on(&orders, &["cust"], &customers, &["id"])
+///     .select(&["amount"], &["city"])
+///     .run(&cluster)?;
+/// assert_eq!(out.rows, 3); // (20, Oslo), (30, Oslo), (40, Rome), spread over the ranks
+/// let rows = out.table.to_host()?;
+/// # Ok::<(), gpujoin_device::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct DistributedJoin<'a> {
+    join_type: JoinType,
+    left: Vec<TableView<'a>>,
+    right: Vec<TableView<'a>>,
+    left_on: Vec<String>,
+    right_on: Vec<String>,
+    select_left: Vec<String>,
+    select_right: Vec<String>,
+    nulls: NullEquality,
+    nans: NanEquality,
+    filter: Option<Predicate>,
+    algorithm: Algorithm,
+    distribution: Distribution,
+    skew: SkewHandling,
+}
+
+/// A side's parts as the local joins read them: moved (owned) or in place (borrowed).
+enum Parts<'a> {
+    Moved(Vec<Table>),
+    InPlace(Vec<TableView<'a>>),
+}
+
+impl<'a> Parts<'a> {
+    fn views(&self) -> Vec<TableView<'_>> {
+        match self {
+            Parts::Moved(t) => t.iter().map(Table::view).collect(),
+            Parts::InPlace(v) => v.clone(),
+        }
+    }
+}
+
+/// Bytes of a view's buffers that a move would carry (strings: the whole values buffer).
+fn bytes_of(v: &TableView<'_>) -> u64 {
+    v.columns()
+        .iter()
+        .map(|c: &ColumnView<'_>| {
+            let n = c.len() as u64;
+            let values = match c.data_type().byte_width() {
+                Some(w) => n * w as u64,
+                None if c.data_type().is_string() => c.values().len() as u64 + (n + 1) * 8,
+                None => n.div_ceil(8),
+            };
+            values + c.validity().map_or(0, |_| n.div_ceil(8))
+        })
+        .sum()
+}
+
+impl<'a> DistributedJoin<'a> {
+    /// A join of `join_type` (SQL semantics: NULL keys match nothing, NaN matches NaN), every
+    /// option at the one-table [`Join`]'s default, [`Distribution::Auto`] and
+    /// [`SkewHandling::Auto`].
+    pub fn new(join_type: JoinType) -> DistributedJoin<'a> {
+        DistributedJoin {
+            join_type,
+            left: Vec::new(),
+            right: Vec::new(),
+            left_on: Vec::new(),
+            right_on: Vec::new(),
+            select_left: Vec::new(),
+            select_right: Vec::new(),
+            nulls: NullEquality::default(),
+            nans: NanEquality::default(),
+            filter: None,
+            algorithm: Algorithm::Auto,
+            distribution: Distribution::Auto,
+            skew: SkewHandling::Auto,
+        }
+    }
+
+    /// The two tables and their key columns (an empty key list on both sides: a theta join on
+    /// [`DistributedJoin::filter`], always a broadcast).
+    pub fn on(self, left: &'a DistributedTable, left_on: &[&str], right: &'a DistributedTable, right_on: &[&str]) -> DistributedJoin<'a> {
+        self.on_parts(left.views(), left_on, right.views(), right_on)
+    }
+
+    /// [`DistributedJoin::on`] over borrowed parts, part `r` on rank `r`'s device.
+    pub fn on_parts(mut self, left: Vec<TableView<'a>>, left_on: &[&str], right: Vec<TableView<'a>>, right_on: &[&str]) -> DistributedJoin<'a> {
+        self.left = left;
+        self.right = right;
+        self.left_on = left_on.iter().map(|s| s.to_string()).collect();
+        self.right_on = right_on.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The columns to output from each side (as [`Join::select`]).
+    pub fn select(mut self, left: &[&str], right: &[&str]) -> DistributedJoin<'a> {
+        self.select_left = left.iter().map(|s| s.to_string()).collect();
+        self.select_right = right.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Whether NULL keys equal each other.
+    pub fn null_equality(mut self, e: NullEquality) -> DistributedJoin<'a> {
+        self.nulls = e;
+        self
+    }
+
+    /// Whether NaN keys equal each other.
+    pub fn nan_equality(mut self, e: NanEquality) -> DistributedJoin<'a> {
+        self.nans = e;
+        self
+    }
+
+    /// A non-equi predicate over both tables' columns (indices into the tables' columns, as for
+    /// [`Join::filter`]), applied to the pairs whose keys match.
+    pub fn filter(mut self, p: Predicate) -> DistributedJoin<'a> {
+        self.filter = Some(p);
+        self
+    }
+
+    /// The algorithm of every rank's local join (default `Auto`: each rank chooses).
+    pub fn algorithm(mut self, a: Algorithm) -> DistributedJoin<'a> {
+        self.algorithm = a;
+        self
+    }
+
+    /// How rows reach their rank (default `Auto`).
+    pub fn distribution(mut self, d: Distribution) -> DistributedJoin<'a> {
+        self.distribution = d;
+        self
+    }
+
+    /// Whether heavy keys are looked for (default `Auto`).
+    pub fn skew(mut self, s: SkewHandling) -> DistributedJoin<'a> {
+        self.skew = s;
+        self
+    }
+
+    fn local_join<'b>(&self, l: TableView<'b>, r: TableView<'b>, filter: Option<&Predicate>) -> Join<'b> {
+        let lk: Vec<&str> = self.left_on.iter().map(String::as_str).collect();
+        let rk: Vec<&str> = self.right_on.iter().map(String::as_str).collect();
+        let ls: Vec<&str> = self.select_left.iter().map(String::as_str).collect();
+        let rs: Vec<&str> = self.select_right.iter().map(String::as_str).collect();
+        let mut j = Join::new(self.join_type).on(l, &lk, r, &rk).select(&ls, &rs).null_equality(self.nulls).nan_equality(self.nans).algorithm(self.algorithm);
+        if let Some(f) = filter {
+            j = j.filter(f.clone());
+        }
+        j
+    }
+
+    /// The columns of each side the join reads, in table order (at least one a side).
+    fn needed(&self, side: Side, names: &[String]) -> Vec<usize> {
+        let (keys, select) = match side {
+            Side::Left => (&self.left_on, &self.select_left),
+            Side::Right => (&self.right_on, &self.select_right),
+        };
+        let mut used = vec![false; names.len()];
+        for (i, n) in names.iter().enumerate() {
+            used[i] = keys.contains(n) || select.contains(n);
+        }
+        if let Some(f) = &self.filter {
+            f.for_each_column(&mut |s, i| {
+                if s == side && i < used.len() {
+                    used[i] = true;
+                }
+            });
+        }
+        if !used.iter().any(|&u| u) && !used.is_empty() {
+            used[0] = true;
+        }
+        (0..names.len()).filter(|&i| used[i]).collect()
+    }
+
+    fn check(&self, cluster: &Cluster) -> Result<()> {
+        let g = cluster.size();
+        for (what, parts) in [("left", &self.left), ("right", &self.right)] {
+            if parts.len() != g {
+                return Err(Error::invalid(format!("the {what} table has {} parts for a cluster of {g} ranks", parts.len())));
+            }
+            for (r, p) in parts.iter().enumerate() {
+                if p.names() != parts[0].names() || p.columns().iter().zip(parts[0].columns()).any(|(a, b)| a.data_type() != b.data_type()) {
+                    return Err(Error::invalid(format!("part {r} of the {what} table has other columns than part 0")));
+                }
+            }
+        }
+        // Everything the one-table join checks (columns, types, algorithm, filter), before any
+        // device work.
+        self.local_join(self.left[0].clone(), self.right[0].clone(), self.filter.as_ref()).explain()?;
+        Ok(())
+    }
+
+    fn resolve(&self, g: usize, left: &[TableView<'_>], right: &[TableView<'_>]) -> Result<Distribution> {
+        let keyless = self.left_on.is_empty();
+        let refuse = |side: Side| Error::Unsupported {
+            what: format!("broadcasting the {side:?} side of a {:?} join across GPUs", self.join_type),
+            reason: format!("the join reports {side:?} rows without a partner, which every GPU would report"),
+        };
+        match self.distribution {
+            _ if g == 1 => Ok(Distribution::Local),
+            Distribution::Local => Err(Error::invalid(format!("a local join on a cluster of {g} ranks"))),
+            Distribution::Broadcast(side) => {
+                if skew::replicable(self.join_type, side) {
+                    Ok(Distribution::Broadcast(side))
+                } else {
+                    Err(refuse(side))
+                }
+            }
+            Distribution::Shuffle if keyless => Err(Error::Unsupported { what: "a shuffle of a join without keys".into(), reason: "rows are routed by their keys' hash".into() }),
+            Distribution::Shuffle => Ok(Distribution::Shuffle),
+            Distribution::Auto => {
+                let (bl, br): (u64, u64) = (left.iter().map(bytes_of).sum(), right.iter().map(bytes_of).sum());
+                let (small, small_bytes) = if br <= bl { (Side::Right, br) } else { (Side::Left, bl) };
+                let other = if small == Side::Right { Side::Left } else { Side::Right };
+                let pick = [small, other].into_iter().find(|&s| skew::replicable(self.join_type, s));
+                if keyless {
+                    return pick.map(Distribution::Broadcast).ok_or_else(|| refuse(small));
+                }
+                if skew::replicable(self.join_type, small) && (g as u64) * small_bytes < bl + br {
+                    Ok(Distribution::Broadcast(small))
+                } else {
+                    Ok(Distribution::Shuffle)
+                }
+            }
+        }
+    }
+
+    /// Runs the join: each rank's output on its device, see the [module docs](self).
+    pub fn run(&self, cluster: &Cluster) -> Result<DistributedOutput> {
+        let moved = self.route_and_exchange(cluster)?;
+        let t = Instant::now();
+        let (lv, rv) = (moved.left.views(), moved.right.views());
+        let outs: Vec<JoinOutput> = self.on_every_rank(cluster, &lv, &rv, &moved.filter, |j, st| j.run(st))?;
+        let join = t.elapsed().as_secs_f64();
+        let rows_per_rank: Vec<u64> = outs.iter().map(|o| o.rows).collect();
+        let local = outs.iter().map(|o| (o.algorithm, o.reason.clone())).collect();
+        let table = DistributedTable::from_parts(outs.into_iter().map(|o| o.table).collect())?;
+        Ok(DistributedOutput {
+            table,
+            rows: rows_per_rank.iter().sum(),
+            rows_per_rank,
+            distribution: moved.distribution,
+            heavy_keys: moved.heavy_keys,
+            exchanged_bytes: moved.bytes,
+            local,
+            phases: Phases { join, ..moved.phases },
+        })
+    }
+
+    /// The exact number of output rows (each rank counts its share; no output is written), and
+    /// each rank's count.
+    pub fn count(&self, cluster: &Cluster) -> Result<(u64, Vec<u64>)> {
+        let moved = self.route_and_exchange(cluster)?;
+        let (lv, rv) = (moved.left.views(), moved.right.views());
+        let counts = self.on_every_rank(cluster, &lv, &rv, &moved.filter, |j, st| j.count(st))?;
+        Ok((counts.iter().sum(), counts))
+    }
+
+    /// `f` on every rank's local join, each on its own thread bound to its device.
+    fn on_every_rank<T: Send>(&self, cluster: &Cluster, left: &[TableView<'_>], right: &[TableView<'_>], filter: &Option<Predicate>, f: impl Fn(&Join<'_>, &Stream) -> Result<T> + Sync) -> Result<Vec<T>> {
+        let results: Vec<Result<T>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..cluster.size())
+                .map(|r| {
+                    let j = self.local_join(left[r].clone(), right[r].clone(), filter.as_ref());
+                    let st = cluster.stream(r);
+                    let f = &f;
+                    scope.spawn(move || {
+                        st.device().bind_to_thread()?;
+                        let out = f(&j, st)?;
+                        st.synchronize()?;
+                        Ok(out)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("a rank's local join panicked")))).collect()
+        });
+        results.into_iter().collect()
+    }
+
+    fn route_and_exchange(&self, cluster: &Cluster) -> Result<Moved<'a>> {
+        self.check(cluster)?;
+        let g = cluster.size();
+        let (ln, rn) = (self.left[0].names().to_vec(), self.right[0].names().to_vec());
+        let (lc, rc) = (self.needed(Side::Left, &ln), self.needed(Side::Right, &rn));
+        let project = |parts: &[TableView<'a>], cols: &[usize], names: &[String]| -> Result<Vec<TableView<'a>>> {
+            parts.iter().map(|p| TableView::new(cols.iter().map(|&i| (names[i].clone(), p.columns()[i])).collect())).collect()
+        };
+        let (left, right) = (project(&self.left, &lc, &ln)?, project(&self.right, &rc, &rn)?);
+        let filter = self.filter.as_ref().map(|f| {
+            f.map_columns(&|side, i| {
+                let cols = if side == Side::Left { &lc } else { &rc };
+                cols.iter().position(|&c| c == i).unwrap_or(i)
+            })
+        });
+        let distribution = self.resolve(g, &left, &right)?;
+        let t = Instant::now();
+        let mut phases = Phases::default();
+        let (left, right, heavy_keys, bytes) = match distribution {
+            Distribution::Local | Distribution::Auto => (Parts::InPlace(left), Parts::InPlace(right), 0, 0),
+            Distribution::Broadcast(side) => {
+                let copied = if side == Side::Left { &left } else { &right };
+                let sends: Vec<Vec<TableView<'_>>> = copied.iter().map(|p| vec![p.clone(); g]).collect();
+                phases.route = t.elapsed().as_secs_f64();
+                let Exchanged { tables, bytes } = all_to_all(cluster, &sends)?;
+                if side == Side::Left {
+                    (Parts::Moved(tables), Parts::InPlace(right), 0, bytes)
+                } else {
+                    (Parts::InPlace(left), Parts::Moved(tables), 0, bytes)
+                }
+            }
+            Distribution::Shuffle => {
+                let lk: Vec<usize> = self.left_on.iter().map(|k| left[0].index_of(k)).collect::<Result<_>>()?;
+                let rk: Vec<usize> = self.right_on.iter().map(|k| right[0].index_of(k)).collect::<Result<_>>()?;
+                let lh = hash_side(cluster, &left, &lk, self.nulls, self.nans)?;
+                let rh = hash_side(cluster, &right, &rk, self.nulls, self.nans)?;
+                let plan = match self.skew {
+                    SkewHandling::Auto => {
+                        let (ls, rs) = (sample_side(cluster, &lh)?, sample_side(cluster, &rh)?);
+                        let rows = |p: &[TableView<'_>]| p.iter().map(|t| t.rows() as u64).sum::<u64>();
+                        skew::plan(&ls, rows(&left), &rs, rows(&right), g, self.join_type)
+                    }
+                    SkewHandling::Off => SkewPlan::default(),
+                };
+                let lparts = partition_side(cluster, &left, &lh, &plan, Side::Left)?;
+                drop(lh);
+                let rparts = partition_side(cluster, &right, &rh, &plan, Side::Right)?;
+                drop(rh);
+                phases.route = t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let l = all_to_all(cluster, &views(&lparts))?;
+                drop(lparts);
+                let r = all_to_all(cluster, &views(&rparts))?;
+                drop(rparts);
+                phases.exchange = t.elapsed().as_secs_f64();
+                (Parts::Moved(l.tables), Parts::Moved(r.tables), plan.heavy.len(), l.bytes + r.bytes)
+            }
+        };
+        if matches!(distribution, Distribution::Broadcast(_)) {
+            phases.exchange = t.elapsed().as_secs_f64() - phases.route;
+        }
+        Ok(Moved { left, right, filter, distribution, heavy_keys, bytes, phases })
+    }
+}
+
+fn views(parts: &[Vec<Table>]) -> Vec<Vec<TableView<'_>>> {
+    parts.iter().map(|row| row.iter().map(Table::view).collect()).collect()
+}
+
+/// The moved inputs of the local joins.
+struct Moved<'a> {
+    left: Parts<'a>,
+    right: Parts<'a>,
+    filter: Option<Predicate>,
+    distribution: Distribution,
+    heavy_keys: usize,
+    bytes: u64,
+    phases: Phases,
+}
+
+/// Each rank's key hashes and never-match flags for one side.
+fn hash_side(cluster: &Cluster, parts: &[TableView<'_>], keys: &[usize], nulls: NullEquality, nans: NanEquality) -> Result<Vec<(DeviceBuffer<u64>, DeviceBuffer<u8>)>> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(r, p)| {
+            let st = cluster.stream(r);
+            st.device().bind_to_thread()?;
+            let cols: Vec<ColumnView<'_>> = keys.iter().map(|&k| p.columns()[k]).collect();
+            kernels::row_hash(st, &cols, p.rows(), nulls, nans)
+        })
+        .collect()
+}
+
+/// About [`skew::SAMPLE_ROWS`] hashes of one side's rows that can match, drawn evenly from
+/// every rank.
+fn sample_side(cluster: &Cluster, hashes: &[(DeviceBuffer<u64>, DeviceBuffer<u8>)]) -> Result<Vec<u64>> {
+    let total: u64 = hashes.iter().map(|(h, _)| h.len() as u64).sum();
+    let mut out = Vec::new();
+    for (r, (h, nv)) in hashes.iter().enumerate() {
+        let n = h.len() as u64;
+        if n == 0 {
+            continue;
+        }
+        let count = (skew::SAMPLE_ROWS * n).div_ceil(total.max(1)).clamp(1, n);
+        let stride = n / count;
+        let st = cluster.stream(r);
+        st.device().bind_to_thread()?;
+        let (s, f) = kernels::sample(st, &h.view(), &nv.view(), stride as usize, count as usize)?;
+        out.extend(s.into_iter().zip(f).filter(|&(_, never)| never == 0).map(|(h, _)| h));
+    }
+    Ok(out)
+}
+
+/// Each rank's part for each rank (`[source][destination]`) of one side.
+fn partition_side(cluster: &Cluster, parts: &[TableView<'_>], hashes: &[(DeviceBuffer<u64>, DeviceBuffer<u8>)], plan: &SkewPlan, side: Side) -> Result<Vec<Vec<Table>>> {
+    let g = cluster.size();
+    let bits = (usize::BITS - g.leading_zeros()).max(1); // destinations 0..=g
+    let split = plan.split_flags(side);
+    let mut row_base = 0u64;
+    let mut out = Vec::with_capacity(g);
+    for (r, (p, (h, nv))) in parts.iter().zip(hashes).enumerate() {
+        let st = cluster.stream(r);
+        st.device().bind_to_thread()?;
+        let n = p.rows();
+        if n as u64 > u32::MAX as u64 {
+            return Err(Error::too_large(format!("rows of rank {r}'s part"), n as u64, u32::MAX as u64));
+        }
+        if n == 0 {
+            let none = st.alloc::<u32>(0)?;
+            out.push((0..g).map(|_| p.gather(st, &none.view(), false)).collect::<Result<Vec<_>>>()?);
+            continue;
+        }
+        let heavy = st.copy_from_host(&plan.heavy)?;
+        let flags = st.copy_from_host(&split)?;
+        let dest = kernels::destinations(st, &h.view(), &nv.view(), row_base, g as u32, &heavy.view(), &flags.view())?;
+        row_base += n as u64;
+        let mut ids = st.alloc::<u32>(n)?;
+        gpujoin_primitives::iota_u32(st, &mut ids.view_mut(), 0)?;
+        let sorted = gpujoin_primitives::radix_partition::<u32, u32>(st, &dest.view(), &ids.view(), 0, bits)?;
+        drop((dest, ids));
+        let o = &sorted.offsets;
+        let copied = o[g] as usize..o[g + 1] as usize;
+        let mut row = Vec::with_capacity(g);
+        for d in 0..g {
+            let own = o[d] as usize..o[d + 1] as usize;
+            let table = if copied.is_empty() {
+                p.gather(st, &sorted.values.slice(own), false)?
+            } else {
+                let mut map = st.alloc::<u32>(own.len() + copied.len())?;
+                let (mut a, mut b) = map.view_mut().split_at(own.len());
+                st.copy_device_to_device(&sorted.values.slice(own), &mut a)?;
+                st.copy_device_to_device(&sorted.values.slice(copied.clone()), &mut b)?;
+                p.gather(st, &map.view(), false)?
+            };
+            row.push(table);
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
