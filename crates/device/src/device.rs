@@ -252,6 +252,29 @@ impl Device {
             .map_err(|e| driver("cuMemPoolSetAttribute", e))
     }
 
+    /// Lets `peer` read and write the buffers of this device's memory pool (every gpujoin
+    /// buffer), where the hardware allows peer access: what a library on `peer` that reads this
+    /// device's buffers directly (NCCL's transfers within one process) needs. Returns whether
+    /// access was granted (`false`: no peer access between the two, or no pool).
+    pub fn share_pool_with(&self, peer: &Device) -> Result<bool> {
+        let Some(pool) = self.pool()? else { return Ok(false) };
+        let mut can = 0i32;
+        // SAFETY: two live devices; one int written.
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, peer.ctx.cu_device(), self.ctx.cu_device()) }
+            .result()
+            .map_err(|e| driver("cuDeviceCanAccessPeer", e))?;
+        if can == 0 {
+            return Ok(false);
+        }
+        let desc = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: peer.ordinal() as i32 },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: one access descriptor for the pool of a live device.
+        unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) }.result().map_err(|e| driver("cuMemPoolSetAccess", e))?;
+        Ok(true)
+    }
+
     /// Bytes the memory pool holds: reserved from the device, and in use by live buffers.
     pub fn pool_memory(&self) -> Result<PoolMemory> {
         Ok(PoolMemory {

@@ -79,6 +79,15 @@ impl Communicators {
             // Multicast objects can put shared GPUs out of service: never use them.
             std::env::set_var("NCCL_NVLS_ENABLE", "0");
         }
+        // Within one process NCCL may read and write the user's buffers from the peer GPU
+        // directly; pool memory is only visible to other devices once the pool grants access.
+        for a in streams {
+            for b in streams {
+                if a.device().ordinal() != b.device().ordinal() {
+                    a.device().share_pool_with(b.device())?;
+                }
+            }
+        }
         let mut comms = vec![std::ptr::null_mut(); streams.len()];
         // SAFETY: `comms` holds one handle a device; `ordinals` lists the devices.
         unsafe { result::comm_init_all(comms.as_mut_ptr(), streams.len() as i32, ordinals.as_ptr()) }.map_err(|e| nccl("ncclCommInitAll", e))?;

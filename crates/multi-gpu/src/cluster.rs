@@ -85,6 +85,32 @@ impl Cluster {
         }
     }
 
+    /// `f(rank, stream)` for every rank at once, each on a thread of its own bound to the rank's
+    /// device; the results in rank order (the first error, if any).
+    pub fn per_rank<T: Send>(&self, f: impl Fn(usize, &Stream) -> Result<T> + Sync) -> Result<Vec<T>> {
+        if self.size() == 1 {
+            let st = &self.streams[0];
+            st.device().bind_to_thread()?;
+            return Ok(vec![f(0, st)?]);
+        }
+        let results: Vec<Result<T>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .streams
+                .iter()
+                .enumerate()
+                .map(|(r, st)| {
+                    let f = &f;
+                    scope.spawn(move || {
+                        st.device().bind_to_thread()?;
+                        f(r, st)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("a rank's thread panicked")))).collect()
+        });
+        results.into_iter().collect()
+    }
+
     /// Waits for every rank's stream.
     pub fn synchronize(&self) -> Result<()> {
         self.streams.iter().try_for_each(Stream::synchronize)

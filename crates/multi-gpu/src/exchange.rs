@@ -236,17 +236,21 @@ pub(crate) fn all_to_all(cluster: &Cluster, sends: &[Vec<TableView<'_>>]) -> Res
                 DataType::Utf8 | DataType::LargeUtf8 => {
                     let w = offsets_width(t);
                     let mut out = st.alloc::<u8>((total + 1) * w)?;
+                    // Each source's offsets but its last, rebased; the last source with rows
+                    // writes its last offset too: the end of every source's bytes.
+                    let last = inc.offsets.iter().rposition(Option::is_some);
                     let mut row = 0;
                     for (s, piece) in inc.offsets.iter().enumerate() {
                         let n = inc.rows[s];
                         if let Some((src, base)) = piece {
-                            kernels::rebase_offsets(st, &src.view(), w, *base, &mut out.slice_mut(row * w..(row + n) * w))?;
+                            let end = if Some(s) == last { row + n + 1 } else { row + n };
+                            kernels::rebase_offsets(st, &src.view(), w, *base, &mut out.slice_mut(row * w..end * w))?;
                         }
                         row += n;
                     }
-                    let end = inc.values.len() as u64;
-                    let last: Vec<u8> = if w == 4 { (end as i32).to_le_bytes().to_vec() } else { (end as i64).to_le_bytes().to_vec() };
-                    st.copy_host_to_device(&last, &mut out.slice_mut(total * w..))?;
+                    if last.is_none() {
+                        st.memset_bytes(&mut out.view_mut(), 0)?;
+                    }
                     offsets = Some(out);
                 }
                 _ => {}

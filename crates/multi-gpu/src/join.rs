@@ -369,23 +369,12 @@ impl<'a> DistributedJoin<'a> {
 
     /// `f` on every rank's local join, each on its own thread bound to its device.
     fn on_every_rank<T: Send>(&self, cluster: &Cluster, left: &[TableView<'_>], right: &[TableView<'_>], filter: &Option<Predicate>, f: impl Fn(&Join<'_>, &Stream) -> Result<T> + Sync) -> Result<Vec<T>> {
-        let results: Vec<Result<T>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..cluster.size())
-                .map(|r| {
-                    let j = self.local_join(left[r].clone(), right[r].clone(), filter.as_ref());
-                    let st = cluster.stream(r);
-                    let f = &f;
-                    scope.spawn(move || {
-                        st.device().bind_to_thread()?;
-                        let out = f(&j, st)?;
-                        st.synchronize()?;
-                        Ok(out)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("a rank's local join panicked")))).collect()
-        });
-        results.into_iter().collect()
+        cluster.per_rank(|r, st| {
+            let j = self.local_join(left[r].clone(), right[r].clone(), filter.as_ref());
+            let out = f(&j, st)?;
+            st.synchronize()?;
+            Ok(out)
+        })
     }
 
     fn route_and_exchange(&self, cluster: &Cluster) -> Result<Moved<'a>> {
@@ -470,82 +459,77 @@ struct Moved<'a> {
 
 /// Each rank's key hashes and never-match flags for one side.
 fn hash_side(cluster: &Cluster, parts: &[TableView<'_>], keys: &[usize], nulls: NullEquality, nans: NanEquality) -> Result<Vec<(DeviceBuffer<u64>, DeviceBuffer<u8>)>> {
-    parts
-        .iter()
-        .enumerate()
-        .map(|(r, p)| {
-            let st = cluster.stream(r);
-            st.device().bind_to_thread()?;
-            let cols: Vec<ColumnView<'_>> = keys.iter().map(|&k| p.columns()[k]).collect();
-            kernels::row_hash(st, &cols, p.rows(), nulls, nans)
-        })
-        .collect()
+    cluster.per_rank(|r, st| {
+        let p = &parts[r];
+        let cols: Vec<ColumnView<'_>> = keys.iter().map(|&k| p.columns()[k]).collect();
+        kernels::row_hash(st, &cols, p.rows(), nulls, nans)
+    })
 }
 
 /// About [`skew::SAMPLE_ROWS`] hashes of one side's rows that can match, drawn evenly from
 /// every rank.
 fn sample_side(cluster: &Cluster, hashes: &[(DeviceBuffer<u64>, DeviceBuffer<u8>)]) -> Result<Vec<u64>> {
     let total: u64 = hashes.iter().map(|(h, _)| h.len() as u64).sum();
-    let mut out = Vec::new();
-    for (r, (h, nv)) in hashes.iter().enumerate() {
+    let samples = cluster.per_rank(|r, st| {
+        let (h, nv) = &hashes[r];
         let n = h.len() as u64;
         if n == 0 {
-            continue;
+            return Ok(Vec::new());
         }
         let count = (skew::SAMPLE_ROWS * n).div_ceil(total.max(1)).clamp(1, n);
         let stride = n / count;
-        let st = cluster.stream(r);
-        st.device().bind_to_thread()?;
         let (s, f) = kernels::sample(st, &h.view(), &nv.view(), stride as usize, count as usize)?;
-        out.extend(s.into_iter().zip(f).filter(|&(_, never)| never == 0).map(|(h, _)| h));
-    }
-    Ok(out)
+        Ok(s.into_iter().zip(f).filter(|&(_, never)| never == 0).map(|(h, _)| h).collect::<Vec<u64>>())
+    })?;
+    Ok(samples.concat())
 }
 
-/// Each rank's part for each rank (`[source][destination]`) of one side.
+/// Each rank's part for each rank (`[source][destination]`) of one side, every rank at once.
 fn partition_side(cluster: &Cluster, parts: &[TableView<'_>], hashes: &[(DeviceBuffer<u64>, DeviceBuffer<u8>)], plan: &SkewPlan, side: Side) -> Result<Vec<Vec<Table>>> {
     let g = cluster.size();
     let bits = (usize::BITS - g.leading_zeros()).max(1); // destinations 0..=g
     let split = plan.split_flags(side);
-    let mut row_base = 0u64;
-    let mut out = Vec::with_capacity(g);
-    for (r, (p, (h, nv))) in parts.iter().zip(hashes).enumerate() {
-        let st = cluster.stream(r);
-        st.device().bind_to_thread()?;
+    // Rank r's rows are the global rows from row_base[r] on (heavy keys' rows and rows that
+    // match nothing are spread by a mix of their global row index).
+    let row_base: Vec<u64> = parts
+        .iter()
+        .scan(0u64, |acc, p| {
+            let b = *acc;
+            *acc += p.rows() as u64;
+            Some(b)
+        })
+        .collect();
+    cluster.per_rank(|r, st| {
+        let (p, (h, nv)) = (&parts[r], &hashes[r]);
         let n = p.rows();
         if n as u64 > u32::MAX as u64 {
             return Err(Error::too_large(format!("rows of rank {r}'s part"), n as u64, u32::MAX as u64));
         }
         if n == 0 {
             let none = st.alloc::<u32>(0)?;
-            out.push((0..g).map(|_| p.gather(st, &none.view(), false)).collect::<Result<Vec<_>>>()?);
-            continue;
+            return (0..g).map(|_| p.gather(st, &none.view(), false)).collect::<Result<Vec<_>>>();
         }
         let heavy = st.copy_from_host(&plan.heavy)?;
         let flags = st.copy_from_host(&split)?;
-        let dest = kernels::destinations(st, &h.view(), &nv.view(), row_base, g as u32, &heavy.view(), &flags.view())?;
-        row_base += n as u64;
+        let dest = kernels::destinations(st, &h.view(), &nv.view(), row_base[r], g as u32, &heavy.view(), &flags.view())?;
         let mut ids = st.alloc::<u32>(n)?;
         gpujoin_primitives::iota_u32(st, &mut ids.view_mut(), 0)?;
         let sorted = gpujoin_primitives::radix_partition::<u32, u32>(st, &dest.view(), &ids.view(), 0, bits)?;
         drop((dest, ids));
         let o = &sorted.offsets;
         let copied = o[g] as usize..o[g + 1] as usize;
-        let mut row = Vec::with_capacity(g);
-        for d in 0..g {
-            let own = o[d] as usize..o[d + 1] as usize;
-            let table = if copied.is_empty() {
-                p.gather(st, &sorted.values.slice(own), false)?
-            } else {
+        (0..g)
+            .map(|d| {
+                let own = o[d] as usize..o[d + 1] as usize;
+                if copied.is_empty() {
+                    return p.gather(st, &sorted.values.slice(own), false);
+                }
                 let mut map = st.alloc::<u32>(own.len() + copied.len())?;
                 let (mut a, mut b) = map.view_mut().split_at(own.len());
                 st.copy_device_to_device(&sorted.values.slice(own), &mut a)?;
                 st.copy_device_to_device(&sorted.values.slice(copied.clone()), &mut b)?;
-                p.gather(st, &map.view(), false)?
-            };
-            row.push(table);
-        }
-        out.push(row);
-    }
-    Ok(out)
+                p.gather(st, &map.view(), false)
+            })
+            .collect()
+    })
 }

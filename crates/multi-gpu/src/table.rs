@@ -73,6 +73,22 @@ impl DistributedTable {
         self.parts.iter().map(|p| p.rows() as u64).collect()
     }
 
+    /// Every part gathered onto rank `rank`'s device as one table, in rank order (through the
+    /// cluster's exchange: NCCL between GPUs).
+    pub fn gather_to(&self, cluster: &Cluster, rank: usize) -> Result<Table> {
+        let g = cluster.size();
+        if self.parts.len() != g || rank >= g {
+            return Err(Error::invalid(format!("gathering {} parts onto rank {rank} of a cluster of {g}", self.parts.len())));
+        }
+        let sends = self
+            .parts
+            .iter()
+            .map(|p| (0..g).map(|d| if d == rank { Ok(p.view()) } else { p.view().slice(0, 0) }).collect::<Result<Vec<_>>>())
+            .collect::<Result<Vec<_>>>()?;
+        let mut tables = crate::exchange::all_to_all(cluster, &sends)?.tables;
+        Ok(tables.swap_remove(rank))
+    }
+
     /// Every part copied to the host and concatenated in rank order.
     pub fn to_host(&self) -> Result<HostTable> {
         concat_host(&self.parts.iter().map(Table::to_host).collect::<Result<Vec<_>>>()?)

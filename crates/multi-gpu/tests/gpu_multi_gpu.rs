@@ -88,6 +88,11 @@ fn table(rng: &mut StdRng, n: usize, k: Keys, distinct: i64, tag: i32) -> HostTa
     HostTable::new(cols).expect("table")
 }
 
+/// A table's rows printed as tuples, in order (compares contents, not buffer layouts).
+fn ordered_rows(t: &HostTable) -> Vec<String> {
+    (0..t.rows()).map(|k| format!("{:?}", t.columns().iter().map(|c| c.value(k)).collect::<Vec<_>>())).collect()
+}
+
 fn selected(jt: JoinType) -> (&'static [&'static str], &'static [&'static str]) {
     let l: &[&str] = if jt.has_left_map() { &["k", "p", "s", "b"] } else { &[] };
     let r: &[&str] = if jt.has_right_map() { &["p", "s"] } else { &[] };
@@ -289,11 +294,16 @@ fn the_gathered_output_is_deterministic_and_in_rank_order() {
                 let run = || DistributedJoin::new(jt).on(&l, &["k"], &r, &["k"]).select(ls, rs).algorithm(algorithm).run(&cluster).unwrap();
                 let (a, b) = (run(), run());
                 let (ha, hb) = (a.table.to_host().unwrap(), b.table.to_host().unwrap());
-                assert_eq!(ha, hb, "{g} ranks, {jt:?}, {algorithm:?}: two runs differ");
+                assert_eq!(ordered_rows(&ha), ordered_rows(&hb), "{g} ranks, {jt:?}, {algorithm:?}: two runs differ");
                 // The gathered table is the parts in rank order.
                 let parts: Vec<HostTable> = a.table.parts().iter().map(|p| p.to_host().unwrap()).collect();
-                assert_eq!(concat_host(&parts).unwrap(), ha);
+                assert_eq!(ordered_rows(&concat_host(&parts).unwrap()), ordered_rows(&ha));
                 assert_eq!(a.rows_per_rank, parts.iter().map(|p| p.rows() as u64).collect::<Vec<_>>());
+                // Gathered onto the last rank's device: the same rows in the same order.
+                if !ls.is_empty() || !rs.is_empty() {
+                    let on_device = a.table.gather_to(&cluster, g - 1).unwrap();
+                    assert_eq!(ordered_rows(&on_device.to_host().unwrap()), ordered_rows(&ha), "{g} ranks, {jt:?}: gathered onto rank {}", g - 1);
+                }
             }
         }
     }
@@ -351,7 +361,10 @@ fn every_gpu_over_nccl() {
     let out = |c: &Cluster| {
         let (l, r) = (DistributedTable::scatter(c, &left).unwrap(), DistributedTable::scatter(c, &right).unwrap());
         let o = DistributedJoin::new(JoinType::Full).on(&l, &["k", "k2"], &r, &["k", "k2"]).select(&["p", "s"], &["p", "b"]).algorithm(Algorithm::SortMerge(gpujoin_join::plan::Gather::Unclustered)).run(c).unwrap();
-        o.table.to_host().unwrap()
+        let host = ordered_rows(&o.table.to_host().unwrap());
+        let last = c.size() - 1;
+        assert_eq!(ordered_rows(&o.table.gather_to(c, last).unwrap().to_host().unwrap()), host, "gathered onto rank {last} ({})", c.transport());
+        host
     };
     assert_eq!(out(&cluster), out(&one));
 }
