@@ -1,27 +1,17 @@
 // Assembling the parts a GPU receives into one column: bitmaps (validity, booleans) placed at
 // any bit position, string offsets rebased onto the concatenated bytes.
-#include "gpujoin/common.cuh"
-#include "gpujoin/launch.cuh"
-#include "gpujoin_multi.h"
+#include "multi.cuh"
 
 namespace {
 using namespace gj;
-
-constexpr int NT = 256;
-
-inline cudaStream_t cs(gj_m_stream_t s) { return static_cast<cudaStream_t>(s); }
-inline int grid(int64_t n) { return blocks_for(n, NT * 4, grid_cap(tuning::kStreamBlocksPerSm)); }
-
-#define GRID_STRIDE(i, n)                                                                                   \
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, _stride = (int64_t)gridDim.x * blockDim.x; \
-       i < (n); i += _stride)
+using namespace gj::multi;
 
 // One thread per destination word the bits touch: it gathers its up to 32 bits and ORs them in
 // (words at the two ends may be shared with the neighbouring parts, hence the atomic OR).
 __global__ void copy_bits_kernel(const uint8_t *src, int64_t src_bit, int64_t n, uint32_t *dst, int64_t dst_bit) {
   const int64_t first = dst_bit / 32;
   const int64_t last = (dst_bit + n - 1) / 32;
-  GRID_STRIDE(k, last - first + 1) {
+  GJ_M_GRID_STRIDE(k, last - first + 1) {
     const int64_t w = first + k;
     uint32_t v = 0;
     for (int b = 0; b < 32; ++b) {
@@ -37,7 +27,7 @@ __global__ void copy_bits_kernel(const uint8_t *src, int64_t src_bit, int64_t n,
 
 template <class T>
 __global__ void rebase_kernel(const T *src, int64_t count, int64_t base, T *dst) {
-  GRID_STRIDE(i, count) { dst[i] = (T)((int64_t)src[i] - (int64_t)src[0] + base); }
+  GJ_M_GRID_STRIDE(i, count) { dst[i] = (T)((int64_t)src[i] - (int64_t)src[0] + base); }
 }
 
 }  // namespace

@@ -1,21 +1,11 @@
 // Where each row of a multi-GPU join goes: a hash of its key columns that every GPU computes
 // alike (strings by their bytes, floats normalized), a strided sample of it for the host's skew
 // check, and the destination part of each row (hash partitioned, heavy keys split or replicated).
-#include "gpujoin/common.cuh"
-#include "gpujoin/launch.cuh"
-#include "gpujoin_multi.h"
+#include "multi.cuh"
 
 namespace {
 using namespace gj;
-
-constexpr int NT = 256;
-
-inline cudaStream_t cs(gj_m_stream_t s) { return static_cast<cudaStream_t>(s); }
-inline int grid(int64_t n) { return blocks_for(n, NT * 4, grid_cap(tuning::kStreamBlocksPerSm)); }
-
-#define GRID_STRIDE(i, n)                                                                                   \
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, _stride = (int64_t)gridDim.x * blockDim.x; \
-       i < (n); i += _stride)
+using namespace gj::multi;
 
 struct KeyColumns {
   gj_m_key_column c[GJ_M_MAX_KEYS];
@@ -24,17 +14,7 @@ struct KeyColumns {
 
 __device__ __forceinline__ bool bit_at(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
-// splitmix64's finalizer: a bijective mix of all 64 bits.
-__device__ __forceinline__ uint64_t mix64(uint64_t z) {
-  z ^= z >> 30;
-  z *= 0xbf58476d1ce4e5b9ull;
-  z ^= z >> 27;
-  z *= 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return z;
-}
-
-__device__ __forceinline__ uint64_t combine(uint64_t h, uint64_t v) { return mix64(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))); }
+__device__ __forceinline__ uint64_t combine(uint64_t h, uint64_t v) { return fmix64(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2))); }
 
 // The bytes of one string, 8 at a time (unaligned reads by bytes), then the length.
 __device__ uint64_t hash_bytes(const uint8_t *p, int64_t len) {
@@ -109,7 +89,7 @@ __device__ uint64_t value_image(const gj_m_key_column &c, int64_t row, bool *nan
 
 __global__ void row_hash_kernel(KeyColumns cols, int64_t n, int null_equal, int nan_equal, uint64_t *hash,
                                 uint8_t *never_match) {
-  GRID_STRIDE(row, n) {
+  GJ_M_GRID_STRIDE(row, n) {
     uint64_t h = 0x2545f4914f6cdd1dull;
     bool never = false;
     for (int k = 0; k < cols.n; ++k) {
@@ -131,7 +111,7 @@ __global__ void row_hash_kernel(KeyColumns cols, int64_t n, int null_equal, int 
 
 __global__ void sample_kernel(const uint64_t *hash, const uint8_t *never_match, int64_t stride, int64_t count,
                               uint64_t *sample, uint8_t *sample_never) {
-  GRID_STRIDE(j, count) {
+  GJ_M_GRID_STRIDE(j, count) {
     sample[j] = hash[j * stride];
     sample_never[j] = never_match[j * stride];
   }
@@ -149,17 +129,17 @@ __device__ __forceinline__ int64_t find(const uint64_t *heavy, int64_t n, uint64
 __global__ void destinations_kernel(const uint64_t *hash, const uint8_t *never_match, int64_t n, uint64_t row_base,
                                     uint32_t parts, const uint64_t *heavy, const uint8_t *split, int64_t n_heavy,
                                     uint32_t *dest) {
-  GRID_STRIDE(i, n) {
+  GJ_M_GRID_STRIDE(i, n) {
     const uint64_t h = hash[i];
     // High bits of a second mix: independent of the bits the local join's partitioning uses.
-    const uint32_t spread = (uint32_t)((mix64((row_base + (uint64_t)i) ^ 0x5851f42d4c957f2dull) >> 32) % parts);
+    const uint32_t spread = (uint32_t)((fmix64((row_base + (uint64_t)i) ^ 0x5851f42d4c957f2dull) >> 32) % parts);
     uint32_t d;
     if (never_match[i]) {
       d = spread;
     } else {
       const int64_t k = n_heavy > 0 ? find(heavy, n_heavy, h) : -1;
       if (k >= 0) d = split[k] ? spread : parts;
-      else d = (uint32_t)((mix64(h ^ 0x14057b7ef767814full) >> 32) % parts);
+      else d = (uint32_t)((fmix64(h ^ 0x14057b7ef767814full) >> 32) % parts);
     }
     dest[i] = d;
   }

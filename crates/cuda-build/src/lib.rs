@@ -324,3 +324,21 @@ pub fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     manifest.parent().and_then(Path::parent).map(Path::to_path_buf).expect("workspace root")
 }
+
+/// [`compile`] of every `.cu` file directly in the workspace folder `folder` (each its own
+/// translation unit, in name order), with `cuda/include` on the include path; reruns the build
+/// script when the folder changes.
+pub fn compile_folder(lib_name: &str, folder: &str) {
+    let ws = workspace_root();
+    let mut sources: Vec<String> = std::fs::read_dir(ws.join(folder))
+        .unwrap_or_else(|e| panic!("{folder}: {e}"))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".cu"))
+        .map(|n| format!("{folder}/{n}"))
+        .collect();
+    sources.sort();
+    println!("cargo:rerun-if-changed={}", ws.join(folder).display());
+    let sources: Vec<&str> = sources.iter().map(String::as_str).collect();
+    compile(lib_name, &sources, &["cuda/include"], false);
+}
