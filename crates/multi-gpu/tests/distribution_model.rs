@@ -42,6 +42,7 @@ fn key_hash(t: &HostTable, keys: &[&str], i: usize, nulls: NullEquality, nans: N
 }
 
 /// The ranks each row goes to (a shuffle by the model's hash, heavy keys by the plan).
+#[allow(clippy::too_many_arguments)]
 fn route(t: &HostTable, keys: &[&str], nulls: NullEquality, nans: NanEquality, g: usize, plan: &SkewPlan, side: Side, rng: &mut StdRng) -> Vec<Vec<usize>> {
     (0..t.rows())
         .map(|i| match key_hash(t, keys, i, nulls, nans) {
