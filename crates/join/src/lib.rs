@@ -61,7 +61,9 @@ pub mod theta;
 mod trace;
 pub mod types;
 
-pub use hash_join::JoinStats;
+// Named by the front door's and `memory`'s public types (`JoinOutput::stats`,
+// `memory::PeakAlgorithm`): public whatever the features.
+pub use hash_join::{JoinStats, Materialization};
 pub use maps::{GatherMaps, Side};
 pub use plan::{Algorithm as JoinAlgorithm, Gather, Join, JoinChunkSource, JoinOutput};
 pub use types::*;
@@ -87,7 +89,6 @@ algorithm_exports!(
     hash_join::partitioned_hash_join_with_payloads,
     hash_join::HashJoinOutput,
     hash_join::JoinedRelation,
-    hash_join::Materialization,
     interleave::interleave_join,
     interleave::interleave_join_many,
     keys::DeviceColumn,
