@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use gpujoin_cuda_build::{find_toolkit, provisioned_root, Toolkit, PROVISIONED_DIR};
+use gpujoin_cuda_build::{cache_root, find_toolkit, provisioned_root, Toolkit, PROVISIONED_DIR};
 
 /// The wheels, pinned together (CUB under include/cccl, libcudart_static.a under lib).
 pub const WHEELS: &[&str] = &[
@@ -47,9 +47,7 @@ pub const NCCL_WHEEL: &str = "nvidia-nccl-cu13==2.30.7";
 /// `libnccl.so.2`, so the folder returned is `<cache>/nccl-lib` with a `libnccl.so` link to it.
 pub fn nccl() -> crate::Result<std::path::PathBuf> {
     use std::path::PathBuf;
-    let cache = provisioned_root()
-        .and_then(|r| r.parent()?.parent()?.parent().map(|p| p.to_path_buf()))
-        .ok_or("cannot place the NCCL cache: set GPUJOIN_CACHE or HOME")?;
+    let cache = cache_root().ok_or("cannot place the NCCL cache: set GPUJOIN_CACHE or HOME")?;
     let links = cache.join("nccl-lib");
     if links.join("libnccl.so").exists() {
         return Ok(links);

@@ -59,12 +59,17 @@ fn root_of(nvcc: &Path) -> PathBuf {
     canon.parent().and_then(|b| b.parent()).map(Path::to_path_buf).unwrap_or_default()
 }
 
+/// gpujoin's cache folder (`$GPUJOIN_CACHE`, default `~/.cache/gpujoin`): the provisioned
+/// toolkit, the nvcc objects, the provisioned NCCL.
+pub fn cache_root() -> Option<PathBuf> {
+    env::var_os("GPUJOIN_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("gpujoin")))
+}
+
 /// The provisioned-toolkit root (`$GPUJOIN_CACHE/cuda-13.0.88/nvidia/cu13`).
 pub fn provisioned_root() -> Option<PathBuf> {
-    let cache = env::var_os("GPUJOIN_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("gpujoin")))?;
-    Some(cache.join(PROVISIONED_DIR).join("nvidia").join("cu13"))
+    Some(cache_root()?.join(PROVISIONED_DIR).join("nvidia").join("cu13"))
 }
 
 /// Finds the toolkit in the documented order; `None` if there is none.
@@ -196,7 +201,7 @@ fn cache_dir() -> Option<PathBuf> {
     match env::var_os("GPUJOIN_NVCC_CACHE") {
         Some(v) if v == "0" => None,
         Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
-        _ => provisioned_root()?.ancestors().nth(3).map(|c| c.join("nvcc-objects")),
+        _ => cache_root().map(|c| c.join("nvcc-objects")),
     }
 }
 

@@ -16,12 +16,11 @@
 //! let comms = Communicators::init_all(&streams)?;
 //! let a = streams[0].copy_from_host(&[1u8, 2, 3])?;
 //! let mut b = streams[1].alloc::<u8>(3)?;
-//! comms.exchange(&[Transfer { from: 0, to: 1, src: a.view(), dst: b.view_mut() }])?;
+//! comms.exchange(vec![Transfer { from: 0, to: 1, src: a.view(), dst: b.view_mut() }])?;
 //! assert_eq!(b.to_vec()?, vec![1, 2, 3]);
 //! # Ok::<(), gpujoin_device::Error>(())
 //! ```
 
-use cudarc::driver::result as driver_result;
 use cudarc::nccl::{result, sys};
 
 use crate::buffer::{DeviceView, DeviceViewMut};
@@ -102,20 +101,18 @@ impl Communicators {
     /// Runs every transfer: sends and receives between ranks as one NCCL group, copies within
     /// a rank on its stream. Returns once the operations are queued (each rank's stream orders
     /// them after the work queued before, and its later work after them).
-    pub fn exchange(&self, transfers: &[Transfer<'_>]) -> Result<()> {
+    pub fn exchange(&self, mut transfers: Vec<Transfer<'_>>) -> Result<()> {
         let n = self.size();
-        for t in transfers {
+        for t in &transfers {
             if t.from >= n || t.to >= n {
                 return Err(Error::invalid(format!("a transfer from rank {} to rank {} among {n} ranks", t.from, t.to)));
             }
             crate::check_same_len("transfer source", t.src.len(), "transfer destination", t.dst.len())?;
         }
-        for t in transfers.iter().filter(|t| t.from == t.to && !t.src.is_empty()) {
+        for t in transfers.iter_mut().filter(|t| t.from == t.to) {
             let s = &self.streams[t.from];
             s.device().bind_to_thread()?;
-            // SAFETY: both ranges are live device memory of the same device, of src.len() bytes.
-            unsafe { driver_result::memcpy_dtod_async(t.dst.raw(), t.src.raw(), t.src.len(), s.raw() as _) }
-                .map_err(|e| crate::error::driver("cuMemcpyDtoDAsync", e))?;
+            s.copy_device_to_device(&t.src, &mut t.dst)?;
         }
         result::group_start().map_err(|e| nccl("ncclGroupStart", e))?;
         let mut queued = Ok(());

@@ -134,7 +134,7 @@ fn all_to_all_bandwidth(streams: &[Stream], bytes_per_rank: usize) -> Result<f64
                     transfers.push(Transfer { from: s, to: d, src: src.slice(d * part..(d + 1) * part), dst: dv });
                 }
             }
-            comms.exchange(&transfers)?;
+            comms.exchange(transfers)?;
         }
         streams.iter().try_for_each(Stream::synchronize)?;
         if rep > 0 {

@@ -119,7 +119,7 @@ impl Cluster {
     /// Runs the transfers, then waits for every rank (the sources may be freed after it).
     pub(crate) fn exchange(&self, transfers: Vec<Transfer<'_>>) -> Result<()> {
         match &self.transport {
-            Transport::Nccl(c) => c.exchange(&transfers)?,
+            Transport::Nccl(c) => c.exchange(transfers)?,
             Transport::Single | Transport::SameDevice => {
                 // Every buffer lives on one device: order the copies after every rank's work.
                 self.synchronize()?;

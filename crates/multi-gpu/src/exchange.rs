@@ -14,6 +14,7 @@ use gpujoin_join::table::{Column, ColumnView, DataType, Table, TableView};
 
 use crate::cluster::Cluster;
 use crate::kernels;
+use crate::table::same_columns;
 
 /// The bytes a bitmap of `n` bits read from bit `off` spans, and the bit it starts at there.
 fn bit_range(off: usize, n: usize) -> (std::ops::Range<usize>, usize) {
@@ -43,6 +44,17 @@ fn push_transfer<'a>(transfers: &mut Vec<Transfer<'a>>, bytes: &mut u64, from: u
     transfers.push(Transfer { from, to, src, dst });
 }
 
+/// ORs each source's bitmap as sent (`None`: all set) into `words` at the source's first row.
+fn place_bits(st: &Stream, pieces: &[Option<(DeviceBuffer<u8>, usize)>], rows: &[usize], words: &mut DeviceBuffer<u32>) -> Result<()> {
+    let mut row = 0;
+    for (piece, &n) in pieces.iter().zip(rows) {
+        let src = piece.as_ref().map(|(b, bit)| (b.view(), *bit));
+        kernels::copy_bits(st, src.as_ref().map(|(v, _)| v), src.map_or(0, |(_, bit)| bit), n, &mut words.view_mut(), row)?;
+        row += n;
+    }
+    Ok(())
+}
+
 /// What one rank receives of one column.
 struct Incoming {
     data_type: DataType,
@@ -51,7 +63,8 @@ struct Incoming {
     /// Fixed-width values and string bytes of every source in place; the bitmap words of a
     /// `Boolean` column (zeroed, filled after the exchange).
     values: DeviceBuffer<u8>,
-    /// `Boolean`: each source's values bitmap as sent, with the bit it starts at.
+    /// `Boolean`: each source's values bitmap as sent, with the bit it starts at (`None` only
+    /// for a source without rows).
     value_bits: Vec<Option<(DeviceBuffer<u8>, usize)>>,
     /// Strings: each source's `rows + 1` offsets as sent, and where its bytes start in `values`.
     offsets: Vec<Option<(DeviceBuffer<u8>, u64)>>,
@@ -81,7 +94,7 @@ pub(crate) fn all_to_all(cluster: &Cluster, sends: &[Vec<TableView<'_>>]) -> Res
     let types: Vec<DataType> = sends[0][0].columns().iter().map(ColumnView::data_type).collect();
     for (s, row) in sends.iter().enumerate() {
         for (d, p) in row.iter().enumerate() {
-            if p.names() != names || p.columns().iter().map(ColumnView::data_type).ne(types.iter().copied()) {
+            if !same_columns(p, &sends[0][0]) {
                 return Err(Error::invalid(format!("the part from rank {s} to rank {d} has other columns than the first part")));
             }
         }
@@ -117,7 +130,7 @@ pub(crate) fn all_to_all(cluster: &Cluster, sends: &[Vec<TableView<'_>>]) -> Res
             for (s, c) in parts.iter().enumerate() {
                 let n = c.len();
                 validity_bits.push(match c.validity() {
-                    Some(_) if n > 0 && has_validity => {
+                    Some(_) if n > 0 => {
                         let (r, bit) = bit_range(c.offset(), n);
                         Some((st.alloc::<u8>(r.len())?, bit))
                     }
@@ -208,40 +221,31 @@ pub(crate) fn all_to_all(cluster: &Cluster, sends: &[Vec<TableView<'_>>]) -> Res
         let st = cluster.stream(d);
         st.device().bind_to_thread()?;
         let mut columns = Vec::with_capacity(cols.len());
-        for (k, mut inc) in cols.into_iter().enumerate() {
-            let total: usize = inc.rows.iter().sum();
-            let t = inc.data_type;
-            if let Some(words) = inc.validity.as_mut() {
-                let mut row = 0;
-                for (s, bits) in inc.validity_bits.iter().enumerate() {
-                    let n = inc.rows[s];
-                    let src = bits.as_ref().map(|(b, bit)| (b.view(), *bit));
-                    kernels::copy_bits(st, src.as_ref().map(|(v, _)| v), src.map_or(0, |(_, bit)| bit), n, &mut words.view_mut(), row)?;
-                    row += n;
+        for (k, inc) in cols.into_iter().enumerate() {
+            let Incoming { data_type: t, rows, values, value_bits, offsets, validity, validity_bits } = inc;
+            let total: usize = rows.iter().sum();
+            let validity = match validity {
+                Some(mut words) => {
+                    place_bits(st, &validity_bits, &rows, &mut words)?;
+                    Some(words.into_bytes())
                 }
-            }
-            let mut offsets = None;
-            match t {
+                None => None,
+            };
+            let (values, offsets) = match t {
                 DataType::Boolean => {
-                    let mut words = std::mem::replace(&mut inc.values, st.alloc::<u8>(0)?).cast::<u32>();
-                    let mut row = 0;
-                    for (s, bits) in inc.value_bits.iter().enumerate() {
-                        if let Some((b, bit)) = bits {
-                            kernels::copy_bits(st, Some(&b.view()), *bit, inc.rows[s], &mut words.view_mut(), row)?;
-                        }
-                        row += inc.rows[s];
-                    }
-                    inc.values = words.into_bytes();
+                    let mut words = values.cast::<u32>();
+                    place_bits(st, &value_bits, &rows, &mut words)?;
+                    (words.into_bytes(), None)
                 }
                 DataType::Utf8 | DataType::LargeUtf8 => {
                     let w = offsets_width(t);
                     let mut out = st.alloc::<u8>((total + 1) * w)?;
                     // Each source's offsets but its last, rebased; the last source with rows
                     // writes its last offset too: the end of every source's bytes.
-                    let last = inc.offsets.iter().rposition(Option::is_some);
+                    let last = offsets.iter().rposition(Option::is_some);
                     let mut row = 0;
-                    for (s, piece) in inc.offsets.iter().enumerate() {
-                        let n = inc.rows[s];
+                    for (s, piece) in offsets.iter().enumerate() {
+                        let n = rows[s];
                         if let Some((src, base)) = piece {
                             let end = if Some(s) == last { row + n + 1 } else { row + n };
                             kernels::rebase_offsets(st, &src.view(), w, *base, &mut out.slice_mut(row * w..end * w))?;
@@ -251,12 +255,11 @@ pub(crate) fn all_to_all(cluster: &Cluster, sends: &[Vec<TableView<'_>>]) -> Res
                     if last.is_none() {
                         st.memset_bytes(&mut out.view_mut(), 0)?;
                     }
-                    offsets = Some(out);
+                    (values, Some(out))
                 }
-                _ => {}
-            }
-            let validity = inc.validity.map(DeviceBuffer::into_bytes);
-            columns.push((sends[0][0].names()[k].clone(), Column::from_buffers(t, total, inc.values, offsets, validity)?));
+                _ => (values, None),
+            };
+            columns.push((names[k].clone(), Column::from_buffers(t, total, values, offsets, validity)?));
         }
         tables.push(Table::new(columns)?);
     }

@@ -36,7 +36,7 @@ use crate::cluster::Cluster;
 use crate::exchange::{all_to_all, Exchanged};
 use crate::kernels;
 use crate::skew::{self, SkewPlan};
-use crate::table::DistributedTable;
+use crate::table::{same_columns, DistributedTable};
 
 /// How the rows reach the rank that joins them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,8 @@ pub enum SkewHandling {
 /// waited for).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
-    /// Hashing, the skew check, destinations, partitioning and gathering the parts.
+    /// Hashing, the skew check, destinations, partitioning and gathering the parts (0 for a
+    /// broadcast, whose parts are the inputs).
     pub route: f64,
     /// The all-to-all and assembling the received parts.
     pub exchange: f64,
@@ -290,7 +291,7 @@ impl<'a> DistributedJoin<'a> {
                 return Err(Error::invalid(format!("the {what} table has {} parts for a cluster of {g} ranks", parts.len())));
             }
             for (r, p) in parts.iter().enumerate() {
-                if p.names() != parts[0].names() || p.columns().iter().zip(parts[0].columns()).any(|(a, b)| a.data_type() != b.data_type()) {
+                if !same_columns(p, &parts[0]) {
                     return Err(Error::invalid(format!("part {r} of the {what} table has other columns than part 0")));
                 }
             }
@@ -400,8 +401,8 @@ impl<'a> DistributedJoin<'a> {
             Distribution::Broadcast(side) => {
                 let copied = if side == Side::Left { &left } else { &right };
                 let sends: Vec<Vec<TableView<'_>>> = copied.iter().map(|p| vec![p.clone(); g]).collect();
-                phases.route = t.elapsed().as_secs_f64();
                 let Exchanged { tables, bytes } = all_to_all(cluster, &sends)?;
+                phases.exchange = t.elapsed().as_secs_f64();
                 if side == Side::Left {
                     (Parts::Moved(tables), Parts::InPlace(right), 0, bytes)
                 } else {
@@ -435,9 +436,6 @@ impl<'a> DistributedJoin<'a> {
                 (Parts::Moved(l.tables), Parts::Moved(r.tables), plan.heavy.len(), l.bytes + r.bytes)
             }
         };
-        if matches!(distribution, Distribution::Broadcast(_)) {
-            phases.exchange = t.elapsed().as_secs_f64() - phases.route;
-        }
         Ok(Moved { left, right, filter, distribution, heavy_keys, bytes, phases })
     }
 }

@@ -28,7 +28,7 @@ impl DistributedTable {
     pub fn from_parts(parts: Vec<Table>) -> Result<DistributedTable> {
         let Some(first) = parts.first() else { return Err(Error::invalid("a distributed table of no parts")) };
         for (r, p) in parts.iter().enumerate() {
-            if p.names() != first.names() || p.columns().iter().zip(first.columns()).any(|(a, b)| a.data_type() != b.data_type()) {
+            if !same_columns(&p.view(), &first.view()) {
                 return Err(Error::invalid(format!("part {r} has columns {:?} of other names or types than part 0's {:?}", p.names(), first.names())));
             }
         }
@@ -98,6 +98,11 @@ impl DistributedTable {
     pub fn into_parts(self) -> Vec<Table> {
         self.parts
     }
+}
+
+/// Whether two tables have the same column names and types, in order.
+pub(crate) fn same_columns(a: &TableView<'_>, b: &TableView<'_>) -> bool {
+    a.names() == b.names() && a.columns().iter().zip(b.columns()).all(|(x, y)| x.data_type() == y.data_type())
 }
 
 fn get_bit(bits: &[u8], i: usize) -> bool {
