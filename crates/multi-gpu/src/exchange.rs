@@ -233,7 +233,8 @@ pub(crate) fn all_to_all(cluster: &Cluster, sends: &[Vec<TableView<'_>>]) -> Res
             };
             let (values, offsets) = match t {
                 DataType::Boolean => {
-                    let mut words = values.cast::<u32>();
+                    // The words allocated above as bytes (a whole number of aligned words).
+                    let mut words = values.into_typed::<u32>().map_err(|_| Error::invalid("internal: a Boolean column's received bitmap is not whole 32-bit words"))?;
                     place_bits(st, &value_bits, &rows, &mut words)?;
                     (words.into_bytes(), None)
                 }

@@ -254,7 +254,12 @@ fn zipf_keys(rng: &mut StdRng, n: usize, distinct: usize, s: f64) -> Vec<i64> {
         acc += w / total;
         cdf.push(acc);
     }
-    (0..n).map(|_| cdf.partition_point(|&c| c < rng.gen::<f64>()).min(distinct - 1) as i64).collect()
+    (0..n)
+        .map(|_| {
+            let u = rng.gen::<f64>();
+            cdf.partition_point(|&c| c < u).min(distinct - 1) as i64
+        })
+        .collect()
 }
 
 #[test]
