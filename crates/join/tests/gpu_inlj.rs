@@ -652,10 +652,12 @@ fn null_keys_sizes_zero_one_odd_all_null_every_type() {
         for (si, (nl, nr)) in [(0, 0), (0, 1), (1, 0), (1, 1), (0, 7), (7, 0), (1, 513), (513, 1), (257, 1023), (33, 65)].into_iter().enumerate() {
             let l = column(ty, &codes(&mut rng, nl, 9, Dist::Uniform, false));
             let r = column(ty, &codes(&mut rng, nr, 9, Dist::Uniform, false));
-            // Reduced: two of the five null mixes a size, rotating.
+            // Reduced (compute-sanitizer): one of the five null mixes a size, rotating with the
+            // type, so each type still meets all five over its ten sizes (two a size took this
+            // test past 150 s under memcheck and initcheck once it ran through the front door).
             let mixes = [(30, 30), (100, 0), (0, 100), (100, 100), (50, 101)];
             let k = (ti + si) % 5;
-            let mixes: Vec<(u32, u32)> = if reduced() { vec![mixes[k], mixes[(k + 2) % 5]] } else { mixes.to_vec() };
+            let mixes: Vec<(u32, u32)> = if reduced() { vec![mixes[k]] } else { mixes.to_vec() };
             for (pl, pr) in mixes {
                 // 101: no bitmap on that side.
                 let (vl, vr) = (random_valid(&mut rng, nl, pl), random_valid(&mut rng, nr, pr));
@@ -663,8 +665,10 @@ fn null_keys_sizes_zero_one_odd_all_null_every_type() {
                 let rv = (pr <= 100).then_some(vr.as_slice());
                 check_all_nullable(&s, &l, lv, &r, rv).unwrap_or_else(|e| panic!("{ty:?} {nl} x {nr}, {pl}% / {pr}% null: {e}"));
             }
-            // A bitmap without nulls behaves as none.
-            check_all_nullable(&s, &l, Some(&vec![true; nl]), &r, Some(&vec![true; nr])).unwrap_or_else(|e| panic!("{ty:?} {nl} x {nr} all valid: {e}"));
+            // A bitmap without nulls behaves as none (reduced: every third size, rotating).
+            if !reduced() || (ti + si) % 3 == 0 {
+                check_all_nullable(&s, &l, Some(&vec![true; nl]), &r, Some(&vec![true; nr])).unwrap_or_else(|e| panic!("{ty:?} {nl} x {nr} all valid: {e}"));
+            }
         }
     }
 }
