@@ -625,7 +625,7 @@ if [[ "$1" == --exact ]]; then
   exit 0
 fi
 n=$(echo $TESTS | wc -w)
-echo "running $n tests: size=${{GPUJOIN_TEST_SIZE:-}} args=$*"
+echo "running $n tests: size=${{GPUJOIN_TEST_SIZE:-}} args=$* gpus=${{CUDA_VISIBLE_DEVICES:-all}}"
 echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s"
 "#
             )
@@ -651,6 +651,9 @@ echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered ou
                 "GPUJOIN_SANITIZE_TIMES",
                 "GPUJOIN_SANITIZE_DEADLINE",
                 "GPUJOIN_ROOT",
+                "GPUJOIN_LANES",
+                "GPUJOIN_ALL_GPUS",
+                "CUDA_VISIBLE_DEVICES",
                 "CUDA_HOME",
             ] {
                 c.env_remove(v);
@@ -738,6 +741,17 @@ echo "test result: ok. $n passed; 0 failed; 0 ignored; 0 measured; 0 filtered ou
         let (code, text) = run(&["tests"], &[]);
         assert_eq!(code, Some(0), "{text}");
         assert!(text.trim_end().ends_with("8 passed, 0 failed, 0 skipped"), "{text}");
+        // Lanes: three executables two at a time on the (fake) GPUs 5 and 7, the one matching
+        // GPUJOIN_ALL_GPUS afterwards with every GPU; the same counts, outputs in MANIFEST order.
+        let (code, text) = run(&["tests"], &[("GPUJOIN_LANES", "2"), ("GPUJOIN_ALL_GPUS", "^custom"), ("CUDA_VISIBLE_DEVICES", "5,7")]);
+        let log = read("tests.log");
+        assert_eq!(code, Some(0), "{text}");
+        assert!(text.contains("run.sh: 3 test executables in 2 lanes on GPUs 5 7; then 1 with every GPU"), "{text}");
+        assert!(text.trim_end().ends_with("8 passed, 0 failed, 0 skipped"), "{text}");
+        let at = |s: &str| log.find(s).unwrap_or_else(|| panic!("{s} missing: {log}"));
+        assert!(at("==> tests/good-test-pkg") < at("==> tests/bad-test-pkg") && at("==> tests/unit-lib-pkg") < at("==> tests/custom-test-pkg"), "{log}");
+        assert!(log.contains("args=--show-output gpus=5") && log.contains("args=--show-output gpus=7"), "{log}");
+        assert!(log.contains("running 0 tests: size= args=--show-output gpus=5,7"), "{log}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -14,6 +14,11 @@
 #   GPUJOIN_TIMEOUT      optional limit in seconds for each executable (needs `timeout`);
 #                        sanitize: for each job (one tool, one test), default 240
 #   GPUJOIN_ROOT         the repository root the tests run in (default: the bundle's parent)
+#   GPUJOIN_LANES        tests only: run N test executables at once, lane i on GPU i of those
+#                        visible (CUDA_VISIBLE_DEVICES, else nvidia-smi -L; more lanes than GPUs
+#                        share them in turn); default 1 (one after another). Needs `flock`.
+#   GPUJOIN_ALL_GPUS     with lanes: executables whose name matches this regex (default
+#                        multi_gpu) run afterwards, one at a time, with every GPU visible
 #   GPUJOIN_NCCL_LIB     a folder holding libnccl.so.2 (default: python3's nvidia-nccl-cu13 wheel);
 #                        linked as $TMPDIR/gpujoin-nccl-lib/libnccl.so onto LD_LIBRARY_PATH;
 #                        NCCL_NVLS_ENABLE=0 always
@@ -281,6 +286,58 @@ run_kind() {
     n=$((n + 1))
   done 3<"$BUNDLE/MANIFEST"
   [[ $n -gt 0 ]] || echo "(no $kind executables in this bundle)" | tee -a "$log"
+}
+
+# run_lanes LOG: the test executables GPUJOIN_LANES at a time (see the header), each lane taking
+# the next executable of the MANIFEST until none is left; their outputs go to LOG (and stdout) in
+# MANIFEST order once all have finished, then the GPUJOIN_ALL_GPUS ones run as run_kind would.
+run_lanes() {
+  local log="$1" lanes="$GPUJOIN_LANES" k file dir i line p f s rest
+  local gpus=() queue=() alone=() all_re="${GPUJOIN_ALL_GPUS-multi_gpu}" lanedir
+  if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+    IFS=',' read -r -a gpus <<<"$CUDA_VISIBLE_DEVICES"
+  else
+    mapfile -t gpus < <(nvidia-smi -L 2>/dev/null | sed -nE 's/^GPU ([0-9]+):.*/\1/p')
+  fi
+  [[ ${#gpus[@]} -gt 0 ]] || gpus=(0)
+  while IFS=$'\t' read -r k file dir <&3; do
+    [[ "$k" == tests ]] || continue
+    if [[ -n "$all_re" && "$file" =~ $all_re ]]; then alone+=("$file"$'\t'"$dir"); else queue+=("$file"$'\t'"$dir"); fi
+  done 3<"$BUNDLE/MANIFEST"
+  lanedir="$(mktemp -d)"
+  echo 0 >"$lanedir/next"
+  echo "run.sh: ${#queue[@]} test executables in $lanes lanes on GPUs ${gpus[*]}; then ${#alone[@]} with every GPU"
+  : >"$log"
+  lane() {
+    local l="$1" idx ln
+    while :; do
+      idx=$(flock "$lanedir/next" bash -c 'n=$(cat "$0"); echo $((n + 1)) >"$0"; echo "$n"' "$lanedir/next")
+      [[ $idx -lt ${#queue[@]} ]] || break
+      ln="${queue[$idx]}"
+      (
+        tmp="$(mktemp)"; passed=0; failed=0; skipped=0; summary=()
+        export CUDA_VISIBLE_DEVICES="${gpus[$((l % ${#gpus[@]}))]}"
+        run_one tests "${ln%%$'\t'*}" "${ln#*$'\t'}" "$lanedir/$idx.log" >/dev/null
+        echo "$passed $failed $skipped ${summary[0]}" >"$lanedir/$idx.result"
+        rm -f "$tmp"
+      ) </dev/null
+    done
+  }
+  for ((i = 0; i < lanes; i++)); do lane "$i" & done
+  wait
+  for ((i = 0; i < ${#queue[@]}; i++)); do
+    cat "$lanedir/$i.log" 2>/dev/null | tee -a "$log"
+    line="${queue[$i]}"
+    if read -r p f s rest <"$lanedir/$i.result" 2>/dev/null; then
+      passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s)); summary+=("$rest")
+    else
+      failed=$((failed + 1)); summary+=("$(printf '%-8s %-60s lane ended without a result' tests "${line%%$'\t'*}")")
+    fi
+  done
+  rm -rf "$lanedir"
+  for line in ${alone[@]+"${alone[@]}"}; do
+    run_one tests "${line%%$'\t'*}" "${line#*$'\t'}" "$log" </dev/null
+  done
 }
 
 # ---- sanitize ---------------------------------------------------------------------------------
@@ -716,7 +773,11 @@ if [[ "$what" == sanitize ]]; then
   exit $?
 fi
 if [[ "$what" == tests || "$what" == all ]]; then
-  run_kind tests "$out/tests.log"
+  if [[ "${GPUJOIN_LANES:-1}" =~ ^[0-9]+$ && "${GPUJOIN_LANES:-1}" -gt 1 ]] && command -v flock >/dev/null; then
+    run_lanes "$out/tests.log"
+  else
+    run_kind tests "$out/tests.log"
+  fi
 fi
 if [[ "$what" == benches || "$what" == all ]]; then
   rm -f "$GPUJOIN_BENCH_CSV"
