@@ -335,7 +335,7 @@ run_lanes() {
     fi
   done
   rm -rf "$lanedir"
-  for line in ${alone[@]+"${alone[@]}"}; do
+  for line in "${alone[@]}"; do
     run_one tests "${line%%$'\t'*}" "${line#*$'\t'}" "$log" </dev/null
   done
 }
