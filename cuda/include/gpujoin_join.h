@@ -41,7 +41,10 @@ int gj_j_merge_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, i
 /* Fused two-pass merge join on sorted keys. parts: merge-path partitions of (A, B) with A first
  * on ties and gj_j_merge_tile_items() items per tile. Pass 1 writes each tile's output rows
  * (tile_rows, one per tile), sets *over_cap to 1 if a tile's rows pass `cap` and, when b_match
- * is not NULL, 1 for each B row that has a match.
+ * is not NULL, 1 for each B row that has a match. When `unsorted` is not NULL it also checks
+ * the order of both sides (every adjacent pair, in the same pass): it ORs 1 into *unsorted for a
+ * descent in A, 2 for one in B, 3 where the partitions themselves show unsorted keys (which also
+ * sets *over_cap; the maps of such a pass mean nothing).
  * Pass 2 writes the maps at tile_offsets (exclusive scan of tile_rows, one more entry holding the
  * total); it needs every tile's rows <= 4 * gj_j_merge_tile_items() (else use merge_expand). */
 int64_t gj_j_merge_tile_items(void);
@@ -49,7 +52,7 @@ int64_t gj_j_merge_tile_items(void);
   int gj_j_merge_count_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,               \
                             const int64_t *parts, int keep_unmatched, uint64_t *tile_rows,      \
                             uint8_t *b_match, uint64_t cap, uint32_t *over_cap,                 \
-                            gj_j_stream_t stream);                                              \
+                            uint32_t *unsorted, gj_j_stream_t stream);                          \
   int gj_j_merge_write_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,               \
                             const int64_t *parts, int keep_unmatched,                           \
                             const uint64_t *tile_offsets, const uint32_t *a_rows,               \

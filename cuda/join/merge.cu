@@ -191,14 +191,56 @@ __device__ __forceinline__ uint64_t block_sum(uint64_t v, uint64_t *red) {
   return t;
 }
 
+// Sets bit 0 (A) or 1 (B) of *unsorted for a key below the one before it in this tile's part of
+// its side (the part's first key is compared with the key before the part). Tiles cover both
+// sides without gaps, so together they check every adjacent pair. Reads the keys fused_tile left
+// in shared memory.
+template <class K>
+__device__ __forceinline__ void check_tile_order(const K *a, const K *b, const K *tile_keys, int64_t a0, int na,
+                                                 int64_t b0, int nb, uint32_t *unsorted) {
+  uint32_t bad = 0;
+  for (int i = threadIdx.x; i < na + nb; i += FNT) {
+    const bool in_a = i < na;
+    const int j = in_a ? i : i - na;                 // index within the side's part
+    const int64_t start = in_a ? a0 : b0;
+    if (j == 0 && start == 0) continue;             // the side's first key
+    const K prev = j > 0 ? tile_keys[i - 1] : (in_a ? a[start - 1] : b[start - 1]);
+    if (less(tile_keys[i], prev)) bad |= in_a ? 1u : 2u;
+  }
+  if (bad) atomicOr(unsorted, bad);  // rare: unsorted input only
+}
+
 template <class K>
 __global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
                                                           const int64_t *parts, bool keep_unmatched, uint64_t *tile_rows,
-                                                          uint8_t *b_match, uint64_t cap, uint32_t *over_cap) {
+                                                          uint8_t *b_match, uint64_t cap, uint32_t *over_cap,
+                                                          uint32_t *unsorted) {
   __shared__ FusedShared<K> sh;
+  {
+    // Merge-path partitions of unsorted keys need not be monotone; such a tile would not fit
+    // its shared memory. Block-uniform, before any barrier.
+    const int64_t p0 = parts[blockIdx.x], p1 = parts[blockIdx.x + 1];
+    const int64_t d0 = (int64_t)blockIdx.x * FNV;
+    int64_t d1 = d0 + FNV;
+    if (d1 > a_len + b_len) d1 = a_len + b_len;
+    if (p1 < p0 || (d1 - p1) < (d0 - p0)) {
+      if (threadIdx.x == 0) {
+        if (unsorted) atomicOr(unsorted, 3u);
+        atomicOr(over_cap, 1u);
+        tile_rows[blockIdx.x] = 0;
+      }
+      return;
+    }
+  }
   int64_t a0;
   int na;
   fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, b_match);
+  if (unsorted) {
+    const int64_t d0 = (int64_t)blockIdx.x * FNV;
+    int64_t d1 = d0 + FNV;
+    if (d1 > a_len + b_len) d1 = a_len + b_len;
+    check_tile_order<K>(a, b, sh.keys, a0, na, d0 - a0, (int)(d1 - d0) - na, unsorted);
+  }
   uint64_t s = 0;
   for (int i = threadIdx.x; i < na; i += FNT) {
     uint32_t c = sh.cnt[i];
@@ -275,12 +317,12 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
   extern "C" int gj_j_merge_count_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,          \
                                        const int64_t *parts, int keep_unmatched, uint64_t *tile_rows, \
                                        uint8_t *b_match, uint64_t cap, uint32_t *over_cap,            \
-                                       gj_j_stream_t s) {                                             \
+                                       uint32_t *unsorted, gj_j_stream_t s) {                         \
     int64_t tiles = (a_len + b_len + FNV - 1) / FNV;                                                   \
     if (tiles == 0) return 0;                                                                          \
     fused_count_kernel<K><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(a, a_len, b, b_len, parts,     \
                                                                         keep_unmatched != 0, tile_rows, \
-                                                                        b_match, cap, over_cap);        \
+                                                                        b_match, cap, over_cap, unsorted); \
     return launch_status();                                                                            \
   }                                                                                                    \
   extern "C" int gj_j_merge_write_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,          \

@@ -119,6 +119,19 @@ impl DeviceColumnData {
         })
     }
 
+    /// The values of a fixed-width column as bytes (strings: their bytes, without the offsets).
+    pub fn into_bytes(self) -> DeviceBuffer<u8> {
+        match self {
+            Self::I32(b) => b.into_bytes(),
+            Self::I64(b) => b.into_bytes(),
+            Self::U32(b) => b.into_bytes(),
+            Self::U64(b) => b.into_bytes(),
+            Self::F32(b) => b.into_bytes(),
+            Self::F64(b) => b.into_bytes(),
+            Self::Utf8 { bytes, .. } => bytes,
+        }
+    }
+
     /// Bytes per row of a fixed-width column (`None` for strings).
     pub fn width(&self) -> Option<usize> {
         match self.data_type() {

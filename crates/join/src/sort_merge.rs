@@ -28,7 +28,7 @@ use crate::maps::GatherMaps;
 use crate::trace::Phases;
 use crate::types::{JoinOptions, JoinType, RowId};
 
-type CountFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *mut u64, *mut u8, u64, *mut u32, ffi::gj_j_stream_t) -> i32;
+type CountFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *mut u64, *mut u8, u64, *mut u32, *mut u32, ffi::gj_j_stream_t) -> i32;
 type WriteFn<K> =
     unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *const u64, *const u32, *const u32, *mut u32, *mut u32, ffi::gj_j_stream_t) -> i32;
 
@@ -78,6 +78,32 @@ pub fn sorted_merge_join<K: SortedKey>(stream: &Stream, a: &DeviceView<'_, K>, b
     merge_sorted(stream, a, b, None, None, join_type, false)
 }
 
+/// What [`sorted_merge_join_checked`] found.
+pub(crate) enum CheckedMerge {
+    /// Both sides were sorted: the join.
+    Maps(GatherMaps),
+    /// A side was not sorted ascending (nothing was joined).
+    Unsorted,
+}
+
+/// [`sorted_merge_join`] on keys not known to be sorted, for the join types with both maps
+/// (semi and anti joins are an `InvalidArgument`: check their order first): the order of both
+/// sides is checked in the merge's own counting pass (every adjacent pair; no pass of its own and
+/// no extra host wait).
+pub(crate) fn sorted_merge_join_checked<K: SortedKey>(stream: &Stream, a: &DeviceView<'_, K>, b: &DeviceView<'_, K>, join_type: JoinType) -> Result<CheckedMerge> {
+    check_rows("left", a.len())?;
+    check_rows("right", b.len())?;
+    if !(join_type.has_left_map() && join_type.has_right_map()) {
+        return Err(Error::invalid("internal: the checked sorted merge of a semi or anti join"));
+    }
+    match merge_fused(stream, a, b, None, None, join_type, true)? {
+        Fused::Maps(m) => Ok(CheckedMerge::Maps(m)),
+        Fused::Unsorted => Ok(CheckedMerge::Unsorted),
+        // Sorted (checked), but a tile too large for one block: the general path.
+        Fused::OverCap => merge_sorted(stream, a, b, None, None, join_type, true).map(CheckedMerge::Maps),
+    }
+}
+
 /// [`sorted_merge_join`] with the test-only knobs of [`TestingOptions`](crate::TestingOptions) (of which it reads
 /// `force_general_merge_path`). Only with the feature `testing`.
 #[cfg(feature = "testing")]
@@ -119,7 +145,7 @@ fn merge_sorted<K: SortedKey>(
         return Ok(GatherMaps::new(join_type, empty()?, rows));
     }
     if !force_general {
-        if let Some(maps) = merge_fused(stream, a, b, a_rows, b_rows, join_type)? {
+        if let Fused::Maps(maps) = merge_fused(stream, a, b, a_rows, b_rows, join_type, false)? {
             return Ok(maps);
         }
     }
@@ -185,8 +211,18 @@ fn append_right_rows(stream: &Stream, out_a: &mut DeviceBuffer<u32>, out_b: &mut
     Ok(())
 }
 
+/// What [`merge_fused`] did.
+enum Fused {
+    Maps(GatherMaps),
+    /// A tile's output is too large for one block to expand: take the general path.
+    OverCap,
+    /// The keys were checked and a side is not sorted.
+    Unsorted,
+}
+
 /// Steps 1-4 fused into two passes over merge-path tiles (count, then write), when no tile's
-/// output is too large for one block to expand. `None`: take the general path.
+/// output is too large for one block to expand. `check_order`: the counting pass also checks
+/// that both sides are sorted ascending.
 fn merge_fused<K: SortedKey>(
     stream: &Stream,
     a: &DeviceView<'_, K>,
@@ -194,27 +230,36 @@ fn merge_fused<K: SortedKey>(
     a_rows: Option<&DeviceView<'_, u32>>,
     b_rows: Option<&DeviceView<'_, u32>>,
     join_type: JoinType,
-) -> Result<Option<GatherMaps>> {
+    check_order: bool,
+) -> Result<Fused> {
     let mut ph = Phases::new(stream, "merge_fused");
     // SAFETY: a constant.
     let tile = unsafe { ffi::gj_j_merge_tile_items() } as usize;
     let tiles = (a.len() + b.len()).div_ceil(tile);
     let parts = merge_path_partitions(stream, a, b, tile, true)?;
     let mut tile_rows = stream.alloc::<u64>(tiles)?;
-    let mut over_cap = stream.alloc_zeroed::<u32>(1)?;
+    // [over cap, unsorted sides]
+    let mut flags = stream.alloc_zeroed::<u32>(2)?;
     let mut b_match = if join_type.keeps_unmatched_right() { Some(stream.alloc::<u8>(b.len())?) } else { None };
     let keep = join_type.keeps_unmatched_left() as i32;
     let cap = 4 * tile as u64;
-    let (p, tr, oc) = (parts.view().as_ptr(), tile_rows.view_mut().as_mut_ptr(), over_cap.view_mut().as_mut_ptr());
+    let (p, tr) = (parts.view().as_ptr(), tile_rows.view_mut().as_mut_ptr());
+    let oc = flags.view_mut().as_mut_ptr();
+    // SAFETY: two flag words.
+    let unsorted = if check_order { unsafe { oc.add(1) } } else { std::ptr::null_mut() };
     let bm = b_match.as_mut().map_or(std::ptr::null_mut(), |m| m.view_mut().as_mut_ptr());
     // SAFETY: parts has tiles + 1 entries; tile_rows has tiles; b_match has |B| entries.
-    launch(stream, "merge count", || unsafe { K::COUNT(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, keep, tr, bm, cap, oc, stream.raw()) })?;
+    launch(stream, "merge count", || unsafe { K::COUNT(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, keep, tr, bm, cap, oc, unsorted, stream.raw()) })?;
     ph.mark("partition+count");
     // Tile offsets on the device: offsets[0] = 0, offsets[t + 1] = rows of tiles 0..=t.
     let mut offsets = stream.alloc_zeroed::<u64>(tiles + 1)?;
     inclusive_sum(stream, &tile_rows.view(), &mut offsets.slice_mut(1..))?;
-    if stream.copy_to_host(&over_cap.view())?[0] != 0 {
-        return Ok(None);
+    let [over_cap, unsorted] = <[u32; 2]>::try_from(stream.copy_to_host(&flags.view())?).map_err(|_| Error::invalid("internal: merge flags"))?;
+    if unsorted != 0 {
+        return Ok(Fused::Unsorted);
+    }
+    if over_cap != 0 {
+        return Ok(Fused::OverCap);
     }
     let left_total = stream.copy_to_host(&offsets.slice(tiles..))?[0];
     let right_rows = b_match.map(|m| rows_where(stream, &m.view(), false, b_rows)).transpose()?;
@@ -231,7 +276,7 @@ fn merge_fused<K: SortedKey>(
     }
     ph.mark("write");
     append_right_rows(stream, &mut out_a, &mut out_b, left_total as usize, right_rows)?;
-    Ok(Some(GatherMaps::new(join_type, out_a, out_b)))
+    Ok(Fused::Maps(GatherMaps::new(join_type, out_a, out_b)))
 }
 
 /// Sorts `keys` with row ids `rows` (or `0..n`) on their low `bits` bits, in the keys' and

@@ -570,6 +570,46 @@ fn filters_theta_joins_and_aggregates() {
     assert_eq!(Join::new(JoinType::Inner).tables(&ints, &ints).filter(col_l(0).less(col_r(0))).run(&s).unwrap().rows, 1);
 }
 
+/// An inner `ThetaSorted` join whose selected columns are all 4- and 8-byte numbers without
+/// nulls writes them itself (no maps): the same table, row for row, as the maps path (taken here
+/// with statistics on), and the reference's rows. A nullable selected column takes the maps path.
+#[test]
+fn sorted_theta_join_writes_its_selected_columns_itself() {
+    let Some(s) = stream("sorted_theta_join_writes_its_selected_columns_itself") else { return };
+    let mut rng = StdRng::seed_from_u64(0x7E7A_5E1E);
+    // Column indices: a 0, f 1, s 2, d 3, k 4 (nullable Int64), t 5, n 6 (nullable).
+    let preds: Vec<(&str, Predicate)> = vec![
+        ("inequality", col_l(0).less(col_r(0))),
+        ("band", col_l(0).greater_eq(col_r(0) - lit(2i32)).and(col_l(0).less_eq(col_r(0) + lit(2i32)))),
+        ("float inequality", col_l(1).greater(col_r(1))),
+    ];
+    let selects: [(&[&str], &[&str]); 4] = [(&["a", "f", "d"], &["a", "f"]), (&[], &["d"]), (&["f"], &[]), (&["a"], &["a", "k"])];
+    for (nl, nr) in [(1usize, 1usize), (1, 0), (37, 61), (400, 300), (rows(3000, 600), rows(2000, 400))] {
+        let (hl, hr) = (theta_table(&mut rng, nl), theta_table(&mut rng, nr));
+        let (lt, rt) = (Table::upload(&s, &hl).unwrap(), Table::upload(&s, &hr).unwrap());
+        for (name, pred) in &preds {
+            let pairs = reference_filtered(&hl, &[], &hr, &[], pred, JoinType::Inner, NullEquality::NullEqualsNothing);
+            for (ls, rs) in selects {
+                let what = format!("{name} {nl}x{nr} {ls:?} {rs:?}");
+                let j = Join::new(JoinType::Inner).tables(&lt, &rt).filter(pred.clone()).algorithm(Algorithm::ThetaSorted).select(ls, rs);
+                let direct = j.run(&s).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let by_maps = j.clone().with_stats().run(&s).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(by_maps.maps.is_some(), "{what}");
+                let nullable = rs.contains(&"k");
+                assert_eq!(direct.maps.is_none(), !nullable, "{what}: the join writes the columns itself exactly when none is nullable");
+                assert_eq!((direct.rows, by_maps.rows), (pairs.len() as u64, pairs.len() as u64), "{what}");
+                let (d, m) = (direct.table.to_host().unwrap(), by_maps.table.to_host().unwrap());
+                assert_eq!(d, m, "{what}: the same columns in the same order");
+                let mut got = tuples(&d);
+                got.sort();
+                let mut want = expected_tuples(&pairs, &hl, ls, &hr, rs);
+                want.sort();
+                assert_eq!(got, want, "{what}");
+            }
+        }
+    }
+}
+
 #[test]
 fn join_index_built_once_probed_many_times() {
     use gpujoin_join::plan::JoinIndex;

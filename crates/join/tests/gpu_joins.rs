@@ -721,6 +721,75 @@ fn sorted_merge_join_matches_reference_on_every_shape_and_integer_type() {
     }
 }
 
+/// The sorted merge checks its inputs' order (in the fused path, inside its own counting pass):
+/// one descent anywhere on either side, at merge-path tile boundaries (2048 items a tile) or
+/// within a tile, at the first and the last pair, is refused for every join type on both
+/// paths, naming the side; the same keys sorted join to the reference's row count.
+#[test]
+fn sorted_merge_refuses_one_descent_anywhere() {
+    let Some(s) = stream("sorted_merge_refuses_one_descent_anywhere") else { return };
+    let mut rng = StdRng::seed_from_u64(0x5047_ED02);
+    let big = rows(300_000, 20_000);
+    let shapes: Vec<(usize, usize)> = vec![(2, 2), (3, 1), (2047, 2049), (2048, 4096), (4097, 3), (big, big / 3 + 1), (big / 2 + 1, big)];
+    let sorted_keys = |rng: &mut StdRng, n: usize| -> Vec<i64> {
+        let mut v: Vec<i64> = (0..n).map(|_| rng.gen_range(0..(n as i64 / 2).max(1))).collect();
+        v.sort();
+        v
+    };
+    // Under the sanitizer: the join types of the three kinds of paths (fused, semi/anti, outer).
+    let join_types = pick(JoinType::ALL.to_vec(), vec![JoinType::Inner, JoinType::Full, JoinType::LeftAnti]);
+    let mut refused = 0;
+    for (na, nb) in shapes {
+        let (a, b) = (sorted_keys(&mut rng, na), sorted_keys(&mut rng, nb));
+        for t in [DataType::UInt32, DataType::Int64] {
+            let column = |v: &[i64]| match t {
+                DataType::UInt32 => HostColumn::from_values(v.iter().map(|&x| x as u32).collect::<Vec<u32>>()),
+                _ => HostColumn::from_values(v.iter().map(|&x| x - (1 << 40)).collect::<Vec<i64>>()),
+            };
+            let table = |v: &[i64]| Table::upload(&s, &keys_table(vec![column(v)])).unwrap();
+            let (ha, hb) = (keys_table(vec![column(&a)]), keys_table(vec![column(&b)]));
+            let (ta, tb) = (table(&a), table(&b));
+            for path in MERGE_PATHS {
+                let opts = path.opts(DEFAULT);
+                for jt in JoinType::ALL {
+                    let want = reference_size(&ha, &hb, jt, opts);
+                    let got = front_door(Algorithm::SortedMerge, &ta, &tb, jt, opts).run(&s).unwrap_or_else(|e| panic!("{na} x {nb} {t} sorted, {jt:?}, {path:?}: {e}"));
+                    assert_eq!(got.rows, want, "{na} x {nb} {t} sorted, {jt:?}, {path:?}");
+                }
+            }
+            // One key raised above every other: a descent right after it.
+            for (side, keys) in [(Side::Left, &a), (Side::Right, &b)] {
+                let n = keys.len();
+                if n < 2 {
+                    continue;
+                }
+                let mut positions = vec![0, n - 2, rng.gen_range(0..n - 1)];
+                positions.extend([1023, 2047, 2048, 4095].into_iter().filter(|&p| p + 1 < n));
+                for p in positions {
+                    let mut bad = keys.clone();
+                    bad[p] = n as i64;
+                    let tbad = table(&bad);
+                    let (l, r) = if side == Side::Left { (&tbad, &tb) } else { (&ta, &tbad) };
+                    for path in MERGE_PATHS {
+                        for &jt in &join_types {
+                            let what = format!("{na} x {nb} {t}, {side:?} descent after row {p}, {jt:?}, {path:?}");
+                            match front_door(Algorithm::SortedMerge, l, r, jt, path.opts(DEFAULT)).run(&s) {
+                                Err(Error::Unsupported { reason, .. }) => {
+                                    let named = if side == Side::Left { "the left keys are not sorted (1 descents)" } else { "the right keys are not sorted (1 descents)" };
+                                    assert_eq!(reason, named, "{what}");
+                                    refused += 1;
+                                }
+                                other => panic!("{what}: {:?}", other.map(|o| o.rows)),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(refused > pick(500, 100), "{refused}");
+}
+
 #[test]
 fn sort_merge_join_matches_reference_on_every_shape_and_key_type() {
     let Some(s) = stream("sort_merge_join_matches_reference_on_every_shape_and_key_type") else { return };

@@ -226,7 +226,9 @@ pub struct JoinOutput {
     /// Output rows.
     pub rows: u64,
     /// Gather maps into the input rows (`None` for the clustered gathers, which work with
-    /// positions in the transformed inputs).
+    /// positions in the transformed inputs, and for an inner [`Algorithm::ThetaSorted`] join
+    /// whose selected columns are all 4- and 8-byte numbers without nulls: the join writes them
+    /// itself, in the order its maps would have).
     pub maps: Option<GatherMaps>,
     /// The selected columns of both sides, materialized: left ones first; a column name selected
     /// on both sides is prefixed `left.` / `right.`. Rows without a partner on a side are null
@@ -669,6 +671,9 @@ impl<'a> Join<'a> {
             out.reason = noted(out.reason, note.as_deref());
             return Ok(out);
         }
+        if let Some(out) = self.run_theta_columns(stream, &inputs, algorithm, &reason)? {
+            return Ok(out);
+        }
         let mut clock = if self.stats { Some(crate::common::Clock::start(stream, true)?) } else { None };
         if let Some(c) = clock.as_mut() {
             c.mark(stream)?;
@@ -696,6 +701,39 @@ impl<'a> Join<'a> {
             None => None,
         };
         Ok(JoinOutput { rows: maps.rows(), maps: Some(maps), table, algorithm, reason, stats })
+    }
+
+    /// An inner join by [`Algorithm::ThetaSorted`] whose selected columns are all 4- or 8-byte
+    /// numbers without a validity bitmap: the join writes them itself, in the order of its maps,
+    /// and returns no maps (`None`: take the maps path; also with statistics, an output budget or
+    /// testing options).
+    fn run_theta_columns(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm, reason: &str) -> Result<Option<JoinOutput>> {
+        use DataType::*;
+        let direct = |c: &ColumnView<'_>| c.validity().is_none() && matches!(c.data_type(), Int32 | Date32 | Int64 | Date64 | Timestamp(_) | UInt32 | UInt64 | Float32 | Float64);
+        let selected = i.left_select.iter().chain(&i.right_select);
+        if algorithm != Algorithm::ThetaSorted || self.join_type != JoinType::Inner || self.stats || self.options.output_budget.is_some() || selected.clone().next().is_none() || !selected.clone().all(direct) {
+            return Ok(None);
+        }
+        #[cfg(feature = "testing")]
+        if self.options.testing != crate::types::TestingOptions::DEFAULT {
+            return Ok(None);
+        }
+        let (lt, rt) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
+        let indices = |t: &TableView<'_>, names: &[String]| names.iter().map(|n| t.index_of(n)).collect::<Result<Vec<_>>>();
+        let (li, ri) = (indices(lt, &self.select_left)?, indices(rt, &self.select_right)?);
+        let extra: Vec<(Side, usize)> = li.iter().map(|&c| (Side::Left, c)).chain(ri.iter().map(|&c| (Side::Right, c))).collect();
+        let low = self.lower_theta(stream, &extra)?;
+        let lowered = |index: &[Option<usize>], cols: &[usize]| cols.iter().map(|&c| index[c].ok_or_else(|| Error::invalid("internal: a selected column was not lowered"))).collect::<Result<Vec<_>>>();
+        let (lr, rr) = (lowered(&low.left_index, &li)?, lowered(&low.right_index, &ri)?);
+        let written = crate::theta::sorted::sorted_theta_materialize(stream, &low.left, &low.right, &low.pred, &lr, &rr)?;
+        let rows = written.first().map_or(0, |c| c.len());
+        let mut columns = Vec::with_capacity(written.len());
+        let names = self.select_left.iter().map(|n| (Side::Left, n)).chain(self.select_right.iter().map(|n| (Side::Right, n)));
+        for ((side, name), (data, view)) in names.zip(written.into_iter().zip(selected)) {
+            let other = if side == Side::Left { &self.select_right } else { &self.select_left };
+            columns.push((output_name(side, name, other.iter().any(|o| o == name)), Column::from_buffers(view.data_type(), rows, data.into_bytes(), None, None)?));
+        }
+        Ok(Some(JoinOutput { rows: rows as u64, maps: None, table: Table::new(columns)?, algorithm, reason: reason.to_string(), stats: None }))
     }
 
     /// The gather maps by `algorithm` (not a clustered one).
@@ -1173,27 +1211,50 @@ fn theta_aggregate(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm,
 /// [`crate::TestingOptions`] of `options` reach it (`force_general_merge_path`).
 fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType, options: JoinOptions) -> Result<GatherMaps> {
     let (a, b) = (&i.left_keys[0], &i.right_keys[0]);
-    for (side, c) in [("left", a), ("right", b)] {
-        let d = crate::kernels::table::count_descents(stream, c)?;
-        if d > 0 {
-            return Err(Error::Unsupported { what: "the sorted merge join".into(), reason: format!("the {side} keys are not sorted ({d} descents)") });
+    let unsorted = || -> Result<Error> {
+        for (side, c) in [("left", a), ("right", b)] {
+            let d = crate::kernels::table::count_descents(stream, c)?;
+            if d > 0 {
+                return Ok(Error::Unsupported { what: "the sorted merge join".into(), reason: format!("the {side} keys are not sorted ({d} descents)") });
+            }
+        }
+        Err(Error::invalid("internal: the merge found unsorted keys that count no descents"))
+    };
+    let force_general = options.force_general_merge_path();
+    // The fused merge checks the order in its counting pass; the other paths by a pass first.
+    let fused = !force_general && jt.has_left_map() && jt.has_right_map();
+    if !fused {
+        for c in [a, b] {
+            if crate::kernels::table::count_descents(stream, c)? > 0 {
+                return Err(unsorted()?);
+            }
         }
     }
     let err = || Error::invalid("misaligned key values");
-    fn merge<K: crate::sort_merge::SortedKey>(stream: &Stream, a: &gpujoin_device::DeviceView<'_, K>, b: &gpujoin_device::DeviceView<'_, K>, jt: JoinType, options: JoinOptions) -> Result<GatherMaps> {
+    let merge = |m: Result<crate::sort_merge::CheckedMerge>| -> Result<GatherMaps> {
+        match m? {
+            crate::sort_merge::CheckedMerge::Maps(m) => Ok(m),
+            crate::sort_merge::CheckedMerge::Unsorted => Err(unsorted()?),
+        }
+    };
+    fn go<K: crate::sort_merge::SortedKey>(stream: &Stream, a: &gpujoin_device::DeviceView<'_, K>, b: &gpujoin_device::DeviceView<'_, K>, jt: JoinType, fused: bool, options: JoinOptions) -> Result<crate::sort_merge::CheckedMerge> {
+        use crate::sort_merge::CheckedMerge;
+        if fused {
+            return crate::sort_merge::sorted_merge_join_checked(stream, a, b, jt);
+        }
         #[cfg(feature = "testing")]
         if options.testing != crate::types::TestingOptions::DEFAULT {
-            return crate::sort_merge::sorted_merge_join_with(stream, a, b, jt, options.testing);
+            return crate::sort_merge::sorted_merge_join_with(stream, a, b, jt, options.testing).map(CheckedMerge::Maps);
         }
         let _ = options;
-        crate::sort_merge::sorted_merge_join(stream, a, b, jt)
+        crate::sort_merge::sorted_merge_join(stream, a, b, jt).map(CheckedMerge::Maps)
     }
-    match a.data_type() {
-        DataType::Int32 | DataType::Date32 => merge(stream, &a.typed::<i32>().ok_or_else(err)?, &b.typed::<i32>().ok_or_else(err)?, jt, options),
-        DataType::UInt32 => merge(stream, &a.typed::<u32>().ok_or_else(err)?, &b.typed::<u32>().ok_or_else(err)?, jt, options),
-        DataType::UInt64 => merge(stream, &a.typed::<u64>().ok_or_else(err)?, &b.typed::<u64>().ok_or_else(err)?, jt, options),
-        _ => merge(stream, &a.typed::<i64>().ok_or_else(err)?, &b.typed::<i64>().ok_or_else(err)?, jt, options),
-    }
+    merge(match a.data_type() {
+        DataType::Int32 | DataType::Date32 => go(stream, &a.typed::<i32>().ok_or_else(err)?, &b.typed::<i32>().ok_or_else(err)?, jt, fused, options),
+        DataType::UInt32 => go(stream, &a.typed::<u32>().ok_or_else(err)?, &b.typed::<u32>().ok_or_else(err)?, jt, fused, options),
+        DataType::UInt64 => go(stream, &a.typed::<u64>().ok_or_else(err)?, &b.typed::<u64>().ok_or_else(err)?, jt, fused, options),
+        _ => go(stream, &a.typed::<i64>().ok_or_else(err)?, &b.typed::<i64>().ok_or_else(err)?, jt, fused, options),
+    })
 }
 
 /// Whether the clustered gathers take a selected column as it is: a 4- or 8-byte type without a

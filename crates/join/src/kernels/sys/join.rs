@@ -55,6 +55,7 @@ unsafe extern "C" {
         b_match: *mut u8,
         cap: u64,
         over_cap: *mut u32,
+        unsorted: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -86,6 +87,7 @@ unsafe extern "C" {
         b_match: *mut u8,
         cap: u64,
         over_cap: *mut u32,
+        unsorted: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -117,6 +119,7 @@ unsafe extern "C" {
         b_match: *mut u8,
         cap: u64,
         over_cap: *mut u32,
+        unsorted: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }
@@ -148,6 +151,7 @@ unsafe extern "C" {
         b_match: *mut u8,
         cap: u64,
         over_cap: *mut u32,
+        unsorted: *mut u32,
         stream: gj_j_stream_t,
     ) -> ::std::os::raw::c_int;
 }
