@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use gpujoin_device::{Device, Result, Stream};
 use gpujoin_join::table::{Column, DataType, Table};
+use gpujoin_join::plan::Join;
 use gpujoin_join::JoinType;
 use gpujoin_multi_gpu::{Cluster, DistributedJoin, DistributedTable, Distribution, SkewHandling};
 
@@ -200,7 +201,7 @@ fn main() {
                         continue;
                     }
                 };
-                let join = DistributedJoin::new(JoinType::Inner).on(&r, &["k"], &s, &["k"]).select(&["r1", "r2"], &["s1", "s2"]).distribution(Distribution::Shuffle).skew(SkewHandling::Auto);
+                let join = DistributedJoin::new(Join::new(JoinType::Inner).keys(&["k"], &["k"]).select(&["r1", "r2"], &["s1", "s2"])).on(&r, &s).distribution(Distribution::Shuffle).skew(SkewHandling::Auto);
                 let mut times = Vec::new();
                 let mut last = None;
                 let mut failed = None;

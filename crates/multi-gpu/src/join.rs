@@ -30,7 +30,7 @@ use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_join::plan::{Algorithm, Join, JoinOutput};
 use gpujoin_join::predicate::Predicate;
 use gpujoin_join::table::{ColumnView, Table, TableView};
-use gpujoin_join::{JoinType, NanEquality, NullEquality, Side};
+use gpujoin_join::{NanEquality, NullEquality, Side};
 
 use crate::cluster::Cluster;
 use crate::exchange::{all_to_all, Exchanged};
@@ -97,10 +97,13 @@ pub struct DistributedOutput {
     pub phases: Phases,
 }
 
-/// A join of two distributed tables: the one-table [`Join`]'s options, run across a cluster.
+/// A join of two distributed tables: a one-table [`Join`] (its keys by name, selected columns,
+/// filter, NULL and NaN equality, algorithm and every other option; no tables), run across a
+/// cluster.
 ///
 /// ```no_run
 /// use gpujoin_multi_gpu::{Cluster, DistributedJoin, DistributedTable};
+/// use gpujoin_join::plan::Join;
 /// use gpujoin_join::table::{HostColumn, HostTable};
 /// use gpujoin_join::JoinType;
 /// let cluster = Cluster::all_devices()?;
@@ -112,27 +115,18 @@ pub struct DistributedOutput {
 ///     ("id", HostColumn::from_values(vec![2u64, 3])),
 ///     ("city", HostColumn::utf8(["Oslo", "Rome"])),
 /// ])?)?;
-/// let out = DistributedJoin::new(JoinType::Inner)
-///     .on(&orders, &["cust"], &customers, &["id"])
-///     .select(&["amount"], &["city"])
-///     .run(&cluster)?;
+/// let join = Join::new(JoinType::Inner).keys(&["cust"], &["id"]).select(&["amount"], &["city"]);
+/// let out = DistributedJoin::new(join).on(&orders, &customers).run(&cluster)?;
 /// assert_eq!(out.rows, 3); // (20, Oslo), (30, Oslo), (40, Rome), spread over the ranks
 /// let rows = out.table.to_host()?;
 /// # Ok::<(), gpujoin_device::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct DistributedJoin<'a> {
-    join_type: JoinType,
+    /// Everything but the tables.
+    join: Join<'a>,
     left: Vec<TableView<'a>>,
     right: Vec<TableView<'a>>,
-    left_on: Vec<String>,
-    right_on: Vec<String>,
-    select_left: Vec<String>,
-    select_right: Vec<String>,
-    nulls: NullEquality,
-    nans: NanEquality,
-    filter: Option<Predicate>,
-    algorithm: Algorithm,
     distribution: Distribution,
     skew: SkewHandling,
 }
@@ -169,71 +163,22 @@ fn bytes_of(v: &TableView<'_>) -> u64 {
 }
 
 impl<'a> DistributedJoin<'a> {
-    /// A join of `join_type` (SQL semantics: NULL keys match nothing, NaN matches NaN), every
-    /// option at the one-table [`Join`]'s default, [`Distribution::Auto`] and
-    /// [`SkewHandling::Auto`].
-    pub fn new(join_type: JoinType) -> DistributedJoin<'a> {
-        DistributedJoin {
-            join_type,
-            left: Vec::new(),
-            right: Vec::new(),
-            left_on: Vec::new(),
-            right_on: Vec::new(),
-            select_left: Vec::new(),
-            select_right: Vec::new(),
-            nulls: NullEquality::default(),
-            nans: NanEquality::default(),
-            filter: None,
-            algorithm: Algorithm::Auto,
-            distribution: Distribution::Auto,
-            skew: SkewHandling::Auto,
-        }
+    /// `join` (keys by [`Join::keys`], no tables: any it has are replaced by each rank's part)
+    /// across a cluster, with [`Distribution::Auto`] and [`SkewHandling::Auto`].
+    pub fn new(join: Join<'a>) -> DistributedJoin<'a> {
+        DistributedJoin { join, left: Vec::new(), right: Vec::new(), distribution: Distribution::Auto, skew: SkewHandling::Auto }
     }
 
-    /// The two tables and their key columns (an empty key list on both sides: a theta join on
-    /// [`DistributedJoin::filter`], always a broadcast).
-    pub fn on(self, left: &'a DistributedTable, left_on: &[&str], right: &'a DistributedTable, right_on: &[&str]) -> DistributedJoin<'a> {
-        self.on_parts(left.views(), left_on, right.views(), right_on)
+    /// The two tables (joined on the [`Join`]'s keys; none: a theta join on its filter, always a
+    /// broadcast).
+    pub fn on(self, left: &'a DistributedTable, right: &'a DistributedTable) -> DistributedJoin<'a> {
+        self.on_parts(left.views(), right.views())
     }
 
     /// [`DistributedJoin::on`] over borrowed parts, part `r` on rank `r`'s device.
-    pub fn on_parts(mut self, left: Vec<TableView<'a>>, left_on: &[&str], right: Vec<TableView<'a>>, right_on: &[&str]) -> DistributedJoin<'a> {
+    pub fn on_parts(mut self, left: Vec<TableView<'a>>, right: Vec<TableView<'a>>) -> DistributedJoin<'a> {
         self.left = left;
         self.right = right;
-        self.left_on = left_on.iter().map(|s| s.to_string()).collect();
-        self.right_on = right_on.iter().map(|s| s.to_string()).collect();
-        self
-    }
-
-    /// The columns to output from each side (as [`Join::select`]).
-    pub fn select(mut self, left: &[&str], right: &[&str]) -> DistributedJoin<'a> {
-        self.select_left = left.iter().map(|s| s.to_string()).collect();
-        self.select_right = right.iter().map(|s| s.to_string()).collect();
-        self
-    }
-
-    /// Whether NULL keys equal each other.
-    pub fn null_equality(mut self, e: NullEquality) -> DistributedJoin<'a> {
-        self.nulls = e;
-        self
-    }
-
-    /// Whether NaN keys equal each other.
-    pub fn nan_equality(mut self, e: NanEquality) -> DistributedJoin<'a> {
-        self.nans = e;
-        self
-    }
-
-    /// A non-equi predicate over both tables' columns (indices into the tables' columns, as for
-    /// [`Join::filter`]), applied to the pairs whose keys match.
-    pub fn filter(mut self, p: Predicate) -> DistributedJoin<'a> {
-        self.filter = Some(p);
-        self
-    }
-
-    /// The algorithm of every rank's local join (default `Auto`: each rank chooses).
-    pub fn algorithm(mut self, a: Algorithm) -> DistributedJoin<'a> {
-        self.algorithm = a;
         self
     }
 
@@ -249,29 +194,31 @@ impl<'a> DistributedJoin<'a> {
         self
     }
 
-    fn local_join<'b>(&self, l: TableView<'b>, r: TableView<'b>, filter: Option<&Predicate>) -> Join<'b> {
-        let lk: Vec<&str> = self.left_on.iter().map(String::as_str).collect();
-        let rk: Vec<&str> = self.right_on.iter().map(String::as_str).collect();
-        let ls: Vec<&str> = self.select_left.iter().map(String::as_str).collect();
-        let rs: Vec<&str> = self.select_right.iter().map(String::as_str).collect();
-        let mut j = Join::new(self.join_type).on(l, &lk, r, &rk).select(&ls, &rs).null_equality(self.nulls).nan_equality(self.nans).algorithm(self.algorithm);
-        if let Some(f) = filter {
-            j = j.filter(f.clone());
+    /// The local join of one rank's parts, `filter` in place of the join's own (its columns
+    /// renumbered for the parts that moved).
+    fn local_join<'b>(&self, l: TableView<'b>, r: TableView<'b>, filter: Option<&Predicate>) -> Join<'b>
+    where
+        'a: 'b,
+    {
+        let j: Join<'b> = self.join.clone();
+        let j = j.tables(l, r);
+        match filter {
+            Some(f) => j.filter(f.clone()),
+            None => j,
         }
-        j
     }
 
     /// The columns of each side the join reads, in table order (at least one a side).
     fn needed(&self, side: Side, names: &[String]) -> Vec<usize> {
         let (keys, select) = match side {
-            Side::Left => (&self.left_on, &self.select_left),
-            Side::Right => (&self.right_on, &self.select_right),
+            Side::Left => (self.join.key_names().0, self.join.selected().0),
+            Side::Right => (self.join.key_names().1, self.join.selected().1),
         };
         let mut used = vec![false; names.len()];
         for (i, n) in names.iter().enumerate() {
             used[i] = keys.contains(n) || select.contains(n);
         }
-        if let Some(f) = &self.filter {
+        if let Some(f) = self.join.filter_predicate() {
             f.for_each_column(&mut |s, i| {
                 if s == side && i < used.len() {
                     used[i] = true;
@@ -298,21 +245,22 @@ impl<'a> DistributedJoin<'a> {
         }
         // Everything the one-table join checks (columns, types, algorithm, filter), before any
         // device work.
-        self.local_join(self.left[0].clone(), self.right[0].clone(), self.filter.as_ref()).explain()?;
+        self.local_join(self.left[0].clone(), self.right[0].clone(), self.join.filter_predicate()).explain()?;
         Ok(())
     }
 
     fn resolve(&self, g: usize, left: &[TableView<'_>], right: &[TableView<'_>]) -> Result<Distribution> {
-        let keyless = self.left_on.is_empty();
+        let keyless = self.join.key_names().0.is_empty();
+        let join_type = self.join.join_type();
         let refuse = |side: Side| Error::Unsupported {
-            what: format!("broadcasting the {side:?} side of a {:?} join across GPUs", self.join_type),
+            what: format!("broadcasting the {side:?} side of a {:?} join across GPUs", join_type),
             reason: format!("the join reports {side:?} rows without a partner, which every GPU would report"),
         };
         match self.distribution {
             _ if g == 1 => Ok(Distribution::Local),
             Distribution::Local => Err(Error::invalid(format!("a local join on a cluster of {g} ranks"))),
             Distribution::Broadcast(side) => {
-                if skew::replicable(self.join_type, side) {
+                if skew::replicable(join_type, side) {
                     Ok(Distribution::Broadcast(side))
                 } else {
                     Err(refuse(side))
@@ -324,11 +272,11 @@ impl<'a> DistributedJoin<'a> {
                 let (bl, br): (u64, u64) = (left.iter().map(bytes_of).sum(), right.iter().map(bytes_of).sum());
                 let (small, small_bytes) = if br <= bl { (Side::Right, br) } else { (Side::Left, bl) };
                 let other = if small == Side::Right { Side::Left } else { Side::Right };
-                let pick = [small, other].into_iter().find(|&s| skew::replicable(self.join_type, s));
+                let pick = [small, other].into_iter().find(|&s| skew::replicable(join_type, s));
                 if keyless {
                     return pick.map(Distribution::Broadcast).ok_or_else(|| refuse(small));
                 }
-                if skew::replicable(self.join_type, small) && (g as u64) * small_bytes < bl + br {
+                if skew::replicable(join_type, small) && (g as u64) * small_bytes < bl + br {
                     Ok(Distribution::Broadcast(small))
                 } else {
                     Ok(Distribution::Shuffle)
@@ -387,7 +335,7 @@ impl<'a> DistributedJoin<'a> {
             parts.iter().map(|p| TableView::new(cols.iter().map(|&i| (names[i].clone(), p.columns()[i])).collect())).collect()
         };
         let (left, right) = (project(&self.left, &lc, &ln)?, project(&self.right, &rc, &rn)?);
-        let filter = self.filter.as_ref().map(|f| {
+        let filter = self.join.filter_predicate().map(|f| {
             f.map_columns(&|side, i| {
                 let cols = if side == Side::Left { &lc } else { &rc };
                 cols.iter().position(|&c| c == i).unwrap_or(i)
@@ -410,15 +358,17 @@ impl<'a> DistributedJoin<'a> {
                 }
             }
             Distribution::Shuffle => {
-                let lk: Vec<usize> = self.left_on.iter().map(|k| left[0].index_of(k)).collect::<Result<_>>()?;
-                let rk: Vec<usize> = self.right_on.iter().map(|k| right[0].index_of(k)).collect::<Result<_>>()?;
-                let lh = hash_side(cluster, &left, &lk, self.nulls, self.nans)?;
-                let rh = hash_side(cluster, &right, &rk, self.nulls, self.nans)?;
+                let (lon, ron) = self.join.key_names();
+                let lk: Vec<usize> = lon.iter().map(|k| left[0].index_of(k)).collect::<Result<_>>()?;
+                let rk: Vec<usize> = ron.iter().map(|k| right[0].index_of(k)).collect::<Result<_>>()?;
+                let o = self.join.options();
+                let lh = hash_side(cluster, &left, &lk, o.null_equality, o.nan_equality)?;
+                let rh = hash_side(cluster, &right, &rk, o.null_equality, o.nan_equality)?;
                 let plan = match self.skew {
                     SkewHandling::Auto => {
                         let (ls, rs) = (sample_side(cluster, &lh)?, sample_side(cluster, &rh)?);
                         let rows = |p: &[TableView<'_>]| p.iter().map(|t| t.rows() as u64).sum::<u64>();
-                        skew::plan(&ls, rows(&left), &rs, rows(&right), g, self.join_type)
+                        skew::plan(&ls, rows(&left), &rs, rows(&right), g, self.join.join_type())
                     }
                     SkewHandling::Off => SkewPlan::default(),
                 };

@@ -11,7 +11,7 @@
 
 use gpujoin_device::testing::{device_or_skip, pick, reduced, report_skip};
 use gpujoin_device::{Device, Error};
-use gpujoin_join::plan::Algorithm;
+use gpujoin_join::plan::{Algorithm, Join};
 use gpujoin_join::predicate::{col_l, col_r, CmpOp, Predicate};
 use gpujoin_join::table::{HostColumn, HostTable};
 use gpujoin_join::{JoinType, NanEquality, NullEquality, Side};
@@ -129,10 +129,11 @@ fn check(c: &Case<'_>, want: &[String], count: bool) {
     let (l, r) = (DistributedTable::scatter(c.cluster, c.left).expect("scatter"), DistributedTable::scatter(c.cluster, c.right).expect("scatter"));
     let k = names(c.keys);
     let (ls, rs) = selected(c.jt);
-    let mut j = DistributedJoin::new(c.jt).on(&l, k, &r, k).select(ls, rs).null_equality(c.nulls).nan_equality(c.nans).distribution(c.distribution);
+    let mut j = Join::new(c.jt).keys(k, k).select(ls, rs).null_equality(c.nulls).nan_equality(c.nans);
     if let Some(f) = &c.filter {
         j = j.filter(f.clone());
     }
+    let j = DistributedJoin::new(j).on(&l, &r).distribution(c.distribution);
     let out = j.run(c.cluster).unwrap_or_else(|e| panic!("{what}: {e}"));
     let host = out.table.to_host().unwrap_or_else(|e| panic!("{what}: gathering: {e}"));
     assert_eq!(out.rows, want.len() as u64, "{what}: rows");
@@ -228,7 +229,7 @@ fn filters_and_theta_joins() {
         for jt in JoinType::ALL {
             let (ls, rs) = selected(jt);
             let ls: Vec<&str> = ls.iter().copied().filter(|&c| c != "k").collect();
-            let run = DistributedJoin::new(jt).on(&l, &[], &r, &[]).select(&ls, rs).filter(filter.clone()).run(&cluster);
+            let run = DistributedJoin::new(Join::new(jt).select(&ls, rs).filter(filter.clone())).on(&l, &r).run(&cluster);
             let full = jt == JoinType::Full;
             match run {
                 Err(Error::Unsupported { .. }) if full && g > 1 => continue,
@@ -274,7 +275,7 @@ fn skewed_keys_are_spread_so_no_rank_gets_more_than_one_and_a_half_shares() {
             let cluster = Cluster::on_one_device(dev.ordinal(), g).unwrap();
             let (l, r) = (DistributedTable::scatter(&cluster, &pk).unwrap(), DistributedTable::scatter(&cluster, &fk).unwrap());
             for skew in [SkewHandling::Auto, SkewHandling::Off] {
-                let out = DistributedJoin::new(JoinType::Inner).on(&l, &["k"], &r, &["k"]).select(&["v"], &["w"]).distribution(Distribution::Shuffle).skew(skew).run(&cluster).unwrap();
+                let out = DistributedJoin::new(Join::new(JoinType::Inner).keys(&["k"], &["k"]).select(&["v"], &["w"])).on(&l, &r).distribution(Distribution::Shuffle).skew(skew).run(&cluster).unwrap();
                 assert_eq!(out.rows, ns as u64, "zipf {s}, {g} ranks, {skew:?}");
                 let want = table_reference::rows_of_pairs(&table_reference::equi_join(&pk, &["k"], &fk, &["k"], JoinType::Inner, NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan), &pk, &["v"], &fk, &["w"]);
                 assert_eq!(table_reference::rows_of_table(&out.table.to_host().unwrap()), want, "zipf {s}, {g} ranks, {skew:?}");
@@ -289,7 +290,7 @@ fn skewed_keys_are_spread_so_no_rank_gets_more_than_one_and_a_half_shares() {
             // Other join types: those that may copy the primary-key side split the heavy keys
             // too; the others leave them to the hash. Either way the counts are exact.
             for jt in [JoinType::Left, JoinType::Right, JoinType::RightSemi, JoinType::LeftAnti] {
-                let out = DistributedJoin::new(jt).on(&l, &["k"], &r, &["k"]).distribution(Distribution::Shuffle).run(&cluster).unwrap();
+                let out = DistributedJoin::new(Join::new(jt).keys(&["k"], &["k"])).on(&l, &r).distribution(Distribution::Shuffle).run(&cluster).unwrap();
                 let want = table_reference::equi_join_count(&pk, &["k"], &fk, &["k"], jt, NullEquality::NullEqualsNothing, NanEquality::NanEqualsNan);
                 assert_eq!(out.rows, want, "zipf {s}, {g} ranks, {jt:?}");
             }
@@ -308,7 +309,7 @@ fn the_gathered_output_is_deterministic_and_in_rank_order() {
         for jt in [JoinType::Inner, JoinType::Full, JoinType::LeftSemi] {
             let (ls, rs) = selected(jt);
             for algorithm in [Algorithm::Auto, Algorithm::SortMerge(gpujoin_join::plan::Gather::Unclustered)] {
-                let run = || DistributedJoin::new(jt).on(&l, &["k"], &r, &["k"]).select(ls, rs).algorithm(algorithm).run(&cluster).unwrap();
+                let run = || DistributedJoin::new(Join::new(jt).keys(&["k"], &["k"]).select(ls, rs).algorithm(algorithm)).on(&l, &r).run(&cluster).unwrap();
                 let (a, b) = (run(), run());
                 let (ha, hb) = (a.table.to_host().unwrap(), b.table.to_host().unwrap());
                 assert_eq!(ordered_rows(&ha), ordered_rows(&hb), "{g} ranks, {jt:?}, {algorithm:?}: two runs differ");
@@ -334,15 +335,15 @@ fn bad_input_is_a_typed_error_before_any_device_work() {
     let three = Cluster::on_one_device(dev.ordinal(), 3).unwrap();
     let t = table(&mut rng, 50, Keys::Int, 10, 1);
     let (a, b) = (DistributedTable::scatter(&two, &t).unwrap(), DistributedTable::scatter(&two, &t).unwrap());
-    let e = DistributedJoin::new(JoinType::Inner).on(&a, &["k"], &b, &["k"]).run(&three).err();
+    let e = DistributedJoin::new(Join::new(JoinType::Inner).keys(&["k"], &["k"])).on(&a, &b).run(&three).err();
     assert!(matches!(e, Some(Error::InvalidArgument(_))), "{e:?}");
-    let e = DistributedJoin::new(JoinType::Inner).on(&a, &["nope"], &b, &["k"]).run(&two).err();
+    let e = DistributedJoin::new(Join::new(JoinType::Inner).keys(&["nope"], &["k"])).on(&a, &b).run(&two).err();
     assert!(matches!(e, Some(Error::UnknownColumn { .. })), "{e:?}");
-    let e = DistributedJoin::new(JoinType::Inner).on(&a, &["k"], &b, &["s"]).run(&two).err();
+    let e = DistributedJoin::new(Join::new(JoinType::Inner).keys(&["k"], &["s"])).on(&a, &b).run(&two).err();
     assert!(matches!(e, Some(Error::TypeMismatch { .. })), "{e:?}");
-    let e = DistributedJoin::new(JoinType::Left).on(&a, &["k"], &b, &["k"]).distribution(Distribution::Broadcast(Side::Left)).run(&two).err();
+    let e = DistributedJoin::new(Join::new(JoinType::Left).keys(&["k"], &["k"])).on(&a, &b).distribution(Distribution::Broadcast(Side::Left)).run(&two).err();
     assert!(matches!(e, Some(Error::Unsupported { .. })), "{e:?}");
-    let e = DistributedJoin::new(JoinType::Inner).on(&a, &[], &b, &[]).distribution(Distribution::Shuffle).run(&two).err();
+    let e = DistributedJoin::new(Join::new(JoinType::Inner)).on(&a, &b).distribution(Distribution::Shuffle).run(&two).err();
     assert!(matches!(e, Some(Error::Unsupported { .. })), "{e:?}");
 }
 
@@ -377,7 +378,7 @@ fn every_gpu_over_nccl() {
     let (left, right) = (table(&mut rng, 5000, Keys::Composite, 400, 1), table(&mut rng, 7000, Keys::Composite, 400, 2));
     let out = |c: &Cluster| {
         let (l, r) = (DistributedTable::scatter(c, &left).unwrap(), DistributedTable::scatter(c, &right).unwrap());
-        let o = DistributedJoin::new(JoinType::Full).on(&l, &["k", "k2"], &r, &["k", "k2"]).select(&["p", "s"], &["p", "b"]).algorithm(Algorithm::SortMerge(gpujoin_join::plan::Gather::Unclustered)).run(c).unwrap();
+        let o = DistributedJoin::new(Join::new(JoinType::Full).keys(&["k", "k2"], &["k", "k2"]).select(&["p", "s"], &["p", "b"]).algorithm(Algorithm::SortMerge(gpujoin_join::plan::Gather::Unclustered))).on(&l, &r).run(c).unwrap();
         let host = ordered_rows(&o.table.to_host().unwrap());
         let last = c.size() - 1;
         assert_eq!(ordered_rows(&o.table.gather_to(c, last).unwrap().to_host().unwrap()), host, "gathered onto rank {last} ({})", c.transport());

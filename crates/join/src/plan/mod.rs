@@ -294,10 +294,49 @@ impl<'a> Join<'a> {
         }
     }
 
-    /// The two tables of a join without key columns (a theta join on [`Join::filter`], or the
-    /// Cartesian product without one).
-    pub fn tables(self, left: impl Into<TableView<'a>>, right: impl Into<TableView<'a>>) -> Join<'a> {
-        self.on(left, &[], right, &[])
+    /// The two tables, keeping the key columns given by [`Join::keys`] (none by default: a
+    /// theta join on [`Join::filter`], or the Cartesian product without one).
+    pub fn tables(mut self, left: impl Into<TableView<'a>>, right: impl Into<TableView<'a>>) -> Join<'a> {
+        self.left = Some(left.into());
+        self.right = Some(right.into());
+        self
+    }
+
+    /// The key columns by name (pairwise equal), for a join whose tables come later
+    /// ([`Join::tables`], or a join run elsewhere, such as across GPUs); [`Join::on`] gives both
+    /// at once.
+    ///
+    /// `Join::new(JoinType::Inner).keys(&["cust"], &["id"]).tables(&orders, &customers)` is
+    /// `Join::new(JoinType::Inner).on(&orders, &["cust"], &customers, &["id"])`.
+    pub fn keys(mut self, left_on: &[&str], right_on: &[&str]) -> Join<'a> {
+        self.left_on = left_on.iter().map(|s| s.to_string()).collect();
+        self.right_on = right_on.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The join type.
+    pub fn join_type(&self) -> JoinType {
+        self.join_type
+    }
+
+    /// The key column names of the left and right tables.
+    pub fn key_names(&self) -> (&[String], &[String]) {
+        (&self.left_on, &self.right_on)
+    }
+
+    /// The selected column names of the left and right tables.
+    pub fn selected(&self) -> (&[String], &[String]) {
+        (&self.select_left, &self.select_right)
+    }
+
+    /// The filter, if any.
+    pub fn filter_predicate(&self) -> Option<&Predicate> {
+        self.filter.as_ref()
+    }
+
+    /// The options: NULL and NaN equality, output budget, statistics.
+    pub fn options(&self) -> JoinOptions {
+        self.options
     }
 
     /// A predicate the output pairs must also pass (after the keys), over the columns of the
@@ -321,12 +360,8 @@ impl<'a> Join<'a> {
     }
 
     /// The two tables and their key columns (pairwise equal).
-    pub fn on(mut self, left: impl Into<TableView<'a>>, left_on: &[&str], right: impl Into<TableView<'a>>, right_on: &[&str]) -> Join<'a> {
-        self.left = Some(left.into());
-        self.right = Some(right.into());
-        self.left_on = left_on.iter().map(|s| s.to_string()).collect();
-        self.right_on = right_on.iter().map(|s| s.to_string()).collect();
-        self
+    pub fn on(self, left: impl Into<TableView<'a>>, left_on: &[&str], right: impl Into<TableView<'a>>, right_on: &[&str]) -> Join<'a> {
+        self.keys(left_on, right_on).tables(left, right)
     }
 
     /// The columns of each side to materialize into [`JoinOutput::table`] (none by default).
