@@ -7,7 +7,8 @@ use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Error, Result, Stream};
 
 use crate::kernels::sys::join as ffi;
-use crate::types::{JoinOptions, KeyType, NullEquality, MAX_KEY_COLUMNS};
+use crate::table::DataType;
+use crate::types::{JoinOptions, NullEquality, MAX_KEY_COLUMNS};
 
 /// A borrowed key column of one of the supported types.
 #[derive(Clone, Copy)]
@@ -52,15 +53,24 @@ impl DeviceColumn<'_> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Element type.
-    pub fn key_type(&self) -> KeyType {
+    /// Element type (the table model's: `Int32`, `Int64`, `UInt32`, `UInt64`, `Float32` or
+    /// `Float64`).
+    pub fn data_type(&self) -> DataType {
         match self {
-            DeviceColumn::I32(_) => KeyType::I32,
-            DeviceColumn::I64(_) => KeyType::I64,
-            DeviceColumn::U32(_) => KeyType::U32,
-            DeviceColumn::U64(_) => KeyType::U64,
-            DeviceColumn::F32(_) => KeyType::F32,
-            DeviceColumn::F64(_) => KeyType::F64,
+            DeviceColumn::I32(_) => DataType::Int32,
+            DeviceColumn::I64(_) => DataType::Int64,
+            DeviceColumn::U32(_) => DataType::UInt32,
+            DeviceColumn::U64(_) => DataType::UInt64,
+            DeviceColumn::F32(_) => DataType::Float32,
+            DeviceColumn::F64(_) => DataType::Float64,
+        }
+    }
+
+    /// Bytes per element (4 or 8).
+    pub fn width(&self) -> usize {
+        match self {
+            DeviceColumn::I32(_) | DeviceColumn::U32(_) | DeviceColumn::F32(_) => 4,
+            _ => 8,
         }
     }
 }
@@ -134,12 +144,8 @@ impl<'a> Keys<'a> {
             return Err(Error::invalid(format!("left has {} key columns, right {}", self.columns.len(), other.columns.len())));
         }
         for (i, (a, b)) in self.columns.iter().zip(&other.columns).enumerate() {
-            if a.values.key_type() != b.values.key_type() {
-                return Err(Error::invalid(format!(
-                    "key column {i}: left is {:?}, right is {:?}",
-                    a.values.key_type(),
-                    b.values.key_type()
-                )));
+            if a.values.data_type() != b.values.data_type() {
+                return Err(Error::invalid(format!("key column {i}: left is {}, right is {}", a.values.data_type(), b.values.data_type())));
             }
         }
         Ok(())
@@ -176,7 +182,7 @@ impl KeyPlan {
     pub fn new(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions, budget: u32) -> KeyPlan {
         let nullable = left.columns.iter().chain(&right.columns).any(|c| c.validity.is_some());
         let null_equal = nullable && opts.null_equality == NullEquality::NullEqualsNull;
-        let bits: u32 = left.columns.iter().map(|c| c.values.key_type().width() as u32 * 8 + null_equal as u32).sum();
+        let bits: u32 = left.columns.iter().map(|c| c.values.width() as u32 * 8 + null_equal as u32).sum();
         KeyPlan {
             exact: bits <= budget,
             bits: if bits <= budget { bits } else { 64 },
@@ -211,7 +217,7 @@ pub(crate) fn images(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<
         })?;
         columns.push(img);
     }
-    let widths: Vec<i32> = keys.columns.iter().map(|c| c.values.key_type().width() as i32 * 8).collect();
+    let widths: Vec<i32> = keys.columns.iter().map(|c| c.values.width() as i32 * 8).collect();
     let mut derived = stream.alloc::<u64>(n)?;
     let mut never_match = stream.alloc::<u8>(n)?;
     let ptr = |i: usize| columns.get(i).map_or(std::ptr::null(), |b: &DeviceBuffer<u64>| b.view().as_ptr());

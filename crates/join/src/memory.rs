@@ -119,7 +119,7 @@
 use crate::hash_join::Materialization;
 use crate::keys::{DeviceColumn, Keys};
 use crate::maps::Side;
-use crate::types::{JoinType, KeyType};
+use crate::types::JoinType;
 use crate::wide::{Algorithm, Output};
 
 /// The fixed part of the allowance [`working_bytes`] adds to every formula: small buffers
@@ -159,8 +159,8 @@ impl KeyShape {
         let cols = keys.columns();
         KeyShape {
             columns: cols.len() as u32,
-            bytes: cols.iter().map(|c| c.values.key_type().width() as u32).sum(),
-            floats: cols.iter().any(|c| matches!(c.values.key_type(), KeyType::F32 | KeyType::F64)),
+            bytes: cols.iter().map(|c| c.values.width() as u32).sum(),
+            floats: cols.iter().any(|c| c.values.data_type().is_float()),
             nullable: cols.iter().any(|c| c.validity.is_some()),
         }
     }
@@ -208,7 +208,7 @@ impl Payloads {
 
     /// The payload columns of a side.
     pub fn of(columns: &[DeviceColumn<'_>]) -> Payloads {
-        let widths: Vec<u32> = columns.iter().map(|c| c.key_type().width() as u32).collect();
+        let widths: Vec<u32> = columns.iter().map(|c| c.width() as u32).collect();
         Payloads::of_widths(&widths)
     }
 

@@ -277,26 +277,5 @@ impl Default for TestingOptions {
     }
 }
 
-/// The element type of a key column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum KeyType {
-    I32,
-    I64,
-    U32,
-    U64,
-    F32,
-    F64,
-}
-
-impl KeyType {
-    /// Width in bytes.
-    pub fn width(self) -> usize {
-        match self {
-            KeyType::I32 | KeyType::U32 | KeyType::F32 => 4,
-            _ => 8,
-        }
-    }
-}
-
 /// Composite keys have at most this many columns.
 pub const MAX_KEY_COLUMNS: usize = 4;

@@ -185,11 +185,11 @@ impl Features {
         Features {
             build_rows: l.min(r),
             probe_rows: l.max(r),
-            key_bytes: cols.iter().map(|c| c.values.key_type().width() as u32).sum(),
+            key_bytes: cols.iter().map(|c| c.values.width() as u32).sum(),
             payload_columns: (lp.len() + rp.len()) as u32,
             max_side_payloads: lp.len().max(rp.len()) as u32,
             probe_payloads: if l <= r { rp.len() } else { lp.len() } as u32,
-            eight_byte_payloads: lp.iter().chain(rp).filter(|c| c.key_type().width() == 8).count() as u32,
+            eight_byte_payloads: lp.iter().chain(rp).filter(|c| c.width() == 8).count() as u32,
             simple_keys: simple,
             hashed_keys: !KeyPlan::new(left.keys(), right.keys(), opts.keys, 64).exact,
             keys_may_match_nothing: may_match_nothing,
