@@ -11,7 +11,7 @@
 //! the selected columns through the pairs' maps; the old row writes them directly).
 mod common;
 
-use gpujoin::join::device_relation::{DeviceColumnData, DeviceRelation};
+use gpujoin::join::device_relation::DeviceRelation;
 use gpujoin::join::plan::{Algorithm, Join};
 use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation, Side};
 use gpujoin::join::table::{HostColumn, HostTable, Table, Value};
@@ -92,7 +92,7 @@ fn main() {
         let cols = sorted_theta_materialize(&s, &dr, &dt, &pred, &[0], &[0, 1]).unwrap();
         assert!(cols.iter().all(|c| c.len() as u64 == rows));
         // Spot check: every output row satisfies R.a > S.a.
-        if let (DeviceColumnData::I32(ra), DeviceColumnData::I32(sa)) = (&cols[0], &cols[1]) {
+        if let (Some(ra), Some(sa)) = (cols[0].view().typed::<i32>(), cols[1].view().typed::<i32>()) {
             let n = (rows as usize).min(1 << 16);
             let (ra, sa) = (s.copy_to_host(&ra.slice(..n)).unwrap(), s.copy_to_host(&sa.slice(..n)).unwrap());
             assert!(ra.iter().zip(&sa).all(|(a, b)| a > b));

@@ -1,6 +1,11 @@
-//! Device-resident relations for the theta, nested-loop and indexed nested-loop joins (issue 5):
-//! the device image of a host [`Relation`], column by column, strings in Arrow's large-string
-//! layout (`i64` offsets, `offsets.len() == rows + 1`, plus the bytes).
+//! Device relations of the theta, nested-loop and indexed nested-loop joins (issue 5): columns
+//! of the table model ([`ColumnView`]) in one of the kernels' physical types, read in place
+//! where a table's column already has one and converted once (an owned [`Column`]) otherwise.
+//!
+//! The kernels' types ([`kernel_type`]): `Int32`, `Date32` (as `i32`); `Int64`, `Date64`,
+//! `Timestamp` (`i64`); `UInt32`; `UInt64`; `Float32`; `Float64`; `LargeUtf8` (Arrow's
+//! large-string layout: `i64` offsets and the bytes). Any offset, any validity bitmap (the
+//! kernels read the values of every row; the caller handles NULLs).
 //!
 //! ```no_run
 //! use gpujoin_join::device_relation::DeviceRelation;
@@ -9,162 +14,79 @@
 //! let host = Relation::new(vec![ColumnData::I32(vec![3, 1]), ColumnData::utf8(["a", "bc"])])?;
 //! let dev = DeviceRelation::upload(stream, &host)?;
 //! assert_eq!(dev.rows(), 2);
-//! assert_eq!(dev.to_host()?, host);
+//! assert_eq!(dev.to_host(stream)?, host);
 //! # Ok(()) }
 //! ```
 
-use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
+use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
-use crate::keys::DeviceColumn;
-use crate::maps::{gather_column, Payload};
-use crate::predicate::{ColumnData, DataType, Relation};
+use crate::predicate::{ColumnData, DataType as KernelType, Relation};
+use crate::table::{Column, ColumnView, DataType, HostColumn};
 
-/// One device column of a [`DeviceRelation`].
-pub enum DeviceColumnData {
-    I32(DeviceBuffer<i32>),
-    I64(DeviceBuffer<i64>),
-    U32(DeviceBuffer<u32>),
-    U64(DeviceBuffer<u64>),
-    F32(DeviceBuffer<f32>),
-    F64(DeviceBuffer<f64>),
-    /// String `i` is `bytes[offsets[i]..offsets[i + 1]]`.
-    Utf8 { offsets: DeviceBuffer<i64>, bytes: DeviceBuffer<u8> },
+/// The kernels' type of a column of `t`; `None` for a type a relation must convert first
+/// (`Int8`, `Int16`, `UInt8`, `UInt16`, `Boolean`, `Utf8`, `Decimal128`).
+///
+/// `kernel_type(DataType::Date32)` is `Some(KernelType::I32)`; `kernel_type(DataType::Utf8)` is
+/// `None` (its offsets are 32-bit).
+pub fn kernel_type(t: DataType) -> Option<KernelType> {
+    use DataType::*;
+    Some(match t {
+        Int32 | Date32 => KernelType::I32,
+        Int64 | Date64 | Timestamp(_) => KernelType::I64,
+        UInt32 => KernelType::U32,
+        UInt64 => KernelType::U64,
+        Float32 => KernelType::F32,
+        Float64 => KernelType::F64,
+        LargeUtf8 => KernelType::Utf8,
+        Int8 | Int16 | UInt8 | UInt16 | Boolean | Utf8 | Decimal128(..) => return None,
+    })
 }
 
-impl DeviceColumnData {
-    /// Copies a host column to the device (validated first: a malformed string layout is an error).
-    pub fn upload(stream: &Stream, column: &ColumnData) -> Result<Self> {
-        column.validate()?;
-        Ok(match column {
-            ColumnData::I32(v) => Self::I32(stream.copy_from_host(v)?),
-            ColumnData::I64(v) => Self::I64(stream.copy_from_host(v)?),
-            ColumnData::U32(v) => Self::U32(stream.copy_from_host(v)?),
-            ColumnData::U64(v) => Self::U64(stream.copy_from_host(v)?),
-            ColumnData::F32(v) => Self::F32(stream.copy_from_host(v)?),
-            ColumnData::F64(v) => Self::F64(stream.copy_from_host(v)?),
-            ColumnData::Utf8 { offsets, bytes } => {
-                Self::Utf8 { offsets: stream.copy_from_host(offsets)?, bytes: stream.copy_from_host(bytes)? }
-            }
-        })
-    }
-
-    /// Copies the column back to the host.
-    pub fn to_host(&self) -> Result<ColumnData> {
-        Ok(match self {
-            Self::I32(b) => ColumnData::I32(b.to_vec()?),
-            Self::I64(b) => ColumnData::I64(b.to_vec()?),
-            Self::U32(b) => ColumnData::U32(b.to_vec()?),
-            Self::U64(b) => ColumnData::U64(b.to_vec()?),
-            Self::F32(b) => ColumnData::F32(b.to_vec()?),
-            Self::F64(b) => ColumnData::F64(b.to_vec()?),
-            Self::Utf8 { offsets, bytes } => ColumnData::Utf8 { offsets: offsets.to_vec()?, bytes: bytes.to_vec()? },
-        })
-    }
-
-    /// The element type.
-    pub fn data_type(&self) -> DataType {
-        match self {
-            Self::I32(_) => DataType::I32,
-            Self::I64(_) => DataType::I64,
-            Self::U32(_) => DataType::U32,
-            Self::U64(_) => DataType::U64,
-            Self::F32(_) => DataType::F32,
-            Self::F64(_) => DataType::F64,
-            Self::Utf8 { .. } => DataType::Utf8,
-        }
-    }
-
-    /// Rows in the column.
-    pub fn len(&self) -> usize {
-        match self {
-            Self::I32(b) => b.len(),
-            Self::I64(b) => b.len(),
-            Self::U32(b) => b.len(),
-            Self::U64(b) => b.len(),
-            Self::F32(b) => b.len(),
-            Self::F64(b) => b.len(),
-            Self::Utf8 { offsets, .. } => offsets.len().saturating_sub(1),
-        }
-    }
-
-    /// True when the column has no rows.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// `out[i] = self[idx[i]]` for a fixed-width column (zero where `idx[i]` is
-    /// [`RowId::NONE`](crate::RowId::NONE)); strings are an [`Error::InvalidArgument`].
-    /// Indices are trusted to be in range (they come from a join's gather maps).
-    pub fn gather(&self, stream: &Stream, idx: &DeviceView<'_, u32>) -> Result<DeviceColumnData> {
-        let column = self.as_key_column().ok_or_else(|| Error::invalid("gathering a string column is not supported; gather its row ids instead"))?;
-        Ok(gather_column(stream, &column, idx)?.into())
-    }
-
-    /// A copy of rows `range` of a fixed-width column; strings are an [`Error::InvalidArgument`].
-    pub fn slice_rows(&self, stream: &Stream, range: std::ops::Range<usize>) -> Result<DeviceColumnData> {
-        if range.start > range.end || range.end > self.len() {
-            return Err(Error::invalid(format!("row range {range:?} outside a column of {} rows", self.len())));
-        }
-        fn c<T: Pod>(stream: &Stream, src: &DeviceBuffer<T>, r: std::ops::Range<usize>) -> Result<DeviceBuffer<T>> {
-            stream.copy_from_device(&src.slice(r))
-        }
-        Ok(match self {
-            Self::I32(b) => Self::I32(c(stream, b, range)?),
-            Self::I64(b) => Self::I64(c(stream, b, range)?),
-            Self::U32(b) => Self::U32(c(stream, b, range)?),
-            Self::U64(b) => Self::U64(c(stream, b, range)?),
-            Self::F32(b) => Self::F32(c(stream, b, range)?),
-            Self::F64(b) => Self::F64(c(stream, b, range)?),
-            Self::Utf8 { .. } => return Err(Error::invalid("slicing a string column is not supported")),
-        })
-    }
-
-    /// The values of a fixed-width column as bytes (strings: their bytes, without the offsets).
-    pub fn into_bytes(self) -> DeviceBuffer<u8> {
-        match self {
-            Self::I32(b) => b.into_bytes(),
-            Self::I64(b) => b.into_bytes(),
-            Self::U32(b) => b.into_bytes(),
-            Self::U64(b) => b.into_bytes(),
-            Self::F32(b) => b.into_bytes(),
-            Self::F64(b) => b.into_bytes(),
-            Self::Utf8 { bytes, .. } => bytes,
-        }
-    }
-
-    /// Bytes per row of a fixed-width column (`None` for strings).
-    pub fn width(&self) -> Option<usize> {
-        match self.data_type() {
-            DataType::I32 | DataType::U32 | DataType::F32 => Some(4),
-            DataType::I64 | DataType::U64 | DataType::F64 => Some(8),
-            DataType::Utf8 => None,
-        }
-    }
-
-    /// A fixed-width column as an equi-join key column; `None` for strings.
-    pub fn as_key_column(&self) -> Option<DeviceColumn<'_>> {
-        Some(match self {
-            Self::I32(b) => b.view().into(),
-            Self::I64(b) => b.view().into(),
-            Self::U32(b) => b.view().into(),
-            Self::U64(b) => b.view().into(),
-            Self::F32(b) => b.view().into(),
-            Self::F64(b) => b.view().into(),
-            Self::Utf8 { .. } => return None,
-        })
+/// The table type a column of kernel type `t` has when a relation makes it (uploads, outputs).
+pub fn table_type(t: KernelType) -> DataType {
+    match t {
+        KernelType::I32 => DataType::Int32,
+        KernelType::I64 => DataType::Int64,
+        KernelType::U32 => DataType::UInt32,
+        KernelType::U64 => DataType::UInt64,
+        KernelType::F32 => DataType::Float32,
+        KernelType::F64 => DataType::Float64,
+        KernelType::Utf8 => DataType::LargeUtf8,
     }
 }
 
-impl From<Payload> for DeviceColumnData {
-    fn from(p: Payload) -> Self {
-        match p {
-            Payload::I32(b) => Self::I32(b),
-            Payload::I64(b) => Self::I64(b),
-            Payload::U32(b) => Self::U32(b),
-            Payload::U64(b) => Self::U64(b),
-            Payload::F32(b) => Self::F32(b),
-            Payload::F64(b) => Self::F64(b),
+/// The kernels' type of a column already checked to have one (a relation's columns).
+pub(crate) fn kernel_type_of(c: &ColumnView<'_>) -> KernelType {
+    kernel_type(c.data_type()).expect("a relation's columns have kernel types")
+}
+
+/// One column of a [`DeviceRelation`]: a table's column read in place, or one the relation owns.
+pub enum RelationColumn<'a> {
+    /// A table's column, read where it is.
+    InPlace(ColumnView<'a>),
+    /// A column converted or uploaded for the relation.
+    Owned(Column),
+}
+
+impl RelationColumn<'_> {
+    /// The column.
+    pub fn view(&self) -> ColumnView<'_> {
+        match self {
+            RelationColumn::InPlace(v) => *v,
+            RelationColumn::Owned(c) => c.view(),
         }
+    }
+}
+
+impl<'a> From<ColumnView<'a>> for RelationColumn<'a> {
+    fn from(v: ColumnView<'a>) -> Self {
+        RelationColumn::InPlace(v)
+    }
+}
+
+impl From<Column> for RelationColumn<'_> {
+    fn from(c: Column) -> Self {
+        RelationColumn::Owned(c)
     }
 }
 
@@ -176,15 +98,15 @@ impl From<Payload> for DeviceColumnData {
 #[derive(Clone)]
 pub enum RelationRef<'a> {
     /// Borrowed for `'a`.
-    Borrowed(&'a DeviceRelation),
+    Borrowed(&'a DeviceRelation<'a>),
     /// Shared ownership.
-    Shared(std::sync::Arc<DeviceRelation>),
+    Shared(std::sync::Arc<DeviceRelation<'a>>),
 }
 
-impl std::ops::Deref for RelationRef<'_> {
-    type Target = DeviceRelation;
+impl<'a> std::ops::Deref for RelationRef<'a> {
+    type Target = DeviceRelation<'a>;
 
-    fn deref(&self) -> &DeviceRelation {
+    fn deref(&self) -> &DeviceRelation<'a> {
         match self {
             RelationRef::Borrowed(r) => r,
             RelationRef::Shared(r) => r,
@@ -192,37 +114,86 @@ impl std::ops::Deref for RelationRef<'_> {
     }
 }
 
-impl<'a> From<&'a DeviceRelation> for RelationRef<'a> {
-    fn from(r: &'a DeviceRelation) -> RelationRef<'a> {
+impl<'a, 'r: 'a> From<&'a DeviceRelation<'r>> for RelationRef<'a> {
+    fn from(r: &'a DeviceRelation<'r>) -> RelationRef<'a> {
         RelationRef::Borrowed(r)
     }
 }
 
-impl From<std::sync::Arc<DeviceRelation>> for RelationRef<'static> {
-    fn from(r: std::sync::Arc<DeviceRelation>) -> RelationRef<'static> {
+impl<'a> From<std::sync::Arc<DeviceRelation<'a>>> for RelationRef<'a> {
+    fn from(r: std::sync::Arc<DeviceRelation<'a>>) -> RelationRef<'a> {
         RelationRef::Shared(r)
     }
 }
 
-/// A relation on the device: columns of equal length.
-pub struct DeviceRelation {
-    columns: Vec<DeviceColumnData>,
+/// A relation on the device: columns of equal length, each of a kernel type.
+pub struct DeviceRelation<'a> {
+    columns: Vec<RelationColumn<'a>>,
     rows: usize,
 }
 
-impl DeviceRelation {
-    /// Copies every column of `relation` to the device.
+/// A host column of the theta model as a table column.
+fn host_column(c: &ColumnData) -> Result<HostColumn> {
+    c.validate()?;
+    Ok(match c {
+        ColumnData::I32(v) => HostColumn::from_values(v.clone()),
+        ColumnData::I64(v) => HostColumn::from_values(v.clone()),
+        ColumnData::U32(v) => HostColumn::from_values(v.clone()),
+        ColumnData::U64(v) => HostColumn::from_values(v.clone()),
+        ColumnData::F32(v) => HostColumn::from_values(v.clone()),
+        ColumnData::F64(v) => HostColumn::from_values(v.clone()),
+        ColumnData::Utf8 { offsets, bytes } => {
+            let offsets: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+            HostColumn::from_arrow_buffers(DataType::LargeUtf8, c.len(), 0, bytes.clone(), offsets, None)?
+        }
+    })
+}
+
+/// A table column of a kernel type as a host column of the theta model (rows `offset ..
+/// offset + len`; strings rebased to start at offset 0).
+fn column_data(h: &HostColumn) -> Result<ColumnData> {
+    let t = kernel_type(h.data_type()).ok_or_else(|| Error::invalid(format!("a {} column in a device relation", h.data_type())))?;
+    let (off, len) = (h.offset(), h.len());
+    fn words<const W: usize, T>(b: &[u8], off: usize, len: usize, f: fn([u8; W]) -> T) -> Vec<T> {
+        b[off * W..(off + len) * W].chunks_exact(W).map(|c| f(c.try_into().expect("W bytes"))).collect()
+    }
+    let v = h.values_buffer();
+    Ok(match t {
+        KernelType::I32 => ColumnData::I32(words(v, off, len, i32::from_le_bytes)),
+        KernelType::I64 => ColumnData::I64(words(v, off, len, i64::from_le_bytes)),
+        KernelType::U32 => ColumnData::U32(words(v, off, len, u32::from_le_bytes)),
+        KernelType::U64 => ColumnData::U64(words(v, off, len, u64::from_le_bytes)),
+        KernelType::F32 => ColumnData::F32(words(v, off, len, f32::from_le_bytes)),
+        KernelType::F64 => ColumnData::F64(words(v, off, len, f64::from_le_bytes)),
+        KernelType::Utf8 => {
+            let o: Vec<i64> = words(h.offsets_buffer(), off, len + 1, i64::from_le_bytes);
+            let (a, b) = (o[0], o[len]);
+            ColumnData::Utf8 { offsets: o.iter().map(|x| x - a).collect(), bytes: v[a as usize..b as usize].to_vec() }
+        }
+    })
+}
+
+impl DeviceRelation<'static> {
+    /// Copies every column of a host relation to the device (validated first: a malformed string
+    /// layout is an error).
     pub fn upload(stream: &Stream, relation: &Relation) -> Result<Self> {
         relation.validate()?;
-        let columns = relation.columns.iter().map(|c| DeviceColumnData::upload(stream, c)).collect::<Result<Vec<_>>>()?;
+        let columns = relation.columns.iter().map(|c| Ok(RelationColumn::Owned(Column::upload(stream, &host_column(c)?)?))).collect::<Result<Vec<_>>>()?;
         Ok(DeviceRelation { columns, rows: relation.rows() })
     }
+}
 
-    /// Builds a relation from device columns, which must all have `rows` rows.
-    pub fn from_columns(columns: Vec<DeviceColumnData>) -> Result<Self> {
-        let rows = columns.first().map_or(0, DeviceColumnData::len);
+impl<'a> DeviceRelation<'a> {
+    /// A relation of these columns: every one of a [`kernel_type`], all of one length
+    /// (`InvalidArgument` otherwise).
+    pub fn from_columns(columns: Vec<RelationColumn<'a>>) -> Result<Self> {
+        let rows = columns.first().map_or(0, |c| c.view().len());
         for (i, c) in columns.iter().enumerate() {
-            gpujoin_device::check_same_len("column 0", rows, &format!("column {i}"), c.len())?;
+            let v = c.view();
+            if kernel_type(v.data_type()).is_none() {
+                return Err(Error::invalid(format!("column {i} of a device relation is {}; the theta kernels read {}", v.data_type(), "Int32, Date32, Int64, Date64, Timestamp, UInt32, UInt64, Float32, Float64 and LargeUtf8")));
+            }
+            gpujoin_device::check_same_len("column 0", rows, &format!("column {i}"), v.len())?;
         }
         Ok(DeviceRelation { columns, rows })
     }
@@ -232,23 +203,56 @@ impl DeviceRelation {
         self.rows
     }
 
+    /// Number of columns.
+    pub fn width(&self) -> usize {
+        self.columns.len()
+    }
+
     /// The columns.
-    pub fn columns(&self) -> &[DeviceColumnData] {
-        &self.columns
+    pub fn columns(&self) -> Vec<ColumnView<'_>> {
+        self.columns.iter().map(RelationColumn::view).collect()
     }
 
     /// Column `i` (panics when out of range, like slice indexing).
-    pub fn column(&self, i: usize) -> &DeviceColumnData {
-        &self.columns[i]
+    pub fn column(&self, i: usize) -> ColumnView<'_> {
+        self.columns[i].view()
     }
 
-    /// The column types.
-    pub fn schema(&self) -> Vec<DataType> {
-        self.columns.iter().map(DeviceColumnData::data_type).collect()
+    /// The columns' kernel types.
+    pub fn schema(&self) -> Vec<KernelType> {
+        self.columns.iter().map(|c| kernel_type_of(&c.view())).collect()
     }
 
     /// Copies the relation back to the host.
-    pub fn to_host(&self) -> Result<Relation> {
-        Relation::new(self.columns.iter().map(DeviceColumnData::to_host).collect::<Result<Vec<_>>>()?)
+    pub fn to_host(&self, stream: &Stream) -> Result<Relation> {
+        Relation::new(self.columns.iter().map(|c| column_data(&c.view().to_host(stream)?)).collect::<Result<Vec<_>>>()?)
     }
+}
+
+/// A `UInt32` column of these values (offset 0, no validity).
+pub(crate) fn u32_column(b: DeviceBuffer<u32>) -> Result<Column> {
+    let n = b.len();
+    Column::from_buffers(DataType::UInt32, n, b.into_bytes(), None, None)
+}
+
+/// Rows `range` of a fixed-width column as a new column (offset 0).
+pub(crate) fn copy_column_rows(stream: &Stream, c: &ColumnView<'_>, range: std::ops::Range<usize>) -> Result<Column> {
+    if range.start > range.end || range.end > c.len() {
+        return Err(Error::invalid(format!("row range {range:?} outside a column of {} rows", c.len())));
+    }
+    let w = c.data_type().byte_width().ok_or_else(|| Error::invalid("copying rows of a string column is not supported"))?;
+    let at = (c.offset() + range.start) * w;
+    let values = stream.copy_from_device(&c.values().slice(at..at + range.len() * w))?;
+    Column::from_buffers(c.data_type(), range.len(), values, None, None)
+}
+
+/// A new column of `n` rows of table type `t` (fixed width), its values unwritten (poisoned
+/// with 0xFF bytes when `poison`, so that unwritten elements show in tests).
+pub(crate) fn alloc_column(stream: &Stream, t: DataType, n: usize, poison: bool) -> Result<Column> {
+    let w = t.byte_width().ok_or_else(|| Error::invalid(format!("a {t} output column")))?;
+    let mut b: DeviceBuffer<u8> = stream.alloc::<u8>(n * w)?;
+    if poison {
+        stream.memset_bytes(&mut b.view_mut(), 0xFF)?;
+    }
+    Column::from_buffers(t, n, b, None, None)
 }

@@ -44,20 +44,19 @@
 //! * Semi and anti joins: the qualifying rows in ascending order.
 //!
 //! ```no_run
-//! use gpujoin_join::device_relation::DeviceColumnData;
 //! use gpujoin_join::indexed_nested_loop::{indexed_nested_loop_join, SortedIndex};
-//! use gpujoin_join::predicate::ColumnData;
+//! use gpujoin_join::table::{Column, HostColumn};
 //! use gpujoin_join::{JoinType, Side};
 //! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-//! let orders = DeviceColumnData::upload(s, &ColumnData::utf8(["b", "a", "c", "a"]))?;
-//! let names = DeviceColumnData::upload(s, &ColumnData::utf8(["a", "b", "z"]))?;
+//! let large = |v: &[&str]| Column::upload(s, &HostColumn::large_utf8_options(v.iter().map(Some)));
+//! let (orders, names) = (large(&["b", "a", "c", "a"])?, large(&["a", "b", "z"])?);
 //! // Index the names (the right side) and probe them with the orders, in order of the orders.
-//! let maps = indexed_nested_loop_join(s, &orders, &names, JoinType::Inner, Side::Right)?;
+//! let maps = indexed_nested_loop_join(s, &orders.view(), &names.view(), JoinType::Inner, Side::Right)?;
 //! let pairs: Vec<_> = maps.pairs()?.iter().map(|(l, r)| (l.get(), r.get())).collect();
 //! assert_eq!(pairs, [(Some(0), Some(1)), (Some(1), Some(0)), (Some(3), Some(0))]);
 //! // One index, several probes.
-//! let index = SortedIndex::build(s, &names)?;
-//! assert_eq!(index.join_size(s, &orders, Side::Left, JoinType::Full)?, 5); // + "c" and "z"
+//! let index = SortedIndex::build(s, names.view())?;
+//! assert_eq!(index.join_size(s, &orders.view(), Side::Left, JoinType::Full)?, 5); // + "c" and "z"
 //! # Ok(()) }
 //! ```
 
@@ -68,7 +67,8 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::{reduce_sum, select_by_flag, select_flagged, sort_pairs_new, SortOrder, SortPairsWith, NO_ROW};
 
 use crate::common::{alloc_output_maps, offsets_u64};
-use crate::device_relation::DeviceColumnData;
+use crate::device_relation::{kernel_type, kernel_type_of, RelationColumn};
+use crate::table::{Column, ColumnView};
 use crate::kernels::sys::inlj as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::DataType;
@@ -90,18 +90,17 @@ enum IndexKeys {
 /// outer or anti join still reports them as unmatched.
 ///
 /// ```no_run
-/// use gpujoin_join::device_relation::DeviceColumnData;
 /// use gpujoin_join::indexed_nested_loop::SortedIndex;
-/// use gpujoin_join::predicate::ColumnData;
+/// use gpujoin_join::table::{Column, HostColumn};
 /// use gpujoin_join::{JoinType, Side};
 /// # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-/// let col = DeviceColumnData::upload(s, &ColumnData::F64(vec![2.0, f64::NAN, -0.0, 2.0]))?;
-/// let index = SortedIndex::build(s, &col)?;
+/// let col = Column::upload(s, &HostColumn::from_values(vec![2.0f64, f64::NAN, -0.0, 2.0]))?;
+/// let index = SortedIndex::build(s, col.view())?;
 /// assert_eq!(index.entries(), 3);
 /// let rows: Vec<_> = s.copy_to_host(&index.sorted_rows())?.iter().map(|r| r.get().unwrap()).collect();
 /// assert_eq!(rows, [2, 0, 3]); // -0.0, then the two 2.0 in row order
-/// let probe = DeviceColumnData::upload(s, &ColumnData::F64(vec![0.0, 2.0]))?;
-/// let maps = index.join(s, &probe, Side::Left, JoinType::Inner)?;
+/// let probe = Column::upload(s, &HostColumn::from_values(vec![0.0f64, 2.0]))?;
+/// let maps = index.join(s, &probe.view(), Side::Left, JoinType::Inner)?;
 /// assert_eq!(maps.rows(), 3); // (0, 2), (1, 0), (1, 3)
 /// # Ok(()) }
 /// ```
@@ -111,39 +110,34 @@ pub struct SortedIndex<'a> {
     rows: DeviceBuffer<u32>,
 }
 
-/// The indexed column, borrowed or owned by the index.
-enum IndexedColumn<'a> {
-    Borrowed(&'a DeviceColumnData),
-    Owned(Box<DeviceColumnData>),
-}
+/// The indexed column, read in place or owned by the index.
+type IndexedColumn<'a> = RelationColumn<'a>;
 
-impl IndexedColumn<'_> {
-    fn get(&self) -> &DeviceColumnData {
-        match self {
-            IndexedColumn::Borrowed(c) => c,
-            IndexedColumn::Owned(c) => c,
-        }
+/// The column as the index kernels read it: of a [`kernel_type`] (`InvalidArgument` otherwise).
+fn checked_column<'c>(what: &str, c: ColumnView<'c>) -> Result<ColumnView<'c>> {
+    match kernel_type(c.data_type()) {
+        Some(_) => Ok(c),
+        None => Err(Error::invalid(format!("indexed nested-loop join: the {what} is {}; it reads 32- and 64-bit numbers, dates, timestamps and LargeUtf8 strings", c.data_type()))),
     }
 }
 
 impl SortedIndex<'static> {
     /// [`SortedIndex::build`] over a column the index keeps.
-    pub fn build_owned(stream: &Stream, column: DeviceColumnData) -> Result<SortedIndex<'static>> {
+    pub fn build_owned(stream: &Stream, column: Column) -> Result<SortedIndex<'static>> {
         Self::build_owned_with_validity(stream, column, None)
     }
 
     /// [`SortedIndex::build_with_validity`] over a column the index keeps (the validity is only
     /// read while building).
-    pub fn build_owned_with_validity(stream: &Stream, column: DeviceColumnData, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'static>> {
-        let (keys, rows) = sort_index(stream, &column, validity)?;
-        Ok(SortedIndex { column: IndexedColumn::Owned(Box::new(column)), keys, rows })
+    pub fn build_owned_with_validity(stream: &Stream, column: Column, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'static>> {
+        SortedIndex::build_from(stream, RelationColumn::Owned(column), validity)
     }
 }
 
-fn sort_index(stream: &Stream, column: &DeviceColumnData, validity: Option<DeviceView<'_, u32>>) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
+fn sort_index(stream: &Stream, column: ColumnView<'_>, validity: Option<DeviceView<'_, u32>>) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
     check_rows("indexed column", column.len())?;
     check_validity("indexed column", column.len(), validity.as_ref())?;
-    let (keys, rows) = sort_all(stream, column)?;
+    let (keys, rows) = sort_all(stream, &column)?;
     match validity {
         Some(v) => drop_null_rows(stream, keys, rows, &v),
         None => Ok((keys, rows)),
@@ -166,10 +160,10 @@ fn drop_null_rows(stream: &Stream, keys: IndexKeys, rows: DeviceBuffer<u32>, val
 }
 
 /// Every row of `column` (but NaN rows) sorted by key.
-fn sort_all(stream: &Stream, column: &DeviceColumnData) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
+fn sort_all(stream: &Stream, column: &ColumnView<'_>) -> Result<(IndexKeys, DeviceBuffer<u32>)> {
     let desc = column_desc(column);
     let n = column.len();
-    Ok(match column.data_type() {
+    Ok(match kernel_type_of(column) {
         DataType::Utf8 => {
             let mut prefixes = stream.alloc::<u64>(n)?;
             let mut rows = stream.alloc::<u32>(n)?;
@@ -193,7 +187,7 @@ impl<'a> SortedIndex<'a> {
     /// Sorts the rows of `column` by key. Waits for the stream for float columns (to learn how
     /// many NaN rows to leave out). Errors: [`Error::TooLarge`] when the column has more than
     /// [`RowId::MAX_ROWS`] rows; device errors.
-    pub fn build(stream: &Stream, column: &'a DeviceColumnData) -> Result<SortedIndex<'a>> {
+    pub fn build(stream: &Stream, column: ColumnView<'a>) -> Result<SortedIndex<'a>> {
         Self::build_with_validity(stream, column, None)
     }
 
@@ -203,24 +197,29 @@ impl<'a> SortedIndex<'a> {
     /// unmatched index rows report them. The validity is only read while building; it waits for
     /// the stream when given. Errors as [`SortedIndex::build`], and [`Error::InvalidArgument`]
     /// when the validity has fewer than `ceil(rows / 32)` words.
-    pub fn build_with_validity(stream: &Stream, column: &'a DeviceColumnData, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'a>> {
-        let (keys, rows) = sort_index(stream, column, validity)?;
-        Ok(SortedIndex { column: IndexedColumn::Borrowed(column), keys, rows })
+    pub fn build_with_validity(stream: &Stream, column: ColumnView<'a>, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'a>> {
+        SortedIndex::build_from(stream, RelationColumn::InPlace(column), validity)
+    }
+
+    /// [`SortedIndex::build_with_validity`] over a column read in place or owned by the index.
+    pub(crate) fn build_from(stream: &Stream, column: RelationColumn<'a>, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'a>> {
+        let (keys, rows) = sort_index(stream, checked_column("indexed column", column.view())?, validity)?;
+        Ok(SortedIndex { column, keys, rows })
     }
 
     /// The indexed column.
-    pub fn column(&self) -> &DeviceColumnData {
-        self.column.get()
+    pub fn column(&self) -> ColumnView<'_> {
+        self.column.view()
     }
 
     /// The key type.
     pub fn data_type(&self) -> DataType {
-        self.column.get().data_type()
+        kernel_type_of(&self.column.view())
     }
 
     /// Rows of the indexed column (NaN and null rows included).
     pub fn rows(&self) -> usize {
-        self.column.get().len()
+        self.column.view().len()
     }
 
     /// Rows in the index: all but the NaN rows and the null rows.
@@ -240,7 +239,7 @@ impl<'a> SortedIndex<'a> {
     /// Errors: [`Error::InvalidArgument`] when the probe's type differs from the index's;
     /// [`Error::TooLarge`] for more than [`RowId::MAX_ROWS`] probe rows;
     /// [`Error::OutputTooLarge`] when the maps do not fit on the device.
-    pub fn join(&self, stream: &Stream, probe: &DeviceColumnData, probe_side: Side, join_type: JoinType) -> Result<GatherMaps> {
+    pub fn join(&self, stream: &Stream, probe: &ColumnView<'_>, probe_side: Side, join_type: JoinType) -> Result<GatherMaps> {
         self.join_with_validity(stream, probe, None, probe_side, join_type)
     }
 
@@ -249,7 +248,7 @@ impl<'a> SortedIndex<'a> {
     /// nothing (SQL's `NullEqualsNothing`): it appears only where the join keeps unmatched probe
     /// rows, paired with [`RowId::NONE`]. Errors as [`SortedIndex::join`], and
     /// [`Error::InvalidArgument`] when the validity has fewer than `ceil(rows / 32)` words.
-    pub fn join_with_validity(&self, stream: &Stream, probe: &DeviceColumnData, probe_validity: Option<DeviceView<'_, u32>>, probe_side: Side, join_type: JoinType) -> Result<GatherMaps> {
+    pub fn join_with_validity(&self, stream: &Stream, probe: &ColumnView<'_>, probe_validity: Option<DeviceView<'_, u32>>, probe_side: Side, join_type: JoinType) -> Result<GatherMaps> {
         self.check_probe(probe, probe_validity.as_ref())?;
         let pv = probe_validity.as_ref();
         let one_map = |rows: DeviceBuffer<u32>, side: Side| -> Result<GatherMaps> {
@@ -307,13 +306,13 @@ impl<'a> SortedIndex<'a> {
     /// The exact number of rows [`SortedIndex::join`] returns, without writing the maps (it
     /// still searches every probe row). Waits for the stream. Errors as [`SortedIndex::join`]
     /// (without the output-size one).
-    pub fn join_size(&self, stream: &Stream, probe: &DeviceColumnData, probe_side: Side, join_type: JoinType) -> Result<u64> {
+    pub fn join_size(&self, stream: &Stream, probe: &ColumnView<'_>, probe_side: Side, join_type: JoinType) -> Result<u64> {
         self.join_size_with_validity(stream, probe, None, probe_side, join_type)
     }
 
     /// The exact number of rows [`SortedIndex::join_with_validity`] returns, without writing
     /// the maps. Errors as that (without the output-size one).
-    pub fn join_size_with_validity(&self, stream: &Stream, probe: &DeviceColumnData, probe_validity: Option<DeviceView<'_, u32>>, probe_side: Side, join_type: JoinType) -> Result<u64> {
+    pub fn join_size_with_validity(&self, stream: &Stream, probe: &ColumnView<'_>, probe_validity: Option<DeviceView<'_, u32>>, probe_side: Side, join_type: JoinType) -> Result<u64> {
         self.check_probe(probe, probe_validity.as_ref())?;
         let pv = probe_validity.as_ref();
         match Plan::of(join_type, probe_side) {
@@ -337,8 +336,9 @@ impl<'a> SortedIndex<'a> {
         }
     }
 
-    fn check_probe(&self, probe: &DeviceColumnData, validity: Option<&DeviceView<'_, u32>>) -> Result<()> {
-        check_same_type(self.data_type(), probe.data_type())?;
+    fn check_probe(&self, probe: &ColumnView<'_>, validity: Option<&DeviceView<'_, u32>>) -> Result<()> {
+        checked_column("probe column", *probe)?;
+        check_same_type(self.data_type(), kernel_type_of(probe))?;
         check_rows("probe column", probe.len())?;
         check_validity("probe column", probe.len(), validity)
     }
@@ -348,11 +348,11 @@ impl<'a> SortedIndex<'a> {
             IndexKeys::B32(k) => k.view().as_ptr() as *const c_void,
             IndexKeys::B64(k) => k.view().as_ptr() as *const c_void,
         };
-        ffi::gj_i_index { column: column_desc(self.column.get()), keys, rows: self.rows.view().as_ptr(), size: self.rows.len() as i64 }
+        ffi::gj_i_index { column: column_desc(&self.column.view()), keys, rows: self.rows.view().as_ptr(), size: self.rows.len() as i64 }
     }
 
     /// Step 2: the equal range of every probe row's key.
-    fn search(&self, stream: &Stream, probe: &DeviceColumnData, validity: Option<&DeviceView<'_, u32>>, wanted: Wanted) -> Result<Found> {
+    fn search(&self, stream: &Stream, probe: &ColumnView<'_>, validity: Option<&DeviceView<'_, u32>>, wanted: Wanted) -> Result<Found> {
         let n = probe.len();
         let mut found = Found {
             lo: wanted.lo.then(|| stream.alloc::<u32>(n)).transpose()?,
@@ -387,29 +387,28 @@ impl<'a> SortedIndex<'a> {
 /// is in probe order, see the [module docs](self)).
 ///
 /// ```no_run
-/// use gpujoin_join::device_relation::DeviceColumnData;
 /// use gpujoin_join::indexed_nested_loop::indexed_nested_loop_join;
-/// use gpujoin_join::predicate::ColumnData;
+/// use gpujoin_join::table::{Column, HostColumn};
 /// use gpujoin_join::{JoinType, Side};
 /// # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-/// let l = DeviceColumnData::upload(s, &ColumnData::I32(vec![1, 2, 2]))?;
-/// let r = DeviceColumnData::upload(s, &ColumnData::I32(vec![2, 3]))?;
-/// let maps = indexed_nested_loop_join(s, &l, &r, JoinType::Full, Side::Right)?;
+/// let l = Column::upload(s, &HostColumn::from_values(vec![1i32, 2, 2]))?;
+/// let r = Column::upload(s, &HostColumn::from_values(vec![2i32, 3]))?;
+/// let maps = indexed_nested_loop_join(s, &l.view(), &r.view(), JoinType::Full, Side::Right)?;
 /// let pairs: Vec<_> = maps.pairs()?.iter().map(|(a, b)| (a.get(), b.get())).collect();
 /// assert_eq!(pairs, [(Some(0), None), (Some(1), Some(0)), (Some(2), Some(0)), (None, Some(1))]);
 /// # Ok(()) }
 /// ```
-pub fn indexed_nested_loop_join(stream: &Stream, left: &DeviceColumnData, right: &DeviceColumnData, join_type: JoinType, index_side: Side) -> Result<GatherMaps> {
-    check_same_type(left.data_type(), right.data_type())?;
+pub fn indexed_nested_loop_join(stream: &Stream, left: &ColumnView<'_>, right: &ColumnView<'_>, join_type: JoinType, index_side: Side) -> Result<GatherMaps> {
+    check_same_type(kernel_type_of(&checked_column("left column", *left)?), kernel_type_of(&checked_column("right column", *right)?))?;
     let (indexed, probe) = pick(left, right, index_side);
-    SortedIndex::build(stream, indexed)?.join(stream, probe, other(index_side), join_type)
+    SortedIndex::build(stream, *indexed)?.join(stream, probe, other(index_side), join_type)
 }
 
 /// The exact row count of [`indexed_nested_loop_join`], without writing the maps.
-pub fn indexed_nested_loop_join_size(stream: &Stream, left: &DeviceColumnData, right: &DeviceColumnData, join_type: JoinType, index_side: Side) -> Result<u64> {
-    check_same_type(left.data_type(), right.data_type())?;
+pub fn indexed_nested_loop_join_size(stream: &Stream, left: &ColumnView<'_>, right: &ColumnView<'_>, join_type: JoinType, index_side: Side) -> Result<u64> {
+    check_same_type(kernel_type_of(&checked_column("left column", *left)?), kernel_type_of(&checked_column("right column", *right)?))?;
     let (indexed, probe) = pick(left, right, index_side);
-    SortedIndex::build(stream, indexed)?.join_size(stream, probe, other(index_side), join_type)
+    SortedIndex::build(stream, *indexed)?.join_size(stream, probe, other(index_side), join_type)
 }
 
 /// How a join type is computed from the probe: which rows or pairs it returns.
@@ -472,7 +471,7 @@ fn other(side: Side) -> Side {
 }
 
 /// (indexed column, probe column).
-fn pick<'c>(left: &'c DeviceColumnData, right: &'c DeviceColumnData, index_side: Side) -> (&'c DeviceColumnData, &'c DeviceColumnData) {
+fn pick<'c, 'v>(left: &'c ColumnView<'v>, right: &'c ColumnView<'v>, index_side: Side) -> (&'c ColumnView<'v>, &'c ColumnView<'v>) {
     match index_side {
         Side::Left => (left, right),
         Side::Right => (right, left),
@@ -507,34 +506,32 @@ fn check_validity(what: &str, rows: usize, validity: Option<&DeviceView<'_, u32>
     }
 }
 
-fn column_desc(column: &DeviceColumnData) -> ffi::gj_i_column {
-    let numeric = |type_: ffi::gj_i_type, values: *const c_void| ffi::gj_i_column {
-        type_,
-        rows: column.len() as i64,
-        values,
-        offsets: std::ptr::null(),
-        bytes: std::ptr::null(),
-    };
-    match column {
-        DeviceColumnData::I32(b) => numeric(ffi::gj_i_type_GJ_I_I32, b.view().as_ptr() as *const c_void),
-        DeviceColumnData::I64(b) => numeric(ffi::gj_i_type_GJ_I_I64, b.view().as_ptr() as *const c_void),
-        DeviceColumnData::U32(b) => numeric(ffi::gj_i_type_GJ_I_U32, b.view().as_ptr() as *const c_void),
-        DeviceColumnData::U64(b) => numeric(ffi::gj_i_type_GJ_I_U64, b.view().as_ptr() as *const c_void),
-        DeviceColumnData::F32(b) => numeric(ffi::gj_i_type_GJ_I_F32, b.view().as_ptr() as *const c_void),
-        DeviceColumnData::F64(b) => numeric(ffi::gj_i_type_GJ_I_F64, b.view().as_ptr() as *const c_void),
-        DeviceColumnData::Utf8 { offsets, bytes } => ffi::gj_i_column {
+fn column_desc(column: &ColumnView<'_>) -> ffi::gj_i_column {
+    let t = kernel_type_of(column);
+    if t == DataType::Utf8 {
+        return ffi::gj_i_column {
             type_: ffi::gj_i_type_GJ_I_UTF8,
             rows: column.len() as i64,
             values: std::ptr::null(),
-            offsets: offsets.view().as_ptr(),
-            bytes: bytes.view().as_ptr(),
-        },
+            offsets: column.offsets().expect("strings have offsets").slice(column.offset() * 8..).as_ptr() as *const i64,
+            bytes: column.values().as_ptr(),
+        };
     }
+    let type_ = match t {
+        DataType::I32 => ffi::gj_i_type_GJ_I_I32,
+        DataType::I64 => ffi::gj_i_type_GJ_I_I64,
+        DataType::U32 => ffi::gj_i_type_GJ_I_U32,
+        DataType::U64 => ffi::gj_i_type_GJ_I_U64,
+        DataType::F32 => ffi::gj_i_type_GJ_I_F32,
+        _ => ffi::gj_i_type_GJ_I_F64,
+    };
+    let w = column.data_type().byte_width().expect("a numeric kernel type");
+    ffi::gj_i_column { type_, rows: column.len() as i64, values: column.values().slice(column.offset() * w..).as_ptr() as *const c_void, offsets: std::ptr::null(), bytes: std::ptr::null() }
 }
 
 /// Step 1 for numeric columns: (image, row) pairs radix-sorted by image, NaN rows cut off the
 /// end (their image is all ones, above every other float image).
-fn sorted_images<U: SortPairsWith<u32>>(stream: &Stream, column: &DeviceColumnData) -> Result<(DeviceBuffer<U>, DeviceBuffer<u32>)> {
+fn sorted_images<U: SortPairsWith<u32>>(stream: &Stream, column: &ColumnView<'_>) -> Result<(DeviceBuffer<U>, DeviceBuffer<u32>)> {
     let n = column.len();
     let mut images = stream.alloc::<U>(n)?;
     let mut rows = stream.alloc::<u32>(n)?;
@@ -543,7 +540,7 @@ fn sorted_images<U: SortPairsWith<u32>>(stream: &Stream, column: &DeviceColumnDa
     // SAFETY: the column holds n values of the width of U; outputs hold n entries.
     launch(stream, "inlj: key images", || unsafe { ffi::gj_i_build_images(desc, i, r, c, stream.raw()) })?;
     let (mut keys, mut sorted) = sort_pairs_new(stream, &images.view(), &rows.view(), SortOrder::Ascending)?;
-    if column.data_type().is_float() {
+    if kernel_type_of(column).is_float() {
         let keep = n - read_scalar(stream, &nans)? as usize;
         keys.truncate(keep);
         sorted.truncate(keep);

@@ -37,6 +37,24 @@ column_from!(u64, U64);
 column_from!(f32, F32);
 column_from!(f64, F64);
 
+impl<'a> DeviceColumn<'a> {
+    /// A table column's values as a key column (its offset applied): `Int32`/`Date32` as `i32`,
+    /// `Int64`/`Date64`/`Timestamp` as `i64`, `UInt32`, `UInt64`, `Float32`, `Float64`; `None`
+    /// for other types and misaligned buffers.
+    pub fn from_view(c: &crate::table::ColumnView<'a>) -> Option<DeviceColumn<'a>> {
+        use crate::table::DataType::*;
+        Some(match c.data_type() {
+            Int32 | Date32 => DeviceColumn::I32(c.typed()?),
+            Int64 | Date64 | Timestamp(_) => DeviceColumn::I64(c.typed()?),
+            UInt32 => DeviceColumn::U32(c.typed()?),
+            UInt64 => DeviceColumn::U64(c.typed()?),
+            Float32 => DeviceColumn::F32(c.typed()?),
+            Float64 => DeviceColumn::F64(c.typed()?),
+            _ => return None,
+        })
+    }
+}
+
 impl DeviceColumn<'_> {
     /// Number of rows.
     pub fn len(&self) -> usize {

@@ -19,7 +19,8 @@
 use gpujoin_device::testing::{device_or_skip, pick, reduced};
 use gpujoin_device::{Device, DeviceBuffer, Stream};
 use gpujoin_join::chunked::{join_chunks, ChunkBudget};
-use gpujoin_join::device_relation::{DeviceColumnData, DeviceRelation};
+use gpujoin_join::device_relation::DeviceRelation;
+use gpujoin_join::table::{Column, HostColumn};
 use gpujoin_join::indexed_nested_loop::indexed_nested_loop_join;
 use gpujoin_join::memory::{self, JoinSizes, KeyShape, Payloads, PeakAlgorithm, ThetaKind};
 use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation};
@@ -147,7 +148,7 @@ struct SideData {
     sorted: Col,
     p32: DeviceBuffer<u32>,
     p64: DeviceBuffer<u64>,
-    column: DeviceColumnData,
+    column: Column,
 }
 
 impl SideData {
@@ -163,7 +164,7 @@ impl SideData {
         };
         let ids: Vec<u32> = (0..keys.len() as u32).collect();
         let ids64: Vec<u64> = ids.iter().map(|&i| i as u64 * 3).collect();
-        let column = if width == 4 { DeviceColumnData::U32(s.copy_from_host(keys).unwrap()) } else { DeviceColumnData::U64(s.copy_from_host(&wide_keys(keys)).unwrap()) };
+        let column = if width == 4 { Column::upload(s, &HostColumn::from_values(keys.to_vec())).unwrap() } else { Column::upload(s, &HostColumn::from_values(wide_keys(keys))).unwrap() };
         SideData { rows: keys.len() as u64, keys: Col::upload(s, keys, width), sorted, p32: s.copy_from_host(&ids).unwrap(), p64: s.copy_from_host(&ids64).unwrap(), column }
     }
 
@@ -231,7 +232,7 @@ fn equi_joins(m: &mut Meter, shape: &str, lk: &[u32], rk: &[u32], width: u32, in
     });
     rows.push(("wide SMJ-OM maps-only".to_string(), got));
     let index_name = format!("indexed_nested_loop({index:?} indexed)");
-    let got = m.case(&index_name, &shape, PeakAlgorithm::IndexedNestedLoop { index }, plain, |s| indexed_nested_loop_join(s, &l.column, &r.column, jt, index).unwrap().rows());
+    let got = m.case(&index_name, &shape, PeakAlgorithm::IndexedNestedLoop { index }, plain, |s| indexed_nested_loop_join(s, &l.column.view(), &r.column.view(), jt, index).unwrap().rows());
     rows.push((index_name, got));
     // The chunked equi-join: the source and its first chunk (a quarter of the output at most).
     let total = sort_merge_join_size(&s, &l.keys.keys(), &r.keys.keys(), jt, OPTS).unwrap();
@@ -322,11 +323,8 @@ fn theta_joins(m: &mut Meter) {
     let p = col_l(0).equals(col_r(0)).and(col_l(1).less(col_r(1))).check(&lr.schema(), &rr.schema()).unwrap();
     assert!(matches!(choose_path(&p), ThetaPath::Mixed));
     let (dl, dr) = (DeviceRelation::upload(&s, &lr).unwrap(), DeviceRelation::upload(&s, &rr).unwrap());
-    fn key_of(d: &DeviceRelation) -> Keys<'_> {
-        match d.column(0) {
-            DeviceColumnData::U32(b) => Keys::single(b.view()),
-            _ => unreachable!(),
-        }
+    fn key_of<'d>(d: &'d DeviceRelation<'_>) -> Keys<'d> {
+        Keys::single(d.column(0).typed::<u32>().expect("u32 keys"))
     }
     let pairs = hash_join(&s, &key_of(&dl), &key_of(&dr), JoinType::Inner, OPTS).unwrap().rows();
     let sizes = |o: u64| JoinSizes::inner(n as u64, n as u64, KeyShape::integer(4), o).with_join_type(JoinType::Inner, o, pairs);

@@ -42,7 +42,7 @@ use std::ops::Range;
 
 use gpujoin_device::{Device, DeviceView, Error, Result, Stream};
 
-use crate::device_relation::DeviceColumnData;
+use crate::table::Column;
 use crate::maps::GatherMaps;
 
 pub use equi::{join_chunks, join_chunks_to_host, EquiChunkSource};
@@ -136,25 +136,25 @@ impl ChunkOutput for GatherMaps {
     }
 }
 
-/// One column per fixed-width column; a string column is two (its `i64` offsets, its bytes).
-impl ChunkOutput for Vec<DeviceColumnData> {
+/// One column per fixed-width column (its values); a string column is two (its offsets, its
+/// bytes). The columns are ones the joins made (offset 0, no validity).
+impl ChunkOutput for Vec<Column> {
     fn rows(&self) -> u64 {
         self.first().map_or(0, |c| c.len() as u64)
     }
     fn byte_columns(&self) -> Vec<DeviceView<'_, u8>> {
         let mut out = Vec::new();
         for c in self {
-            match c {
-                DeviceColumnData::I32(b) => out.push(b.view().as_bytes()),
-                DeviceColumnData::I64(b) => out.push(b.view().as_bytes()),
-                DeviceColumnData::U32(b) => out.push(b.view().as_bytes()),
-                DeviceColumnData::U64(b) => out.push(b.view().as_bytes()),
-                DeviceColumnData::F32(b) => out.push(b.view().as_bytes()),
-                DeviceColumnData::F64(b) => out.push(b.view().as_bytes()),
-                DeviceColumnData::Utf8 { offsets, bytes } => {
-                    out.push(offsets.view().as_bytes());
-                    out.push(bytes.view().as_bytes());
+            let v = c.view();
+            let n = v.len();
+            match (v.data_type().byte_width(), v.offsets()) {
+                (Some(w), _) => out.push(v.values().slice(..n * w)),
+                (None, Some(o)) => {
+                    let ow = if v.data_type() == crate::table::DataType::Utf8 { 4 } else { 8 };
+                    out.push(o.slice(..(n + 1) * ow));
+                    out.push(v.values());
                 }
+                (None, None) => out.push(v.values()),
             }
         }
         out

@@ -47,17 +47,17 @@
 //! exactly when `x` is NaN, and `-0.0 = 0.0`); with [`NullEquality::NullEqualsNull`] and both
 //! key columns nullable, `T(l = r) ∨ (l_valid = 0 ∧ r_valid = 0)`.
 
-use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
+use gpujoin_device::{DeviceBuffer, Error, Pod, Result, Stream};
 
-use crate::device_relation::{DeviceColumnData as D, DeviceRelation};
+use crate::device_relation::{kernel_type, DeviceRelation, RelationColumn};
 use crate::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, Expr, Predicate, Scalar, Side};
 use crate::types::{JoinOptions, NanEquality, NullEquality};
-use crate::table::{ColumnView, DataType, TableView};
+use crate::table::{Column, ColumnView, DataType, TableView};
 
 /// The two device relations of a filter and the predicate over their columns.
-pub(crate) struct Lowered {
-    pub left: DeviceRelation,
-    pub right: DeviceRelation,
+pub(crate) struct Lowered<'t> {
+    pub left: DeviceRelation<'t>,
+    pub right: DeviceRelation<'t>,
     pub pred: CheckedPredicate,
     /// Relation column of each table column that was lowered (`None`: not referenced).
     pub left_index: Vec<Option<usize>>,
@@ -65,9 +65,10 @@ pub(crate) struct Lowered {
 }
 
 
-fn copy<T: gpujoin_device::Pod>(stream: &Stream, v: &ColumnView<'_>) -> Result<DeviceBuffer<T>> {
-    let src = v.typed::<T>().ok_or_else(|| Error::invalid(format!("a {} column whose values are misaligned", v.data_type())))?;
-    stream.copy_from_device(&src)
+/// A column made on the device for a relation.
+fn owned<T: Pod>(t: DataType, b: DeviceBuffer<T>) -> Result<RelationColumn<'static>> {
+    let n = b.len();
+    Ok(RelationColumn::Owned(Column::from_buffers(t, n, b.into_bytes(), None, None)?))
 }
 
 /// The predicate type a column of `t` is lowered to (`Decimal128`, which filters refuse, reads
@@ -86,28 +87,28 @@ pub(crate) fn lowered_type(t: DataType) -> crate::predicate::DataType {
     }
 }
 
-/// One table column as a column of a device relation (a copy, offset 0): the values of every
-/// row, null rows included (whatever their slots hold; the caller handles the validity).
-pub(crate) fn column_values(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Result<D> {
+/// One table column as a column of a device relation: read in place where its type is one the
+/// kernels read ([`kernel_type`]: every 32- and 64-bit number, date and timestamp, `LargeUtf8`),
+/// converted otherwise (narrow integers and booleans widened to 32 bits, `Utf8` to `LargeUtf8`).
+/// The values of every row, null rows included (whatever their slots hold; the caller handles
+/// the validity).
+pub(crate) fn column_values<'t>(stream: &Stream, name: &str, v: &ColumnView<'t>) -> Result<RelationColumn<'t>> {
     use DataType::*;
-    Ok(match v.data_type() {
-        Int32 | Date32 => D::I32(copy(stream, v)?),
-        Int64 | Date64 | Timestamp(_) => D::I64(copy(stream, v)?),
-        UInt32 => D::U32(copy(stream, v)?),
-        UInt64 => D::U64(copy(stream, v)?),
-        Float32 => D::F32(copy(stream, v)?),
-        Float64 => D::F64(copy(stream, v)?),
-        Int8 | Int16 => D::I32(crate::kernels::table::widen(stream, v)?.cast()),
-        UInt8 | UInt16 | Boolean => D::U32(crate::kernels::table::widen(stream, v)?),
-        Utf8 | LargeUtf8 => {
+    if kernel_type(v.data_type()).is_some() {
+        return Ok(RelationColumn::InPlace(*v));
+    }
+    match v.data_type() {
+        Int8 | Int16 => owned(Int32, crate::kernels::table::widen(stream, v)?),
+        UInt8 | UInt16 | Boolean => owned(UInt32, crate::kernels::table::widen(stream, v)?),
+        Utf8 => {
             let rows = crate::common::iota(stream, v.len())?;
             let c = crate::kernels::table::gather_as(stream, v, &rows.view(), false, LargeUtf8)?;
             let (bytes, offsets, _) = c.into_buffers();
-            let offsets = offsets.expect("strings have offsets").into_typed::<i64>().map_err(|_| Error::invalid("internal: string offsets"))?;
-            D::Utf8 { offsets, bytes }
+            Ok(RelationColumn::Owned(Column::from_buffers(LargeUtf8, v.len(), bytes, offsets, None)?))
         }
-        Decimal128(..) => return Err(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() }),
-    })
+        Decimal128(..) => Err(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() }),
+        t => Err(Error::invalid(format!("internal: a {t} column has a kernel type"))),
+    }
 }
 
 /// The lowering decided without device work: which table columns become relation columns, which
@@ -430,15 +431,15 @@ fn decimal_comparison(op: CmpOp, a: DecimalOperand, b: DecimalOperand) -> std::r
 }
 
 /// Lowers `keys` and `pred` as [`plan`] does, and builds the device relations.
-pub(crate) fn lower(stream: &Stream, pred: &Predicate, keys: &[(usize, usize)], options: JoinOptions, left: &TableView<'_>, right: &TableView<'_>, extra: &[(Side, usize)]) -> Result<Lowered> {
+pub(crate) fn lower<'t>(stream: &Stream, pred: &Predicate, keys: &[(usize, usize)], options: JoinOptions, left: &TableView<'t>, right: &TableView<'t>, extra: &[(Side, usize)]) -> Result<Lowered<'t>> {
     let plan = plan(pred, keys, options, left, right, extra)?;
-    let build = |t: &TableView<'_>, cols: &[usize], flagged: &[usize]| -> Result<DeviceRelation> {
+    let build = |t: &TableView<'t>, cols: &[usize], flagged: &[usize]| -> Result<DeviceRelation<'t>> {
         let mut out = Vec::new();
         for &c in cols {
             let v = t.columns()[c];
             if let DataType::Decimal128(..) = v.data_type() {
                 let (hi, lo) = crate::kernels::table::split_decimal(stream, &v)?;
-                out.extend([D::I64(hi), D::U64(lo)]);
+                out.extend([owned(DataType::Int64, hi)?, owned(DataType::UInt64, lo)?]);
             } else {
                 out.push(column_values(stream, &t.names()[c], &v)?);
             }
@@ -447,11 +448,11 @@ pub(crate) fn lower(stream: &Stream, pred: &Predicate, keys: &[(usize, usize)], 
             let v = t.columns()[c];
             let bits = v.validity().ok_or_else(|| Error::invalid("internal: a flagged column without validity"))?;
             let as_bools = ColumnView::new(DataType::Boolean, v.len(), v.offset(), bits, None, None)?;
-            out.push(D::U32(crate::kernels::table::widen(stream, &as_bools)?));
+            out.push(owned(DataType::UInt32, crate::kernels::table::widen(stream, &as_bools)?)?);
         }
         if out.is_empty() {
             // A side the predicate does not look at still has its rows.
-            out.push(D::U32(stream.alloc_zeroed::<u32>(t.rows())?));
+            out.push(owned(DataType::UInt32, stream.alloc_zeroed::<u32>(t.rows())?)?);
         }
         DeviceRelation::from_columns(out)
     };

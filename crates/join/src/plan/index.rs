@@ -8,7 +8,7 @@
 use gpujoin_device::{Error, Result, Stream};
 
 use super::{filter, keys, materialize_sides, Algorithm, JoinOutput};
-use crate::device_relation::DeviceColumnData;
+use crate::device_relation::u32_column;
 use crate::indexed_nested_loop::SortedIndex;
 use crate::kernels::table::{validity_words, Cow};
 use crate::maps::Side;
@@ -48,7 +48,7 @@ pub struct JoinIndex<'a> {
     table: TableView<'a>,
     key: String,
     key_type: DataType,
-    index: SortedIndex<'static>,
+    index: SortedIndex<'a>,
     nulls: NullEquality,
     nans: NanEquality,
 }
@@ -64,7 +64,7 @@ impl<'a> JoinIndex<'a> {
         let column = filter::column_values(stream, key, &c)?;
         let key_type = c.data_type();
         let validity = validity_words(stream, &c)?;
-        let index = SortedIndex::build_owned_with_validity(stream, column, validity.as_ref().map(Cow::view))?;
+        let index = SortedIndex::build_from(stream, column, validity.as_ref().map(Cow::view))?;
         Ok(JoinIndex { table, key: key.to_string(), key_type, index, nulls: NullEquality::NullEqualsNothing, nans: NanEquality::NanNeverEqual })
     }
 
@@ -119,13 +119,13 @@ impl<'a> JoinIndex<'a> {
             let (lk, rk) = keys::prepare(stream, &[c], &[indexed], opts, false)?;
             let (ml, mr) = keys::match_keys(stream, &lk.keys()?, &rk.keys()?, opts)?;
             drop((lk, rk));
-            let index = SortedIndex::build_owned(stream, DeviceColumnData::U32(mr))?;
+            let index = SortedIndex::build_owned(stream, u32_column(mr)?)?;
             let why = if nulls_equal { "NULL equals NULL" } else { "NaN equals NaN" };
-            (index.join(stream, &DeviceColumnData::U32(ml), Side::Left, join_type)?, format!("keys joined as ranks ({why}): both tables' keys ranked and indexed for this probe, not the prebuilt index"))
+            (index.join(stream, &u32_column(ml)?.view(), Side::Left, join_type)?, format!("keys joined as ranks ({why}): both tables' keys ranked and indexed for this probe, not the prebuilt index"))
         } else {
             let column = filter::column_values(stream, on, &c)?;
             let validity = validity_words(stream, &c)?;
-            (self.index.join_with_validity(stream, &column, validity.as_ref().map(Cow::view), Side::Left, join_type)?, "a prebuilt index".to_string())
+            (self.index.join_with_validity(stream, &column.view(), validity.as_ref().map(Cow::view), Side::Left, join_type)?, "a prebuilt index".to_string())
         };
         let pick = |t: &TableView<'a>, names: &[&str]| -> Result<Vec<(String, crate::table::ColumnView<'a>)>> { names.iter().map(|n| Ok((n.to_string(), t.column(n)?))).collect() };
         let table = materialize_sides(stream, &maps, &pick(&probe, select_probe)?, &pick(&self.table, select_index)?)?;

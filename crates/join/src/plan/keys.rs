@@ -291,21 +291,21 @@ pub(crate) fn inlj_needs_ranks(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOpti
         || (matches!(l[0].values, DeviceColumn::F32(_) | DeviceColumn::F64(_)) && opts.nan_equality == NanEquality::NanEqualsNan)
 }
 
-/// A prepared single key column as an owned buffer of its type (for the indexed nested loop's
-/// index, which owns its column).
-pub(crate) fn owned_single(stream: &Stream, keys: &PreparedKeys<'_>) -> Result<crate::device_relation::DeviceColumnData> {
-    use crate::device_relation::DeviceColumnData as D;
-    fn copy<T: gpujoin_device::Pod>(stream: &Stream, v: &Cow<'_, T>) -> Result<DeviceBuffer<T>> {
-        stream.copy_from_device(&v.view())
+/// A prepared single key column as a table column read in place (for the indexed nested loop's
+/// index and probe).
+pub(crate) fn single_view<'k>(keys: &'k PreparedKeys<'_>) -> Result<ColumnView<'k>> {
+    fn view<'k, T: gpujoin_device::Pod>(t: DataType, v: &'k Cow<'_, T>) -> Result<ColumnView<'k>> {
+        let v = v.view();
+        ColumnView::new(t, v.len(), 0, v.as_bytes(), None, None)
     }
-    Ok(match &keys.columns[0].values {
-        Values::I32(v) => D::I32(copy(stream, v)?),
-        Values::I64(v) => D::I64(copy(stream, v)?),
-        Values::U32(v) => D::U32(copy(stream, v)?),
-        Values::U64(v) => D::U64(copy(stream, v)?),
-        Values::F32(v) => D::F32(copy(stream, v)?),
-        Values::F64(v) => D::F64(copy(stream, v)?),
-    })
+    match &keys.columns[0].values {
+        Values::I32(v) => view(DataType::Int32, v),
+        Values::I64(v) => view(DataType::Int64, v),
+        Values::U32(v) => view(DataType::UInt32, v),
+        Values::U64(v) => view(DataType::UInt64, v),
+        Values::F32(v) => view(DataType::Float32, v),
+        Values::F64(v) => view(DataType::Float64, v),
+    }
 }
 
 #[cfg(test)]

@@ -522,7 +522,7 @@ impl<'a> Join<'a> {
 
     /// The lowering of a theta join: the keys as equality conjuncts and the filter, with `extra`
     /// columns beside them.
-    fn lower_theta(&self, stream: &Stream, extra: &[(Side, usize)]) -> Result<filter::Lowered> {
+    fn lower_theta(&self, stream: &Stream, extra: &[(Side, usize)]) -> Result<filter::Lowered<'a>> {
         let (l, r) = (self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"));
         filter::lower(stream, &self.filter_or_true(), &self.theta_keys(), self.options, l, r, extra)
     }
@@ -745,8 +745,8 @@ impl<'a> Join<'a> {
     fn run_theta_columns(&self, stream: &Stream, i: &Inputs<'a>, algorithm: Algorithm, reason: &str) -> Result<Option<JoinOutput>> {
         use DataType::*;
         let direct = |c: &ColumnView<'_>| c.validity().is_none() && matches!(c.data_type(), Int32 | Date32 | Int64 | Date64 | Timestamp(_) | UInt32 | UInt64 | Float32 | Float64);
-        let selected = i.left_select.iter().chain(&i.right_select);
-        if algorithm != Algorithm::ThetaSorted || self.join_type != JoinType::Inner || self.stats || self.options.output_budget.is_some() || selected.clone().next().is_none() || !selected.clone().all(direct) {
+        let mut selected = i.left_select.iter().chain(&i.right_select);
+        if algorithm != Algorithm::ThetaSorted || self.join_type != JoinType::Inner || self.stats || self.options.output_budget.is_some() || selected.clone().next().is_none() || !selected.all(direct) {
             return Ok(None);
         }
         #[cfg(feature = "testing")]
@@ -764,9 +764,10 @@ impl<'a> Join<'a> {
         let rows = written.first().map_or(0, |c| c.len());
         let mut columns = Vec::with_capacity(written.len());
         let names = self.select_left.iter().map(|n| (Side::Left, n)).chain(self.select_right.iter().map(|n| (Side::Right, n)));
-        for ((side, name), (data, view)) in names.zip(written.into_iter().zip(selected)) {
+        // The relations read the selected columns in place, so the written ones have their types.
+        for ((side, name), column) in names.zip(written) {
             let other = if side == Side::Left { &self.select_right } else { &self.select_left };
-            columns.push((output_name(side, name, other.iter().any(|o| o == name)), Column::from_buffers(view.data_type(), rows, data.into_bytes(), None, None)?));
+            columns.push((output_name(side, name, other.iter().any(|o| o == name)), column));
         }
         Ok(Some(JoinOutput { rows: rows as u64, maps: None, table: Table::new(columns)?, algorithm, reason: reason.to_string(), stats: None }))
     }
@@ -1002,7 +1003,7 @@ impl<'a> Join<'a> {
     ///
     /// Example: left keys `[1, 2, 2]`, right keys `[2, 2, 3]`, INNER with a 1-byte budget: one
     /// pair a chunk, four chunks of the pairs (1, 0) (1, 1) (2, 0) (2, 1).
-    pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<JoinChunkSource>> {
+    pub fn chunks(&self, stream: &Stream, budget: ChunkBudget) -> Result<JoinChunks<JoinChunkSource<'a>>> {
         let inputs = self.inputs()?;
         if self.filter.is_none() && !inputs.left_keys.is_empty() && !self.algorithm.is_theta() {
             let (lk, rk) = keys::prepare(stream, &inputs.left_keys, &inputs.right_keys, self.options, true)?;
@@ -1024,15 +1025,15 @@ impl<'a> Join<'a> {
 }
 
 /// Where [`Join::chunks`] takes its chunks from: the chunked equi-join, or a theta join's
-/// prepared path (owning its device relations).
-pub enum JoinChunkSource {
+/// prepared path (owning its device relations, which read the tables' columns in place).
+pub enum JoinChunkSource<'a> {
     /// An equi-join without a filter.
     Equi(EquiChunkSource),
     /// A theta join, or a join with keys and a filter.
-    Theta(Box<crate::theta::ThetaChunkSource<'static>>),
+    Theta(Box<crate::theta::ThetaChunkSource<'a>>),
 }
 
-impl JoinChunkSource {
+impl JoinChunkSource<'_> {
     /// The path: `"equi"`, or the theta chunks' (`"sorted"`, `"mixed"`, `"nested loop"`,
     /// `"whole"`).
     pub fn path(&self) -> &'static str {
@@ -1050,7 +1051,7 @@ impl JoinChunkSource {
     }
 }
 
-impl ChunkSource for JoinChunkSource {
+impl ChunkSource for JoinChunkSource<'_> {
     type Output = GatherMaps;
 
     fn left_rows(&self) -> u64 {
@@ -1142,21 +1143,21 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
         }
         Algorithm::IndexedNestedLoop => {
             crate::common::check_output_budget(stream, l, r, jt, options)?;
-            use crate::device_relation::DeviceColumnData;
+            use crate::device_relation::u32_column;
             use crate::indexed_nested_loop::SortedIndex;
             if keys::inlj_needs_ranks(l, r, options) {
                 // Composite keys, NULL equal to NULL, NaN equal to NaN: one u32 match key a side
                 // (`keys::match_keys`); equal keys, equal ranks, so the order is the same: left
                 // rows in order, each one's index rows in row order, then the unmatched ones.
                 let (ml, mr) = keys::match_keys(stream, l, r, options)?;
-                let index = SortedIndex::build_owned(stream, DeviceColumnData::U32(mr))?;
-                index.join(stream, &DeviceColumnData::U32(ml), Side::Left, jt)?
+                let index = SortedIndex::build_owned(stream, u32_column(mr)?)?;
+                index.join(stream, &u32_column(ml)?.view(), Side::Left, jt)?
             } else {
-                let index_col = keys::owned_single(stream, rk)?;
-                let probe = keys::owned_single(stream, lk)?;
+                let index_col = keys::single_view(rk)?;
+                let probe = keys::single_view(lk)?;
                 // Null keys match nothing here (NullEqualsNothing): null index rows are left out
                 // of the index, null probe rows get no match; NaN (NanNeverEqual) likewise.
-                let index = SortedIndex::build_with_validity(stream, &index_col, rk.single_validity())?;
+                let index = SortedIndex::build_with_validity(stream, index_col, rk.single_validity())?;
                 index.join_with_validity(stream, &probe, lk.single_validity(), Side::Left, jt)?
             }
         }

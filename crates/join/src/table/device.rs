@@ -73,6 +73,11 @@ impl Column {
         (self.values, self.offsets, self.validity)
     }
 
+    /// The values buffer's start for writing (a column made on the device: offset 0).
+    pub(crate) fn values_ptr_mut(&mut self) -> *mut std::ffi::c_void {
+        self.values.view_mut().as_mut_ptr() as *mut std::ffi::c_void
+    }
+
     /// The borrowed view of the whole column.
     pub fn view(&self) -> ColumnView<'_> {
         ColumnView {

@@ -11,7 +11,8 @@ use super::nested_loop::NestedLoopJoin;
 use super::sorted::SortedThetaJoin;
 use super::{check_columns, choose_path, gather_columns, ThetaPath};
 use crate::chunked::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
-use crate::device_relation::{DeviceColumnData, DeviceRelation, RelationRef};
+use crate::device_relation::{copy_column_rows, DeviceRelation, RelationRef};
+use crate::table::Column;
 use crate::maps::GatherMaps;
 use crate::predicate::CheckedPredicate;
 use crate::types::JoinType;
@@ -203,8 +204,8 @@ impl ChunkSource for ThetaChunkSource<'_> {
 /// through the chunk's maps. Columns: `left_cols` of the left relation, then `right_cols`.
 pub struct ThetaColumnsSource<'a> {
     maps: ThetaChunkSource<'a>,
-    left: &'a DeviceRelation,
-    right: &'a DeviceRelation,
+    left: &'a DeviceRelation<'a>,
+    right: &'a DeviceRelation<'a>,
     left_cols: Vec<usize>,
     right_cols: Vec<usize>,
     bytes_per_row: u64,
@@ -222,7 +223,7 @@ impl<'a> ThetaColumnsSource<'a> {
     ) -> Result<Self> {
         check_columns(left, left_cols, "left")?;
         check_columns(right, right_cols, "right")?;
-        let width = |rel: &DeviceRelation, cols: &[usize]| cols.iter().map(|&c| rel.column(c).width().unwrap_or(0) as u64).sum::<u64>();
+        let width = |rel: &DeviceRelation, cols: &[usize]| cols.iter().map(|&c| rel.column(c).data_type().byte_width().unwrap_or(0) as u64).sum::<u64>();
         let bytes_per_row = (width(left, left_cols) + width(right, right_cols)).max(1);
         let maps = ThetaChunkSource::new(stream, left, right, pred, JoinType::Inner)?;
         Ok(ThetaColumnsSource { maps, left, right, left_cols: left_cols.to_vec(), right_cols: right_cols.to_vec(), bytes_per_row })
@@ -235,7 +236,7 @@ impl<'a> ThetaColumnsSource<'a> {
 }
 
 impl ChunkSource for ThetaColumnsSource<'_> {
-    type Output = Vec<DeviceColumnData>;
+    type Output = Vec<Column>;
 
     fn left_rows(&self) -> u64 {
         self.maps.left_rows()
@@ -249,7 +250,7 @@ impl ChunkSource for ThetaColumnsSource<'_> {
         self.bytes_per_row
     }
 
-    fn produce(&self, stream: &Stream, range: &ChunkRange) -> Result<Vec<DeviceColumnData>> {
+    fn produce(&self, stream: &Stream, range: &ChunkRange) -> Result<Vec<Column>> {
         let columns = match &self.maps.prepared {
             Prepared::Sorted(j) => j.materialize(stream, range.rows.clone(), &self.left_cols, &self.right_cols)?,
             _ => {
@@ -261,7 +262,7 @@ impl ChunkSource for ThetaColumnsSource<'_> {
             return Ok(columns);
         }
         let (a, e) = (range.skip_in_first_row() as usize, (range.skip_in_first_row() + range.len()) as usize);
-        columns.iter().map(|c| c.slice_rows(stream, a..e)).collect()
+        columns.iter().map(|c| copy_column_rows(stream, &c.view(), a..e)).collect()
     }
 }
 

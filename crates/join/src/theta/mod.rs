@@ -38,7 +38,8 @@ pub mod sorted;
 
 use gpujoin_device::{Error, Result, Stream};
 
-use crate::device_relation::{DeviceColumnData, DeviceRelation};
+use crate::device_relation::DeviceRelation;
+use crate::table::Column;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, RangeCondition};
 use crate::types::JoinType;
@@ -163,7 +164,7 @@ pub fn theta_materialize(
     pred: &CheckedPredicate,
     left_cols: &[usize],
     right_cols: &[usize],
-) -> Result<Vec<DeviceColumnData>> {
+) -> Result<Vec<Column>> {
     check_columns(left, left_cols, "left")?;
     check_columns(right, right_cols, "right")?;
     match choose_path(pred) {
@@ -178,8 +179,10 @@ pub fn theta_materialize(
 /// Checks that `cols` name fixed-width columns of `rel`.
 fn check_columns(rel: &DeviceRelation, cols: &[usize], side: &str) -> Result<()> {
     for &c in cols {
-        let col = rel.columns().get(c).ok_or_else(|| Error::invalid(format!("{side} column {c} does not exist ({} columns)", rel.columns().len())))?;
-        if col.width().is_none() {
+        if c >= rel.width() {
+            return Err(Error::invalid(format!("{side} column {c} does not exist ({} columns)", rel.width())));
+        }
+        if rel.column(c).data_type().byte_width().is_none() {
             return Err(Error::invalid(format!("{side} column {c} is a string column: materialize its row ids (the gather maps) instead")));
         }
     }
@@ -187,7 +190,7 @@ fn check_columns(rel: &DeviceRelation, cols: &[usize], side: &str) -> Result<()>
 }
 
 /// Left columns then right columns gathered through `maps`.
-fn gather_columns(stream: &Stream, maps: &GatherMaps, left: &DeviceRelation, right: &DeviceRelation, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<DeviceColumnData>> {
+fn gather_columns(stream: &Stream, maps: &GatherMaps, left: &DeviceRelation, right: &DeviceRelation, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<Column>> {
     let mut out = Vec::with_capacity(left_cols.len() + right_cols.len());
     for (rel, cols, map) in [(left, left_cols, maps.left()), (right, right_cols, maps.right())] {
         if cols.is_empty() {
@@ -195,7 +198,7 @@ fn gather_columns(stream: &Stream, maps: &GatherMaps, left: &DeviceRelation, rig
         }
         let map = map.ok_or_else(|| Error::invalid("internal: an inner join without a map"))?.cast::<u32>();
         for &c in cols {
-            out.push(rel.column(c).gather(stream, &map)?);
+            out.push(crate::kernels::table::gather(stream, &rel.column(c), &map, false)?);
         }
     }
     Ok(out)

@@ -49,11 +49,12 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::{exclusive_sum, select_by_flag, select_flagged};
 
 use crate::common::{alloc_output_maps, concat, from_inner_pairs, nones};
-use crate::device_relation::{DeviceColumnData, DeviceRelation, RelationRef};
+use crate::device_relation::{kernel_type_of, DeviceRelation, RelationRef};
+use crate::table::ColumnView;
 use crate::hash_join::hash_join;
 use crate::kernels::aggregate::AccHost;
 use crate::kernels::sys::theta as ffi;
-use crate::keys::Keys;
+use crate::keys::{DeviceColumn, Keys};
 use crate::maps::GatherMaps;
 use crate::predicate::{CheckedPredicate, DataType, Predicate, Side};
 use super::{Agg, AggValue};
@@ -92,17 +93,14 @@ fn upload_raw<T: Copy>(stream: &Stream, items: &[T]) -> Result<DeviceBuffer<u8>>
     stream.copy_from_host(bytes)
 }
 
-fn column_ptrs(c: &DeviceColumnData) -> (*const std::ffi::c_void, *const i64) {
-    let p = |v: u64| v as usize as *const std::ffi::c_void;
-    match c {
-        DeviceColumnData::I32(b) => (p(b.view().raw()), std::ptr::null()),
-        DeviceColumnData::I64(b) => (p(b.view().raw()), std::ptr::null()),
-        DeviceColumnData::U32(b) => (p(b.view().raw()), std::ptr::null()),
-        DeviceColumnData::U64(b) => (p(b.view().raw()), std::ptr::null()),
-        DeviceColumnData::F32(b) => (p(b.view().raw()), std::ptr::null()),
-        DeviceColumnData::F64(b) => (p(b.view().raw()), std::ptr::null()),
-        DeviceColumnData::Utf8 { offsets, bytes } => (p(bytes.view().raw()), offsets.view().as_ptr()),
+/// The data pointer (offset applied) and, for strings, the offsets pointer of a relation's column.
+fn column_ptrs(c: &ColumnView<'_>) -> (*const std::ffi::c_void, *const i64) {
+    if kernel_type_of(c) == DataType::Utf8 {
+        let offsets = c.offsets().expect("strings have offsets").slice(c.offset() * 8..).as_ptr() as *const i64;
+        return (c.values().as_ptr() as *const std::ffi::c_void, offsets);
     }
+    let w = c.data_type().byte_width().expect("a numeric kernel type");
+    (c.values().slice(c.offset() * w..).as_ptr() as *const std::ffi::c_void, std::ptr::null())
 }
 
 fn column_table(rel: &DeviceRelation) -> Vec<ffi::gj_t_column> {
@@ -110,7 +108,7 @@ fn column_table(rel: &DeviceRelation) -> Vec<ffi::gj_t_column> {
         .iter()
         .map(|c| {
             let (data, offsets) = column_ptrs(c);
-            ffi::gj_t_column { data, offsets, dtype: program::dtype_code(c.data_type()), pad: 0 }
+            ffi::gj_t_column { data, offsets, dtype: program::dtype_code(kernel_type_of(c)), pad: 0 }
         })
         .collect()
 }
@@ -220,7 +218,7 @@ fn agg_column_type(left: &DeviceRelation, right: &DeviceRelation, spec: AggSpec)
         Error::invalid(format!(
             "nested loop {:?}: {name} column {index} does not exist (the {name} relation has {} columns)",
             spec.agg,
-            rel.columns().len()
+            rel.width()
         ))
     })?;
     if spec.agg != Agg::Count && !t.is_numeric() {
@@ -280,7 +278,7 @@ impl DeviceProgram {
                     smem += kind.width() * lay.tile_rows;
                     let mut side_ptrs = |s: &SideValue, side: Side, rel: &DeviceRelation| -> Result<(*const std::ffi::c_void, *const i64)> {
                         match s {
-                            SideValue::Column(i) => Ok(column_ptrs(rel.column(*i))),
+                            SideValue::Column(i) => Ok(column_ptrs(&rel.column(*i))),
                             SideValue::Computed(r) => {
                                 let n = rel.rows();
                                 let buf = stream.alloc::<u8>((n * kind.width()).max(16))?;
@@ -321,7 +319,7 @@ impl DeviceProgram {
                 p.agg_side = if side == Side::Left { 0 } else { 1 };
                 p.agg_dtype = program::dtype_code(t);
                 let rel = if side == Side::Left { left } else { right };
-                p.agg_col = column_ptrs(rel.column(index)).0;
+                p.agg_col = column_ptrs(&rel.column(index)).0;
             }
         } else if let Some(spec) = agg {
             p.agg = agg_code(spec.agg);
@@ -625,10 +623,10 @@ pub(crate) fn mixed_keys(left: &DeviceRelation, right: &DeviceRelation, pred: &C
 
 /// The equality columns of a mixed join as keys of both sides, and the options that give them
 /// the predicate's IEEE equality (-0.0 == 0.0, key images normalize zeros; NaN equals nothing).
-pub(crate) fn mixed_key_columns<'a>(left: &'a DeviceRelation, right: &'a DeviceRelation, keys: &[(usize, usize)]) -> Result<(Keys<'a>, Keys<'a>, JoinOptions)> {
-    fn key_cols(rel: &DeviceRelation, cols: impl Iterator<Item = usize>) -> Result<Keys<'_>> {
+pub(crate) fn mixed_key_columns<'a>(left: &'a DeviceRelation<'_>, right: &'a DeviceRelation<'_>, keys: &[(usize, usize)]) -> Result<(Keys<'a>, Keys<'a>, JoinOptions)> {
+    fn key_cols<'a>(rel: &'a DeviceRelation<'_>, cols: impl Iterator<Item = usize>) -> Result<Keys<'a>> {
         let cols = cols
-            .map(|c| rel.column(c).as_key_column().ok_or_else(|| Error::invalid("internal: a string key column")))
+            .map(|c| DeviceColumn::from_view(&rel.column(c)).ok_or_else(|| Error::invalid("internal: a string key column")))
             .collect::<Result<Vec<_>>>()?;
         Keys::new(cols)
     }

@@ -55,7 +55,8 @@ use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::{exclusive_sum_in_place, inclusive_sum, select_by_flag, sort_pairs, SortOrder};
 
-use crate::device_relation::{DeviceColumnData, DeviceRelation, RelationRef};
+use crate::device_relation::{alloc_column, kernel_type_of, DeviceRelation, RelationRef};
+use crate::table::{Column, ColumnView};
 use crate::kernels::sys::theta_sort as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, CmpOp, DataType, RangeCondition, Scalar};
@@ -208,70 +209,45 @@ fn output_len(n: u64) -> Result<usize> {
 // Device columns
 // ------------------------------------------------------------------------------------------------
 
-/// (type code, pointer, element bytes) of a numeric device column.
-fn raw(c: &DeviceColumnData) -> Result<(i32, *const c_void, i32)> {
-    Ok(match c {
-        DeviceColumnData::I32(b) => (ffi::GJ_TS_I32 as i32, b.view().as_ptr() as *const c_void, 4),
-        DeviceColumnData::I64(b) => (ffi::GJ_TS_I64 as i32, b.view().as_ptr() as *const c_void, 8),
-        DeviceColumnData::U32(b) => (ffi::GJ_TS_U32 as i32, b.view().as_ptr() as *const c_void, 4),
-        DeviceColumnData::U64(b) => (ffi::GJ_TS_U64 as i32, b.view().as_ptr() as *const c_void, 8),
-        DeviceColumnData::F32(b) => (ffi::GJ_TS_F32 as i32, b.view().as_ptr() as *const c_void, 4),
-        DeviceColumnData::F64(b) => (ffi::GJ_TS_F64 as i32, b.view().as_ptr() as *const c_void, 8),
-        DeviceColumnData::Utf8 { .. } => return Err(Error::invalid("sorted theta join: string columns are not supported here")),
-    })
+/// (type code, pointer, element bytes) of a numeric column of a relation (its offset applied).
+fn raw(c: &ColumnView<'_>) -> Result<(i32, *const c_void, i32)> {
+    let code = type_code(kernel_type_of(c)).ok_or_else(|| Error::invalid("sorted theta join: string columns are not supported here"))?;
+    let w = c.data_type().byte_width().expect("a numeric kernel type");
+    Ok((code, c.values().slice(c.offset() * w..).as_ptr() as *const c_void, w as i32))
 }
 
-fn raw_mut(c: &mut DeviceColumnData) -> *mut c_void {
-    match c {
-        DeviceColumnData::I32(b) => b.view_mut().as_mut_ptr() as *mut c_void,
-        DeviceColumnData::I64(b) => b.view_mut().as_mut_ptr() as *mut c_void,
-        DeviceColumnData::U32(b) => b.view_mut().as_mut_ptr() as *mut c_void,
-        DeviceColumnData::U64(b) => b.view_mut().as_mut_ptr() as *mut c_void,
-        DeviceColumnData::F32(b) => b.view_mut().as_mut_ptr() as *mut c_void,
-        DeviceColumnData::F64(b) => b.view_mut().as_mut_ptr() as *mut c_void,
-        DeviceColumnData::Utf8 { bytes, .. } => bytes.view_mut().as_mut_ptr() as *mut c_void,
-    }
+/// The values of a column made on the device (offset 0), for writing.
+fn raw_mut(c: &mut Column) -> *mut c_void {
+    c.values_ptr_mut()
 }
 
-/// A new (poisoned in tests) numeric column of `n` rows.
-fn alloc_column(stream: &Stream, t: DataType, n: usize, poison: bool) -> Result<DeviceColumnData> {
-    Ok(match t {
-        DataType::I32 => DeviceColumnData::I32(alloc_out(stream, n, poison)?),
-        DataType::I64 => DeviceColumnData::I64(alloc_out(stream, n, poison)?),
-        DataType::U32 => DeviceColumnData::U32(alloc_out(stream, n, poison)?),
-        DataType::U64 => DeviceColumnData::U64(alloc_out(stream, n, poison)?),
-        DataType::F32 => DeviceColumnData::F32(alloc_out(stream, n, poison)?),
-        DataType::F64 => DeviceColumnData::F64(alloc_out(stream, n, poison)?),
-        DataType::Utf8 => return Err(Error::invalid("sorted theta join: string columns are not supported here")),
-    })
-}
-
-/// Step 1: the right key column normalized and sorted with row ids: (sorted keys, perm).
-fn sort_right(stream: &Stream, col: &DeviceColumnData) -> Result<(DeviceColumnData, DeviceBuffer<u32>)> {
+/// Step 1: the right key column normalized and sorted with row ids: (sorted keys, of the
+/// column's type; perm).
+fn sort_right(stream: &Stream, col: ColumnView<'_>) -> Result<(Column, DeviceBuffer<u32>)> {
     macro_rules! go {
-        ($b:expr, $v:ident, $t:ty) => {{
-            let n = $b.len();
-            let code = type_code(col.data_type()).unwrap();
+        ($t:ty) => {{
+            let n = col.len();
+            let code = type_code(kernel_type_of(&col)).unwrap();
             let mut norm = stream.alloc::<$t>(n)?;
             let mut ids = stream.alloc::<u32>(n)?;
-            let src = $b.view().as_ptr() as *const c_void;
+            let src = raw(&col)?.1;
             let (dst, idp) = (norm.view_mut().as_mut_ptr() as *mut c_void, ids.view_mut().as_mut_ptr());
             // SAFETY: src, dst and ids hold n elements of the named type.
             launch(stream, "gj_ts_prepare_keys", || unsafe { ffi::gj_ts_prepare_keys(code, src, n as i64, dst, idp, stream.raw()) })?;
             let mut sorted = stream.alloc::<$t>(n)?;
             let mut perm = stream.alloc::<u32>(n)?;
             sort_pairs(stream, &norm.view(), &ids.view(), &mut sorted.view_mut(), &mut perm.view_mut(), SortOrder::Ascending, None)?;
-            (DeviceColumnData::$v(sorted), perm)
+            (Column::from_buffers(col.data_type(), n, sorted.into_bytes(), None, None)?, perm)
         }};
     }
-    Ok(match col {
-        DeviceColumnData::I32(b) => go!(b, I32, i32),
-        DeviceColumnData::I64(b) => go!(b, I64, i64),
-        DeviceColumnData::U32(b) => go!(b, U32, u32),
-        DeviceColumnData::U64(b) => go!(b, U64, u64),
-        DeviceColumnData::F32(b) => go!(b, F32, f32),
-        DeviceColumnData::F64(b) => go!(b, F64, f64),
-        DeviceColumnData::Utf8 { .. } => return Err(Error::invalid("sorted theta join: string keys are not supported")),
+    Ok(match kernel_type_of(&col) {
+        DataType::I32 => go!(i32),
+        DataType::I64 => go!(i64),
+        DataType::U32 => go!(u32),
+        DataType::U64 => go!(u64),
+        DataType::F32 => go!(f32),
+        DataType::F64 => go!(f64),
+        DataType::Utf8 => return Err(Error::invalid("sorted theta join: string keys are not supported")),
     })
 }
 
@@ -291,14 +267,14 @@ impl Ranges {
         check_rows("left", left.rows())?;
         check_rows("right", right.rows())?;
         let (code, width) = condition_code(cond)?;
-        let (key_type, left_ptr, _) = raw(left.column(lc))?;
+        let (key_type, left_ptr, _) = raw(&left.column(lc))?;
         let (sorted, perm) = sort_right(stream, right.column(rc))?;
         let (n_left, n_right) = (left.rows(), right.rows());
         let mut n_valid = None;
         if t.is_float() {
             let mut nv = stream.alloc::<u64>(1)?;
             let p = nv.view_mut().as_mut_ptr();
-            let (_, s, _) = raw(&sorted)?;
+            let (_, s, _) = raw(&sorted.view())?;
             // SAFETY: s holds n_right keys; p one u64.
             launch(stream, "gj_ts_valid_count", || unsafe { ffi::gj_ts_valid_count(key_type, s, n_right as i64, p, stream.raw()) })?;
             n_valid = Some(nv);
@@ -309,7 +285,7 @@ impl Ranges {
             Some(_) => Some(stream.alloc::<u64>(n_left + 1)?),
             None => None,
         };
-        let (_, s, _) = raw(&sorted)?;
+        let (_, s, _) = raw(&sorted.view())?;
         let nv = n_valid.as_ref().map_or(std::ptr::null(), |b| b.view().as_ptr());
         let (lop, hip) = (lo.view_mut().as_mut_ptr(), hi.view_mut().as_mut_ptr());
         let cp = counts.as_mut().map_or(std::ptr::null_mut(), |c| c.view_mut().as_mut_ptr());
@@ -475,16 +451,16 @@ impl<'a> SortedThetaJoin<'a> {
     /// Output columns of left rows `rows` of an `Inner` join, written directly (no gather maps):
     /// `left_cols` of the left relation, then `right_cols` of the right one, in the row order of
     /// [`SortedThetaJoin::produce`]. Numeric columns only.
-    pub fn materialize(&self, stream: &Stream, rows: Range<u64>, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<DeviceColumnData>> {
+    pub fn materialize(&self, stream: &Stream, rows: Range<u64>, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<Column>> {
         if self.join_type != JoinType::Inner {
             return Err(Error::invalid("SortedThetaJoin::materialize: inner joins only"));
         }
         for (side, cols, rel) in [("left", left_cols, &*self.left), ("right", right_cols, &*self.right)] {
             for &c in cols {
-                if c >= rel.columns().len() {
+                if c >= rel.width() {
                     return Err(Error::invalid(format!("materialize: {side} column {c} does not exist")));
                 }
-                raw(rel.column(c))?;
+                raw(&rel.column(c))?;
             }
         }
         let (begin, n) = self.output_span(stream, &rows)?;
@@ -495,7 +471,7 @@ impl<'a> SortedThetaJoin<'a> {
         for &c in right_cols {
             let col = self.right.column(c);
             let mut out = alloc_column(stream, col.data_type(), n_right, self.poison)?;
-            let (_, src, bytes) = raw(col)?;
+            let (_, src, bytes) = raw(&col)?;
             let (dst, perm) = (raw_mut(&mut out), self.ranges.perm.view().as_ptr());
             // SAFETY: src and dst hold n_right elements of `bytes` bytes; perm n_right rows.
             launch(stream, "gj_ts_gather", || unsafe { ffi::gj_ts_gather(src, perm, n_right as i64, bytes, dst, stream.raw()) })?;
@@ -506,13 +482,13 @@ impl<'a> SortedThetaJoin<'a> {
         for &c in left_cols {
             let col = self.left.column(c);
             let mut out = alloc_column(stream, col.data_type(), len, self.poison)?;
-            let (_, src, bytes) = raw(col)?;
+            let (_, src, bytes) = raw(&col)?;
             descs.push(ffi::gj_ts_out_col { src, dst: raw_mut(&mut out), elem_bytes: bytes, from_right: 0 });
             outputs.push(out);
         }
         for col in &sorted_cols {
             let mut out = alloc_column(stream, col.data_type(), len, self.poison)?;
-            let (_, src, bytes) = raw(col)?;
+            let (_, src, bytes) = raw(&col.view())?;
             descs.push(ffi::gj_ts_out_col { src, dst: raw_mut(&mut out), elem_bytes: bytes, from_right: 1 });
             outputs.push(out);
         }
@@ -552,7 +528,7 @@ pub fn join_on_condition(stream: &Stream, left: &DeviceRelation, right: &DeviceR
 
 fn join_on_condition_with(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<GatherMaps> {
     if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
-        let join = SortedThetaJoin::prepare_with(stream, left.into(), right.into(), cond, join_type, poison)?;
+        let join = SortedThetaJoin::prepare_with(stream, RelationRef::Borrowed(left), RelationRef::Borrowed(right), cond, join_type, poison)?;
         return join.produce(stream, 0..left.rows() as u64);
     }
     let n_left = left.rows();
@@ -745,13 +721,13 @@ fn aggregate_via(
         None => return Err(Error::invalid(format!("theta join {agg:?} needs a column"))),
         Some((side, index)) => {
             let rel = if side == Side::Left { left } else { right };
-            if index >= rel.columns().len() {
+            if index >= rel.width() {
                 return Err(Error::invalid(format!("theta join {agg:?}: {side:?} column {index} does not exist")));
             }
             if agg == Agg::Count {
                 None
             } else {
-                raw(rel.column(index))?;
+                raw(&rel.column(index))?;
                 Some((side, rel.column(index)))
             }
         }
@@ -760,14 +736,14 @@ fn aggregate_via(
     check_rows("left", left.rows())?;
     check_rows("right", right.rows())?;
     let (code, width) = condition_code(cond)?;
-    let (key_type, left_keys, _) = raw(left.column(lc))?;
-    let (_, right_keys, key_bytes) = raw(right.column(rc))?;
+    let (key_type, left_keys, _) = raw(&left.column(lc))?;
+    let (_, right_keys, key_bytes) = raw(&right.column(rc))?;
     let (n_left, n_right) = (left.rows(), right.rows());
     let (col_type, col_side, col_ptr, float) = match col {
         None => (0, 0, std::ptr::null(), false),
         Some((side, c)) => {
-            let (t, p, _) = raw(c)?;
-            (t, if side == Side::Left { 1 } else { 2 }, p, c.data_type().is_float())
+            let (t, p, _) = raw(&c)?;
+            (t, if side == Side::Left { 1 } else { 2 }, p, kernel_type_of(&c).is_float())
         }
     };
     let small = match path {
@@ -794,7 +770,7 @@ fn aggregate_via(
     let done = at(layout.done) as *mut u32;
 
     // Steps 1 and 4 (the structure over the right column in sorted order).
-    let mut general: Option<(DeviceColumnData, DeviceBuffer<u32>)> = None;
+    let mut general: Option<(Column, DeviceBuffer<u32>)> = None;
     let mut structure_buf: Option<DeviceBuffer<u8>> = None;
     let mut nv_buf: Option<DeviceBuffer<u64>> = None;
     let (sorted_ptr, structure, kind, levels): (*const c_void, *const c_void, i32, i32) = if small {
@@ -813,7 +789,7 @@ fn aggregate_via(
             stream.memset_bytes(&mut ws.slice_mut(layout.done..layout.done + 4), 0)?;
         }
         let (sorted, perm) = sort_right(stream, right.column(rc))?;
-        let sp = raw(&sorted)?.1;
+        let sp = raw(&sorted.view())?.1;
         let perm_ptr = perm.view().as_ptr();
         let mut kind = 0;
         let mut levels = 0;
@@ -904,7 +880,7 @@ pub fn sorted_theta_materialize(
     pred: &CheckedPredicate,
     left_cols: &[usize],
     right_cols: &[usize],
-) -> Result<Vec<DeviceColumnData>> {
+) -> Result<Vec<Column>> {
     let cond = check_schemas(left, right, pred)?;
     let join = SortedThetaJoin::prepare(stream, left, right, &cond, JoinType::Inner)?;
     join.materialize(stream, 0..left.rows() as u64, left_cols, right_cols)
@@ -952,7 +928,7 @@ impl SortedTesting {
     }
 
     /// [`SortedThetaJoin::prepare`].
-    pub fn prepare<'a>(&self, stream: &Stream, left: &'a DeviceRelation, right: &'a DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<SortedThetaJoin<'a>> {
+    pub fn prepare<'a>(&self, stream: &Stream, left: &'a DeviceRelation<'a>, right: &'a DeviceRelation<'a>, cond: &RangeCondition, join_type: JoinType) -> Result<SortedThetaJoin<'a>> {
         SortedThetaJoin::prepare_with(stream, left.into(), right.into(), cond, join_type, self.poison_outputs)
     }
 
@@ -992,7 +968,7 @@ impl SortedTesting {
     }
 
     /// [`sorted_theta_materialize`].
-    pub fn materialize(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<DeviceColumnData>> {
+    pub fn materialize(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<Column>> {
         let cond = check_schemas(left, right, pred)?;
         let join = self.prepare(stream, left, right, &cond, JoinType::Inner)?;
         join.materialize(stream, 0..left.rows() as u64, left_cols, right_cols)
