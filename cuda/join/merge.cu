@@ -77,10 +77,32 @@ struct FusedWriteShared : FusedShared<K> {
 template <class K>
 __device__ __forceinline__ bool keq(K x, K y) { return !less(x, y) && !less(y, x); }
 
-// Loads the tile, merges it (lower bounds, B match flags) and counts equal B items per A item.
+// Bit 0 (A) or 1 (B) for a key below the one before it in this tile's part of its side (the
+// part's first key is compared with the key before the part). Tiles cover both sides without
+// gaps, so together they check every adjacent pair. Reads the tile's keys in shared memory.
 template <class K>
-__device__ __forceinline__ void fused_tile(const K *a, int64_t a_len, const K *b, int64_t b_len, const int64_t *parts,
-                                           FusedShared<K> &sh, int64_t &a0, int &na, uint8_t *b_match) {
+__device__ __forceinline__ uint32_t tile_order_bits(const K *a, const K *b, const K *tile_keys, int64_t a0, int na,
+                                                    int64_t b0, int nb) {
+  uint32_t bad = 0;
+  for (int i = threadIdx.x; i < na + nb; i += FNT) {
+    const bool in_a = i < na;
+    const int j = in_a ? i : i - na;                 // index within the side's part
+    const int64_t start = in_a ? a0 : b0;
+    if (j == 0 && start == 0) continue;             // the side's first key
+    const K prev = j > 0 ? tile_keys[i - 1] : (in_a ? a[start - 1] : b[start - 1]);
+    if (less(tile_keys[i], prev)) bad |= in_a ? 1u : 2u;
+  }
+  return bad;
+}
+
+// Loads the tile, merges it (lower bounds, B match flags) and counts equal B items per A item.
+// With `unsorted` (the count pass asked to check the order), a tile whose keys are out of order
+// ORs its bits into *unsorted and returns false (block-uniform) before the merge, whose steps
+// assume sorted keys (an unsorted tile would leave lower bounds unwritten).
+template <class K>
+__device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b, int64_t b_len, const int64_t *parts,
+                                           FusedShared<K> &sh, int64_t &a0, int &na, uint8_t *b_match,
+                                           uint32_t *unsorted) {
   const int64_t tile = blockIdx.x;
   const int tid = threadIdx.x;
   int64_t d0 = tile * FNV, d1 = d0 + FNV;
@@ -125,6 +147,11 @@ __device__ __forceinline__ void fused_tile(const K *a, int64_t a_len, const K *b
     sh.tail = t;
   }
   __syncthreads();
+  if (unsorted) {
+    const uint32_t bad = tile_order_bits<K>(a, b, sh.keys, a0, na, b0, nb);
+    if (bad) atomicOr(unsorted, bad);  // rare: unsorted input only
+    if (__syncthreads_or(bad != 0)) return false;
+  }
   int diag = tid * FVT;
   if (diag > na + nb) diag = na + nb;
   int lo = diag > nb ? diag - nb : 0, hi = diag < na ? diag : na;
@@ -179,6 +206,7 @@ __device__ __forceinline__ void fused_tile(const K *a, int64_t a_len, const K *b
     sh.cnt[i] = (uint32_t)c;  // <= |B| < 2^32
   }
   __syncthreads();
+  return true;
 }
 
 __device__ __forceinline__ uint64_t block_sum(uint64_t v, uint64_t *red) {
@@ -189,25 +217,6 @@ __device__ __forceinline__ uint64_t block_sum(uint64_t v, uint64_t *red) {
   if (threadIdx.x == 0)
     for (int w = 0; w < FNT / 32; ++w) t += red[w];
   return t;
-}
-
-// Sets bit 0 (A) or 1 (B) of *unsorted for a key below the one before it in this tile's part of
-// its side (the part's first key is compared with the key before the part). Tiles cover both
-// sides without gaps, so together they check every adjacent pair. Reads the keys fused_tile left
-// in shared memory.
-template <class K>
-__device__ __forceinline__ void check_tile_order(const K *a, const K *b, const K *tile_keys, int64_t a0, int na,
-                                                 int64_t b0, int nb, uint32_t *unsorted) {
-  uint32_t bad = 0;
-  for (int i = threadIdx.x; i < na + nb; i += FNT) {
-    const bool in_a = i < na;
-    const int j = in_a ? i : i - na;                 // index within the side's part
-    const int64_t start = in_a ? a0 : b0;
-    if (j == 0 && start == 0) continue;             // the side's first key
-    const K prev = j > 0 ? tile_keys[i - 1] : (in_a ? a[start - 1] : b[start - 1]);
-    if (less(tile_keys[i], prev)) bad |= in_a ? 1u : 2u;
-  }
-  if (bad) atomicOr(unsorted, bad);  // rare: unsorted input only
 }
 
 template <class K>
@@ -234,12 +243,9 @@ __global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_
   }
   int64_t a0;
   int na;
-  fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, b_match);
-  if (unsorted) {
-    const int64_t d0 = (int64_t)blockIdx.x * FNV;
-    int64_t d1 = d0 + FNV;
-    if (d1 > a_len + b_len) d1 = a_len + b_len;
-    check_tile_order<K>(a, b, sh.keys, a0, na, d0 - a0, (int)(d1 - d0) - na, unsorted);
+  if (!fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, b_match, unsorted)) {
+    if (threadIdx.x == 0) tile_rows[blockIdx.x] = 0;
+    return;
   }
   uint64_t s = 0;
   for (int i = threadIdx.x; i < na; i += FNT) {
@@ -261,7 +267,7 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
   __shared__ FusedWriteShared<K> sh;
   int64_t a0;
   int na;
-  fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, nullptr);
+  fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, nullptr, nullptr);
   // CTA-wide exclusive scan of output rows per A item (serial per warp chunk, then warps).
   const int tid = threadIdx.x;
   constexpr int PER = FNV / FNT;  // items per thread, contiguous
