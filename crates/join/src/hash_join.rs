@@ -76,7 +76,8 @@ use gpujoin_primitives::{count_offsets, gather_into_unchecked, sort_keys, sort_p
 use crate::common::{any_never_match, concat, from_inner_pairs, iota, offsets_u64, rows_where, verify};
 use crate::kernels::sys::hash as ffi;
 use crate::keys::{images, DeviceColumn, KeyImages, KeyPlan, Keys};
-use crate::maps::{GatherMaps, Materialized, Payload, Side};
+use crate::maps::{GatherMaps, Materialized, Side};
+use crate::table::Column;
 use crate::types::{JoinOptions, JoinType};
 
 /// How a partitioned hash join materializes payload columns.
@@ -331,15 +332,12 @@ impl BitsBuf {
         }
     }
     /// The column with the element type of `like`.
-    fn into_payload(self, like: &DeviceColumn<'_>) -> Payload {
-        match (self, like) {
-            (BitsBuf::B32(b), DeviceColumn::I32(_)) => Payload::I32(b.cast()),
-            (BitsBuf::B32(b), DeviceColumn::F32(_)) => Payload::F32(b.cast()),
-            (BitsBuf::B32(b), _) => Payload::U32(b),
-            (BitsBuf::B64(b), DeviceColumn::I64(_)) => Payload::I64(b.cast()),
-            (BitsBuf::B64(b), DeviceColumn::F64(_)) => Payload::F64(b.cast()),
-            (BitsBuf::B64(b), _) => Payload::U64(b),
-        }
+    fn into_payload(self, like: &DeviceColumn<'_>) -> Column {
+        let bytes = match self {
+            BitsBuf::B32(b) => b.into_bytes(),
+            BitsBuf::B64(b) => b.into_bytes(),
+        };
+        Column::of_fixed_width(like.data_type(), bytes)
     }
 }
 
@@ -1219,8 +1217,8 @@ pub fn partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>,
 ///     s, &Keys::single(rk.view()), &[price.view().into()], &Keys::single(sk.view()), &[qty.view().into()],
 ///     JoinType::Inner, JoinOptions::default(), Materialization::Clustered)?;
 /// assert_eq!(out.rows, 3);
-/// let Payload::F64(p) = &out.left.as_ref().unwrap().columns[0] else { unreachable!() };
-/// let mut p = p.to_vec()?;
+/// let p = out.left.as_ref().unwrap().columns[0].view().typed::<f64>().unwrap(); // a Float64 column
+/// let mut p = s.copy_to_host(&p)?;
 /// p.sort_by(f64::total_cmp);
 /// assert_eq!(p, vec![10.0, 30.0, 30.0]);
 /// # Ok(()) }

@@ -98,7 +98,6 @@ algorithm_exports!(
     maps::materialize,
     maps::materialize_unchecked,
     maps::Materialized,
-    maps::Payload,
     sort_merge::sort_merge_join,
     sort_merge::sort_merge_join_size,
     sort_merge::sorted_merge_join,

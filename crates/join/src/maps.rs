@@ -6,6 +6,7 @@ use gpujoin_primitives::{gather_into, gather_into_unchecked};
 
 use crate::kernels::sys::join as ffi;
 use crate::keys::DeviceColumn;
+use crate::table::Column;
 use crate::types::{JoinType, RowId};
 
 /// The result of a join: for output row `k`, `left[k]` and `right[k]` are the matching rows of
@@ -95,20 +96,11 @@ impl GatherMaps {
     }
 }
 
-/// A materialized payload column of one of the supported element types.
-pub enum Payload {
-    I32(DeviceBuffer<i32>),
-    I64(DeviceBuffer<i64>),
-    U32(DeviceBuffer<u32>),
-    U64(DeviceBuffer<u64>),
-    F32(DeviceBuffer<f32>),
-    F64(DeviceBuffer<f64>),
-}
-
 /// The payload columns of one side gathered through a join's map.
 pub struct Materialized {
-    /// One column per input column, in order; a null row holds zero.
-    pub columns: Vec<Payload>,
+    /// One column per input column, in order (of the table type its values stand for:
+    /// `Int32` for `i32`, ...); a null row holds zero.
+    pub columns: Vec<Column>,
     /// Arrow-style validity (bit `k % 32` of word `k / 32`, 1 = valid), shared by the columns;
     /// `None` when the side has no null rows by construction (its map never holds NONE).
     pub validity: Option<DeviceBuffer<u32>>,
@@ -130,12 +122,12 @@ pub fn materialize(stream: &Stream, maps: &GatherMaps, side: Side, columns: &[De
     let mut out = Vec::with_capacity(columns.len());
     for c in columns {
         out.push(match c {
-            DeviceColumn::I32(v) => Payload::I32(gather_checked(stream, &idx, v)?),
-            DeviceColumn::I64(v) => Payload::I64(gather_checked(stream, &idx, v)?),
-            DeviceColumn::U32(v) => Payload::U32(gather_checked(stream, &idx, v)?),
-            DeviceColumn::U64(v) => Payload::U64(gather_checked(stream, &idx, v)?),
-            DeviceColumn::F32(v) => Payload::F32(gather_checked(stream, &idx, v)?),
-            DeviceColumn::F64(v) => Payload::F64(gather_checked(stream, &idx, v)?),
+            DeviceColumn::I32(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
+            DeviceColumn::I64(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
+            DeviceColumn::U32(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
+            DeviceColumn::U64(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
+            DeviceColumn::F32(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
+            DeviceColumn::F64(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
         });
     }
     let validity = if maps.nullable(side) { Some(map_validity(stream, &idx)?) } else { None };
@@ -171,7 +163,7 @@ pub fn materialize_unchecked<T: gpujoin_device::Pod>(stream: &Stream, map: &Devi
 }
 
 /// `out[k] = column[idx[k]]`, zero where `idx[k]` is NONE (no bounds report, no wait).
-pub(crate) fn gather_column(stream: &Stream, column: &DeviceColumn<'_>, idx: &DeviceView<'_, u32>) -> Result<Payload> {
+pub(crate) fn gather_column(stream: &Stream, column: &DeviceColumn<'_>, idx: &DeviceView<'_, u32>) -> Result<Column> {
     fn g<T: Pod>(s: &Stream, v: &DeviceView<'_, T>, idx: &DeviceView<'_, u32>) -> Result<DeviceBuffer<T>> {
         let mut out = s.alloc::<T>(idx.len())?;
         if !idx.is_empty() {
@@ -180,11 +172,11 @@ pub(crate) fn gather_column(stream: &Stream, column: &DeviceColumn<'_>, idx: &De
         Ok(out)
     }
     Ok(match column {
-        DeviceColumn::I32(v) => Payload::I32(g(stream, v, idx)?),
-        DeviceColumn::I64(v) => Payload::I64(g(stream, v, idx)?),
-        DeviceColumn::U32(v) => Payload::U32(g(stream, v, idx)?),
-        DeviceColumn::U64(v) => Payload::U64(g(stream, v, idx)?),
-        DeviceColumn::F32(v) => Payload::F32(g(stream, v, idx)?),
-        DeviceColumn::F64(v) => Payload::F64(g(stream, v, idx)?),
+        DeviceColumn::I32(v) => Column::from_device_values(g(stream, v, idx)?),
+        DeviceColumn::I64(v) => Column::from_device_values(g(stream, v, idx)?),
+        DeviceColumn::U32(v) => Column::from_device_values(g(stream, v, idx)?),
+        DeviceColumn::U64(v) => Column::from_device_values(g(stream, v, idx)?),
+        DeviceColumn::F32(v) => Column::from_device_values(g(stream, v, idx)?),
+        DeviceColumn::F64(v) => Column::from_device_values(g(stream, v, idx)?),
     })
 }

@@ -857,10 +857,7 @@ impl<'a> Join<'a> {
             let map = if cols.iter().all(clustered_as_is) {
                 None
             } else {
-                let ids = match travelled.next_back() {
-                    Some(crate::maps::Payload::U32(b)) => b,
-                    _ => return Err(Error::invalid("internal: the row-id column did not come back from the clustered join")),
-                };
+                let ids = travelled.next_back().and_then(|c| c.into_values::<u32>()).ok_or_else(|| Error::invalid("internal: the row-id column did not come back from the clustered join"))?;
                 let rows = if side == Side::Left { i.left_rows } else { i.right_rows };
                 let table = crate::common::iota_from(stream, rows + 1, u32::MAX)?;
                 let mut map = stream.alloc::<u32>(ids.len())?;
@@ -876,7 +873,7 @@ impl<'a> Join<'a> {
                 let column = if clustered_as_is(col) {
                     let p = travelled.next().ok_or_else(|| Error::invalid("internal: a payload column did not come back from the clustered join"))?;
                     let v = validity.as_ref().map(|v| stream.copy_from_device(&v.view())).transpose()?;
-                    Column::from_buffers(col.data_type(), out.rows as usize, payload_bytes(p), None, v)?
+                    Column::from_buffers(col.data_type(), out.rows as usize, p.into_buffers().0, None, v)?
                 } else {
                     let map = map.as_ref().ok_or_else(|| Error::invalid("internal: no row ids"))?;
                     crate::kernels::table::gather(stream, col, &map.view(), nullable)?
@@ -1191,10 +1188,7 @@ fn clustered_pairs(stream: &Stream, l: &Keys<'_>, r: &Keys<'_>, i: &Inputs<'_>, 
     let wl = wide::WideRelation::new(l.clone(), vec![crate::keys::DeviceColumn::U32(il.view())])?;
     let wr = wide::WideRelation::new(r.clone(), vec![crate::keys::DeviceColumn::U32(ir.view())])?;
     let out = clustered_join(stream, &wl, &wr, JoinType::Inner, algorithm, options)?;
-    let ids = |m: Option<crate::maps::Materialized>| match m.and_then(|m| m.columns.into_iter().next()) {
-        Some(crate::maps::Payload::U32(b)) => Ok(b),
-        _ => Err(Error::invalid("internal: the row ids did not come back from the clustered join")),
-    };
+    let ids = |m: Option<crate::maps::Materialized>| m.and_then(|m| m.columns.into_iter().next()).and_then(|c| c.into_values::<u32>()).ok_or_else(|| Error::invalid("internal: the row ids did not come back from the clustered join"));
     Ok(GatherMaps::new(JoinType::Inner, ids(out.left)?, ids(out.right)?))
 }
 
@@ -1301,27 +1295,5 @@ fn clustered_as_is(c: &ColumnView<'_>) -> bool {
 }
 
 fn payload_view<'v>(c: &ColumnView<'v>) -> Result<crate::keys::DeviceColumn<'v>> {
-    use crate::keys::DeviceColumn as D;
-    let err = || Error::invalid(format!("payload of type {}", c.data_type()));
-    Ok(match c.data_type() {
-        DataType::Int32 | DataType::Date32 => D::I32(c.typed().ok_or_else(err)?),
-        DataType::UInt32 => D::U32(c.typed().ok_or_else(err)?),
-        DataType::Float32 => D::F32(c.typed().ok_or_else(err)?),
-        DataType::Float64 => D::F64(c.typed().ok_or_else(err)?),
-        DataType::UInt64 => D::U64(c.typed().ok_or_else(err)?),
-        DataType::Int64 | DataType::Date64 | DataType::Timestamp(_) => D::I64(c.typed().ok_or_else(err)?),
-        _ => return Err(err()),
-    })
-}
-
-fn payload_bytes(p: crate::maps::Payload) -> gpujoin_device::DeviceBuffer<u8> {
-    use crate::maps::Payload as P;
-    match p {
-        P::I32(b) => b.into_bytes(),
-        P::I64(b) => b.into_bytes(),
-        P::U32(b) => b.into_bytes(),
-        P::U64(b) => b.into_bytes(),
-        P::F32(b) => b.into_bytes(),
-        P::F64(b) => b.into_bytes(),
-    }
+    crate::keys::DeviceColumn::from_view(c).ok_or_else(|| Error::invalid(format!("payload of type {}", c.data_type())))
 }

@@ -3,7 +3,7 @@
 
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 
-use super::{DataType, HostColumn, HostTable};
+use super::{DataType, HostColumn, HostTable, NativeValue};
 
 /// A device column that owns its buffers (Arrow's layout; see the [module docs](super)).
 pub struct Column {
@@ -65,6 +65,29 @@ impl Column {
         let c = Column { data_type, len, offset: 0, values, offsets, validity };
         checked(c.view())?;
         Ok(c)
+    }
+
+    /// A column of a device buffer's values: the type `T` stands for ([`NativeValue`]), no nulls.
+    ///
+    /// `Column::from_device_values(stream.copy_from_host(&[1u32, 2])?)` is a `UInt32` column.
+    pub fn from_device_values<T: NativeValue + gpujoin_device::Pod>(values: DeviceBuffer<T>) -> Column {
+        let len = values.len();
+        Column { data_type: T::DATA_TYPE, len, offset: 0, values: values.into_bytes(), offsets: None, validity: None }
+    }
+
+    /// A fixed-width column of `data_type` over `values` (offset 0, no nulls; the caller sized
+    /// `values` for its rows).
+    pub(crate) fn of_fixed_width(data_type: DataType, values: DeviceBuffer<u8>) -> Column {
+        let w = data_type.byte_width().expect("a fixed-width type");
+        debug_assert_eq!(values.len() % w, 0);
+        Column { data_type, len: values.len() / w, offset: 0, values, offsets: None, validity: None }
+    }
+
+    /// The values as a typed buffer, for a column made on the device (offset 0, no validity, `T`
+    /// of the type's width); `None` otherwise.
+    pub(crate) fn into_values<T: gpujoin_device::Pod>(self) -> Option<DeviceBuffer<T>> {
+        (self.offset == 0 && self.validity.is_none() && self.data_type.byte_width() == Some(std::mem::size_of::<T>())).then_some(())?;
+        self.values.into_typed::<T>().ok()
     }
 
     /// The values, offsets and validity buffers (the column's offset is 0 where it was made on

@@ -43,7 +43,7 @@ use super::{gather_column, payload_column, Algorithm, Output, WideJoinOptions, W
 use crate::hash_join::hash_join;
 use crate::kernels::sys::hash as ffi;
 use crate::keys::{DeviceColumn, KeyPlan, Keys};
-use crate::maps::Payload;
+use crate::table::Column;
 use crate::types::{JoinOptions, JoinType};
 
 /// Probe rows sampled for the match ratio and the skew.
@@ -474,16 +474,15 @@ fn sample_by_join(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: Joi
     let positions: Vec<u32> = (0..m as u64).map(|i| (i * n as u64 / m as u64) as u32).collect();
     let pos = stream.copy_from_host(&positions)?;
     // Nulls are not sampled: the sample's keys are the values (an estimate).
-    let cols: Vec<Payload> = probe.columns().iter().map(|c| gather_column(stream, &c.values, &pos.view())).collect::<Result<_>>()?;
+    let cols: Vec<Column> = probe.columns().iter().map(|c| gather_column(stream, &c.values, &pos.view())).collect::<Result<_>>()?;
     let keys = Keys::new(cols.iter().map(payload_column).collect())?;
     let matched = hash_join(stream, &keys, build, JoinType::LeftSemi, opts)?.rows();
-    let first: Vec<u64> = match &cols[0] {
-        Payload::I32(b) => b.to_vec()?.into_iter().map(|x| x as u32 as u64).collect(),
-        Payload::U32(b) => b.to_vec()?.into_iter().map(u64::from).collect(),
-        Payload::F32(b) => b.to_vec()?.into_iter().map(|x| x.to_bits() as u64).collect(),
-        Payload::I64(b) => b.to_vec()?.into_iter().map(|x| x as u64).collect(),
-        Payload::U64(b) => b.to_vec()?,
-        Payload::F64(b) => b.to_vec()?.into_iter().map(f64::to_bits).collect(),
+    // The first key column's bits (4-byte keys zero-extended).
+    let first = cols[0].view();
+    let first: Vec<u64> = match (first.typed::<u32>(), first.typed::<u64>()) {
+        (Some(b), _) => stream.copy_to_host(&b)?.into_iter().map(u64::from).collect(),
+        (_, Some(b)) => stream.copy_to_host(&b)?,
+        _ => return Err(gpujoin_device::Error::invalid("internal: a sampled key column of neither 4 nor 8 bytes")),
     };
     Ok((matched as f64 / m as f64, SampledSkew::from_sample(&first)))
 }

@@ -75,7 +75,8 @@ use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
 use crate::hash_join::{partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
 use crate::keys::range::{self, Outcome};
 use crate::keys::{DeviceColumn, Keys};
-use crate::maps::{map_validity, GatherMaps, Materialized, Payload, Side};
+use crate::maps::{map_validity, GatherMaps, Materialized, Side};
+use crate::table::Column;
 use crate::types::{JoinOptions, JoinType};
 
 /// A relation of the wide joins: 1 to 4 key columns ([`Keys`]) and any number of payload
@@ -320,16 +321,10 @@ pub(crate) fn join_as_given(stream: &Stream, left: &WideRelation<'_>, right: &Wi
 
 pub(crate) use crate::maps::gather_column;
 
-/// A borrowed column of a materialized payload (to feed it to a later join).
-pub fn payload_column(p: &Payload) -> DeviceColumn<'_> {
-    match p {
-        Payload::I32(b) => b.view().into(),
-        Payload::I64(b) => b.view().into(),
-        Payload::U32(b) => b.view().into(),
-        Payload::U64(b) => b.view().into(),
-        Payload::F32(b) => b.view().into(),
-        Payload::F64(b) => b.view().into(),
-    }
+/// A borrowed column of a materialized payload (to feed it to a later join). Payload columns
+/// are the joins' own (4- and 8-byte numbers, offset 0), so the view always exists.
+pub fn payload_column(p: &Column) -> DeviceColumn<'_> {
+    DeviceColumn::from_view(&p.view()).expect("a payload column is a 4- or 8-byte number")
 }
 
 /// Gathers the columns of one side through `map` (unclustered when the map is into the inputs).

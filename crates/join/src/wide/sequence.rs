@@ -31,7 +31,7 @@ use super::{gather_column, join, payload_column, Algorithm, WideJoinOptions, Wid
 use crate::common::iota;
 use crate::hash_join::JoinStats;
 use crate::keys::{DeviceColumn, Keys};
-use crate::maps::Payload;
+use crate::table::Column;
 use crate::types::{JoinOptions, JoinType};
 
 /// One join of a sequence.
@@ -49,8 +49,8 @@ pub struct SequenceStep {
 pub struct SequenceOutput {
     pub rows: u64,
     pub fact_rows: DeviceBuffer<u32>,
-    pub fact_payloads: Vec<Payload>,
-    pub dim_payloads: Vec<Vec<Payload>>,
+    pub fact_payloads: Vec<Column>,
+    pub dim_payloads: Vec<Vec<Column>>,
     /// One entry per join, in order.
     pub steps: Vec<SequenceStep>,
 }
@@ -76,7 +76,7 @@ pub fn join_sequence(stream: &Stream, fact_fks: &[DeviceColumn<'_>], fact_payloa
     let wopts = WideJoinOptions { keys: opts, ..WideJoinOptions::default() };
     // The intermediate relation: fact row ids and the dimension payloads so far.
     let mut ids: DeviceBuffer<u32> = iota(stream, n)?;
-    let mut carried: Vec<Payload> = Vec::new();
+    let mut carried: Vec<Column> = Vec::new();
     let mut counts: Vec<usize> = Vec::with_capacity(dims.len());
     let mut steps = Vec::with_capacity(dims.len());
     for (i, dim) in dims.iter().enumerate() {
@@ -93,7 +93,7 @@ pub fn join_sequence(stream: &Stream, fact_fks: &[DeviceColumn<'_>], fact_payloa
         let (Some(l), Some(r)) = (out.left, out.right) else { return Err(Error::invalid("internal: an inner join without both sides")) };
         let mut rc = r.columns.into_iter();
         ids = match rc.next() {
-            Some(Payload::U32(b)) => b,
+            Some(c) if c.data_type() == crate::table::DataType::UInt32 => c.into_values::<u32>().ok_or_else(|| Error::invalid("internal: fact row ids"))?,
             _ => return Err(Error::invalid("internal: the fact row ids did not come back as the first column")),
         };
         carried = rc.collect();

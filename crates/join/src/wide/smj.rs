@@ -38,7 +38,8 @@ use super::{gather_column, gather_side, Algorithm, Clock, Output, WideJoinOption
 use crate::common::{any_never_match, iota, narrow};
 use crate::hash_join::JoinStats;
 use crate::keys::{images, DeviceColumn, KeyPlan, Keys};
-use crate::maps::{GatherMaps, Materialized, Payload};
+use crate::maps::{GatherMaps, Materialized};
+use crate::table::Column;
 use crate::sort_merge::{sort_merge_join, sorted_merge_join};
 use crate::types::JoinType;
 
@@ -150,7 +151,7 @@ fn general(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, j
 }
 
 /// Sorts `keys` with `values` (any 4- or 8-byte column as raw bits) into new buffers.
-fn sort_with<K: SmjKey>(stream: &Stream, keys: &DeviceView<'_, K>, col: &DeviceColumn<'_>) -> Result<(DeviceBuffer<K>, Payload)> {
+fn sort_with<K: SmjKey>(stream: &Stream, keys: &DeviceView<'_, K>, col: &DeviceColumn<'_>) -> Result<(DeviceBuffer<K>, Column)> {
     let n = keys.len();
     let mut sk = stream.alloc::<K>(n)?;
     fn bits<K: SmjKey + SortPairsWith<V>, V: gpujoin_device::Pod>(stream: &Stream, keys: &DeviceView<'_, K>, sk: &mut DeviceBuffer<K>, v: DeviceView<'_, V>) -> Result<DeviceBuffer<V>> {
@@ -159,17 +160,17 @@ fn sort_with<K: SmjKey>(stream: &Stream, keys: &DeviceView<'_, K>, col: &DeviceC
         Ok(out)
     }
     let p = match *col {
-        DeviceColumn::I32(v) => Payload::I32(bits::<K, u32>(stream, keys, &mut sk, v.cast())?.cast()),
-        DeviceColumn::U32(v) => Payload::U32(bits::<K, u32>(stream, keys, &mut sk, v)?),
-        DeviceColumn::F32(v) => Payload::F32(bits::<K, u32>(stream, keys, &mut sk, v.cast())?.cast()),
-        DeviceColumn::I64(v) => Payload::I64(bits::<K, u64>(stream, keys, &mut sk, v.cast())?.cast()),
-        DeviceColumn::U64(v) => Payload::U64(bits::<K, u64>(stream, keys, &mut sk, v)?),
-        DeviceColumn::F64(v) => Payload::F64(bits::<K, u64>(stream, keys, &mut sk, v.cast())?.cast()),
+        DeviceColumn::I32(v) => Column::from_device_values(bits::<K, u32>(stream, keys, &mut sk, v.cast())?.cast::<i32>()),
+        DeviceColumn::U32(v) => Column::from_device_values(bits::<K, u32>(stream, keys, &mut sk, v)?),
+        DeviceColumn::F32(v) => Column::from_device_values(bits::<K, u32>(stream, keys, &mut sk, v.cast())?.cast::<f32>()),
+        DeviceColumn::I64(v) => Column::from_device_values(bits::<K, u64>(stream, keys, &mut sk, v.cast())?.cast::<i64>()),
+        DeviceColumn::U64(v) => Column::from_device_values(bits::<K, u64>(stream, keys, &mut sk, v)?),
+        DeviceColumn::F64(v) => Column::from_device_values(bits::<K, u64>(stream, keys, &mut sk, v.cast())?.cast::<f64>()),
     };
     Ok((sk, p))
 }
 
-fn column_of(p: &Payload) -> DeviceColumn<'_> {
+fn column_of(p: &Column) -> DeviceColumn<'_> {
     super::payload_column(p)
 }
 
@@ -204,7 +205,7 @@ fn core<K: SmjKey>(
         /// UM: the input row of every sorted position.
         rows: Option<DeviceBuffer<u32>>,
         /// OM: the first payload column, sorted.
-        col0: Option<Payload>,
+        col0: Option<Column>,
     }
     let transform = |keys: &DeviceView<'_, K>, cols: &[DeviceColumn<'_>]| -> Result<Sorted<K>> {
         let n = keys.len();
@@ -292,12 +293,12 @@ fn core<K: SmjKey>(
         keys: &'s DeviceView<'s, K>,
         cols: &'s [DeviceColumn<'c>],
         pos: DeviceBuffer<u32>,
-        col0: Option<Payload>,
+        col0: Option<Column>,
         plan: Option<RangePlan<K>>,
         nullable: bool,
         has_map: bool,
     }
-    let materialize = |w: SideWork<'_, '_, K>| -> Result<(Vec<Payload>, Option<DeviceBuffer<u32>>)> {
+    let materialize = |w: SideWork<'_, '_, K>| -> Result<(Vec<Column>, Option<DeviceBuffer<u32>>)> {
         let SideWork { keys, cols, pos, col0, mut plan, nullable, has_map } = w;
         let mut out = Vec::with_capacity(cols.len());
         if let Some(c) = col0 {

@@ -3,7 +3,8 @@
 //! a join from the reference pairs.
 
 use gpujoin_device::{DeviceBuffer, Stream};
-use gpujoin_join::{DeviceColumn, JoinType, Materialized, Payload, RowId};
+use gpujoin_join::table::{Column, DataType};
+use gpujoin_join::{DeviceColumn, JoinType, Materialized, RowId};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -69,15 +70,22 @@ pub fn dev_column(p: &DevPayload) -> DeviceColumn<'_> {
     }
 }
 
-pub fn payload_bits(p: &Payload) -> (PType, Vec<u64>) {
-    match p {
-        Payload::I32(b) => (PType::I32, b.to_vec().unwrap().into_iter().map(|x| x as u32 as u64).collect()),
-        Payload::U32(b) => (PType::U32, b.to_vec().unwrap().into_iter().map(|x| x as u64).collect()),
-        Payload::F32(b) => (PType::F32, b.to_vec().unwrap().into_iter().map(|x| x.to_bits() as u64).collect()),
-        Payload::I64(b) => (PType::I64, b.to_vec().unwrap().into_iter().map(|x| x as u64).collect()),
-        Payload::U64(b) => (PType::U64, b.to_vec().unwrap()),
-        Payload::F64(b) => (PType::F64, b.to_vec().unwrap().into_iter().map(|x| x.to_bits()).collect()),
-    }
+/// A materialized payload column's type and raw bits (4-byte values zero-extended).
+pub fn payload_bits(p: &Column) -> (PType, Vec<u64>) {
+    let ty = match p.data_type() {
+        DataType::Int32 => PType::I32,
+        DataType::UInt32 => PType::U32,
+        DataType::Float32 => PType::F32,
+        DataType::Int64 => PType::I64,
+        DataType::UInt64 => PType::U64,
+        DataType::Float64 => PType::F64,
+        t => panic!("a payload column of type {t}"),
+    };
+    let h = p.to_host().unwrap();
+    let (w, off, n) = (p.data_type().byte_width().unwrap(), h.offset(), h.len());
+    let bytes = &h.values_buffer()[off * w..(off + n) * w];
+    let bits = bytes.chunks_exact(w).map(|c| if w == 4 { u32::from_le_bytes(c.try_into().unwrap()) as u64 } else { u64::from_le_bytes(c.try_into().unwrap()) }).collect();
+    (ty, bits)
 }
 
 pub type Row = Vec<Option<u64>>;

@@ -22,7 +22,7 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::{gather, sort_pairs, sorted_search, Bound, SearchOutputs, SortOrder, SortPairsWith};
 
 use crate::keys::DeviceColumn;
-use crate::maps::Payload;
+use crate::table::Column;
 use crate::sort_merge::SortedKey;
 
 /// Target number of key ranges (each at most `1.25 n / RANGES` rows).
@@ -143,14 +143,14 @@ impl<K: RangeKey> RangePlan<K> {
     }
 
     /// `column` in the order of the stable sort of `keys` (whose sorted keys gave the plan).
-    pub(crate) fn transform(&self, stream: &Stream, keys: &DeviceView<'_, K>, column: &DeviceColumn<'_>) -> Result<Payload> {
+    pub(crate) fn transform(&self, stream: &Stream, keys: &DeviceView<'_, K>, column: &DeviceColumn<'_>) -> Result<Column> {
         Ok(match *column {
-            DeviceColumn::I32(v) => Payload::I32(self.transform_bits::<u32>(stream, keys, &v.cast())?.cast()),
-            DeviceColumn::U32(v) => Payload::U32(self.transform_bits::<u32>(stream, keys, &v)?),
-            DeviceColumn::F32(v) => Payload::F32(self.transform_bits::<u32>(stream, keys, &v.cast())?.cast()),
-            DeviceColumn::I64(v) => Payload::I64(self.transform_bits::<u64>(stream, keys, &v.cast())?.cast()),
-            DeviceColumn::U64(v) => Payload::U64(self.transform_bits::<u64>(stream, keys, &v)?),
-            DeviceColumn::F64(v) => Payload::F64(self.transform_bits::<u64>(stream, keys, &v.cast())?.cast()),
+            DeviceColumn::I32(v) => Column::from_device_values(self.transform_bits::<u32>(stream, keys, &v.cast())?.cast::<i32>()),
+            DeviceColumn::U32(v) => Column::from_device_values(self.transform_bits::<u32>(stream, keys, &v)?),
+            DeviceColumn::F32(v) => Column::from_device_values(self.transform_bits::<u32>(stream, keys, &v.cast())?.cast::<f32>()),
+            DeviceColumn::I64(v) => Column::from_device_values(self.transform_bits::<u64>(stream, keys, &v.cast())?.cast::<i64>()),
+            DeviceColumn::U64(v) => Column::from_device_values(self.transform_bits::<u64>(stream, keys, &v)?),
+            DeviceColumn::F64(v) => Column::from_device_values(self.transform_bits::<u64>(stream, keys, &v.cast())?.cast::<f64>()),
         })
     }
 
