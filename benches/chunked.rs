@@ -34,7 +34,7 @@ use gpujoin::device::{Event, PinnedBuffer};
 use gpujoin::join::chunked::{ChunkBudget, ChunkSource, HostStreamOptions, HostStreamer, JoinChunks};
 use gpujoin::join::device_relation::DeviceRelation;
 use gpujoin::join::plan::{Algorithm, Gather, Join};
-use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation};
+use gpujoin::join::predicate::{col_l, col_r, schema_of};
 use gpujoin::join::table::{HostColumn, HostTable, Table};
 use gpujoin::join::theta::{theta_join_size, ThetaColumnsSource};
 use gpujoin::join::JoinType;
@@ -145,10 +145,10 @@ fn main() {
     // The theta join's output relation delivered to host memory: R.a > S.a over 50K x 5K rows,
     // ~124M rows of (R.a, S.a, S.x), 12 bytes each (1.5 GB), 256 MiB per chunk.
     let mut rng = StdRng::seed_from_u64(0x7E7A);
-    let col = |rng: &mut StdRng, n: usize| ColumnData::I32((0..n).map(|_| rng.gen_range(0..1 << 20)).collect());
-    let r = Relation::new(vec![col(&mut rng, 50_000)]).unwrap();
-    let t = Relation::new(vec![col(&mut rng, 5_000), col(&mut rng, 5_000)]).unwrap();
-    let pred = col_l(0).greater(col_r(0)).check(&r.schema(), &t.schema()).unwrap();
+    let col = |rng: &mut StdRng, n: usize| HostColumn::from_values((0..n).map(|_| rng.gen_range(0..1 << 20)).collect::<Vec<i32>>());
+    let r = HostTable::new(vec![("a", col(&mut rng, 50_000))]).unwrap();
+    let t = HostTable::new(vec![("a", col(&mut rng, 5_000)), ("x", col(&mut rng, 5_000))]).unwrap();
+    let pred = col_l(0).greater(col_r(0)).check(&schema_of(&r).unwrap(), &schema_of(&t).unwrap()).unwrap();
     let (dr, dt) = (DeviceRelation::upload(&s, &r).unwrap(), DeviceRelation::upload(&s, &t).unwrap());
     let source = ThetaColumnsSource::new(&s, &dr, &dt, &pred, &[0], &[0, 1]).unwrap();
     let rows = theta_join_size(&s, &dr, &dt, &pred, JoinType::Inner).unwrap();

@@ -13,7 +13,7 @@ mod common;
 
 use gpujoin::join::device_relation::DeviceRelation;
 use gpujoin::join::plan::{Algorithm, Join};
-use gpujoin::join::predicate::{col_l, col_r, ColumnData, Relation, Side};
+use gpujoin::join::predicate::{col_l, col_r, Side};
 use gpujoin::join::table::{HostColumn, HostTable, Table, Value};
 use gpujoin::join::theta::sorted::{sorted_theta_aggregate, sorted_theta_join_size, sorted_theta_materialize};
 use gpujoin::join::theta::{Agg, AggValue};
@@ -24,17 +24,21 @@ use rand::{Rng, SeedableRng};
 const GROUP: &str = "theta";
 const DOMAIN: i32 = 1 << 20;
 
-fn relation(n: usize, seed: u64) -> Relation {
+fn relation(n: usize, seed: u64) -> HostTable {
     let mut rng = StdRng::seed_from_u64(seed);
     let a: Vec<i32> = (0..n).map(|_| rng.gen_range(0..DOMAIN)).collect();
     let x: Vec<i32> = (0..n).map(|_| rng.gen_range(0..DOMAIN)).collect();
-    Relation::new(vec![ColumnData::I32(a), ColumnData::I32(x)]).unwrap()
+    HostTable::new(vec![("a", HostColumn::from_values::<i32>(a)), ("x", HostColumn::from_values::<i32>(x))]).unwrap()
 }
 
 /// The relation as a table `(a, x)` on the device, for the front door.
-fn table(s: &gpujoin::device::Stream, r: &Relation) -> Table {
-    let (ColumnData::I32(a), ColumnData::I32(x)) = (&r.columns[0], &r.columns[1]) else { unreachable!() };
-    Table::upload(s, &HostTable::new(vec![("a", HostColumn::from_values(a.clone())), ("x", HostColumn::from_values(x.clone()))]).unwrap()).unwrap()
+fn table(s: &gpujoin::device::Stream, r: &HostTable) -> Table {
+    Table::upload(s, r).unwrap()
+}
+
+/// The values of an `Int32` column.
+fn ints(c: &HostColumn) -> Vec<i32> {
+    (0..c.len()).map(|i| if let Value::Int(v) = c.value(i) { v as i32 } else { unreachable!() }).collect()
 }
 
 /// `R.a > S.a` through the front door, the sorted theta join forced.
@@ -45,8 +49,8 @@ fn front_door<'a>(r: &'a Table, t: &'a Table) -> Join<'a> {
 }
 
 /// SUM(S.x) WHERE R.a > S.a on the CPU (sort S by a, prefix sums, binary search per R row).
-fn cpu_sum(r: &Relation, s: &Relation) -> i128 {
-    let (ColumnData::I32(ra), ColumnData::I32(sa), ColumnData::I32(sx)) = (&r.columns[0], &s.columns[0], &s.columns[1]) else { unreachable!() };
+fn cpu_sum(r: &HostTable, s: &HostTable) -> i128 {
+    let (ra, sa, sx) = (ints(&r.columns()[0]), ints(&s.columns()[0]), ints(&s.columns()[1]));
     let mut pairs: Vec<(i32, i32)> = sa.iter().copied().zip(sx.iter().copied()).collect();
     pairs.sort();
     let mut prefix = vec![0i128; pairs.len() + 1];

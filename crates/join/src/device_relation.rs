@@ -9,19 +9,21 @@
 //!
 //! ```no_run
 //! use gpujoin_join::device_relation::DeviceRelation;
-//! use gpujoin_join::predicate::{ColumnData, Relation};
+//! use gpujoin_join::predicate::DataType;
+//! use gpujoin_join::table::{DataType as T, HostColumn, HostTable};
 //! # fn f(stream: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-//! let host = Relation::new(vec![ColumnData::I32(vec![3, 1]), ColumnData::utf8(["a", "bc"])])?;
+//! let host = HostTable::new(vec![("a", HostColumn::from_values(vec![3i16, 1])), ("s", HostColumn::utf8(["a", "bc"]))])?;
 //! let dev = DeviceRelation::upload(stream, &host)?;
-//! assert_eq!(dev.rows(), 2);
-//! assert_eq!(dev.to_host(stream)?, host);
+//! assert_eq!((dev.rows(), dev.schema()), (2, vec![DataType::I32, DataType::Utf8]));
+//! let back = dev.to_host(stream)?; // Int16 widened to Int32, Utf8 as LargeUtf8
+//! assert_eq!((back[0].data_type(), back[1].data_type()), (T::Int32, T::LargeUtf8));
 //! # Ok(()) }
 //! ```
 
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
-use crate::predicate::{ColumnData, DataType as KernelType, Relation};
-use crate::table::{Column, ColumnView, DataType, HostColumn};
+use crate::predicate::DataType as KernelType;
+use crate::table::{Column, ColumnView, DataType, HostColumn, HostTable};
 
 /// The kernels' type of a column of `t`; `None` for a type a relation must convert first
 /// (`Int8`, `Int16`, `UInt8`, `UInt16`, `Boolean`, `Utf8`, `Decimal128`).
@@ -132,54 +134,23 @@ pub struct DeviceRelation<'a> {
     rows: usize,
 }
 
-/// A host column of the theta model as a table column.
-fn host_column(c: &ColumnData) -> Result<HostColumn> {
-    c.validate()?;
-    Ok(match c {
-        ColumnData::I32(v) => HostColumn::from_values(v.clone()),
-        ColumnData::I64(v) => HostColumn::from_values(v.clone()),
-        ColumnData::U32(v) => HostColumn::from_values(v.clone()),
-        ColumnData::U64(v) => HostColumn::from_values(v.clone()),
-        ColumnData::F32(v) => HostColumn::from_values(v.clone()),
-        ColumnData::F64(v) => HostColumn::from_values(v.clone()),
-        ColumnData::Utf8 { offsets, bytes } => {
-            let offsets: Vec<u8> = offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
-            HostColumn::from_arrow_buffers(DataType::LargeUtf8, c.len(), 0, bytes.clone(), offsets, None)?
-        }
-    })
-}
-
-/// A table column of a kernel type as a host column of the theta model (rows `offset ..
-/// offset + len`; strings rebased to start at offset 0).
-fn column_data(h: &HostColumn) -> Result<ColumnData> {
-    let t = kernel_type(h.data_type()).ok_or_else(|| Error::invalid(format!("a {} column in a device relation", h.data_type())))?;
-    let (off, len) = (h.offset(), h.len());
-    fn words<const W: usize, T>(b: &[u8], off: usize, len: usize, f: fn([u8; W]) -> T) -> Vec<T> {
-        b[off * W..(off + len) * W].chunks_exact(W).map(|c| f(c.try_into().expect("W bytes"))).collect()
-    }
-    let v = h.values_buffer();
-    Ok(match t {
-        KernelType::I32 => ColumnData::I32(words(v, off, len, i32::from_le_bytes)),
-        KernelType::I64 => ColumnData::I64(words(v, off, len, i64::from_le_bytes)),
-        KernelType::U32 => ColumnData::U32(words(v, off, len, u32::from_le_bytes)),
-        KernelType::U64 => ColumnData::U64(words(v, off, len, u64::from_le_bytes)),
-        KernelType::F32 => ColumnData::F32(words(v, off, len, f32::from_le_bytes)),
-        KernelType::F64 => ColumnData::F64(words(v, off, len, f64::from_le_bytes)),
-        KernelType::Utf8 => {
-            let o: Vec<i64> = words(h.offsets_buffer(), off, len + 1, i64::from_le_bytes);
-            let (a, b) = (o[0], o[len]);
-            ColumnData::Utf8 { offsets: o.iter().map(|x| x - a).collect(), bytes: v[a as usize..b as usize].to_vec() }
-        }
-    })
-}
-
 impl DeviceRelation<'static> {
-    /// Copies every column of a host relation to the device (validated first: a malformed string
-    /// layout is an error).
-    pub fn upload(stream: &Stream, relation: &Relation) -> Result<Self> {
-        relation.validate()?;
-        let columns = relation.columns.iter().map(|c| Ok(RelationColumn::Owned(Column::upload(stream, &host_column(c)?)?))).collect::<Result<Vec<_>>>()?;
-        Ok(DeviceRelation { columns, rows: relation.rows() })
+    /// Copies every column of a host table to the device, in order (names aside), converting
+    /// those of no [`kernel_type`] as the front door's filters do (narrow integers and booleans
+    /// widened to 32 bits, `Utf8` to `LargeUtf8`; `Decimal128` is an `Unsupported` error).
+    pub fn upload(stream: &Stream, table: &HostTable) -> Result<Self> {
+        if table.rows() as u64 > crate::RowId::MAX_ROWS {
+            return Err(Error::too_large("relation rows", table.rows() as u64, crate::RowId::MAX_ROWS));
+        }
+        let mut columns = Vec::with_capacity(table.columns().len());
+        for (name, host) in table.names().iter().zip(table.columns()) {
+            let c = Column::upload(stream, host)?;
+            columns.push(RelationColumn::Owned(match crate::plan::filter::converted(stream, name, &c.view())? {
+                Some(converted) => converted,
+                None => c,
+            }));
+        }
+        Ok(DeviceRelation { columns, rows: table.rows() })
     }
 }
 
@@ -223,9 +194,9 @@ impl<'a> DeviceRelation<'a> {
         self.columns.iter().map(|c| kernel_type_of(&c.view())).collect()
     }
 
-    /// Copies the relation back to the host.
-    pub fn to_host(&self, stream: &Stream) -> Result<Relation> {
-        Relation::new(self.columns.iter().map(|c| column_data(&c.view().to_host(stream)?)).collect::<Result<Vec<_>>>()?)
+    /// Copies the relation's columns back to the host.
+    pub fn to_host(&self, stream: &Stream) -> Result<Vec<HostColumn>> {
+        self.columns.iter().map(|c| c.view().to_host(stream)).collect()
     }
 }
 

@@ -20,10 +20,10 @@ use gpujoin_device::testing::{device_or_skip, pick, reduced};
 use gpujoin_device::{Device, DeviceBuffer, Stream};
 use gpujoin_join::chunked::{join_chunks, ChunkBudget};
 use gpujoin_join::device_relation::DeviceRelation;
-use gpujoin_join::table::{Column, HostColumn};
 use gpujoin_join::indexed_nested_loop::indexed_nested_loop_join;
 use gpujoin_join::memory::{self, JoinSizes, KeyShape, Payloads, PeakAlgorithm, ThetaKind};
-use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation};
+use gpujoin_join::predicate::{col_l, col_r, schema_of};
+use gpujoin_join::table::{Column, HostColumn, HostTable};
 use gpujoin_join::theta::{choose_path, theta_join, ThetaPath};
 use gpujoin_join::wide::{self, Algorithm, Output, WideJoinOptions, WideRelation};
 use gpujoin_join::{
@@ -290,9 +290,9 @@ fn theta_joins(m: &mut Meter) {
     for width in [4u32, 8] {
         let lv: Vec<u32> = (0..nl).map(|_| rng.gen_range(0..1u32 << 20)).collect();
         let rv: Vec<u32> = (0..nr).map(|_| rng.gen_range(0..1u32 << 30)).collect();
-        let col = |v: &[u32]| if width == 4 { ColumnData::U32(v.to_vec()) } else { ColumnData::U64(v.iter().map(|&x| x as u64).collect()) };
-        let (lr, rr) = (Relation::new(vec![col(&lv)]).unwrap(), Relation::new(vec![col(&rv)]).unwrap());
-        let p = col_l(0).greater(col_r(0)).check(&lr.schema(), &rr.schema()).unwrap();
+        let col = |v: &[u32]| if width == 4 { HostColumn::from_values(v.to_vec()) } else { HostColumn::from_values(v.iter().map(|&x| x as u64).collect::<Vec<u64>>()) };
+        let (lr, rr) = (HostTable::new(vec![("k", col(&lv))]).unwrap(), HostTable::new(vec![("k", col(&rv))]).unwrap());
+        let p = col_l(0).greater(col_r(0)).check(&schema_of(&lr).unwrap(), &schema_of(&rr).unwrap()).unwrap();
         assert!(matches!(choose_path(&p), ThetaPath::Sorted(_)));
         let (dl, dr) = (DeviceRelation::upload(&s, &lr).unwrap(), DeviceRelation::upload(&s, &rr).unwrap());
         let sizes = |o: u64| JoinSizes::inner(nl as u64, nr as u64, KeyShape::integer(width), o);
@@ -303,10 +303,10 @@ fn theta_joins(m: &mut Meter) {
     let rel = |n: usize, rng: &mut StdRng| {
         let a: Vec<u32> = (0..n).map(|_| rng.gen()).collect();
         let b: Vec<u32> = (0..n).map(|_| rng.gen()).collect();
-        Relation::new(vec![ColumnData::U32(a), ColumnData::U32(b)]).unwrap()
+        HostTable::new(vec![("c0", HostColumn::from_values::<u32>(a)), ("c1", HostColumn::from_values::<u32>(b))]).unwrap()
     };
     let (lr, rr) = (rel(nl, &mut rng), rel(nr, &mut rng));
-    let p = col_l(0).less(col_r(0)).and(col_l(1).greater(col_r(1))).check(&lr.schema(), &rr.schema()).unwrap();
+    let p = col_l(0).less(col_r(0)).and(col_l(1).greater(col_r(1))).check(&schema_of(&lr).unwrap(), &schema_of(&rr).unwrap()).unwrap();
     assert!(matches!(choose_path(&p), ThetaPath::NestedLoop));
     let (dl, dr) = (DeviceRelation::upload(&s, &lr).unwrap(), DeviceRelation::upload(&s, &rr).unwrap());
     let two = KeyShape { columns: 2, bytes: 8, floats: false, nullable: false };
@@ -317,10 +317,10 @@ fn theta_joins(m: &mut Meter) {
     let mixed_rel = |seed: u64, rng: &mut StdRng| {
         let k = datagen::foreign_keys_uniform(n / 4, n, seed).unwrap();
         let v: Vec<u32> = (0..n).map(|_| rng.gen()).collect();
-        Relation::new(vec![ColumnData::U32(k), ColumnData::U32(v)]).unwrap()
+        HostTable::new(vec![("c0", HostColumn::from_values::<u32>(k)), ("c1", HostColumn::from_values::<u32>(v))]).unwrap()
     };
     let (lr, rr) = (mixed_rel(5, &mut rng), mixed_rel(6, &mut rng));
-    let p = col_l(0).equals(col_r(0)).and(col_l(1).less(col_r(1))).check(&lr.schema(), &rr.schema()).unwrap();
+    let p = col_l(0).equals(col_r(0)).and(col_l(1).less(col_r(1))).check(&schema_of(&lr).unwrap(), &schema_of(&rr).unwrap()).unwrap();
     assert!(matches!(choose_path(&p), ThetaPath::Mixed));
     let (dl, dr) = (DeviceRelation::upload(&s, &lr).unwrap(), DeviceRelation::upload(&s, &rr).unwrap());
     fn key_of<'d>(d: &'d DeviceRelation<'_>) -> Keys<'d> {

@@ -89,26 +89,36 @@ pub(crate) fn lowered_type(t: DataType) -> crate::predicate::DataType {
 
 /// One table column as a column of a device relation: read in place where its type is one the
 /// kernels read ([`kernel_type`]: every 32- and 64-bit number, date and timestamp, `LargeUtf8`),
-/// converted otherwise (narrow integers and booleans widened to 32 bits, `Utf8` to `LargeUtf8`).
-/// The values of every row, null rows included (whatever their slots hold; the caller handles
-/// the validity).
+/// converted otherwise ([`converted`]). The values of every row, null rows included (whatever
+/// their slots hold; the caller handles the validity).
 pub(crate) fn column_values<'t>(stream: &Stream, name: &str, v: &ColumnView<'t>) -> Result<RelationColumn<'t>> {
+    Ok(match converted(stream, name, v)? {
+        Some(c) => RelationColumn::Owned(c),
+        None => RelationColumn::InPlace(*v),
+    })
+}
+
+/// A column of a type the kernels do not read, converted to one they do: narrow integers and
+/// booleans widened to 32 bits, `Utf8` to `LargeUtf8`; `None` for a column of a
+/// [`kernel_type`] (read as it is); `Decimal128` is an [`Error::Unsupported`].
+pub(crate) fn converted(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Result<Option<Column>> {
     use DataType::*;
     if kernel_type(v.data_type()).is_some() {
-        return Ok(RelationColumn::InPlace(*v));
+        return Ok(None);
     }
-    match v.data_type() {
-        Int8 | Int16 => owned(Int32, crate::kernels::table::widen(stream, v)?),
-        UInt8 | UInt16 | Boolean => owned(UInt32, crate::kernels::table::widen(stream, v)?),
+    let owned = |t: DataType, b: DeviceBuffer<u32>| Column::from_buffers(t, b.len(), b.into_bytes(), None, None);
+    Ok(Some(match v.data_type() {
+        Int8 | Int16 => owned(Int32, crate::kernels::table::widen(stream, v)?)?,
+        UInt8 | UInt16 | Boolean => owned(UInt32, crate::kernels::table::widen(stream, v)?)?,
         Utf8 => {
             let rows = crate::common::iota(stream, v.len())?;
             let c = crate::kernels::table::gather_as(stream, v, &rows.view(), false, LargeUtf8)?;
             let (bytes, offsets, _) = c.into_buffers();
-            Ok(RelationColumn::Owned(Column::from_buffers(LargeUtf8, v.len(), bytes, offsets, None)?))
+            Column::from_buffers(LargeUtf8, v.len(), bytes, offsets, None)?
         }
-        Decimal128(..) => Err(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() }),
-        t => Err(Error::invalid(format!("internal: a {t} column has a kernel type"))),
-    }
+        Decimal128(..) => return Err(Error::Unsupported { what: format!("a filter on column {name}"), reason: "Decimal128 columns cannot be compared by filters yet".into() }),
+        t => return Err(Error::invalid(format!("internal: a {t} column has a kernel type"))),
+    }))
 }
 
 /// The lowering decided without device work: which table columns become relation columns, which
@@ -477,7 +487,8 @@ pub(crate) fn lower<'t>(stream: &Stream, pred: &Predicate, keys: &[(usize, usize
 #[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
-    use crate::predicate::{CmpOp, ColumnData, DataType as P, Relation, Scalar};
+    use crate::predicate::{CmpOp, DataType as P, Scalar};
+    use crate::table::{HostColumn, HostTable};
     use proptest::prelude::*;
     use proptest::test_runner::{Config as ProptestConfig, RngSeed};
 
@@ -492,7 +503,7 @@ mod tests {
 
     /// SQL's three-valued value of `p` on the rows (`None`: unknown), written independently of
     /// the rewrite: a comparison touching a NULL is unknown, else its two-valued value.
-    fn eval3(p: &Predicate, l: &Relation, i: usize, r: &Relation, j: usize) -> Option<bool> {
+    fn eval3(p: &Predicate, l: &HostTable, i: usize, r: &HostTable, j: usize) -> Option<bool> {
         match p {
             Predicate::True => Some(true),
             Predicate::Cmp { .. } => {
@@ -500,7 +511,7 @@ mod tests {
                 p.for_each_column(&mut |side, c| {
                     let (rel, row) = if side == Side::Left { (l, i) } else { (r, j) };
                     if c < 3 {
-                        null |= matches!(&rel.columns[4 + c], ColumnData::U32(v) if v[row] == 0);
+                        null |= rel.columns()[4 + c].value(row) == crate::table::Value::Int(0);
                     }
                 });
                 if null {
@@ -545,18 +556,18 @@ mod tests {
         }
     }
 
-    fn tables(rows: &[Row]) -> ((), Relation) {
+    fn tables(rows: &[Row]) -> ((), HostTable) {
         let h = ();
-        let flag = |v: Vec<bool>| ColumnData::U32(v.into_iter().map(u32::from).collect());
-        let rel = Relation::new(vec![
+        let flag = |v: Vec<bool>| HostColumn::from_values(v.into_iter().map(u32::from).collect::<Vec<u32>>());
+        let rel = HostTable::new(vec![
             // Null slots hold values a valid row could hold too (the flags must decide).
-            ColumnData::I32(rows.iter().map(|r| r.0.unwrap_or(1)).collect()),
-            ColumnData::F64(rows.iter().map(|r| r.1.map_or(1.5, |k| FLOATS[k])).collect()),
-            ColumnData::utf8(rows.iter().map(|r| r.2.map_or("a", |k| STRINGS[k]))),
-            ColumnData::I64(rows.iter().map(|r| r.3).collect()),
-            flag(rows.iter().map(|r| r.0.is_some()).collect()),
-            flag(rows.iter().map(|r| r.1.is_some()).collect()),
-            flag(rows.iter().map(|r| r.2.is_some()).collect()),
+            ("i", HostColumn::from_values(rows.iter().map(|r| r.0.unwrap_or(1)).collect::<Vec<i32>>())),
+            ("f", HostColumn::from_values(rows.iter().map(|r| r.1.map_or(1.5, |k| FLOATS[k])).collect::<Vec<f64>>())),
+            ("s", HostColumn::utf8(rows.iter().map(|r| r.2.map_or("a", |k| STRINGS[k])))),
+            ("l", HostColumn::from_values(rows.iter().map(|r| r.3).collect::<Vec<i64>>())),
+            ("fi", flag(rows.iter().map(|r| r.0.is_some()).collect())),
+            ("ff", flag(rows.iter().map(|r| r.1.is_some()).collect())),
+            ("fs", flag(rows.iter().map(|r| r.2.is_some()).collect())),
         ])
         .unwrap();
         (h, rel)
@@ -640,8 +651,8 @@ mod tests {
 
     const DECIMALS: [i128; 12] = [0, 1, -1, i128::MIN, i128::MAX, 1 << 64, (1 << 64) - 1, -(1 << 64), (1 << 64) + 1, -((1 << 64) + 1), i64::MIN as i128, u64::MAX as i128];
 
-    fn decimal_relation(v: &[i128]) -> Relation {
-        Relation::new(vec![ColumnData::I64(v.iter().map(|&x| (x >> 64) as i64).collect()), ColumnData::U64(v.iter().map(|&x| x as u64).collect())]).unwrap()
+    fn decimal_relation(v: &[i128]) -> HostTable {
+        HostTable::new(vec![("hi", HostColumn::from_values(v.iter().map(|&x| (x >> 64) as i64).collect::<Vec<i64>>())), ("lo", HostColumn::from_values(v.iter().map(|&x| x as u64).collect::<Vec<u64>>()))]).unwrap()
     }
 
     proptest! {

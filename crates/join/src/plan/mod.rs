@@ -75,7 +75,7 @@
 //! <s>, more than 32 bits`. Keys `[-5, 7]` and `[7, -3]` are joined as `[0, 12]` and `[12, 2]`.
 
 mod aggregate;
-mod filter;
+pub(crate) mod filter;
 mod index;
 mod keys;
 mod many;

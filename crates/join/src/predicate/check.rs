@@ -1,10 +1,10 @@
 //! Type checking: [`Predicate::check`] against the two schemas, and the [`CheckedPredicate`] it
-//! returns, with the schema checks of relations ([`CheckedPredicate::check_relations`],
+//! returns, with the schema checks of relations ([`CheckedPredicate::check_tables`],
 //! [`CheckedPredicate::check_schemas`]).
 
 use gpujoin_device::{Error, Result};
 
-use super::{DataType, Expr, Predicate, Relation, Side};
+use super::{DataType, Expr, Predicate, Side};
 
 impl Expr {
     fn check(&self, schemas: [&[DataType]; 2], path: &str, depth: usize) -> Result<DataType> {
@@ -153,16 +153,10 @@ impl CheckedPredicate {
         &self.right_schema
     }
 
-    /// Checks that the relations are valid ([`Relation::validate`]) and have exactly the schemas
-    /// the predicate was checked against ([`Error::InvalidArgument`] otherwise).
-    pub fn check_relations(&self, left: &Relation, right: &Relation) -> Result<()> {
-        for (name, rel) in [("left", left), ("right", right)] {
-            rel.validate().map_err(|e| match e {
-                Error::InvalidArgument(m) => Error::invalid(format!("{name} relation: {m}")),
-                e => e,
-            })?;
-        }
-        self.check_schemas(&left.schema(), &right.schema())
+    /// Checks that host tables have exactly the schemas the predicate was checked against
+    /// ([`super::schema_of`]; [`Error::InvalidArgument`] otherwise).
+    pub fn check_tables(&self, left: &crate::table::HostTable, right: &crate::table::HostTable) -> Result<()> {
+        self.check_schemas(&super::schema_of(left)?, &super::schema_of(right)?)
     }
 
     /// Checks that relations of these column types are the ones the predicate was checked

@@ -1,9 +1,11 @@
-//! Evaluation on the host: [`CheckedPredicate::evaluate`] on one pair of rows, with the
-//! comparison semantics of the [module docs](super).
+//! Evaluation on the host: [`CheckedPredicate::evaluate`] on one pair of rows of two host tables,
+//! with the comparison semantics of the [module docs](super), reading each column as the theta
+//! kernels do (its values as the type it is checked as; a null row's slot as it is).
 
 use std::cmp::Ordering;
 
-use super::{CheckedPredicate, ColumnData, Expr, Predicate, Relation, Scalar, Side};
+use super::{CheckedPredicate, Expr, Predicate, Scalar, Side};
+use crate::table::{DataType, HostColumn, HostTable};
 
 impl Scalar {
     fn value(&self) -> Value<'_> {
@@ -20,14 +22,14 @@ impl Scalar {
 }
 
 impl Expr {
-    fn value<'a>(&'a self, left: &'a Relation, l_row: usize, right: &'a Relation, r_row: usize) -> Value<'a> {
+    fn value<'a>(&'a self, left: &'a HostTable, l_row: usize, right: &'a HostTable, r_row: usize) -> Value<'a> {
         match self {
             Expr::Column { side, index } => {
                 let (rel, row) = match side {
                     Side::Left => (left, l_row),
                     Side::Right => (right, r_row),
                 };
-                match rel.columns.get(*index) {
+                match rel.columns().get(*index) {
                     Some(c) => column_value(c, row),
                     None => Value::Invalid,
                 }
@@ -60,17 +62,38 @@ enum Value<'a> {
     Invalid,
 }
 
-fn column_value(c: &ColumnData, row: usize) -> Value<'_> {
-    let v = match c {
-        ColumnData::I32(v) => v.get(row).map(|&x| Value::Int(x as i128)),
-        ColumnData::I64(v) => v.get(row).map(|&x| Value::Int(x as i128)),
-        ColumnData::U32(v) => v.get(row).map(|&x| Value::Int(x as i128)),
-        ColumnData::U64(v) => v.get(row).map(|&x| Value::Int(x as i128)),
-        ColumnData::F32(v) => v.get(row).map(|&x| Value::F32(x)),
-        ColumnData::F64(v) => v.get(row).map(|&x| Value::F64(x)),
-        ColumnData::Utf8 { .. } => c.str_bytes(row).map(Value::Str),
-    };
-    v.unwrap_or(Value::Invalid)
+/// Row `row` of a column as the kernels read it: its slot's value whatever its validity, narrow
+/// integers and booleans as integers, `Float32` in its own type; `Decimal128` (which filters
+/// refuse) and rows past the end are `Invalid`.
+fn column_value(c: &HostColumn, row: usize) -> Value<'_> {
+    if row >= c.len() {
+        return Value::Invalid;
+    }
+    let (v, i) = (c.values_buffer(), c.offset() + row);
+    fn le<const W: usize>(v: &[u8], i: usize) -> [u8; W] {
+        v[i * W..(i + 1) * W].try_into().expect("W bytes")
+    }
+    match c.data_type() {
+        DataType::Int8 => Value::Int(i8::from_le_bytes(le::<1>(v, i)) as i128),
+        DataType::Int16 => Value::Int(i16::from_le_bytes(le::<2>(v, i)) as i128),
+        DataType::Int32 | DataType::Date32 => Value::Int(i32::from_le_bytes(le::<4>(v, i)) as i128),
+        DataType::Int64 | DataType::Date64 | DataType::Timestamp(_) => Value::Int(i64::from_le_bytes(le::<8>(v, i)) as i128),
+        DataType::UInt8 => Value::Int(v[i] as i128),
+        DataType::UInt16 => Value::Int(u16::from_le_bytes(le::<2>(v, i)) as i128),
+        DataType::UInt32 => Value::Int(u32::from_le_bytes(le::<4>(v, i)) as i128),
+        DataType::UInt64 => Value::Int(u64::from_le_bytes(le::<8>(v, i)) as i128),
+        DataType::Boolean => Value::Int((v[i / 8] >> (i % 8) & 1) as i128),
+        DataType::Float32 => Value::F32(f32::from_le_bytes(le::<4>(v, i))),
+        DataType::Float64 => Value::F64(f64::from_le_bytes(le::<8>(v, i))),
+        DataType::Utf8 | DataType::LargeUtf8 => {
+            let o = c.offsets_buffer();
+            let at = |k: usize| -> usize {
+                if c.data_type() == DataType::Utf8 { u32::from_le_bytes(le::<4>(o, k)) as usize } else { u64::from_le_bytes(le::<8>(o, k)) as usize }
+            };
+            v.get(at(i)..at(i + 1)).map_or(Value::Invalid, Value::Str)
+        }
+        DataType::Decimal128(..) => Value::Invalid,
+    }
 }
 
 fn compare(a: Value<'_>, b: Value<'_>) -> Option<Ordering> {
@@ -88,25 +111,26 @@ impl CheckedPredicate {
     /// Evaluates the predicate on left row `l_row` and right row `r_row` (see the
     /// [module docs](super) for the comparison semantics).
     ///
-    /// The relations must have the checked schemas ([`CheckedPredicate::check_relations`]) and
-    /// the rows must exist; otherwise comparisons that touch a missing or mistyped value are false
+    /// The tables must have the checked schemas ([`CheckedPredicate::check_tables`]) and the
+    /// rows must exist; otherwise comparisons that touch a missing or mistyped value are false
     /// (and `<>` true), never a panic.
     ///
     /// ```
-    /// use gpujoin_join::predicate::{col_l, col_r, ColumnData, DataType, Relation};
+    /// use gpujoin_join::predicate::{col_l, col_r, DataType};
+    /// use gpujoin_join::table::{HostColumn, HostTable};
     /// let c = col_l(0).not_equals(col_r(0)).check(&[DataType::F64], &[DataType::F64])?;
-    /// let l = Relation::new(vec![ColumnData::F64(vec![f64::NAN, -0.0])])?;
-    /// let r = Relation::new(vec![ColumnData::F64(vec![0.0])])?;
+    /// let l = HostTable::new(vec![("x", HostColumn::from_values(vec![f64::NAN, -0.0]))])?;
+    /// let r = HostTable::new(vec![("y", HostColumn::from_values(vec![0.0f64]))])?;
     /// assert!(c.evaluate(&l, 0, &r, 0)); // NaN <> 0 is true
     /// assert!(!c.evaluate(&l, 1, &r, 0)); // -0.0 == 0.0
     /// # Ok::<(), gpujoin_device::Error>(())
     /// ```
-    pub fn evaluate(&self, left: &Relation, l_row: usize, right: &Relation, r_row: usize) -> bool {
+    pub fn evaluate(&self, left: &HostTable, l_row: usize, right: &HostTable, r_row: usize) -> bool {
         eval(&self.pred, left, l_row, right, r_row)
     }
 }
 
-fn eval(p: &Predicate, left: &Relation, l_row: usize, right: &Relation, r_row: usize) -> bool {
+fn eval(p: &Predicate, left: &HostTable, l_row: usize, right: &HostTable, r_row: usize) -> bool {
     match p {
         Predicate::True => true,
         Predicate::Not(q) => !eval(q, left, l_row, right, r_row),
@@ -125,9 +149,10 @@ mod tests {
     use super::*;
     use crate::predicate::{col_l, col_r, lit, CmpOp};
 
-    fn eval1(p: Predicate, l: ColumnData, r: ColumnData) -> Vec<Vec<bool>> {
-        let c = p.check(&[l.data_type()], &[r.data_type()]).unwrap();
-        let (l, r) = (Relation::new(vec![l]).unwrap(), Relation::new(vec![r]).unwrap());
+    fn eval1(p: Predicate, l: HostColumn, r: HostColumn) -> Vec<Vec<bool>> {
+        let t = |c: &HostColumn| crate::plan::filter::lowered_type(c.data_type());
+        let c = p.check(&[t(&l)], &[t(&r)]).unwrap();
+        let (l, r) = (HostTable::new(vec![("c", l)]).unwrap(), HostTable::new(vec![("c", r)]).unwrap());
         (0..l.rows()).map(|i| (0..r.rows()).map(|j| c.evaluate(&l, i, &r, j)).collect()).collect()
     }
 
@@ -136,7 +161,7 @@ mod tests {
         let long_a = "a".repeat(1000);
         let long_b = format!("{}b", "a".repeat(999));
         let vals = ["", "a", "ab", "abc", "b", "z", "é", "zz", long_a.as_str(), long_b.as_str(), "aé"];
-        let col = || ColumnData::utf8(vals);
+        let col = || HostColumn::utf8(vals);
         for op in CmpOp::ALL {
             let got = eval1(Predicate::cmp(op, col_l(0), col_r(0)), col(), col());
             for (i, a) in vals.iter().enumerate() {
@@ -146,7 +171,7 @@ mod tests {
                 }
             }
         }
-        let lt = |a: &str, b: &str| eval1(col_l(0).less(col_r(0)), ColumnData::utf8([a]), ColumnData::utf8([b]))[0][0];
+        let lt = |a: &str, b: &str| eval1(col_l(0).less(col_r(0)), HostColumn::utf8([a]), HostColumn::utf8([b]))[0][0];
         assert!(lt("", "a"));
         assert!(!lt("", ""));
         assert!(lt("ab", "abc"));
@@ -154,7 +179,7 @@ mod tests {
         assert!(lt("aa", "aé"));
         assert!(lt(&long_a, &long_b));
         assert!(!lt(&long_b, &long_a));
-        let eq_lit = eval1(col_l(0).equals(lit("é")), ColumnData::utf8(["é", "e", ""]), ColumnData::utf8(["x"]));
+        let eq_lit = eval1(col_l(0).equals(lit("é")), HostColumn::utf8(["é", "e", ""]), HostColumn::utf8(["x"]));
         assert_eq!(eq_lit, vec![vec![true], vec![false], vec![false]]);
     }
 
@@ -162,11 +187,11 @@ mod tests {
     fn nan_and_infinities() {
         let vals = [f64::NAN, f64::NEG_INFINITY, -1.0, -0.0, 0.0, 1.0, f64::INFINITY, -f64::NAN];
         for op in CmpOp::ALL {
-            let got = eval1(Predicate::cmp(op, col_l(0), col_r(0)), ColumnData::F64(vals.to_vec()), ColumnData::F64(vals.to_vec()));
+            let got = eval1(Predicate::cmp(op, col_l(0), col_r(0)), HostColumn::from_values::<f64>(vals.to_vec()), HostColumn::from_values::<f64>(vals.to_vec()));
             let got32 = eval1(
                 Predicate::cmp(op, col_l(0), col_r(0)),
-                ColumnData::F32(vals.iter().map(|&v| v as f32).collect()),
-                ColumnData::F32(vals.iter().map(|&v| v as f32).collect()),
+                HostColumn::from_values::<f32>(vals.iter().map(|&v| v as f32).collect()),
+                HostColumn::from_values::<f32>(vals.iter().map(|&v| v as f32).collect()),
             );
             for (i, a) in vals.iter().enumerate() {
                 for (j, b) in vals.iter().enumerate() {
@@ -184,7 +209,7 @@ mod tests {
             }
         }
         // -0.0 == 0.0; NaN: only <> holds; NOT(NaN < x) holds.
-        let one = |p: Predicate, a: f64, b: f64| eval1(p, ColumnData::F64(vec![a]), ColumnData::F64(vec![b]))[0][0];
+        let one = |p: Predicate, a: f64, b: f64| eval1(p, HostColumn::from_values::<f64>(vec![a]), HostColumn::from_values::<f64>(vec![b]))[0][0];
         assert!(one(col_l(0).equals(col_r(0)), -0.0, 0.0));
         assert!(!one(col_l(0).equals(col_r(0)), f64::NAN, f64::NAN));
         assert!(one(col_l(0).not_equals(col_r(0)), f64::NAN, f64::NAN));
@@ -196,12 +221,12 @@ mod tests {
 
     #[test]
     fn integers_compare_exactly() {
-        let one = |p: Predicate, l: ColumnData, r: ColumnData| eval1(p, l, r)[0][0];
-        assert!(one(col_l(0).greater(col_r(0)), ColumnData::U64(vec![u64::MAX]), ColumnData::U64(vec![0])));
-        assert!(one(col_l(0).less(col_r(0)), ColumnData::I64(vec![i64::MIN]), ColumnData::I64(vec![-1])));
+        let one = |p: Predicate, l: HostColumn, r: HostColumn| eval1(p, l, r)[0][0];
+        assert!(one(col_l(0).greater(col_r(0)), HostColumn::from_values::<u64>(vec![u64::MAX]), HostColumn::from_values::<u64>(vec![0])));
+        assert!(one(col_l(0).less(col_r(0)), HostColumn::from_values::<i64>(vec![i64::MIN]), HostColumn::from_values::<i64>(vec![-1])));
         // Exact arithmetic: no wrap-around.
-        assert!(!one(col_l(0).greater(col_r(0) + lit(1u64)), ColumnData::U64(vec![0]), ColumnData::U64(vec![u64::MAX])));
-        assert!(one(col_l(0).less(col_r(0) + lit(1i32)), ColumnData::I32(vec![i32::MAX]), ColumnData::I32(vec![i32::MAX])));
-        assert!(one(col_l(0).greater(col_r(0) - lit(1u32)), ColumnData::U32(vec![0]), ColumnData::U32(vec![0])));
+        assert!(!one(col_l(0).greater(col_r(0) + lit(1u64)), HostColumn::from_values::<u64>(vec![0]), HostColumn::from_values::<u64>(vec![u64::MAX])));
+        assert!(one(col_l(0).less(col_r(0) + lit(1i32)), HostColumn::from_values::<i32>(vec![i32::MAX]), HostColumn::from_values::<i32>(vec![i32::MAX])));
+        assert!(one(col_l(0).greater(col_r(0) - lit(1u32)), HostColumn::from_values::<u32>(vec![0]), HostColumn::from_values::<u32>(vec![0])));
     }
 }

@@ -1,7 +1,8 @@
 //! Host-side columns and join predicates for theta joins (issue 5, seeds 003 and 004).
 //!
-//! * [`ColumnData`] and [`Relation`]: host columns of i32, i64, u32, u64, f32, f64 and UTF-8
-//!   strings (Arrow large-string layout: `i64` offsets plus bytes).
+//! * [`DataType`]: the types predicates are checked against (the theta kernels' physical types;
+//!   [`schema_of`] gives a host table's), the tables being the table model's
+//!   ([`crate::table::HostTable`] on the host).
 //! * [`Predicate`]: a tree of comparisons ([`CmpOp`]) between [`Expr`]s (a column of the left or
 //!   right relation, a literal [`Scalar`], or a sum/difference of numeric expressions), combined
 //!   with AND, OR and NOT. Built with [`col_l`], [`col_r`], [`lit`], [`Predicate::cmp`], the
@@ -27,11 +28,12 @@
 //!   `!(a < b)` is true when `a` is NaN).
 //!
 //! ```
-//! use gpujoin_join::predicate::{col_l, col_r, lit, ColumnData, DataType, Relation};
+//! use gpujoin_join::predicate::{col_l, col_r, lit, DataType};
+//! use gpujoin_join::table::{HostColumn, HostTable};
 //! let pred = col_l(0).greater(col_r(0)).and(col_l(1).equals(lit("x")));
 //! let checked = pred.check(&[DataType::I32, DataType::Utf8], &[DataType::I32])?;
-//! let l = Relation::new(vec![ColumnData::I32(vec![5]), ColumnData::utf8(["x"])])?;
-//! let r = Relation::new(vec![ColumnData::I32(vec![4])])?;
+//! let l = HostTable::new(vec![("a", HostColumn::from_values(vec![5i32])), ("s", HostColumn::utf8(["x"]))])?;
+//! let r = HostTable::new(vec![("b", HostColumn::from_values(vec![4i32]))])?;
 //! assert!(checked.evaluate(&l, 0, &r, 0));
 //! # Ok::<(), gpujoin_device::Error>(())
 //! ```
@@ -39,7 +41,7 @@
 //! # Layout
 //!
 //! Everything public is re-exported here (`gpujoin_join::predicate::X`); the code lives in
-//! `relation` (the host column model), `expression` (the tree and its builders), `check` (type
+//! `relation` (the types), `expression` (the tree and its builders), `check` (type
 //! checking and [`CheckedPredicate`]), `evaluation` (host evaluation) and `shape` (equality
 //! parts, residual and [`RangeCondition`]).
 
@@ -53,5 +55,5 @@ pub use crate::maps::Side;
 
 pub use check::{CheckedPredicate, MAX_ARITHMETIC_DEPTH};
 pub use expression::{col_l, col_r, lit, CmpOp, Expr, Predicate, Scalar};
-pub use relation::{ColumnData, DataType, Relation};
+pub use relation::{schema_of, DataType};
 pub use shape::RangeCondition;

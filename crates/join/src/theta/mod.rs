@@ -16,13 +16,14 @@
 //!
 //! ```no_run
 //! use gpujoin_join::device_relation::DeviceRelation;
-//! use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation};
+//! use gpujoin_join::predicate::{col_l, col_r, schema_of};
+//! use gpujoin_join::table::{HostColumn, HostTable};
 //! use gpujoin_join::theta::{choose_path, theta_aggregate, theta_join, Agg, AggValue, ThetaPath};
 //! use gpujoin_join::{JoinType, Side};
 //! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-//! let r = Relation::new(vec![ColumnData::I32(vec![5, 1])])?;
-//! let t = Relation::new(vec![ColumnData::I32(vec![3, 4, 9]), ColumnData::I64(vec![10, 20, 30])])?;
-//! let p = col_l(0).greater(col_r(0)).check(&r.schema(), &t.schema())?;
+//! let r = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![5, 1]))])?;
+//! let t = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![3, 4, 9])), ("c1", HostColumn::from_values::<i64>(vec![10, 20, 30]))])?;
+//! let p = col_l(0).greater(col_r(0)).check(&schema_of(&r)?, &schema_of(&t)?)?;
 //! assert!(matches!(choose_path(&p), ThetaPath::Sorted(_)));
 //! let (dr, dt) = (DeviceRelation::upload(s, &r)?, DeviceRelation::upload(s, &t)?);
 //! assert_eq!(theta_join(s, &dr, &dt, &p, JoinType::Inner)?.rows(), 2); // (0,0) (0,1)

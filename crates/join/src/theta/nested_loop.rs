@@ -25,13 +25,14 @@
 //!
 //! ```no_run
 //! use gpujoin_join::device_relation::DeviceRelation;
-//! use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation};
+//! use gpujoin_join::predicate::{col_l, col_r, schema_of};
+//! use gpujoin_join::table::{HostColumn, HostTable};
 //! use gpujoin_join::theta::nested_loop::nested_loop_join;
 //! use gpujoin_join::{JoinType, RowId};
 //! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-//! let l = Relation::new(vec![ColumnData::I32(vec![1, 5])])?;
-//! let r = Relation::new(vec![ColumnData::I32(vec![3, 0])])?;
-//! let p = col_l(0).greater(col_r(0)).check(&l.schema(), &r.schema())?;
+//! let l = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![1, 5]))])?;
+//! let r = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![3, 0]))])?;
+//! let p = col_l(0).greater(col_r(0)).check(&schema_of(&l)?, &schema_of(&r)?)?;
 //! let (dl, dr) = (DeviceRelation::upload(s, &l)?, DeviceRelation::upload(s, &r)?);
 //! let maps = nested_loop_join(s, &dl, &dr, &p, JoinType::Inner)?;
 //! let id = |i| RowId::new(i).unwrap();
@@ -350,13 +351,14 @@ fn program_op(op: crate::predicate::CmpOp) -> i32 {
 ///
 /// ```no_run
 /// use gpujoin_join::device_relation::DeviceRelation;
-/// use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation};
+/// use gpujoin_join::predicate::{col_l, col_r, schema_of};
+/// use gpujoin_join::table::{HostColumn, HostTable};
 /// use gpujoin_join::theta::nested_loop::NestedLoopJoin;
 /// use gpujoin_join::JoinType;
 /// # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-/// let l = Relation::new(vec![ColumnData::I64(vec![1, 5, 9])])?;
-/// let r = Relation::new(vec![ColumnData::I64(vec![3, 7])])?;
-/// let p = col_l(0).greater(col_r(0)).check(&l.schema(), &r.schema())?;
+/// let l = HostTable::new(vec![("c0", HostColumn::from_values::<i64>(vec![1, 5, 9]))])?;
+/// let r = HostTable::new(vec![("c0", HostColumn::from_values::<i64>(vec![3, 7]))])?;
+/// let p = col_l(0).greater(col_r(0)).check(&schema_of(&l)?, &schema_of(&r)?)?;
 /// let (dl, dr) = (DeviceRelation::upload(s, &l)?, DeviceRelation::upload(s, &r)?);
 /// let join = NestedLoopJoin::prepare(s, &dl, &dr, &p, JoinType::Left)?;
 /// assert_eq!(s.copy_to_host(&join.offsets())?, vec![0, 1, 2, 4]); // (0,-) (1,0) (2,0) (2,1)
@@ -734,13 +736,14 @@ fn aggregate_partials(
 ///
 /// ```no_run
 /// use gpujoin_join::device_relation::DeviceRelation;
-/// use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation, Side};
+/// use gpujoin_join::predicate::{col_l, col_r, schema_of, Side};
+/// use gpujoin_join::table::{HostColumn, HostTable};
 /// use gpujoin_join::theta::nested_loop::nested_loop_aggregate;
 /// use gpujoin_join::theta::{Agg, AggValue};
 /// # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-/// let r = Relation::new(vec![ColumnData::I32(vec![5, 1])])?;
-/// let t = Relation::new(vec![ColumnData::I32(vec![3, 4, 9]), ColumnData::I64(vec![10, 20, 30])])?;
-/// let p = col_l(0).greater(col_r(0)).check(&r.schema(), &t.schema())?;
+/// let r = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![5, 1]))])?;
+/// let t = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![3, 4, 9])), ("c1", HostColumn::from_values::<i64>(vec![10, 20, 30]))])?;
+/// let p = col_l(0).greater(col_r(0)).check(&schema_of(&r)?, &schema_of(&t)?)?;
 /// let (dr, dt) = (DeviceRelation::upload(s, &r)?, DeviceRelation::upload(s, &t)?);
 /// // SUM(T.1) WHERE R.0 > T.0
 /// assert_eq!(nested_loop_aggregate(s, &dr, &dt, &p, Agg::Sum, Some((Side::Right, 1)))?, AggValue::Int(30));

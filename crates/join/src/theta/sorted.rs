@@ -32,15 +32,16 @@
 //!
 //! ```no_run
 //! use gpujoin_join::device_relation::DeviceRelation;
-//! use gpujoin_join::predicate::{col_l, col_r, ColumnData, Relation, Side};
+//! use gpujoin_join::predicate::{col_l, col_r, schema_of, Side};
+//! use gpujoin_join::table::{HostColumn, HostTable};
 //! use gpujoin_join::theta::sorted::{sorted_theta_aggregate, sorted_theta_join};
 //! use gpujoin_join::theta::{Agg, AggValue};
 //! use gpujoin_join::JoinType;
 //! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
 //! // SUM(S.x) WHERE R.a > S.a
-//! let r = Relation::new(vec![ColumnData::I32(vec![5, 1])])?;
-//! let t = Relation::new(vec![ColumnData::I32(vec![3, 4, 9]), ColumnData::I64(vec![10, 20, 30])])?;
-//! let p = col_l(0).greater(col_r(0)).check(&r.schema(), &t.schema())?;
+//! let r = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![5, 1]))])?;
+//! let t = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![3, 4, 9])), ("c1", HostColumn::from_values::<i64>(vec![10, 20, 30]))])?;
+//! let p = col_l(0).greater(col_r(0)).check(&schema_of(&r)?, &schema_of(&t)?)?;
 //! let (dr, dt) = (DeviceRelation::upload(s, &r)?, DeviceRelation::upload(s, &t)?);
 //! assert_eq!(sorted_theta_aggregate(s, &dr, &dt, &p, Agg::Sum, Some((Side::Right, 1)))?, AggValue::Int(30));
 //! let pairs = sorted_theta_join(s, &dr, &dt, &p, JoinType::Inner)?.pairs()?; // (0,0) (0,1)
@@ -360,12 +361,13 @@ fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPr
 ///
 /// ```no_run
 /// use gpujoin_join::device_relation::DeviceRelation;
-/// use gpujoin_join::predicate::{CmpOp, ColumnData, RangeCondition, Relation};
+/// use gpujoin_join::predicate::{schema_of, CmpOp, RangeCondition};
+/// use gpujoin_join::table::{HostColumn, HostTable};
 /// use gpujoin_join::theta::sorted::SortedThetaJoin;
 /// use gpujoin_join::JoinType;
 /// # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-/// let l = DeviceRelation::upload(s, &Relation::new(vec![ColumnData::I32(vec![1, 5, 9])])?)?;
-/// let r = DeviceRelation::upload(s, &Relation::new(vec![ColumnData::I32(vec![4, 8])])?)?;
+/// let l = DeviceRelation::upload(s, &HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![1, 5, 9]))])?)?;
+/// let r = DeviceRelation::upload(s, &HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![4, 8]))])?)?;
 /// let cond = RangeCondition::Inequality { left_col: 0, op: CmpOp::Gt, right_col: 0 };
 /// let join = SortedThetaJoin::prepare(s, &l, &r, &cond, JoinType::Inner)?;
 /// assert_eq!(join.offsets().len(), 4); // counts 0, 1, 2 -> offsets 0, 0, 1, 3

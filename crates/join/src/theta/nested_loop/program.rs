@@ -445,7 +445,7 @@ fn lower_leaf(p: &Predicate, sch: &Schemas<'_>, code: &mut Code) -> Result<Leaf>
 #[cfg(test)]
 pub(crate) mod emulate {
     use super::*;
-    use crate::predicate::{ColumnData, Relation};
+    use crate::table::{DataType as T, HostColumn, HostTable, Value};
 
     #[derive(Debug, Clone, Copy)]
     enum V<'a> {
@@ -455,15 +455,13 @@ pub(crate) mod emulate {
         Str(&'a [u8]),
     }
 
-    fn col<'a>(c: &'a ColumnData, row: usize) -> V<'a> {
-        match c {
-            ColumnData::I32(v) => V::Int(v[row] as i128),
-            ColumnData::I64(v) => V::Int(v[row] as i128),
-            ColumnData::U32(v) => V::Int(v[row] as i128),
-            ColumnData::U64(v) => V::Int(v[row] as i128),
-            ColumnData::F32(v) => V::F32(v[row]),
-            ColumnData::F64(v) => V::F64(v[row]),
-            ColumnData::Utf8 { .. } => V::Str(c.str_bytes(row).unwrap()),
+    fn col<'a>(c: &'a HostColumn, row: usize) -> V<'a> {
+        match (c.data_type(), c.value(row)) {
+            (T::Float32, Value::Float(x)) => V::F32(x as f32),
+            (_, Value::Float(x)) => V::F64(x),
+            (_, Value::Int(x)) => V::Int(x),
+            (_, Value::Str(x)) => V::Str(x),
+            (t, v) => panic!("a {t} value {v:?} in the model"),
         }
     }
 
@@ -478,7 +476,7 @@ pub(crate) mod emulate {
         }
     }
 
-    fn run<'a>(code: &'a Code, r: CodeRange, l: &'a Relation, li: usize, rr: &'a Relation, ri: usize) -> V<'a> {
+    fn run<'a>(code: &'a Code, r: CodeRange, l: &'a HostTable, li: usize, rr: &'a HostTable, ri: usize) -> V<'a> {
         let mut st: Vec<V<'a>> = Vec::new();
         let b = |v: bool| V::Int(v as i128);
         let truth = |v: V<'_>| matches!(v, V::Int(x) if x != 0);
@@ -486,7 +484,7 @@ pub(crate) mod emulate {
             let [op, a, bb, c] = *ins;
             let op = op as u32;
             if op == ffi::GJ_T_OP_COL {
-                st.push(if a == 0 { col(&l.columns[bb as usize], li) } else { col(&rr.columns[bb as usize], ri) });
+                st.push(if a == 0 { col(&l.columns()[bb as usize], li) } else { col(&rr.columns()[bb as usize], ri) });
             } else if op == ffi::GJ_T_OP_LIT {
                 let (lo, hi) = code.literals[a as usize];
                 st.push(match c as u32 {
@@ -531,9 +529,9 @@ pub(crate) mod emulate {
     }
 
     /// A side value converted to the leaf's kind as the device stores it.
-    fn side_value<'a>(code: &'a Code, s: SideValue, side: Side, rel: &'a Relation, row: usize, kind: ValueKind) -> V<'a> {
+    fn side_value<'a>(code: &'a Code, s: SideValue, side: Side, rel: &'a HostTable, row: usize, kind: ValueKind) -> V<'a> {
         let v = match s {
-            SideValue::Column(i) => col(&rel.columns[i], row),
+            SideValue::Column(i) => col(&rel.columns()[i], row),
             SideValue::Computed(r) => {
                 if side == Side::Left {
                     run(code, r, rel, row, rel, 0)
@@ -552,7 +550,7 @@ pub(crate) mod emulate {
     }
 
     /// Evaluates the program on one pair as the kernels do.
-    pub fn evaluate(p: &Program, l: &Relation, li: usize, r: &Relation, ri: usize) -> bool {
+    pub fn evaluate(p: &Program, l: &HostTable, li: usize, r: &HostTable, ri: usize) -> bool {
         let truth = |v: V<'_>| matches!(v, V::Int(x) if x != 0);
         let leaf = |k: usize| -> bool {
             match &p.leaves[k] {
@@ -606,7 +604,8 @@ pub(crate) mod emulate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::predicate::{col_l, col_r, lit, Relation};
+    use crate::predicate::{col_l, col_r, lit};
+    use crate::table::{HostColumn, HostTable};
     use proptest::prelude::*;
     use proptest::test_runner::{Config as ProptestConfig, RngSeed};
 
@@ -690,10 +689,14 @@ mod tests {
         }
     }
 
-    fn relation(rows: &[Vec<usize>]) -> Relation {
-        const TYPES: [DataType; 7] = [DataType::I32, DataType::I64, DataType::U32, DataType::U64, DataType::F32, DataType::F64, DataType::Utf8];
-        let rows: Vec<Vec<Scalar>> = rows.iter().map(|r| (0..7).map(|t| scalar(t, r[t])).collect()).collect();
-        Relation::from_rows(&TYPES, &rows).unwrap()
+    fn relation(rows: &[Vec<usize>]) -> HostTable {
+        macro_rules! c {
+            ($t:expr, $v:ident) => {
+                HostColumn::from_values(rows.iter().map(|r| if let Scalar::$v(x) = scalar($t, r[$t]) { x } else { unreachable!() }).collect::<Vec<_>>())
+            };
+        }
+        let strings: Vec<String> = rows.iter().map(|r| if let Scalar::Utf8(x) = scalar(6, r[6]) { x } else { unreachable!() }).collect();
+        HostTable::new(vec![("i32", c!(0, I32)), ("i64", c!(1, I64)), ("u32", c!(2, U32)), ("u64", c!(3, U64)), ("f32", c!(4, F32)), ("f64", c!(5, F64)), ("s", HostColumn::utf8(strings))]).unwrap()
     }
 
     fn arb_expr(t: usize) -> BoxedStrategy<Expr> {
