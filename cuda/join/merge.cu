@@ -77,29 +77,16 @@ struct FusedWriteShared : FusedShared<K> {
 template <class K>
 __device__ __forceinline__ bool keq(K x, K y) { return !less(x, y) && !less(y, x); }
 
-// Bit 0 (A) or 1 (B) for a key below the one before it in this tile's part of its side (the
-// part's first key is compared with the key before the part). Tiles cover both sides without
-// gaps, so together they check every adjacent pair. Reads the tile's keys in shared memory.
-template <class K>
-__device__ __forceinline__ uint32_t tile_order_bits(const K *a, const K *b, const K *tile_keys, int64_t a0, int na,
-                                                    int64_t b0, int nb) {
-  uint32_t bad = 0;
-  for (int i = threadIdx.x; i < na + nb; i += FNT) {
-    const bool in_a = i < na;
-    const int j = in_a ? i : i - na;                 // index within the side's part
-    const int64_t start = in_a ? a0 : b0;
-    if (j == 0 && start == 0) continue;             // the side's first key
-    const K prev = j > 0 ? tile_keys[i - 1] : (in_a ? a[start - 1] : b[start - 1]);
-    if (less(tile_keys[i], prev)) bad |= in_a ? 1u : 2u;
-  }
-  return bad;
-}
-
 // Loads the tile, merges it (lower bounds, B match flags) and counts equal B items per A item.
-// With `unsorted` (the count pass asked to check the order), a tile whose keys are out of order
-// ORs its bits into *unsorted and returns false (block-uniform) before the merge, whose steps
-// assume sorted keys (an unsorted tile would leave lower bounds unwritten).
-template <class K>
+// CHECK (the count pass asked to check the order; `unsorted` not null): the merge walk also
+// checks the order. Each thread compares every key it merges with the one before it on its side
+// (its first one with the key before it, in the tile or before the tile), and the threads' walks
+// must tile the merge (each ends where the next one starts), so together they compare every
+// adjacent pair of the tile's part of each side, the part's first key with the key before it.
+// Tiles cover both sides, so every pair of the input is compared. A tile out of order ORs bit 0
+// (A), 1 (B) or both (walks that do not tile: unsorted keys somewhere) into *unsorted and returns
+// false (block-uniform) before the counts, which assume sorted keys.
+template <class K, bool CHECK>
 __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b, int64_t b_len, const int64_t *parts,
                                            FusedShared<K> &sh, int64_t &a0, int &na, uint8_t *b_match,
                                            uint32_t *unsorted) {
@@ -147,11 +134,6 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
     sh.tail = t;
   }
   __syncthreads();
-  if (unsorted) {
-    const uint32_t bad = tile_order_bits<K>(a, b, sh.keys, a0, na, b0, nb);
-    if (bad) atomicOr(unsorted, bad);  // rare: unsorted input only
-    if (__syncthreads_or(bad != 0)) return false;
-  }
   int diag = tid * FVT;
   if (diag > na + nb) diag = na + nb;
   int lo = diag > nb ? diag - nb : 0, hi = diag < na ? diag : na;
@@ -161,16 +143,41 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
     else hi = mid;
   }
   int pa = lo, pb = diag - lo;
+  const int pa_start = pa;
   // The merge heads stay in registers: one shared-memory read per step.
   K va = pa < na ? ta[pa] : K(), vb = pb < nb ? tb[pb] : K();
+  // CHECK: the key before each side's next one (none before a side's first key).
+  uint32_t bad = 0;
+  bool has_prev_a = false, has_prev_b = false;
+  K prev_a = K(), prev_b = K();
+  if (CHECK) {
+    if (pa > 0 || a0 > 0) {
+      prev_a = pa > 0 ? ta[pa - 1] : a[a0 - 1];
+      has_prev_a = true;
+    }
+    if (pb > 0 || b0 > 0) {
+      prev_b = pb > 0 ? tb[pb - 1] : b[b0 - 1];
+      has_prev_b = true;
+    }
+  }
 #pragma unroll
   for (int s = 0; s < FVT; ++s) {
     if (pa + pb >= na + nb) break;
     if (pb >= nb || (pa < na && !less(vb, va))) {
+      if (CHECK) {
+        if (has_prev_a && less(va, prev_a)) bad |= 1u;
+        prev_a = va;
+        has_prev_a = true;
+      }
       sh.lb[pa] = (uint32_t)(b0 + pb);
       ++pa;
       if (pa < na) va = ta[pa];
     } else {
+      if (CHECK) {
+        if (has_prev_b && less(vb, prev_b)) bad |= 2u;
+        prev_b = vb;
+        has_prev_b = true;
+      }
       if (b_match) {
         int64_t i = a0 + pa - 1;
         b_match[b0 + pb] = i >= 0 && keq(pa > 0 ? ta[pa - 1] : a[i], vb);
@@ -179,7 +186,14 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
       if (pb < nb) vb = tb[pb];
     }
   }
+  if (CHECK) sh.cnt[tid] = (uint32_t)pa_start;  // cnt is written by the counts below, after barriers
   __syncthreads();
+  if (CHECK) {
+    // The walks tile the merge: this one ends where the next starts, the last at the end of A.
+    if (pa != (tid + 1 < FNT ? (int)sh.cnt[tid + 1] : na)) bad |= 3u;
+    if (bad) atomicOr(unsorted, bad);  // rare: unsorted input only
+    if (__syncthreads_or(bad != 0)) return false;
+  }
   // Equal B items per A item: a galloping search from the lower bound (one or two probes when
   // keys are unique, O(log run) otherwise).
   for (int i = tid; i < na; i += FNT) {
@@ -243,7 +257,9 @@ __global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_
   }
   int64_t a0;
   int na;
-  if (!fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, b_match, unsorted)) {
+  const bool counted = unsorted ? fused_tile<K, true>(a, a_len, b, b_len, parts, sh, a0, na, b_match, unsorted)
+                                 : fused_tile<K, false>(a, a_len, b, b_len, parts, sh, a0, na, b_match, nullptr);
+  if (!counted) {
     if (threadIdx.x == 0) tile_rows[blockIdx.x] = 0;
     return;
   }
@@ -267,7 +283,7 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
   __shared__ FusedWriteShared<K> sh;
   int64_t a0;
   int na;
-  fused_tile<K>(a, a_len, b, b_len, parts, sh, a0, na, nullptr, nullptr);
+  fused_tile<K, false>(a, a_len, b, b_len, parts, sh, a0, na, nullptr, nullptr);
   // CTA-wide exclusive scan of output rows per A item (serial per warp chunk, then warps).
   const int tid = threadIdx.x;
   constexpr int PER = FNV / FNT;  // items per thread, contiguous
