@@ -79,7 +79,8 @@ __device__ __forceinline__ bool keq(K x, K y) { return !less(x, y) && !less(y, x
 
 // Loads the tile, merges it (lower bounds, B match flags) and counts equal B items per A item.
 // CHECK (the count pass asked to check the order; `unsorted` not null): the merge walk also
-// checks the order. Each thread compares every key it merges with the one before it on its side
+// checks the order, and holds its lower bounds in registers until the check passed (the walks of
+// unsorted keys may overlap; their writes would race). Each thread compares every key it merges with the one before it on its side
 // (its first one with the key before it, in the tile or before the tile), and the threads' walks
 // must tile the merge (each ends where the next one starts), so together they compare every
 // adjacent pair of the tile's part of each side, the part's first key with the key before it.
@@ -148,6 +149,8 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
   K va = pa < na ? ta[pa] : K(), vb = pb < nb ? tb[pb] : K();
   // CHECK: the key before each side's next one (none before a side's first key).
   uint32_t bad = 0;
+  int held_at[FVT];         // CHECK: the A item of each step's lower bound (-1: a B step)
+  uint32_t held_lb[FVT];
   bool has_prev_a = false, has_prev_b = false;
   K prev_a = K(), prev_b = K();
   if (CHECK) {
@@ -162,14 +165,18 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
   }
 #pragma unroll
   for (int s = 0; s < FVT; ++s) {
-    if (pa + pb >= na + nb) break;
+    if (CHECK) held_at[s] = -1;
+    if (pa + pb >= na + nb) continue;
     if (pb >= nb || (pa < na && !less(vb, va))) {
       if (CHECK) {
         if (has_prev_a && less(va, prev_a)) bad |= 1u;
         prev_a = va;
         has_prev_a = true;
+        held_at[s] = pa;
+        held_lb[s] = (uint32_t)(b0 + pb);
+      } else {
+        sh.lb[pa] = (uint32_t)(b0 + pb);
       }
-      sh.lb[pa] = (uint32_t)(b0 + pb);
       ++pa;
       if (pa < na) va = ta[pa];
     } else {
@@ -193,6 +200,10 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
     if (pa != (tid + 1 < FNT ? (int)sh.cnt[tid + 1] : na)) bad |= 3u;
     if (bad) atomicOr(unsorted, bad);  // rare: unsorted input only
     if (__syncthreads_or(bad != 0)) return false;
+#pragma unroll
+    for (int s = 0; s < FVT; ++s)
+      if (held_at[s] >= 0) sh.lb[held_at[s]] = held_lb[s];
+    __syncthreads();
   }
   // Equal B items per A item: a galloping search from the lower bound (one or two probes when
   // keys are unique, O(log run) otherwise).
