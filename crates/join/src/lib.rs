@@ -19,9 +19,10 @@
 //!
 //! Underneath, every algorithm returns [`GatherMaps`] (left and right [`RowId`]s with an explicit
 //! [`RowId::NONE`] for the null side of outer rows) and has its own module and entry points, each
-//! checked against the CPU references of `gpujoin-testkit`. They take the algorithms' own column
-//! models (prepared key columns, device relations) and are public only with the feature
-//! `algorithms`, for benchmarks and tests that time or check one algorithm by itself:
+//! checked against the CPU references of `gpujoin-testkit`. They take prepared key columns
+//! (typed views, `Keys`) or device relations (table columns of the kernels' types, read in
+//! place), return materialized payloads as [`table::Column`]s, and are public only with the
+//! feature `algorithms`, for benchmarks and tests that time or check one algorithm by itself:
 //!
 //! | algorithm | entry points (feature `algorithms`) | seed |
 //! |---|---|---|
