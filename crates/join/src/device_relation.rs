@@ -44,19 +44,6 @@ pub fn kernel_type(t: DataType) -> Option<KernelType> {
     })
 }
 
-/// The table type a column of kernel type `t` has when a relation makes it (uploads, outputs).
-pub fn table_type(t: KernelType) -> DataType {
-    match t {
-        KernelType::I32 => DataType::Int32,
-        KernelType::I64 => DataType::Int64,
-        KernelType::U32 => DataType::UInt32,
-        KernelType::U64 => DataType::UInt64,
-        KernelType::F32 => DataType::Float32,
-        KernelType::F64 => DataType::Float64,
-        KernelType::Utf8 => DataType::LargeUtf8,
-    }
-}
-
 /// The kernels' type of a column already checked to have one (a relation's columns).
 pub(crate) fn kernel_type_of(c: &ColumnView<'_>) -> KernelType {
     kernel_type(c.data_type()).expect("a relation's columns have kernel types")
@@ -198,12 +185,6 @@ impl<'a> DeviceRelation<'a> {
     pub fn to_host(&self, stream: &Stream) -> Result<Vec<HostColumn>> {
         self.columns.iter().map(|c| c.view().to_host(stream)).collect()
     }
-}
-
-/// A `UInt32` column of these values (offset 0, no validity).
-pub(crate) fn u32_column(b: DeviceBuffer<u32>) -> Result<Column> {
-    let n = b.len();
-    Column::from_buffers(DataType::UInt32, n, b.into_bytes(), None, None)
 }
 
 /// Rows `range` of a fixed-width column as a new column (offset 0).

@@ -52,7 +52,7 @@ use gpujoin_device::{DeviceBuffer, Error, Pod, Result, Stream};
 use crate::device_relation::{kernel_type, DeviceRelation, RelationColumn};
 use crate::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, Expr, Predicate, Scalar, Side};
 use crate::types::{JoinOptions, NanEquality, NullEquality};
-use crate::table::{Column, ColumnView, DataType, TableView};
+use crate::table::{Column, ColumnView, DataType, NativeValue, TableView};
 
 /// The two device relations of a filter and the predicate over their columns.
 pub(crate) struct Lowered<'t> {
@@ -65,26 +65,16 @@ pub(crate) struct Lowered<'t> {
 }
 
 
-/// A column made on the device for a relation.
-fn owned<T: Pod>(t: DataType, b: DeviceBuffer<T>) -> Result<RelationColumn<'static>> {
-    let n = b.len();
-    Ok(RelationColumn::Owned(Column::from_buffers(t, n, b.into_bytes(), None, None)?))
+/// A column made on the device for a relation (of the type its values stand for).
+fn owned<T: NativeValue + Pod>(b: DeviceBuffer<T>) -> RelationColumn<'static> {
+    RelationColumn::Owned(Column::from_device_values(b))
 }
 
-/// The predicate type a column of `t` is lowered to (`Decimal128`, which filters refuse, reads
-/// as `U64` so that a predicate not referring to it still type-checks).
+/// The predicate type a column of `t` is lowered to ([`crate::predicate::DataType::of`];
+/// `Decimal128`, which filters refuse, reads as `U64` so that a predicate not referring to it
+/// still type-checks).
 pub(crate) fn lowered_type(t: DataType) -> crate::predicate::DataType {
-    use crate::predicate::DataType as P;
-    use DataType::*;
-    match t {
-        Int8 | Int16 | Int32 | Date32 => P::I32,
-        Int64 | Date64 | Timestamp(_) => P::I64,
-        UInt8 | UInt16 | UInt32 | Boolean => P::U32,
-        UInt64 | Decimal128(..) => P::U64,
-        Float32 => P::F32,
-        Float64 => P::F64,
-        Utf8 | LargeUtf8 => P::Utf8,
-    }
+    crate::predicate::DataType::of(t).unwrap_or(crate::predicate::DataType::U64)
 }
 
 /// One table column as a column of a device relation: read in place where its type is one the
@@ -106,10 +96,9 @@ pub(crate) fn converted(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Resu
     if kernel_type(v.data_type()).is_some() {
         return Ok(None);
     }
-    let owned = |t: DataType, b: DeviceBuffer<u32>| Column::from_buffers(t, b.len(), b.into_bytes(), None, None);
     Ok(Some(match v.data_type() {
-        Int8 | Int16 => owned(Int32, crate::kernels::table::widen(stream, v)?)?,
-        UInt8 | UInt16 | Boolean => owned(UInt32, crate::kernels::table::widen(stream, v)?)?,
+        Int8 | Int16 => Column::from_device_values(crate::kernels::table::widen(stream, v)?.cast::<i32>()),
+        UInt8 | UInt16 | Boolean => Column::from_device_values(crate::kernels::table::widen(stream, v)?),
         Utf8 => {
             let rows = crate::common::iota(stream, v.len())?;
             let c = crate::kernels::table::gather_as(stream, v, &rows.view(), false, LargeUtf8)?;
@@ -449,7 +438,7 @@ pub(crate) fn lower<'t>(stream: &Stream, pred: &Predicate, keys: &[(usize, usize
             let v = t.columns()[c];
             if let DataType::Decimal128(..) = v.data_type() {
                 let (hi, lo) = crate::kernels::table::split_decimal(stream, &v)?;
-                out.extend([owned(DataType::Int64, hi)?, owned(DataType::UInt64, lo)?]);
+                out.extend([owned(hi), owned(lo)]);
             } else {
                 out.push(column_values(stream, &t.names()[c], &v)?);
             }
@@ -458,11 +447,11 @@ pub(crate) fn lower<'t>(stream: &Stream, pred: &Predicate, keys: &[(usize, usize
             let v = t.columns()[c];
             let bits = v.validity().ok_or_else(|| Error::invalid("internal: a flagged column without validity"))?;
             let as_bools = ColumnView::new(DataType::Boolean, v.len(), v.offset(), bits, None, None)?;
-            out.push(owned(DataType::UInt32, crate::kernels::table::widen(stream, &as_bools)?)?);
+            out.push(owned(crate::kernels::table::widen(stream, &as_bools)?));
         }
         if out.is_empty() {
             // A side the predicate does not look at still has its rows.
-            out.push(owned(DataType::UInt32, stream.alloc_zeroed::<u32>(t.rows())?)?);
+            out.push(owned(stream.alloc_zeroed::<u32>(t.rows())?));
         }
         DeviceRelation::from_columns(out)
     };

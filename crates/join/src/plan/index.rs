@@ -8,11 +8,10 @@
 use gpujoin_device::{Error, Result, Stream};
 
 use super::{filter, keys, materialize_sides, Algorithm, JoinOutput};
-use crate::device_relation::u32_column;
 use crate::indexed_nested_loop::SortedIndex;
 use crate::kernels::table::{validity_words, Cow};
 use crate::maps::Side;
-use crate::table::{DataType, TableView};
+use crate::table::{Column, DataType, TableView};
 use crate::types::{JoinOptions, JoinType, NanEquality, NullEquality};
 
 /// A sorted index of one table's key column, reusable across probes.
@@ -119,9 +118,9 @@ impl<'a> JoinIndex<'a> {
             let (lk, rk) = keys::prepare(stream, &[c], &[indexed], opts, false)?;
             let (ml, mr) = keys::match_keys(stream, &lk.keys()?, &rk.keys()?, opts)?;
             drop((lk, rk));
-            let index = SortedIndex::build_owned(stream, u32_column(mr)?)?;
+            let index = SortedIndex::build_owned(stream, Column::from_device_values(mr))?;
             let why = if nulls_equal { "NULL equals NULL" } else { "NaN equals NaN" };
-            (index.join(stream, &u32_column(ml)?.view(), Side::Left, join_type)?, format!("keys joined as ranks ({why}): both tables' keys ranked and indexed for this probe, not the prebuilt index"))
+            (index.join(stream, &Column::from_device_values(ml).view(), Side::Left, join_type)?, format!("keys joined as ranks ({why}): both tables' keys ranked and indexed for this probe, not the prebuilt index"))
         } else {
             let column = filter::column_values(stream, on, &c)?;
             let validity = validity_words(stream, &c)?;

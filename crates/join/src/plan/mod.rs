@@ -1140,15 +1140,14 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
         }
         Algorithm::IndexedNestedLoop => {
             crate::common::check_output_budget(stream, l, r, jt, options)?;
-            use crate::device_relation::u32_column;
             use crate::indexed_nested_loop::SortedIndex;
             if keys::inlj_needs_ranks(l, r, options) {
                 // Composite keys, NULL equal to NULL, NaN equal to NaN: one u32 match key a side
                 // (`keys::match_keys`); equal keys, equal ranks, so the order is the same: left
                 // rows in order, each one's index rows in row order, then the unmatched ones.
                 let (ml, mr) = keys::match_keys(stream, l, r, options)?;
-                let index = SortedIndex::build_owned(stream, u32_column(mr)?)?;
-                index.join(stream, &u32_column(ml)?.view(), Side::Left, jt)?
+                let index = SortedIndex::build_owned(stream, Column::from_device_values(mr))?;
+                index.join(stream, &Column::from_device_values(ml).view(), Side::Left, jt)?
             } else {
                 let index_col = keys::single_view(rk)?;
                 let probe = keys::single_view(lk)?;
@@ -1241,30 +1240,29 @@ fn theta_aggregate(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm,
 /// [`crate::TestingOptions`] of `options` reach it (`force_general_merge_path`).
 fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType, options: JoinOptions) -> Result<GatherMaps> {
     let (a, b) = (&i.left_keys[0], &i.right_keys[0]);
-    let unsorted = || -> Result<Error> {
+    // The error naming the first unsorted side, by its descents (`None`: both sorted).
+    let unsorted = || -> Result<Option<Error>> {
         for (side, c) in [("left", a), ("right", b)] {
             let d = crate::kernels::table::count_descents(stream, c)?;
             if d > 0 {
-                return Ok(Error::Unsupported { what: "the sorted merge join".into(), reason: format!("the {side} keys are not sorted ({d} descents)") });
+                return Ok(Some(Error::Unsupported { what: "the sorted merge join".into(), reason: format!("the {side} keys are not sorted ({d} descents)") }));
             }
         }
-        Err(Error::invalid("internal: the merge found unsorted keys that count no descents"))
+        Ok(None)
     };
     let force_general = options.force_general_merge_path();
     // The fused merge checks the order in its counting pass; the other paths by a pass first.
     let fused = !force_general && jt.has_left_map() && jt.has_right_map();
     if !fused {
-        for c in [a, b] {
-            if crate::kernels::table::count_descents(stream, c)? > 0 {
-                return Err(unsorted()?);
-            }
+        if let Some(e) = unsorted()? {
+            return Err(e);
         }
     }
     let err = || Error::invalid("misaligned key values");
     let merge = |m: Result<crate::sort_merge::CheckedMerge>| -> Result<GatherMaps> {
         match m? {
             crate::sort_merge::CheckedMerge::Maps(m) => Ok(m),
-            crate::sort_merge::CheckedMerge::Unsorted => Err(unsorted()?),
+            crate::sort_merge::CheckedMerge::Unsorted => Err(unsorted()?.unwrap_or_else(|| Error::invalid("internal: the merge found unsorted keys that count no descents"))),
         }
     };
     fn go<K: crate::sort_merge::SortedKey>(stream: &Stream, a: &gpujoin_device::DeviceView<'_, K>, b: &gpujoin_device::DeviceView<'_, K>, jt: JoinType, fused: bool, options: JoinOptions) -> Result<crate::sort_merge::CheckedMerge> {
