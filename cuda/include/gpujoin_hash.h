@@ -58,13 +58,17 @@ int gj_h_fill_items(const uint64_t *build_offsets, const uint64_t *probe_offsets
 
 /* What the write pass writes for one side at each match, at output row k:
  * out_ids[k] = ids[pos] (ids NULL: pos, the partitioned position) when out_ids is not NULL;
- * out_vals[k] = vals[pos] (val_width 4 or 8 bytes) when out_vals is not NULL. */
+ * out_vals[k] = vals[pos] (val_width 4 or 8 bytes) when out_vals is not NULL.
+ * moved (probe side only; may be NULL): set to 1 unless every work item wrote each of its probe
+ * rows exactly once, in order, at output row base + i = probe_begin + i. Left 0, the probe
+ * side's output rows are its partitioned positions: out_ids is the identity on the pairs. */
 typedef struct gj_h_side {
   const uint32_t *ids;
   uint32_t *out_ids;
   const void *vals;
   int val_width;
   void *out_vals;
+  uint32_t *moved;
 } gj_h_side;
 
 /* Count pass: item_rows[w] = matching pairs of item w; build_hit / probe_hit (may be NULL) get

@@ -214,6 +214,11 @@ __device__ __forceinline__ void put_build(const gj_h_side &side, uint64_t k, uin
   else ((uint32_t *)side.out_vals)[k] = ((const uint32_t *)staged)[row];
 }
 
+// Raises the probe side's `moved` flag (one store per work item that moved rows).
+__device__ __forceinline__ void note_moved(const gj_h_side &pside, bool in_place) {
+  if (pside.moved && !in_place && threadIdx.x == 0) *pside.moved = 1;
+}
+
 // The chunk's build payload, loaded into registers (issued early; see store_build_vals).
 struct BuildVals {
   static constexpr int PER = CAP / MNT;
@@ -284,6 +289,9 @@ __device__ __forceinline__ void write_tiles(const K *probe_keys, const gj_h_item
     uint32_t w = sm.word[s];
     return dup ? (uint32_t)sm.grouped[sm.cursor[s] - cnt_of(w) + j] : (w & OWNER) - 1;
   };
+  // Whether this item's pairs are its probe rows, each once, in order, from row probe_begin
+  // (block-uniform: `multi` and `tile_total` are).
+  bool in_place = base == it.probe_begin;
   for (uint32_t t0 = 0; t0 < it.probe_len; t0 += TILE) {
     int sl[MVT];
     uint32_t m[MVT];
@@ -312,8 +320,14 @@ __device__ __forceinline__ void write_tiles(const K *probe_keys, const gj_h_item
     }
     uint32_t tile_total;
     uint32_t off = block_excl_scan(sum, tile_total, sm.misc + 1);
-    if (tile_total == 0) continue;  // the same for every thread
-    if (!__syncthreads_or(multi)) {
+    const uint32_t tile_rows = min((uint32_t)TILE, it.probe_len - t0);
+    if (tile_total == 0) {  // the same for every thread
+      in_place = false;
+      continue;
+    }
+    const bool tile_multi = __syncthreads_or(multi);
+    in_place = in_place && !tile_multi && tile_total == tile_rows;
+    if (!tile_multi) {
       // At most one match per probe row: stage the tile's pairs (row in the tile << 16 | build
       // row) in shared memory, then write them out coalesced.
 #pragma unroll
@@ -356,6 +370,7 @@ __device__ __forceinline__ void write_tiles(const K *probe_keys, const gj_h_item
     }
     base += tile_total;
   }
+  note_moved(pside, in_place || it.probe_len == 0);
 }
 
 template <class K>
@@ -489,6 +504,8 @@ __global__ void __launch_bounds__(MNT, 4) match_spec_kernel(const K *build_keys,
       put(pside, base + q, it.probe_begin + (w >> 16));
       put_build(bside, base + q, it.build_begin + (w & 0xFFFFu), staged, w & 0xFFFFu);
     }
+    // At most one match a row: every row matched is every row written in order.
+    note_moved(pside, (base == it.probe_begin && total == it.probe_len) || it.probe_len == 0);
     return;
   }
 

@@ -136,6 +136,10 @@ pub struct JoinStats {
     /// Whether the match ran as one speculative pass (inner joins whose build chunks have
     /// unique keys) instead of a count pass and a write pass.
     pub single_pass: bool,
+    /// PHJ-OM: whether the probe side's output rows were its partitioned rows, each once and in
+    /// order (every probe row matched exactly one build row, as in a foreign-key join whose keys
+    /// all match), so that its transformed columns became the output without a gather.
+    pub probe_rows_in_place: bool,
 }
 
 /// Gather maps and the join's statistics.
@@ -694,6 +698,7 @@ struct WriteSide {
     out_ids: Option<*mut u32>,
     vals: Option<(*const std::ffi::c_void, i32)>,
     out_vals: Option<*mut std::ffi::c_void>,
+    moved: Option<*mut u32>,
 }
 
 impl WriteSide {
@@ -704,6 +709,7 @@ impl WriteSide {
             vals: self.vals.map_or(std::ptr::null(), |v| v.0),
             val_width: self.vals.map_or(0, |v| v.1),
             out_vals: self.out_vals.unwrap_or(std::ptr::null_mut()),
+            moved: self.moved.unwrap_or(std::ptr::null_mut()),
         }
     }
 }
@@ -851,10 +857,12 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
         };
         Ok(Outputs { map_l: side_map(full_l)?, map_r: side_map(full_r)?, out0_l: out0(fuse_l, lp)?, out0_r: out0(fuse_r, rp)? })
     };
-    // What the write passes write for each side.
-    let writers = |o: &mut Outputs| -> (ffi::gj_h_side, ffi::gj_h_side) {
-        let side_w = |t: &Transformed<K>, m: &mut SideMap, out0: &mut Option<BitsBuf>| -> ffi::gj_h_side {
-            let mut w = WriteSide::default();
+    // What the write passes write for each side; `moved`: the probe side's flag (OM), raised
+    // unless the probe rows land in place (the kernels' `gj_h_side::moved`).
+    let writers = |o: &mut Outputs, moved: &mut Option<DeviceBuffer<u32>>| -> (ffi::gj_h_side, ffi::gj_h_side) {
+        let moved = moved.as_mut().map(|f| f.view_mut().as_mut_ptr());
+        let side_w = |t: &Transformed<K>, m: &mut SideMap, out0: &mut Option<BitsBuf>, probe: bool| -> ffi::gj_h_side {
+            let mut w = WriteSide { moved: moved.filter(|_| probe), ..WriteSide::default() };
             if m.start == 0 {
                 w.out_ids = Some(m.map.view_mut().as_mut_ptr());
                 w.ids = t.ids.as_ref().map(|i| i.view().as_ptr());
@@ -865,8 +873,8 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
             }
             w.raw()
         };
-        let wl = side_w(&tl, &mut o.map_l, &mut o.out0_l);
-        let wr = side_w(&tr, &mut o.map_r, &mut o.out0_r);
+        let wl = side_w(&tl, &mut o.map_l, &mut o.out0_l, !build_left);
+        let wr = side_w(&tr, &mut o.map_r, &mut o.out0_r, build_left);
         if build_left {
             (wl, wr)
         } else {
@@ -876,11 +884,13 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     let (bk, pk, it) = (tb.keys.view().as_ptr(), tp.keys.view().as_ptr(), work.ptr());
 
     // Inner joins first try one speculative pass (exact when the build chunks have unique keys).
-    let mut spec: Option<(usize, Outputs)> = None;
+    let moved_flag = || -> Result<Option<DeviceBuffer<u32>>> { om.then(|| stream.alloc_zeroed::<u32>(1)).transpose() };
+    let mut spec: Option<(usize, Outputs, Option<DeviceBuffer<u32>>)> = None;
     if jt == JoinType::Inner && !verifying && work.count > 0 {
         let cap = tp.keys.len();
         let mut o = alloc_outputs(None, cap)?;
-        let (b, pr) = writers(&mut o);
+        let mut moved = moved_flag()?;
+        let (b, pr) = writers(&mut o, &mut moved);
         let mut ticket = stream.alloc_zeroed::<u32>(2)?;
         let mut status = stream.alloc_zeroed::<u64>(work.count)?;
         let (tk, st) = (ticket.view_mut().as_mut_ptr(), status.view_mut().as_mut_ptr());
@@ -891,13 +901,13 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
         if overflow == 0 {
             let inner = (last & ((1u64 << 62) - 1)) as usize;
             o.truncate(inner);
-            spec = Some((inner, o));
+            spec = Some((inner, o, moved));
             stats.single_pass = true;
         }
     }
 
-    let (inner, mut o, hits) = match spec {
-        Some((inner, o)) => (inner, o, (None, None)),
+    let (inner, mut o, hits, moved) = match spec {
+        Some((inner, o, moved)) => (inner, o, (None, None), moved),
         None => {
             // Count pass.
             let mut hit_left = if flags_left { Some(stream.alloc_zeroed::<u8>(nl)?) } else { None };
@@ -912,7 +922,7 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
                 launch(stream, "hash match count", || unsafe { K::COUNT(bk, pk, it, work.count as i64, ir, bh, ph, stream.raw()) })?;
             }
             if semi_anti && !verifying {
-                (0, Outputs::none(stream)?, (hit_left, hit_right))
+                (0, Outputs::none(stream)?, (hit_left, hit_right), None)
             } else {
                 let (item_off, inner) = offsets_u64(stream, &item_rows.view())?;
                 drop(item_rows);
@@ -930,13 +940,14 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
                     inner + if jt.keeps_unmatched_left() { extra(&p.left, &hit_left)? } else { 0 } + if jt.keeps_unmatched_right() { extra(&p.right, &hit_right)? } else { 0 }
                 };
                 let mut o = alloc_outputs(Some(inner), total)?;
+                let mut moved = moved_flag()?;
                 if inner > 0 {
-                    let (b, pr) = writers(&mut o);
+                    let (b, pr) = writers(&mut o, &mut moved);
                     let io = item_off.view().as_ptr();
                     // SAFETY: outputs hold at least `inner` rows; ids / vals cover the partitioned rows.
                     launch(stream, "hash match write", || unsafe { K::WRITE(bk, pk, it, work.count as i64, io, &b, &pr, stream.raw()) })?;
                 }
-                (inner, o, (hit_left, hit_right))
+                (inner, o, (hit_left, hit_right), moved)
             }
         }
     };
@@ -968,7 +979,7 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
             return finish_um(stream, GatherMaps::new(jt, ml, mr), req, clock, stats);
         }
         let (map, pay, sidek, col0, offsets) = if left_side { (ml, lp, &p.left, tl.col0, tl.offsets) } else { (mr, rp, &p.right, tr.col0, tr.offsets) };
-        let m = materialize_om(stream, sidek, &offsets.view(), pay, col0, None, SideMap { map, start: 0 }, rows_n, None, bits)?;
+        let m = materialize_om(stream, sidek, &offsets.view(), pay, col0, None, SideMap { map, start: 0 }, rows_n, None, bits, false)?;
         let (left, right) = if left_side { (Some(m), None) } else { (None, Some(m)) };
         clock.mark(stream)?;
         clock.finish(&mut stats)?;
@@ -994,6 +1005,16 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
         }
     }
     drop((ul, ur, work));
+    // OM: when the pairs are all the probe side's rows in their partitioned order, its
+    // transformed columns are its output as they stand (asked of the device only when the side
+    // has a column left to gather).
+    let (probe, probe_cols, probe_fused) = if build_left { (&p.right, rp, o.out0_r.is_some()) } else { (&p.left, lp, o.out0_l.is_some()) };
+    let in_place = match &moved {
+        Some(f) if inner == total && total == probe.n && probe_cols.len() > probe_fused as usize => stream.copy_to_host(&f.view())?[0] == 0,
+        _ => false,
+    };
+    drop(moved);
+    stats.probe_rows_in_place = in_place;
     let (col0_l, col0_r) = (tl.col0, tr.col0);
     let (offsets_l, offsets_r) = (tl.offsets, tr.offsets);
     drop((tl.keys, tl.ids, tr.keys, tr.ids));
@@ -1013,12 +1034,12 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
     // map goes; then the build side's.
     let Outputs { map_l, map_r, out0_l, out0_r } = o;
     let (left, right) = if build_left {
-        let right = materialize_om(stream, &p.right, &offsets_r.view(), rp, col0_r, out0_r, map_r, total, nulls_r, bits)?;
-        let left = materialize_om(stream, &p.left, &offsets_l.view(), lp, col0_l, out0_l, map_l, total, nulls_l, bits)?;
+        let right = materialize_om(stream, &p.right, &offsets_r.view(), rp, col0_r, out0_r, map_r, total, nulls_r, bits, in_place)?;
+        let left = materialize_om(stream, &p.left, &offsets_l.view(), lp, col0_l, out0_l, map_l, total, nulls_l, bits, false)?;
         (left, right)
     } else {
-        let left = materialize_om(stream, &p.left, &offsets_l.view(), lp, col0_l, out0_l, map_l, total, nulls_l, bits)?;
-        let right = materialize_om(stream, &p.right, &offsets_r.view(), rp, col0_r, out0_r, map_r, total, nulls_r, bits)?;
+        let left = materialize_om(stream, &p.left, &offsets_l.view(), lp, col0_l, out0_l, map_l, total, nulls_l, bits, in_place)?;
+        let right = materialize_om(stream, &p.right, &offsets_r.view(), rp, col0_r, out0_r, map_r, total, nulls_r, bits, false)?;
         (left, right)
     };
     clock.mark(stream)?;
@@ -1075,7 +1096,8 @@ fn finish_fused(stream: &Stream, col0: Option<BitsBuf>, out0: &mut Option<BitsBu
 /// OM materialization of one side: `out0`, the complete first column when the match wrote it;
 /// otherwise `col0`, its transformed copy, when the transform made it. Every other column is
 /// transformed ([`transform_column_chunked`]), gathered through the map (clustered) and dropped
-/// before the next; the map is dropped at the end.
+/// before the next; the map is dropped at the end. `in_place`: the map is the identity over all
+/// `rows` = the side's rows, so each transformed column is the output itself.
 #[allow(clippy::too_many_arguments)]
 fn materialize_om<K: HashKey>(
     stream: &Stream,
@@ -1088,6 +1110,7 @@ fn materialize_om<K: HashKey>(
     rows: usize,
     nulls: Option<(usize, usize)>,
     bits: u32,
+    in_place: bool,
 ) -> Result<Materialized> {
     let mut columns = Vec::with_capacity(cols.len());
     if let Some(o0) = out0 {
@@ -1098,6 +1121,11 @@ fn materialize_om<K: HashKey>(
             Some(t) => t,
             None => transform_column_chunked(stream, side, offsets, Bits::of(c), bits)?,
         };
+        if in_place {
+            debug_assert_eq!(rows, side.n);
+            columns.push(t.into_payload(c));
+            continue;
+        }
         debug_assert_eq!(m.start, 0);
         let mut out = BitsBuf::alloc(stream, Bits::of(c), rows)?;
         gather_bits(stream, t.bits(), &m.map.view(), &mut out, 0)?;

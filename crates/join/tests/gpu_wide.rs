@@ -611,6 +611,81 @@ fn phj_om_chunked_transform_matches_um() {
     }
 }
 
+/// PHJ-OM takes the probe side's transformed columns as its output without gathering them
+/// exactly when the pairs are the probe rows in their partitioned order (every probe row
+/// matched once, nothing appended): foreign keys that all match, also with probe ranges split
+/// over several work items. A probe row matching nothing, a probe row matching two build rows,
+/// unmatched build rows of a left or full join, or partitions of several build chunks (forced
+/// partition bits) keep the gather. Every output equals PHJ-UM's as a multiset of rows, and the
+/// flag is the one the statistics report (`JoinStats::probe_rows_in_place`).
+#[test]
+fn phj_om_probe_rows_in_place_exactly_when_every_probe_row_matches_once() {
+    let Some(s) = stream("phj_om_probe_rows_in_place_exactly_when_every_probe_row_matches_once") else { return };
+    let _l = lock();
+    let mut rng = StdRng::seed_from_u64(2611);
+    let nb = rows(1 << 17, 1 << 15) + 77;
+    let np = 3 * nb + 5;
+    // Build keys 0..nb shuffled; the probe side names every build key at least once.
+    let mut build: Vec<u32> = (0..nb as u32).collect();
+    for i in (1..nb).rev() {
+        build.swap(i, rng.gen_range(0..=i));
+    }
+    let probe_all: Vec<u32> = (0..np).map(|i| if i < nb { build[(i * 7919) % nb] } else { rng.gen_range(0..nb as u32) }).collect();
+    let pay = |rng: &mut StdRng, n: usize| -> Vec<u64> { (0..n).map(|_| rng.gen()).collect() };
+    let (bp, pp, pq) = (pay(&mut rng, nb), pay(&mut rng, np), pay(&mut rng, np));
+    struct Shape {
+        name: &'static str,
+        build: Vec<u32>,
+        probe: Vec<u32>,
+        testing: gpujoin_join::TestingOptions,
+        /// Whether the probe rows land in place for an inner join.
+        inner_in_place: bool,
+    }
+    let t0 = gpujoin_join::TestingOptions::DEFAULT;
+    let mut one_miss = probe_all.clone();
+    one_miss[np / 2] = nb as u32 + 9;
+    let mut dup_build = build.clone();
+    dup_build[nb - 1] = dup_build[0];
+    let shapes = [
+        Shape { name: "every probe row matches once", build: build.clone(), probe: probe_all.clone(), testing: t0, inner_in_place: true },
+        Shape { name: "split probe ranges", build: build.clone(), probe: probe_all.clone(), testing: gpujoin_join::TestingOptions { probe_split: 1000, ..t0 }, inner_in_place: true },
+        Shape { name: "one probe row matches nothing", build: build.clone(), probe: one_miss, testing: t0, inner_in_place: false },
+        Shape { name: "a build key twice", build: dup_build, probe: probe_all.clone(), testing: t0, inner_in_place: false },
+        Shape { name: "several build chunks a partition", build: build.clone(), probe: probe_all.clone(), testing: gpujoin_join::TestingOptions { partition_bits: 2, ..t0 }, inner_in_place: false },
+    ];
+    for sh in &shapes {
+        // The build side is the smaller, left one; the probe side has an 8-byte first column (the
+        // match writes maps only) and a second one.
+        let left = up(&s, &host_table(vec![("k".into(), HostColumn::from_values(sh.build.clone())), ("a".into(), HostColumn::from_values(bp.clone()))]));
+        let right = up(
+            &s,
+            &host_table(vec![
+                ("k".into(), HostColumn::from_values(sh.probe.clone())),
+                ("b".into(), HostColumn::from_values(pp.clone())),
+                ("c".into(), HostColumn::from_values(pq.iter().map(|&x| x as u32).collect::<Vec<_>>())),
+            ]),
+        );
+        for jt in [JoinType::Inner, JoinType::Left, JoinType::Right, JoinType::Full] {
+            let what = format!("{} {jt:?}", sh.name);
+            let rows = |algo: Algorithm| -> (Vec<Vec<u64>>, bool) {
+                poison_for(&s, nb + np);
+                let out = Join::new(jt).on(&left, &["k"], &right, &["k"]).algorithm(algo).testing(sh.testing).select(&["a"], &["b", "c"]).with_stats().run(&s).unwrap();
+                assert_eq!(out.algorithm, algo, "{what}: {}", out.reason);
+                let t = out.table.to_host().unwrap();
+                let cols: Vec<(Vec<u64>, &HostColumn)> = t.columns().iter().map(|c| (raw_bits(c), c)).collect();
+                let mut r: Vec<Vec<u64>> = (0..out.rows as usize).map(|k| cols.iter().map(|(v, c)| if c.is_valid(k) { v[k] } else { u64::MAX }).collect()).collect();
+                r.sort();
+                (r, out.stats.expect("stats asked for").probe_rows_in_place)
+            };
+            let ((om, in_place), (um, _)) = (rows(PHJ_OM), rows(PHJ_UM));
+            assert!(om == um, "{what}: PHJ-OM ({} rows) differs from PHJ-UM ({} rows)", om.len(), um.len());
+            // The probe side names every build key, so no join type appends unmatched build rows
+            // where the inner pairs are in place.
+            assert_eq!(in_place, sh.inner_in_place, "{what}: probe rows in place");
+        }
+    }
+}
+
 /// The streaming sample (single key columns) gives the same match ratio and skew as the
 /// general sample (a join of the sampled keys), for integer and float keys under both NaN rules:
 /// `Join::auto_sample` (testing only) of the front door's Auto, on the keys as the front door

@@ -90,6 +90,7 @@ pub struct gj_h_side {
     pub vals: *const ::std::os::raw::c_void,
     pub val_width: ::std::os::raw::c_int,
     pub out_vals: *mut ::std::os::raw::c_void,
+    pub moved: *mut u32,
 }
 unsafe extern "C" {
     pub fn gj_h_match_count_u32(
