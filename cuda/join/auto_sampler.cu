@@ -8,7 +8,9 @@ using namespace gj::hash;
 // ---------------------------------------------------------------------------------------------
 // Sampled match ratio (Algorithm::Auto)
 // ---------------------------------------------------------------------------------------------
-constexpr int SAMPLE_MAX = 4096, SAMPLE_SLOTS = 2 * SAMPLE_MAX, SNT = 256;
+constexpr int SAMPLE_MAX = 4096, SAMPLE_SLOTS = 2 * SAMPLE_MAX, SNT = 256, SVT = 8;
+// One wave: each block holds the sample set (32 KiB of shared memory), six fit an SM.
+constexpr int SAMPLE_BLOCKS_PER_SM = 6;
 
 // out[i] = keys[i * n / m].
 template <class K>
@@ -73,21 +75,32 @@ __global__ void __launch_bounds__(SNT) sample_match_kernel(const K *sample, int6
     }
   }
   __syncthreads();
+  // SVT loads a thread in flight before any lookup: one at a time, the stream is bound by the
+  // loads' latency (about a quarter of the DRAM rate), not by the bytes.
   const int64_t stride = (int64_t)gridDim.x * SNT;
-  for (int64_t j = (int64_t)blockIdx.x * SNT + threadIdx.x; j < n; j += stride) {
-    K k;
-    if (!canon<K>(build[j], mode, nan_never, k)) continue;
-    uint32_t s = sample_slot((uint64_t)k);
-    while (true) {
-      const unsigned short e = slot[s];
-      if (e == 0) break;
-      K other;
-      canon<K>(skey[e - 1], mode, nan_never, other);
-      if (other == k) {
-        if (!flags[e - 1]) flags[e - 1] = 1;
-        break;
+  for (int64_t j0 = (int64_t)blockIdx.x * SNT + threadIdx.x; j0 < n; j0 += stride * SVT) {
+    K kv[SVT];
+#pragma unroll
+    for (int v = 0; v < SVT; ++v) {
+      const int64_t j = j0 + v * stride;
+      if (j < n) kv[v] = build[j];
+    }
+#pragma unroll
+    for (int v = 0; v < SVT; ++v) {
+      K k;
+      if (j0 + v * stride >= n || !canon<K>(kv[v], mode, nan_never, k)) continue;
+      uint32_t s = sample_slot((uint64_t)k);
+      while (true) {
+        const unsigned short e = slot[s];
+        if (e == 0) break;
+        K other;
+        canon<K>(skey[e - 1], mode, nan_never, other);
+        if (other == k) {
+          if (!flags[e - 1]) flags[e - 1] = 1;
+          break;
+        }
+        s = (s + 1) & (SAMPLE_SLOTS - 1);
       }
-      s = (s + 1) & (SAMPLE_SLOTS - 1);
     }
   }
 }
@@ -109,8 +122,7 @@ extern "C" int64_t gj_h_sample_max(void) { return SAMPLE_MAX; }
                                         int nan_never, uint8_t *flags, gj_h_stream_t s) {                 \
     if (m < 0 || m > SAMPLE_MAX || n < 0 || mode < 0 || mode > 2) return (int)cudaErrorInvalidValue;      \
     if (m == 0 || n == 0) return 0;                                                                       \
-    const int64_t want = (n + (int64_t)SNT * 16 - 1) / ((int64_t)SNT * 16);                               \
-    const int blocks = (int)(want < 1024 ? want : 1024);                                                  \
+    const int blocks = blocks_for_sms(n, SNT * 16, SAMPLE_BLOCKS_PER_SM);                                 \
     sample_match_kernel<K><<<blocks, SNT, 0, (cudaStream_t)s>>>(sample, m, build, n, mode, nan_never,     \
                                                                flags);                                   \
     return launch_status();                                                                               \
