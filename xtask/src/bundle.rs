@@ -15,7 +15,8 @@
 //! Extra arguments go to both `cargo test` and `cargo bench` (e.g. `--features ...`).
 //! `GPUJOIN_BUNDLE_ONLY=cli,datafusion-test,front_door` keeps only the test and bench executables
 //! whose bundle name contains one of the comma-separated pieces; `GPUJOIN_BUNDLE_BINS=gpujoin-demo`
-//! only the named binaries (default: every binary).
+//! only the named binaries (default: every binary); `GPUJOIN_BUNDLE_PACKAGES=gpujoin-join,gpujoin`
+//! builds only those packages (default: the workspace).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -44,7 +45,13 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     let bundle = root.join("bundle");
     let extra: Vec<&str> = rest.iter().map(String::as_str).collect();
 
-    let built = artifacts(&["test", "--workspace", "--exclude", "xtask", "--release", "--no-run"], &extra)?;
+    // GPUJOIN_BUNDLE_PACKAGES=gpujoin-join,gpujoin: build only these packages' executables instead
+    // of the workspace's (a change to the join crate otherwise relinks every DataFusion-linked
+    // test before a join-only run).
+    let packages: Vec<String> = std::env::var("GPUJOIN_BUNDLE_PACKAGES").unwrap_or_default().split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect();
+    let selection: Vec<&str> = if packages.is_empty() { vec!["--workspace", "--exclude", "xtask"] } else { packages.iter().flat_map(|p| ["-p", p.as_str()]).collect() };
+    let with = |head: &[&'static str], tail: &[&'static str]| -> Vec<&str> { head.iter().copied().chain(selection.iter().copied()).chain(tail.iter().copied()).collect() };
+    let built = artifacts(&with(&["test"], &["--release", "--no-run"]), &extra)?;
     // The binaries built for integration tests (`gpujoin`, which the CLI's tests run;
     // `gpujoin-ballista`, whose tests start it as scheduler and executors): in `bin/`,
     // outside the MANIFEST; run.sh points `GPUJOIN_BIN_DIR` at them.
@@ -59,7 +66,7 @@ pub fn build(rest: &[String]) -> crate::Result<()> {
     // about 20 MB of the archive; a bundle of the join crates' tests needs none of them).
     let bin_names: Option<Vec<String>> = std::env::var("GPUJOIN_BUNDLE_BINS").ok().map(|v| v.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect());
     let bins: Vec<Artifact> = bins.into_iter().filter(|a| bin_names.as_ref().is_none_or(|names| names.iter().any(|n| *n == a.target))).collect();
-    let benches = artifacts(&["bench", "--workspace", "--exclude", "xtask", "--no-run"], &extra)?
+    let benches = artifacts(&with(&["bench"], &["--no-run"]), &extra)?
         .into_iter()
         .filter(|a| a.kind == "bench" && keep(a))
         .collect::<Vec<_>>();
