@@ -63,7 +63,7 @@ fn cpu_sum(r: &HostTable, s: &HostTable) -> i128 {
 fn main() {
     let Some(mut h) = common::Harness::new("theta") else { return };
     let s = h.stream.clone();
-    let pred_schema = [gpujoin::join::predicate::DataType::I32, gpujoin::join::predicate::DataType::I32];
+    let pred_schema = [gpujoin::join::predicate::DataType::Int32, gpujoin::join::predicate::DataType::Int32];
     let pred = col_l(0).greater(col_r(0)).check(&pred_schema, &pred_schema).unwrap();
 
     for (case, nr, ns) in [("agg_gt_50k_25k", 50_000usize, 25_000usize), ("agg_gt_500k_50k", 500_000, 50_000)] {

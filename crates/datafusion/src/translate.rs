@@ -327,17 +327,17 @@ impl FilterContext<'_> {
     /// The predicate type of a column, or why filters cannot compare it.
     fn column_type(&self, name: &str, t: &ArrowType) -> Result<P, Refusal> {
         let p = match value_type(t) {
-            ArrowType::Int8 | ArrowType::Int16 | ArrowType::Int32 | ArrowType::Date32 => P::I32,
-            ArrowType::Int64 | ArrowType::Date64 | ArrowType::Timestamp(..) => P::I64,
-            ArrowType::UInt8 | ArrowType::UInt16 | ArrowType::UInt32 | ArrowType::Boolean => P::U32,
-            ArrowType::UInt64 => P::U64,
-            ArrowType::Float32 => P::F32,
-            ArrowType::Float64 => P::F64,
-            ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => P::Utf8,
+            ArrowType::Int8 | ArrowType::Int16 | ArrowType::Int32 | ArrowType::Date32 => P::Int32,
+            ArrowType::Int64 | ArrowType::Date64 | ArrowType::Timestamp(..) => P::Int64,
+            ArrowType::UInt8 | ArrowType::UInt16 | ArrowType::UInt32 | ArrowType::Boolean => P::UInt32,
+            ArrowType::UInt64 => P::UInt64,
+            ArrowType::Float32 => P::Float32,
+            ArrowType::Float64 => P::Float64,
+            ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => P::LargeUtf8,
             ArrowType::Decimal128(..) => return refuse(format!("filter on the Decimal128 column {name}: gpujoin's filters do not compare decimals yet")),
             t => return refuse(format!("filter on the column {name} of type {t}: gpujoin's filters compare integers, floats, booleans, dates, timestamps and strings")),
         };
-        if matches!(p, P::F32 | P::F64) && !self.config.allow_float_semantics {
+        if matches!(p, P::Float32 | P::Float64) && !self.config.allow_float_semantics {
             return refuse(format!(
                 "filter on the float column {name}: DataFusion orders floats totally (NaN above all, -0.0 < 0.0), gpujoin as IEEE; set GpuJoinConfig::allow_float_semantics to move it"
             ));
@@ -403,13 +403,13 @@ impl FilterContext<'_> {
         };
         let out_of_range = || Refusal(format!("filter literal {v} does not fit the column {name}"));
         Ok(match (p, int, v) {
-            (P::I32, Some(i), _) => Scalar::I32(i32::try_from(i).map_err(|_| out_of_range())?),
-            (P::I64, Some(i), _) => Scalar::I64(i64::try_from(i).map_err(|_| out_of_range())?),
-            (P::U32, Some(i), _) => Scalar::U32(u32::try_from(i).map_err(|_| out_of_range())?),
-            (P::U64, Some(i), _) => Scalar::U64(u64::try_from(i).map_err(|_| out_of_range())?),
-            (P::F32, _, ScalarValue::Float32(Some(x))) => Scalar::F32(*x),
-            (P::F64, _, ScalarValue::Float64(Some(x))) => Scalar::F64(*x),
-            (P::Utf8, _, ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s))) => Scalar::Utf8(s.clone()),
+            (P::Int32, Some(i), _) => Scalar::I32(i32::try_from(i).map_err(|_| out_of_range())?),
+            (P::Int64, Some(i), _) => Scalar::I64(i64::try_from(i).map_err(|_| out_of_range())?),
+            (P::UInt32, Some(i), _) => Scalar::U32(u32::try_from(i).map_err(|_| out_of_range())?),
+            (P::UInt64, Some(i), _) => Scalar::U64(u64::try_from(i).map_err(|_| out_of_range())?),
+            (P::Float32, _, ScalarValue::Float32(Some(x))) => Scalar::F32(*x),
+            (P::Float64, _, ScalarValue::Float64(Some(x))) => Scalar::F64(*x),
+            (P::LargeUtf8, _, ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s))) => Scalar::Utf8(s.clone()),
             _ => return refuse(format!("filter compares {name} ({t}) with the literal {v}, which gpujoin cannot express")),
         })
     }

@@ -2,19 +2,18 @@
 //! of the table model ([`ColumnView`]) in one of the kernels' physical types, read in place
 //! where a table's column already has one and converted once (an owned [`Column`]) otherwise.
 //!
-//! The kernels' types ([`kernel_type`]): `Int32`, `Date32` (as `i32`); `Int64`, `Date64`,
+//! The kernels' types ([`in_place_type`]): `Int32`, `Date32` (as `i32`); `Int64`, `Date64`,
 //! `Timestamp` (`i64`); `UInt32`; `UInt64`; `Float32`; `Float64`; `LargeUtf8` (Arrow's
 //! large-string layout: `i64` offsets and the bytes). Any offset, any validity bitmap (the
 //! kernels read the values of every row; the caller handles NULLs).
 //!
 //! ```no_run
 //! use gpujoin_join::device_relation::DeviceRelation;
-//! use gpujoin_join::predicate::DataType;
 //! use gpujoin_join::table::{DataType as T, HostColumn, HostTable};
 //! # fn f(stream: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
 //! let host = HostTable::new(vec![("a", HostColumn::from_values(vec![3i16, 1])), ("s", HostColumn::utf8(["a", "bc"]))])?;
 //! let dev = DeviceRelation::upload(stream, &host)?;
-//! assert_eq!((dev.rows(), dev.schema()), (2, vec![DataType::I32, DataType::Utf8]));
+//! assert_eq!((dev.rows(), dev.schema()), (2, vec![T::Int32, T::LargeUtf8]));
 //! let back = dev.to_host(stream)?; // Int16 widened to Int32, Utf8 as LargeUtf8
 //! assert_eq!((back[0].data_type(), back[1].data_type()), (T::Int32, T::LargeUtf8));
 //! # Ok(()) }
@@ -22,31 +21,25 @@
 
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
-use crate::predicate::DataType as KernelType;
 use crate::table::{Column, ColumnView, DataType, HostColumn, HostTable};
 
-/// The kernels' type of a column of `t`; `None` for a type a relation must convert first
-/// (`Int8`, `Int16`, `UInt8`, `UInt16`, `Boolean`, `Utf8`, `Decimal128`).
+/// The kernels' type of a column of `t` read in place ([`DataType::kernel_type`] where `t` has
+/// that type's layout); `None` for a type a relation must convert first (`Int8`, `Int16`,
+/// `UInt8`, `UInt16`, `Boolean`, `Utf8`, `Decimal128`).
 ///
-/// `kernel_type(DataType::Date32)` is `Some(KernelType::I32)`; `kernel_type(DataType::Utf8)` is
-/// `None` (its offsets are 32-bit).
-pub fn kernel_type(t: DataType) -> Option<KernelType> {
+/// `in_place_type(DataType::Date32)` is `Some(DataType::Int32)`; `in_place_type(DataType::Utf8)`
+/// is `None` (its offsets are 32-bit).
+pub fn in_place_type(t: DataType) -> Option<DataType> {
     use DataType::*;
-    Some(match t {
-        Int32 | Date32 => KernelType::I32,
-        Int64 | Date64 | Timestamp(_) => KernelType::I64,
-        UInt32 => KernelType::U32,
-        UInt64 => KernelType::U64,
-        Float32 => KernelType::F32,
-        Float64 => KernelType::F64,
-        LargeUtf8 => KernelType::Utf8,
-        Int8 | Int16 | UInt8 | UInt16 | Boolean | Utf8 | Decimal128(..) => return None,
-    })
+    match t {
+        Int8 | Int16 | UInt8 | UInt16 | Boolean | Utf8 | Decimal128(..) => None,
+        _ => t.kernel_type(),
+    }
 }
 
 /// The kernels' type of a column already checked to have one (a relation's columns).
-pub(crate) fn kernel_type_of(c: &ColumnView<'_>) -> KernelType {
-    kernel_type(c.data_type()).expect("a relation's columns have kernel types")
+pub(crate) fn kernel_type_of(c: &ColumnView<'_>) -> DataType {
+    in_place_type(c.data_type()).expect("a relation's columns have kernel types")
 }
 
 /// One column of a [`DeviceRelation`]: a table's column read in place, or one the relation owns.
@@ -123,7 +116,7 @@ pub struct DeviceRelation<'a> {
 
 impl DeviceRelation<'static> {
     /// Copies every column of a host table to the device, in order (names aside), converting
-    /// those of no [`kernel_type`] as the front door's filters do (narrow integers and booleans
+    /// those of no [`in_place_type`] as the front door's filters do (narrow integers and booleans
     /// widened to 32 bits, `Utf8` to `LargeUtf8`; `Decimal128` is an `Unsupported` error).
     pub fn upload(stream: &Stream, table: &HostTable) -> Result<Self> {
         if table.rows() as u64 > crate::RowId::MAX_ROWS {
@@ -142,13 +135,13 @@ impl DeviceRelation<'static> {
 }
 
 impl<'a> DeviceRelation<'a> {
-    /// A relation of these columns: every one of a [`kernel_type`], all of one length
+    /// A relation of these columns: every one of a [`in_place_type`], all of one length
     /// (`InvalidArgument` otherwise).
     pub fn from_columns(columns: Vec<RelationColumn<'a>>) -> Result<Self> {
         let rows = columns.first().map_or(0, |c| c.view().len());
         for (i, c) in columns.iter().enumerate() {
             let v = c.view();
-            if kernel_type(v.data_type()).is_none() {
+            if in_place_type(v.data_type()).is_none() {
                 return Err(Error::invalid(format!("column {i} of a device relation is {}; the theta kernels read {}", v.data_type(), "Int32, Date32, Int64, Date64, Timestamp, UInt32, UInt64, Float32, Float64 and LargeUtf8")));
             }
             gpujoin_device::check_same_len("column 0", rows, &format!("column {i}"), v.len())?;
@@ -177,7 +170,7 @@ impl<'a> DeviceRelation<'a> {
     }
 
     /// The columns' kernel types.
-    pub fn schema(&self) -> Vec<KernelType> {
+    pub fn schema(&self) -> Vec<DataType> {
         self.columns.iter().map(|c| kernel_type_of(&c.view())).collect()
     }
 

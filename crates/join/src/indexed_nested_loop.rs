@@ -67,7 +67,7 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::{reduce_sum, select_by_flag, select_flagged, sort_pairs_new, SortOrder, SortPairsWith, NO_ROW};
 
 use crate::common::{alloc_output_maps, offsets_u64};
-use crate::device_relation::{kernel_type, kernel_type_of, RelationColumn};
+use crate::device_relation::{in_place_type, kernel_type_of, RelationColumn};
 use crate::table::{Column, ColumnView};
 use crate::kernels::sys::inlj as ffi;
 use crate::maps::{GatherMaps, Side};
@@ -113,9 +113,9 @@ pub struct SortedIndex<'a> {
 /// The indexed column, read in place or owned by the index.
 type IndexedColumn<'a> = RelationColumn<'a>;
 
-/// The column as the index kernels read it: of a [`kernel_type`] (`InvalidArgument` otherwise).
+/// The column as the index kernels read it: of a [`in_place_type`] (`InvalidArgument` otherwise).
 fn checked_column<'c>(what: &str, c: ColumnView<'c>) -> Result<ColumnView<'c>> {
-    match kernel_type(c.data_type()) {
+    match in_place_type(c.data_type()) {
         Some(_) => Ok(c),
         None => Err(Error::invalid(format!("indexed nested-loop join: the {what} is {}; it reads 32- and 64-bit numbers, dates, timestamps and LargeUtf8 strings", c.data_type()))),
     }
@@ -164,7 +164,7 @@ fn sort_all(stream: &Stream, column: &ColumnView<'_>) -> Result<(IndexKeys, Devi
     let desc = column_desc(column);
     let n = column.len();
     Ok(match kernel_type_of(column) {
-        DataType::Utf8 => {
+        DataType::LargeUtf8 => {
             let mut prefixes = stream.alloc::<u64>(n)?;
             let mut rows = stream.alloc::<u32>(n)?;
             let (p, r) = (prefixes.view_mut().as_mut_ptr(), rows.view_mut().as_mut_ptr());
@@ -172,14 +172,15 @@ fn sort_all(stream: &Stream, column: &ColumnView<'_>) -> Result<(IndexKeys, Devi
             with_temp(stream, "inlj: sort strings", |t, tb| unsafe { ffi::gj_i_sort_strings(t, tb, desc, p, r, stream.raw()) })?;
             (IndexKeys::B64(prefixes), rows)
         }
-        DataType::I64 | DataType::U64 | DataType::F64 => {
+        DataType::Int64 | DataType::UInt64 | DataType::Float64 => {
             let (k, r) = sorted_images::<u64>(stream, column)?;
             (IndexKeys::B64(k), r)
         }
-        DataType::I32 | DataType::U32 | DataType::F32 => {
+        DataType::Int32 | DataType::UInt32 | DataType::Float32 => {
             let (k, r) = sorted_images::<u32>(stream, column)?;
             (IndexKeys::B32(k), r)
         }
+        t => return Err(Error::invalid(format!("internal: an index over {t}, not a kernel type"))),
     })
 }
 
@@ -508,7 +509,7 @@ fn check_validity(what: &str, rows: usize, validity: Option<&DeviceView<'_, u32>
 
 fn column_desc(column: &ColumnView<'_>) -> ffi::gj_i_column {
     let t = kernel_type_of(column);
-    if t == DataType::Utf8 {
+    if t == DataType::LargeUtf8 {
         return ffi::gj_i_column {
             type_: ffi::gj_i_type_GJ_I_UTF8,
             rows: column.len() as i64,
@@ -518,11 +519,11 @@ fn column_desc(column: &ColumnView<'_>) -> ffi::gj_i_column {
         };
     }
     let type_ = match t {
-        DataType::I32 => ffi::gj_i_type_GJ_I_I32,
-        DataType::I64 => ffi::gj_i_type_GJ_I_I64,
-        DataType::U32 => ffi::gj_i_type_GJ_I_U32,
-        DataType::U64 => ffi::gj_i_type_GJ_I_U64,
-        DataType::F32 => ffi::gj_i_type_GJ_I_F32,
+        DataType::Int32 => ffi::gj_i_type_GJ_I_I32,
+        DataType::Int64 => ffi::gj_i_type_GJ_I_I64,
+        DataType::UInt32 => ffi::gj_i_type_GJ_I_U32,
+        DataType::UInt64 => ffi::gj_i_type_GJ_I_U64,
+        DataType::Float32 => ffi::gj_i_type_GJ_I_F32,
         _ => ffi::gj_i_type_GJ_I_F64,
     };
     let w = column.data_type().byte_width().expect("a numeric kernel type");
@@ -591,8 +592,8 @@ mod tests {
 
     #[test]
     fn type_mismatch_is_invalid_argument() {
-        assert!(check_same_type(DataType::I32, DataType::I32).is_ok());
-        for (a, b) in [(DataType::I32, DataType::I64), (DataType::Utf8, DataType::U64), (DataType::F32, DataType::F64)] {
+        assert!(check_same_type(DataType::Int32, DataType::Int32).is_ok());
+        for (a, b) in [(DataType::Int32, DataType::Int64), (DataType::LargeUtf8, DataType::UInt64), (DataType::Float32, DataType::Float64)] {
             assert!(matches!(check_same_type(a, b), Err(Error::InvalidArgument(_))), "{a} vs {b}");
         }
     }

@@ -49,7 +49,7 @@
 
 use gpujoin_device::{DeviceBuffer, Error, Pod, Result, Stream};
 
-use crate::device_relation::{kernel_type, DeviceRelation, RelationColumn};
+use crate::device_relation::{in_place_type, DeviceRelation, RelationColumn};
 use crate::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, Expr, Predicate, Scalar, Side};
 use crate::types::{JoinOptions, NanEquality, NullEquality};
 use crate::table::{Column, ColumnView, DataType, NativeValue, TableView};
@@ -70,15 +70,15 @@ fn owned<T: NativeValue + Pod>(b: DeviceBuffer<T>) -> RelationColumn<'static> {
     RelationColumn::Owned(Column::from_device_values(b))
 }
 
-/// The predicate type a column of `t` is lowered to ([`crate::predicate::DataType::of`];
-/// `Decimal128`, which filters refuse, reads as `U64` so that a predicate not referring to it
-/// still type-checks).
-pub(crate) fn lowered_type(t: DataType) -> crate::predicate::DataType {
-    crate::predicate::DataType::of(t).unwrap_or(crate::predicate::DataType::U64)
+/// The predicate type a column of `t` is lowered to ([`DataType::kernel_type`]; `Decimal128`,
+/// which filters refuse, reads as `UInt64` so that a predicate not referring to it still
+/// type-checks).
+pub(crate) fn lowered_type(t: DataType) -> DataType {
+    t.kernel_type().unwrap_or(DataType::UInt64)
 }
 
 /// One table column as a column of a device relation: read in place where its type is one the
-/// kernels read ([`kernel_type`]: every 32- and 64-bit number, date and timestamp, `LargeUtf8`),
+/// kernels read ([`in_place_type`]: every 32- and 64-bit number, date and timestamp, `LargeUtf8`),
 /// converted otherwise ([`converted`]). The values of every row, null rows included (whatever
 /// their slots hold; the caller handles the validity).
 pub(crate) fn column_values<'t>(stream: &Stream, name: &str, v: &ColumnView<'t>) -> Result<RelationColumn<'t>> {
@@ -90,10 +90,10 @@ pub(crate) fn column_values<'t>(stream: &Stream, name: &str, v: &ColumnView<'t>)
 
 /// A column of a type the kernels do not read, converted to one they do: narrow integers and
 /// booleans widened to 32 bits, `Utf8` to `LargeUtf8`; `None` for a column of a
-/// [`kernel_type`] (read as it is); `Decimal128` is an [`Error::Unsupported`].
+/// [`in_place_type`] (read as it is); `Decimal128` is an [`Error::Unsupported`].
 pub(crate) fn converted(stream: &Stream, name: &str, v: &ColumnView<'_>) -> Result<Option<Column>> {
     use DataType::*;
-    if kernel_type(v.data_type()).is_some() {
+    if in_place_type(v.data_type()).is_some() {
         return Ok(None);
     }
     Ok(Some(match v.data_type() {
@@ -183,20 +183,20 @@ pub(crate) fn plan(pred: &Predicate, keys: &[(usize, usize)], options: JoinOptio
         }
         v
     });
-    let schemas: [Vec<crate::predicate::DataType>; 2] = std::array::from_fn(|s| {
-        use crate::predicate::DataType as P;
+    let schemas: [Vec<DataType>; 2] = std::array::from_fn(|s| {
+        use DataType as P;
         let mut v = Vec::new();
         for &c in &refs[s] {
             match tables[s].columns()[c].data_type() {
-                DataType::Decimal128(..) => v.extend([P::I64, P::U64]),
+                DataType::Decimal128(..) => v.extend([P::Int64, P::UInt64]),
                 t => v.push(lowered_type(t)),
             }
         }
-        v.extend(flagged[s].iter().map(|_| P::U32));
+        v.extend(flagged[s].iter().map(|_| P::UInt32));
         if v.is_empty() {
             // `lower` gives a side the predicate does not look at one column of zeros (it
             // still has its rows): the schema the predicate is checked against has it too.
-            v.push(P::U32);
+            v.push(P::UInt32);
         }
         v
     });
@@ -483,8 +483,8 @@ mod tests {
 
     // Each side: 0 nullable i32, 1 nullable f64 (NaN, -0.0), 2 nullable string, 3 i64 without
     // nulls; as a relation, the flags of 0, 1, 2 follow as columns 4, 5, 6.
-    const TYPES: [P; 4] = [P::I32, P::F64, P::Utf8, P::I64];
-    const SCHEMA: [P; 7] = [P::I32, P::F64, P::Utf8, P::I64, P::U32, P::U32, P::U32];
+    const TYPES: [P; 4] = [P::Int32, P::Float64, P::LargeUtf8, P::Int64];
+    const SCHEMA: [P; 7] = [P::Int32, P::Float64, P::LargeUtf8, P::Int64, P::UInt32, P::UInt32, P::UInt32];
     const FLOATS: [f64; 6] = [f64::NAN, -0.0, 0.0, 1.5, -2.0, f64::INFINITY];
     const STRINGS: [&str; 4] = ["", "a", "é", "ab"];
 
@@ -573,13 +573,13 @@ mod tests {
 
     fn arb_operand(t: usize) -> BoxedStrategy<Expr> {
         let lit = match TYPES[t] {
-            P::I32 => (-2..3i32).prop_map(|x| Expr::Literal(Scalar::I32(x))).boxed(),
-            P::F64 => (0..FLOATS.len()).prop_map(|k| Expr::Literal(Scalar::F64(FLOATS[k]))).boxed(),
-            P::Utf8 => (0..STRINGS.len()).prop_map(|k| Expr::Literal(Scalar::Utf8(STRINGS[k].into()))).boxed(),
+            P::Int32 => (-2..3i32).prop_map(|x| Expr::Literal(Scalar::I32(x))).boxed(),
+            P::Float64 => (0..FLOATS.len()).prop_map(|k| Expr::Literal(Scalar::F64(FLOATS[k]))).boxed(),
+            P::LargeUtf8 => (0..STRINGS.len()).prop_map(|k| Expr::Literal(Scalar::Utf8(STRINGS[k].into()))).boxed(),
             _ => (-2..3i64).prop_map(|x| Expr::Literal(Scalar::I64(x))).boxed(),
         };
         let leaf = prop_oneof![2 => Just(col_l(t)), 2 => Just(col_r(t)), 1 => lit];
-        if TYPES[t] == P::Utf8 {
+        if TYPES[t] == P::LargeUtf8 {
             return leaf.boxed();
         }
         prop_oneof![3 => leaf.clone(), 1 => (leaf.clone(), leaf, proptest::bool::ANY).prop_map(|(a, b, add)| if add { a + b } else { a - b })].boxed()
@@ -654,7 +654,7 @@ mod tests {
                                                 r in prop::collection::vec(prop_oneof![(0..DECIMALS.len()).prop_map(|k| DECIMALS[k]), proptest::num::i128::ANY, (-3..3i128).prop_map(|x| x << 64 | 5)], 1..8),
                                                 literal in prop_oneof![proptest::num::i64::ANY.prop_map(i128::from), proptest::num::u64::ANY.prop_map(i128::from)]) {
             let (rl, rr) = (decimal_relation(&l), decimal_relation(&r));
-            let schema = [P::I64, P::U64];
+            let schema = [P::Int64, P::UInt64];
             let col = |side| DecimalOperand::Column { side, hi: 0, lo: 1, scale: 2 };
             for op in CmpOp::ALL {
                 let cols = decimal_comparison(op, col(Side::Left), col(Side::Right)).unwrap().check(&schema, &schema).unwrap();

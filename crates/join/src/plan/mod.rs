@@ -944,7 +944,7 @@ impl<'a> Join<'a> {
             Some((side, name)) => {
                 let t = if side == Side::Left { l } else { r };
                 let c = t.column(name)?;
-                if agg != Agg::Count && !matches!(filter::lowered_type(c.data_type()), crate::predicate::DataType::I32 | crate::predicate::DataType::I64 | crate::predicate::DataType::U32 | crate::predicate::DataType::U64 | crate::predicate::DataType::F32 | crate::predicate::DataType::F64) || matches!(c.data_type(), DataType::Decimal128(..)) {
+                if agg != Agg::Count && !matches!(filter::lowered_type(c.data_type()), DataType::Int32 | DataType::Int64 | DataType::UInt32 | DataType::UInt64 | DataType::Float32 | DataType::Float64) || matches!(c.data_type(), DataType::Decimal128(..)) {
                     return Err(Error::Unsupported { what: format!("{agg:?} of column {name}"), reason: format!("it is {}; aggregates take integer, date, timestamp and float columns", c.data_type()) });
                 }
                 Some((side, t.index_of(name)?, c))

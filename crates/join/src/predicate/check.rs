@@ -4,6 +4,7 @@
 
 use gpujoin_device::{Error, Result};
 
+use super::relation::kernel_schema;
 use super::{DataType, Expr, Predicate, Side};
 
 impl Expr {
@@ -67,28 +68,28 @@ impl Expr {
 pub const MAX_ARITHMETIC_DEPTH: usize = 32;
 
 impl Predicate {
-    /// Type-checks the predicate against the schemas of the left and right relations.
+    /// Type-checks the predicate against the schemas of the left and right relations, each
+    /// column compared as its kernel type ([`DataType::kernel_type`]: an `Int16` column as
+    /// `Int32`, a `Utf8` one as `LargeUtf8`).
     ///
     /// Errors ([`Error::InvalidArgument`], with the path of the offending node such as
     /// `and[1].or[0]`): a column index outside its schema; a comparison (or `+`/`-`) of two
-    /// different types (no implicit casts: `i32` vs `i64` is an error); a string compared with a
-    /// number; arithmetic on strings. Never panics.
+    /// different types (no implicit casts: `Int32` vs `Int64` is an error); a string compared
+    /// with a number; arithmetic on strings. A `Decimal128` column: [`Error::Unsupported`].
+    /// Never panics.
     ///
     /// ```
     /// use gpujoin_join::predicate::{col_l, col_r, lit, DataType};
-    /// let s = [DataType::I32, DataType::Utf8];
+    /// let s = [DataType::Int32, DataType::LargeUtf8];
     /// assert!(col_l(0).less(col_r(0)).check(&s, &s).is_ok());
     /// assert!(col_l(0).less(lit(1i64)).check(&s, &s).is_err()); // i32 vs i64
     /// assert!(col_l(1).equals(col_r(0)).check(&s, &s).is_err()); // string vs number
     /// assert!(col_l(7).equals(col_r(0)).check(&s, &s).is_err()); // no column 7
     /// ```
     pub fn check(&self, left_schema: &[DataType], right_schema: &[DataType]) -> Result<CheckedPredicate> {
-        self.check_node([left_schema, right_schema], "predicate")?;
-        Ok(CheckedPredicate {
-            pred: self.clone(),
-            left_schema: left_schema.to_vec(),
-            right_schema: right_schema.to_vec(),
-        })
+        let (left_schema, right_schema) = (kernel_schema("left", left_schema)?, kernel_schema("right", right_schema)?);
+        self.check_node([&left_schema, &right_schema], "predicate")?;
+        Ok(CheckedPredicate { pred: self.clone(), left_schema, right_schema })
     }
 
     fn check_node(&self, schemas: [&[DataType]; 2], path: &str) -> Result<()> {
@@ -110,7 +111,7 @@ impl Predicate {
                 }
                 let (dl, dr) = (left.describe(), right.describe());
                 let sym = op.symbol();
-                if (tl == DataType::Utf8) != (tr == DataType::Utf8) {
+                if tl.is_string() != tr.is_string() {
                     Err(Error::invalid(format!(
                         "{path}: cannot compare a string with a number: {dl} ({tl}) {sym} {dr} ({tr})"
                     )))
@@ -128,7 +129,7 @@ impl Predicate {
 ///
 /// ```
 /// use gpujoin_join::predicate::{col_l, col_r, DataType};
-/// let c = col_l(0).equals(col_r(1)).check(&[DataType::U32], &[DataType::F64, DataType::U32])?;
+/// let c = col_l(0).equals(col_r(1)).check(&[DataType::UInt32], &[DataType::Float64, DataType::UInt32])?;
 /// assert_eq!(c.equality_parts(), vec![(0, 1)]);
 /// # Ok::<(), gpujoin_device::Error>(())
 /// ```
@@ -144,11 +145,11 @@ impl CheckedPredicate {
     pub fn predicate(&self) -> &Predicate {
         &self.pred
     }
-    /// The left schema it was checked against.
+    /// The left schema it was checked against (kernel types).
     pub fn left_schema(&self) -> &[DataType] {
         &self.left_schema
     }
-    /// The right schema it was checked against.
+    /// The right schema it was checked against (kernel types).
     pub fn right_schema(&self) -> &[DataType] {
         &self.right_schema
     }
@@ -160,18 +161,20 @@ impl CheckedPredicate {
     }
 
     /// Checks that relations of these column types are the ones the predicate was checked
-    /// against ([`Error::InvalidArgument`] otherwise); for relations on the host or the device.
+    /// against, as kernel types ([`Error::InvalidArgument`] otherwise); for relations on the host
+    /// or the device.
     ///
     /// ```
     /// use gpujoin_join::predicate::{col_l, col_r, DataType};
-    /// let c = col_l(0).less(col_r(0)).check(&[DataType::I32], &[DataType::I32])?;
-    /// assert!(c.check_schemas(&[DataType::I32], &[DataType::I32]).is_ok());
-    /// assert!(c.check_schemas(&[DataType::I32], &[DataType::I64]).is_err());
+    /// let c = col_l(0).less(col_r(0)).check(&[DataType::Int32], &[DataType::Int32])?;
+    /// assert!(c.check_schemas(&[DataType::Int32], &[DataType::Int32]).is_ok());
+    /// assert!(c.check_schemas(&[DataType::Int32], &[DataType::Int64]).is_err());
     /// # Ok::<(), gpujoin_device::Error>(())
     /// ```
     pub fn check_schemas(&self, left: &[DataType], right: &[DataType]) -> Result<()> {
-        for (name, actual, schema) in [("left", left, &self.left_schema), ("right", right, &self.right_schema)] {
-            if actual != schema.as_slice() {
+        for (name, given, schema) in [("left", left, &self.left_schema), ("right", right, &self.right_schema)] {
+            let actual = kernel_schema(name, given)?;
+            if actual != *schema {
                 return Err(Error::invalid(format!(
                     "{name} relation has schema {actual:?} but the predicate was checked against {schema:?}"
                 )));
@@ -188,7 +191,7 @@ mod tests {
     use DataType::*;
 
     fn all_types() -> Vec<DataType> {
-        vec![I32, I64, U32, U64, F32, F64, Utf8]
+        vec![Int32, Int64, UInt32, UInt64, Float32, Float64, LargeUtf8]
     }
 
     fn err_msg(r: Result<CheckedPredicate>) -> String {
@@ -209,7 +212,7 @@ mod tests {
                 assert_eq!(r.is_ok(), a == b, "{a} vs {b}");
                 if a != b {
                     let m = err_msg(r);
-                    if (*a == Utf8) != (*b == Utf8) {
+                    if a.is_string() != b.is_string() {
                         assert!(m.contains("string with a number"), "{m}");
                     } else {
                         assert!(m.contains("no implicit casts"), "{m}");

@@ -118,7 +118,7 @@ impl CheckedPredicate {
     /// ```
     /// use gpujoin_join::predicate::{col_l, col_r, DataType};
     /// use gpujoin_join::table::{HostColumn, HostTable};
-    /// let c = col_l(0).not_equals(col_r(0)).check(&[DataType::F64], &[DataType::F64])?;
+    /// let c = col_l(0).not_equals(col_r(0)).check(&[DataType::Float64], &[DataType::Float64])?;
     /// let l = HostTable::new(vec![("x", HostColumn::from_values(vec![f64::NAN, -0.0]))])?;
     /// let r = HostTable::new(vec![("y", HostColumn::from_values(vec![0.0f64]))])?;
     /// assert!(c.evaluate(&l, 0, &r, 0)); // NaN <> 0 is true

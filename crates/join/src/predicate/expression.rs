@@ -10,7 +10,7 @@ use super::{DataType, Side};
 ///
 /// ```
 /// use gpujoin_join::predicate::{DataType, Scalar};
-/// assert_eq!(Scalar::from(3u32).data_type(), DataType::U32);
+/// assert_eq!(Scalar::from(3u32).data_type(), DataType::UInt32);
 /// assert_eq!(Scalar::from("é"), Scalar::Utf8("é".into()));
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -28,13 +28,13 @@ impl Scalar {
     /// The literal's type.
     pub fn data_type(&self) -> DataType {
         match self {
-            Scalar::I32(_) => DataType::I32,
-            Scalar::I64(_) => DataType::I64,
-            Scalar::U32(_) => DataType::U32,
-            Scalar::U64(_) => DataType::U64,
-            Scalar::F32(_) => DataType::F32,
-            Scalar::F64(_) => DataType::F64,
-            Scalar::Utf8(_) => DataType::Utf8,
+            Scalar::I32(_) => DataType::Int32,
+            Scalar::I64(_) => DataType::Int64,
+            Scalar::U32(_) => DataType::UInt32,
+            Scalar::U64(_) => DataType::UInt64,
+            Scalar::F32(_) => DataType::Float32,
+            Scalar::F64(_) => DataType::Float64,
+            Scalar::Utf8(_) => DataType::LargeUtf8,
         }
     }
 }

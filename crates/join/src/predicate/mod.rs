@@ -1,8 +1,8 @@
 //! Host-side columns and join predicates for theta joins (issue 5, seeds 003 and 004).
 //!
-//! * [`DataType`]: the types predicates are checked against (the theta kernels' physical types;
-//!   [`schema_of`] gives a host table's), the tables being the table model's
-//!   ([`crate::table::HostTable`] on the host).
+//! * [`DataType`]: the table model's types, which predicates are checked against, each compared
+//!   as its kernel type ([`DataType::kernel_type`]: narrow integers as `Int32`, both string types
+//!   as `LargeUtf8`, ...; [`schema_of`] gives a host table's).
 //! * [`Predicate`]: a tree of comparisons ([`CmpOp`]) between [`Expr`]s (a column of the left or
 //!   right relation, a literal [`Scalar`], or a sum/difference of numeric expressions), combined
 //!   with AND, OR and NOT. Built with [`col_l`], [`col_r`], [`lit`], [`Predicate::cmp`], the
@@ -31,7 +31,7 @@
 //! use gpujoin_join::predicate::{col_l, col_r, lit, DataType};
 //! use gpujoin_join::table::{HostColumn, HostTable};
 //! let pred = col_l(0).greater(col_r(0)).and(col_l(1).equals(lit("x")));
-//! let checked = pred.check(&[DataType::I32, DataType::Utf8], &[DataType::I32])?;
+//! let checked = pred.check(&[DataType::Int32, DataType::Utf8], &[DataType::Int32])?;
 //! let l = HostTable::new(vec![("a", HostColumn::from_values(vec![5i32])), ("s", HostColumn::utf8(["x"]))])?;
 //! let r = HostTable::new(vec![("b", HostColumn::from_values(vec![4i32]))])?;
 //! assert!(checked.evaluate(&l, 0, &r, 0));
@@ -55,5 +55,8 @@ pub use crate::maps::Side;
 
 pub use check::{CheckedPredicate, MAX_ARITHMETIC_DEPTH};
 pub use expression::{col_l, col_r, lit, CmpOp, Expr, Predicate, Scalar};
-pub use relation::{schema_of, DataType};
+/// The table model's type: predicates are checked against table types, each compared as its
+/// kernel type ([`DataType::kernel_type`]).
+pub use crate::table::DataType;
+pub use relation::schema_of;
 pub use shape::RangeCondition;

@@ -36,7 +36,7 @@ impl CheckedPredicate {
     ///
     /// ```
     /// use gpujoin_join::predicate::{col_l, col_r, DataType};
-    /// let s = [DataType::I32, DataType::I32];
+    /// let s = [DataType::Int32, DataType::Int32];
     /// let p = col_r(1).equals(col_l(0)).and(col_l(1).less(col_r(0)));
     /// assert_eq!(p.check(&s, &s)?.equality_parts(), vec![(0, 1)]);
     /// let p = col_l(0).equals(col_r(0)).or(col_l(1).equals(col_r(1)));
@@ -62,7 +62,7 @@ impl CheckedPredicate {
     ///
     /// ```
     /// use gpujoin_join::predicate::{col_l, col_r, DataType, Predicate};
-    /// let s = [DataType::I64, DataType::I64];
+    /// let s = [DataType::Int64, DataType::Int64];
     /// let c = col_l(0).equals(col_r(0)).and(col_l(1).less(col_r(1))).check(&s, &s)?;
     /// assert_eq!(c.residual().predicate(), &Predicate::And(vec![col_l(1).less(col_r(1))]));
     /// # Ok::<(), gpujoin_device::Error>(())
@@ -88,7 +88,7 @@ impl CheckedPredicate {
     ///
     /// ```
     /// use gpujoin_join::predicate::{col_l, col_r, lit, CmpOp, DataType, RangeCondition, Scalar};
-    /// let s = [DataType::I32];
+    /// let s = [DataType::Int32];
     /// let c = col_r(0).greater(col_l(0)).check(&s, &s)?;
     /// assert_eq!(c.band_or_inequality(), Some(RangeCondition::Inequality { left_col: 0, op: CmpOp::Lt, right_col: 0 }));
     /// let band = (col_r(0) - lit(2)).less_eq(col_l(0)).and(col_l(0).less_eq(col_r(0) + lit(2)));
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn equality_parts_and_ranges() {
-        let s = [I32, F64, Utf8];
+        let s = [Int32, Float64, LargeUtf8];
         let c = col_l(0)
             .equals(col_r(0))
             .and(col_r(2).equals(col_l(2)).and(col_l(1).less(col_r(1))))

@@ -114,6 +114,44 @@ impl DataType {
         matches!(self, DataType::Float32 | DataType::Float64)
     }
 
+    /// Signed and unsigned integers of every width (not `Boolean`, dates, timestamps or
+    /// decimals).
+    pub fn is_integer(self) -> bool {
+        use DataType::*;
+        matches!(self, Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64)
+    }
+
+    /// Integers and floats.
+    pub fn is_numeric(self) -> bool {
+        self.is_integer() || self.is_float()
+    }
+
+    /// The type a predicate compares a column of this type as, which is the theta kernels'
+    /// physical type for it: narrow integers, `Int32` and `Date32` as `Int32`; `Int64`, `Date64`
+    /// and timestamps as `Int64`; `UInt8`, `UInt16`, `UInt32` and `Boolean` as `UInt32`; `UInt64`,
+    /// `Float32` and `Float64` as themselves; both string types as `LargeUtf8`. `None` for
+    /// `Decimal128` (filters compare decimals through the front door only).
+    ///
+    /// ```
+    /// use gpujoin_join::table::DataType;
+    /// assert_eq!(DataType::Int16.kernel_type(), Some(DataType::Int32));
+    /// assert_eq!(DataType::Utf8.kernel_type(), Some(DataType::LargeUtf8));
+    /// assert_eq!(DataType::Decimal128(10, 2).kernel_type(), None);
+    /// ```
+    pub fn kernel_type(self) -> Option<DataType> {
+        use DataType::*;
+        Some(match self {
+            Int8 | Int16 | Int32 | Date32 => Int32,
+            Int64 | Date64 | Timestamp(_) => Int64,
+            UInt8 | UInt16 | UInt32 | Boolean => UInt32,
+            UInt64 => UInt64,
+            Float32 => Float32,
+            Float64 => Float64,
+            Utf8 | LargeUtf8 => LargeUtf8,
+            Decimal128(..) => return None,
+        })
+    }
+
     /// Whether keys of `self` and `other` can be compared for equality: the same type, or two
     /// string types.
     pub fn is_comparable_with(self, other: DataType) -> bool {

@@ -80,7 +80,7 @@ impl ThetaPath {
 /// ```
 /// use gpujoin_join::predicate::{col_l, col_r, DataType};
 /// use gpujoin_join::theta::{choose_path, ThetaPath};
-/// let s = [DataType::I32, DataType::I32];
+/// let s = [DataType::Int32, DataType::Int32];
 /// let gt = col_l(0).greater(col_r(0)).check(&s, &s)?;
 /// assert!(matches!(choose_path(&gt), ThetaPath::Sorted(_)));
 /// let eq_and = col_l(1).equals(col_r(1)).and(col_l(0).less(col_r(0))).check(&s, &s)?;

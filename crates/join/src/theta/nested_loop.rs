@@ -96,7 +96,7 @@ fn upload_raw<T: Copy>(stream: &Stream, items: &[T]) -> Result<DeviceBuffer<u8>>
 
 /// The data pointer (offset applied) and, for strings, the offsets pointer of a relation's column.
 fn column_ptrs(c: &ColumnView<'_>) -> (*const std::ffi::c_void, *const i64) {
-    if kernel_type_of(c) == DataType::Utf8 {
+    if kernel_type_of(c) == DataType::LargeUtf8 {
         let offsets = c.offsets().expect("strings have offsets").slice(c.offset() * 8..).as_ptr() as *const i64;
         return (c.values().as_ptr() as *const std::ffi::c_void, offsets);
     }

@@ -78,16 +78,17 @@ fn alloc_out<T: Pod>(stream: &Stream, n: usize, poison: bool) -> Result<DeviceBu
 // Plain host-side helpers (CPU-tested)
 // ------------------------------------------------------------------------------------------------
 
-/// The kernel type code of a numeric type; `None` for strings.
+/// The kernel type code of a numeric kernel type; `None` for strings (and types that are no
+/// kernel type).
 fn type_code(t: DataType) -> Option<i32> {
     Some(match t {
-        DataType::I32 => ffi::GJ_TS_I32,
-        DataType::I64 => ffi::GJ_TS_I64,
-        DataType::U32 => ffi::GJ_TS_U32,
-        DataType::U64 => ffi::GJ_TS_U64,
-        DataType::F32 => ffi::GJ_TS_F32,
-        DataType::F64 => ffi::GJ_TS_F64,
-        DataType::Utf8 => return None,
+        DataType::Int32 => ffi::GJ_TS_I32,
+        DataType::Int64 => ffi::GJ_TS_I64,
+        DataType::UInt32 => ffi::GJ_TS_U32,
+        DataType::UInt64 => ffi::GJ_TS_U64,
+        DataType::Float32 => ffi::GJ_TS_F32,
+        DataType::Float64 => ffi::GJ_TS_F64,
+        _ => return None,
     } as i32)
 }
 
@@ -242,13 +243,14 @@ fn sort_right(stream: &Stream, col: ColumnView<'_>) -> Result<(Column, DeviceBuf
         }};
     }
     Ok(match kernel_type_of(&col) {
-        DataType::I32 => go!(i32),
-        DataType::I64 => go!(i64),
-        DataType::U32 => go!(u32),
-        DataType::U64 => go!(u64),
-        DataType::F32 => go!(f32),
-        DataType::F64 => go!(f64),
-        DataType::Utf8 => return Err(Error::invalid("sorted theta join: string keys are not supported")),
+        DataType::Int32 => go!(i32),
+        DataType::Int64 => go!(i64),
+        DataType::UInt32 => go!(u32),
+        DataType::UInt64 => go!(u64),
+        DataType::Float32 => go!(f32),
+        DataType::Float64 => go!(f64),
+        DataType::LargeUtf8 => return Err(Error::invalid("sorted theta join: string keys are not supported")),
+        t => return Err(Error::invalid(format!("internal: sorted theta join over {t}, not a kernel type"))),
     })
 }
 
@@ -1013,13 +1015,13 @@ mod tests {
     fn conditions_are_checked() {
         use DataType::*;
         let ineq = RangeCondition::Inequality { left_col: 0, op: CmpOp::Lt, right_col: 1 };
-        assert_eq!(check_condition(&ineq, &[I64], &[Utf8, I64]).unwrap(), (0, 1, I64));
-        assert!(check_condition(&ineq, &[I64], &[I64]).is_err());
-        assert!(check_condition(&ineq, &[I32], &[I32, I64]).is_err());
-        assert!(check_condition(&ineq, &[Utf8], &[Utf8, Utf8]).is_err());
+        assert_eq!(check_condition(&ineq, &[Int64], &[LargeUtf8, Int64]).unwrap(), (0, 1, Int64));
+        assert!(check_condition(&ineq, &[Int64], &[Int64]).is_err());
+        assert!(check_condition(&ineq, &[Int32], &[Int32, Int64]).is_err());
+        assert!(check_condition(&ineq, &[LargeUtf8], &[LargeUtf8, LargeUtf8]).is_err());
         let band = RangeCondition::Band { left_col: 0, right_col: 0, width: Scalar::F32(1.0) };
-        assert!(check_condition(&band, &[F32], &[F32]).is_ok());
-        assert!(check_condition(&band, &[F64], &[F64]).is_err());
+        assert!(check_condition(&band, &[Float32], &[Float32]).is_ok());
+        assert!(check_condition(&band, &[Float64], &[Float64]).is_err());
         let ne = RangeCondition::Inequality { left_col: 0, op: CmpOp::Ne, right_col: 0 };
         assert!(condition_code(&ne).is_err());
         let (c, w) = condition_code(&RangeCondition::Band { left_col: 0, right_col: 0, width: Scalar::U64(u64::MAX) }).unwrap();

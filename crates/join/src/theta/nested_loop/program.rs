@@ -62,13 +62,14 @@ impl ValueKind {
     }
     fn native(t: DataType) -> ValueKind {
         match t {
-            DataType::I32 => ValueKind::I32,
-            DataType::I64 => ValueKind::I64,
-            DataType::U32 => ValueKind::U32,
-            DataType::U64 => ValueKind::U64,
-            DataType::F32 => ValueKind::F32,
-            DataType::F64 => ValueKind::F64,
-            DataType::Utf8 => ValueKind::Utf8,
+            DataType::Int32 => ValueKind::I32,
+            DataType::Int64 => ValueKind::I64,
+            DataType::UInt32 => ValueKind::U32,
+            DataType::UInt64 => ValueKind::U64,
+            DataType::Float32 => ValueKind::F32,
+            DataType::Float64 => ValueKind::F64,
+            DataType::LargeUtf8 => ValueKind::Utf8,
+            t => unreachable!("{t} is not a kernel type (a checked predicate's schemas are)"),
         }
     }
 }
@@ -135,9 +136,9 @@ pub struct Program {
 
 fn class(t: DataType) -> i32 {
     (match t {
-        DataType::F32 => ffi::GJ_T_CLASS_F32,
-        DataType::F64 => ffi::GJ_T_CLASS_F64,
-        DataType::Utf8 => ffi::GJ_T_CLASS_STR,
+        DataType::Float32 => ffi::GJ_T_CLASS_F32,
+        DataType::Float64 => ffi::GJ_T_CLASS_F64,
+        DataType::LargeUtf8 => ffi::GJ_T_CLASS_STR,
         _ => ffi::GJ_T_CLASS_INT,
     }) as i32
 }
@@ -179,9 +180,9 @@ impl Schemas<'_> {
     fn int_range(&self, e: &Expr) -> Result<(i128, i128)> {
         Ok(match e {
             Expr::Column { side, index } => match self.column(*side, *index)? {
-                DataType::I32 => (i32::MIN as i128, i32::MAX as i128),
-                DataType::U32 => (0, u32::MAX as i128),
-                DataType::I64 => (i64::MIN as i128, i64::MAX as i128),
+                DataType::Int32 => (i32::MIN as i128, i32::MAX as i128),
+                DataType::UInt32 => (0, u32::MAX as i128),
+                DataType::Int64 => (i64::MIN as i128, i64::MAX as i128),
                 _ => (0, u64::MAX as i128),
             },
             Expr::Literal(s) => {
@@ -610,11 +611,11 @@ mod tests {
     use proptest::test_runner::{Config as ProptestConfig, RngSeed};
 
     const TYPES: [DataType; 7] =
-        [DataType::I32, DataType::I64, DataType::U32, DataType::U64, DataType::F32, DataType::F64, DataType::Utf8];
+        [DataType::Int32, DataType::Int64, DataType::UInt32, DataType::UInt64, DataType::Float32, DataType::Float64, DataType::LargeUtf8];
 
     #[test]
     fn shapes_lower_as_expected() {
-        let s = [DataType::I32, DataType::I32];
+        let s = [DataType::Int32, DataType::Int32];
         let lw = |p: Predicate| lower(&p.check(&s, &s).unwrap()).unwrap();
         // The bench predicate: an OR of two separable leaves in the columns' own type.
         let p = lw(col_l(0).greater(col_r(0)).or(col_l(1).equals(col_r(1))));
@@ -647,7 +648,7 @@ mod tests {
         assert_eq!(p.leaves.len(), 1);
         assert!(matches!(p.leaves[0], Leaf::Mixed(_)));
         // u64 arithmetic beyond i64 and below 0: i128.
-        let u = [DataType::U64];
+        let u = [DataType::UInt64];
         let p = lower(&(col_l(0) - lit(1u64)).less(col_r(0)).check(&u, &u).unwrap()).unwrap();
         assert!(matches!(p.leaves[0], Leaf::Sep { kind: ValueKind::I128, .. }));
         let p = lower(&(col_l(0) + lit(1u64)).less(col_r(0)).check(&u, &u).unwrap()).unwrap();
@@ -663,7 +664,7 @@ mod tests {
 
     #[test]
     fn deep_expressions_are_errors_not_panics() {
-        let s = [DataType::I64];
+        let s = [DataType::Int64];
         let mut e = col_l(0);
         for _ in 0..30 {
             e = lit(1i64) + e; // right-deep: the stack grows
