@@ -27,7 +27,8 @@
 //!    paper has PHJ-OM win here too (5.2.5), but this implementation keeps PHJ-OM's peak memory
 //!    at most PHJ-UM's (as the paper reports) by transforming those columns in chunks, and then
 //!    PHJ-UM's gathers are faster (the measured crossover; see perf/NOTES.md) -- except for
-//!    narrow joins from [`OM_NARROW_EIGHT_BYTE_MIN_BUILD_ROWS`] build rows: PHJ-OM.
+//!    8-byte payloads in at most [`OM_FUSED_COLUMNS`] columns a side from
+//!    [`OM_EIGHT_BYTE_MIN_BUILD_ROWS`] build rows: PHJ-OM.
 //! 6. Narrow joins (at most one payload per side): PHJ-OM ("PHJ-* beat SMJ-* for narrow
 //!    joins"; here PHJ-OM's match writes the 4-byte payload column itself, so nothing is gathered).
 //! 7. Wide joins with a high (or unsampled) match ratio: PHJ-OM, "the best performance" for
@@ -56,12 +57,13 @@ pub const LOW_MATCH_RATIO: f64 = 0.3;
 /// Build sides up to this many rows keep NPHJ's global table (about 16 bytes a slot, two slots
 /// per key) within the L2 cache of an H100.
 pub const NPHJ_MAX_BUILD_ROWS: u64 = 1 << 20;
-/// Build rows from which a narrow join (at most one payload column a side) with 8-byte payloads
-/// takes PHJ-OM: measured on the H100 at 2^26 x 2^27 (PHJ-OM 14.13 vs PHJ-UM 15.84 ms with 4-byte
-/// keys, 15.18 vs 16.28 with 8-byte keys), where the unclustered gathers' random 8-byte reads no
-/// longer hit the cache; at 2^24 x 2^25 PHJ-UM still wins. Wide joins with 8-byte payloads tie
-/// at 2^26 and keep PHJ-UM.
-pub const OM_NARROW_EIGHT_BYTE_MIN_BUILD_ROWS: u64 = 1 << 26;
+/// Build rows from which a join with 8-byte payloads in at most [`OM_FUSED_COLUMNS`] columns a
+/// side takes PHJ-OM: measured on the H100 at 2^26 x 2^27, where the unclustered gathers' random
+/// 8-byte reads no longer hit the cache (narrow: PHJ-OM 12.74 vs PHJ-UM 15.42 ms with 4-byte
+/// keys, 14.15 vs 16.16 with 8-byte keys; two columns a side: 22.04 vs 24.19 and 23.08 vs
+/// 25.28, every probe row matching; 24.85 vs 25.06 before PHJ-OM's probe rows stayed in place);
+/// at 2^24 x 2^25 PHJ-UM still wins (3.66 vs 4.39 narrow, 5.60 vs 7.49 wide).
+pub const OM_EIGHT_BYTE_MIN_BUILD_ROWS: u64 = 1 << 26;
 /// Payload columns a side up to which PHJ-OM beats PHJ-UM on the H100 (4-byte payloads: the first
 /// column is written by the match, the second transformed whole or in chunks).
 pub const OM_FUSED_COLUMNS: u32 = 2;
@@ -228,8 +230,9 @@ impl Features {
     /// Whether [`choose`] should see a sampled match ratio and skew: for wide joins and small
     /// build sides, and there only where its answer depends on them (it is asked with a low and
     /// a high ratio, each with skewed and with uniform keys, and the four answers differ). For
-    /// example a wide join with 8-byte payloads and a large build side takes PHJ-UM whatever the
-    /// sample says (H100, `wide_8b8b`: Auto with the sample 27.09 ms, PHJ-UM's own row 25.24).
+    /// example a wide join with more than two columns a side on a large build side takes PHJ-UM
+    /// whatever the sample says (H100, `wide_8b8b` when it did: Auto with the sample 27.09 ms,
+    /// PHJ-UM's own row 25.24).
     pub fn needs_sample(&self) -> bool {
         // Narrow joins on a large build side are not sampled: PHJ-OM (an unsampled ratio counts
         // as high) whatever a sample would say, but for a low ratio with 8-byte payloads.
@@ -259,11 +262,12 @@ impl Features {
 /// // A small dimension and a fact table carrying ten columns: NPHJ, in the fact table's order.
 /// let star = Features { build_rows: 1_900_000, probe_rows: 58_000_000, payload_columns: 11, max_side_payloads: 10, probe_payloads: 10, ..narrow };
 /// assert_eq!(choose(&star).0, Algorithm::Nphj);
-/// // 8-byte payloads: PHJ-UM, but PHJ-OM for narrow joins from 2^26 build rows.
+/// // 8-byte payloads: PHJ-UM, but PHJ-OM from 2^26 build rows with at most two columns a side.
 /// let eight = Features { eight_byte_payloads: 2, ..narrow };
 /// assert_eq!(choose(&eight).0, Algorithm::PhjOm);
 /// assert_eq!(choose(&Features { build_rows: 1 << 24, probe_rows: 1 << 25, ..eight }).0, Algorithm::PhjUm);
-/// assert_eq!(choose(&Features { payload_columns: 4, max_side_payloads: 2, ..eight }).0, Algorithm::PhjUm);
+/// assert_eq!(choose(&Features { payload_columns: 4, max_side_payloads: 2, ..eight }).0, Algorithm::PhjOm);
+/// assert_eq!(choose(&Features { payload_columns: 6, max_side_payloads: 3, ..eight }).0, Algorithm::PhjUm);
 /// ```
 pub fn choose(f: &Features) -> (Algorithm, String) {
     let ratio = f.match_ratio.map_or("unsampled".to_string(), |r| format!("{r:.3}"));
@@ -292,8 +296,8 @@ pub fn choose(f: &Features) -> (Algorithm, String) {
         } else {
             (Algorithm::PhjUm, "low match ratio: little to materialize, so unclustered gathers of the matches beat transforming every payload column (section 5.2.3)")
         }
-    } else if !f.wide() && f.eight_byte_payloads > 0 && f.build_rows >= OM_NARROW_EIGHT_BYTE_MIN_BUILD_ROWS {
-        (Algorithm::PhjOm, "narrow join with 8-byte payloads and a build side of 2^26 rows or more: PHJ-OM's clustered gathers beat PHJ-UM's random 8-byte reads once they miss the cache (H100, 2^26 x 2^27: 14.13 vs 15.84 ms with 4-byte keys, 15.18 vs 16.28 with 8-byte keys; PHJ-UM below, 2^24 x 2^25)")
+    } else if f.eight_byte_payloads > 0 && f.max_side_payloads <= OM_FUSED_COLUMNS && f.build_rows >= OM_EIGHT_BYTE_MIN_BUILD_ROWS {
+        (Algorithm::PhjOm, "8-byte payloads in at most two columns a side and a build side of 2^26 rows or more: PHJ-OM's clustered gathers beat PHJ-UM's random 8-byte reads once they miss the cache (H100, 2^26 x 2^27: 12.74 vs 15.42 ms narrow, 22.04 vs 24.19 with two columns a side; PHJ-UM below, 2^24 x 2^25)")
     } else if f.om_transforms_in_chunks() {
         (Algorithm::PhjUm, "8-byte payloads or more than two payload columns a side: here PHJ-OM keeps its peak memory at most PHJ-UM's by transforming those columns in chunks, which costs more than PHJ-UM's gathers (H100: 4-byte keys with 8-byte payloads 3.65 vs 4.58 ms narrow, 5.63 vs 7.93 ms wide; four 4-byte columns a side 8.04 vs 9.92 ms)")
     } else if !f.wide() {
@@ -540,16 +544,17 @@ mod tests {
     #[test]
     fn chunked_om_columns_take_um() {
         // 8-byte payloads, or more than two columns a side: PHJ-OM's lean transform loses.
-        // (Narrow joins with 8-byte payloads below 2^26 build rows; wide ones at any size.)
+        // (8-byte payloads below 2^26 build rows, or in more than two columns a side.)
         let small = |f: Features| Features { build_rows: 1 << 24, probe_rows: 1 << 25, ..f };
-        for f in [small(Features { key_bytes: 8, eight_byte_payloads: 2, ..pkfk(1) }), small(Features { eight_byte_payloads: 1, ..pkfk(1) }), Features { eight_byte_payloads: 4, ..pkfk(2) }, pkfk(3), pkfk(6)] {
+        for f in [small(Features { key_bytes: 8, eight_byte_payloads: 2, ..pkfk(1) }), small(Features { eight_byte_payloads: 1, ..pkfk(1) }), small(Features { eight_byte_payloads: 4, ..pkfk(2) }), Features { eight_byte_payloads: 6, ..pkfk(3) }, pkfk(3), pkfk(6)] {
             let g = Features { match_ratio: Some(1.0), skew: Some(zipf_like(2, 4090)), ..f };
             let (a, why) = choose(&g);
             assert_eq!(a, Algorithm::PhjUm, "{why}");
             assert!(why.contains("in chunks"), "{why}");
         }
-        // Narrow joins with 8-byte payloads from 2^26 build rows: PHJ-OM (measured crossover).
-        for f in [Features { key_bytes: 8, eight_byte_payloads: 2, ..pkfk(1) }, Features { eight_byte_payloads: 1, ..pkfk(1) }, Features { eight_byte_payloads: 2, ..pkfk(1) }] {
+        // 8-byte payloads in at most two columns a side from 2^26 build rows: PHJ-OM (measured
+        // crossover).
+        for f in [Features { key_bytes: 8, eight_byte_payloads: 2, ..pkfk(1) }, Features { eight_byte_payloads: 1, ..pkfk(1) }, Features { eight_byte_payloads: 2, ..pkfk(1) }, Features { eight_byte_payloads: 4, ..pkfk(2) }, Features { key_bytes: 8, eight_byte_payloads: 4, match_ratio: Some(1.0), ..pkfk(2) }] {
             let (a, why) = choose(&f);
             assert_eq!(a, Algorithm::PhjOm, "{why}");
             assert!(why.contains("2^26"), "{why}");
@@ -609,13 +614,18 @@ mod tests {
         assert!(pkfk(2).needs_sample(), "wide: the ratio decides OM or UM");
         assert!(Features { build_rows: 1 << 16, probe_rows: 1 << 17, ..pkfk(1) }.needs_sample(), "small build: NPHJ possible");
         assert!(!Features { probe_rows: 0, build_rows: 0, ..pkfk(2) }.needs_sample());
-        // Wide with 8-byte payloads, or more than two columns a side, on a large build side:
-        // PHJ-UM whatever the ratio, so no sample; a cache-sized build side may take NPHJ.
-        let eight = Features { eight_byte_payloads: 4, ..pkfk(2) };
+        // More than two columns a side on a large build side (of 4- or 8-byte payloads): PHJ-UM
+        // whatever the ratio, so no sample; a cache-sized build side may take NPHJ.
+        let eight = Features { eight_byte_payloads: 6, ..pkfk(3) };
         assert!(!eight.needs_sample());
         assert_eq!(choose(&eight).0, Algorithm::PhjUm);
         assert!(!pkfk(4).needs_sample());
         assert!(Features { build_rows: 1 << 18, ..eight }.needs_sample());
+        // Two 8-byte columns a side from 2^26 build rows: the ratio decides (PHJ-OM when high).
+        let two = Features { eight_byte_payloads: 4, ..pkfk(2) };
+        assert!(two.needs_sample());
+        assert_eq!(choose(&Features { match_ratio: Some(1.0), ..two }).0, Algorithm::PhjOm);
+        assert_eq!(choose(&Features { match_ratio: Some(0.1), ..two }).0, Algorithm::PhjUm);
         // Narrow 8-byte payloads below 2^26 build rows: PHJ-UM whatever the ratio.
         assert!(!Features { build_rows: 1 << 24, probe_rows: 1 << 25, eight_byte_payloads: 2, ..pkfk(1) }.needs_sample());
     }
