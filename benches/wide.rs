@@ -26,6 +26,9 @@
 //! `zipf{0_5,1_5,2}_narrow_4b4b_2p24`; and `r2p25_narrow_4b4b` (|S| = 2^26),
 //! `r2p27_s_over_r_1_narrow_4b4b` (|R| = |S| = 2^27).
 //!
+//! Group `auto_cost` (`GPUJOIN_WIDE_ONLY=auto_cost` only): Auto's own cost on `wide_4b4b`, see
+//! `fn auto_cost`.
+//!
 //! Group `libcudf`: libcudf's nvbench join workload (`cpp/benchmarks/join/`, its
 //! `generate_input_tables`: unique `INT64` build keys, selectivity 0.3, multiplicity 1), maps
 //! only, 10M x 10M; published on the H100: `inner_join` 3.06 ms, `distinct_inner_join` 1.54 ms.
@@ -305,12 +308,52 @@ fn four_byte_keys_eight_byte_payloads(h: &mut Harness, r: &[u32], f: &[u32], suf
     }
 }
 
+/// Group `auto_cost` (only with `GPUJOIN_WIDE_ONLY=auto_cost`): where the time of Auto's rows
+/// above their algorithm's goes, on the `wide_4b4b` workload (PK-FK 2^26 x 2^27, two 4-byte
+/// payloads a side, Auto runs PHJ-OM after sampling): Auto; PHJ-OM; PHJ-OM after a host wait for
+/// the device (the drain that the sample's host reads force at the start of each call); the
+/// sample alone (`wide::sample_for_tests`, as Auto calls it); the sample, then PHJ-OM.
+fn auto_cost(h: &mut Harness) {
+    const G: &str = "auto_cost";
+    let s = h.stream.clone();
+    let (nr, ns) = (1usize << 26, 1usize << 27);
+    let (r, f) = datagen::PkFkWorkload::uniform(nr, ns, 11).generate().unwrap();
+    let (rr, ff) = (Rel::upload(&s, &r, 2), Rel::upload(&s, &f, 2));
+    drop((r, f));
+    let (wr, wf) = (rr.wide(2), ff.wide(2));
+    let (bytes, elements) = (floor_bytes(nr, ns, 4, 4, 2, ns), (nr + ns) as u64);
+    let opts = WideJoinOptions::default();
+    let join = |s: &Stream, a: Algorithm| {
+        let out = wide::join(s, &wr, &wf, JoinType::Inner, a, opts).unwrap();
+        assert_eq!(out.rows, ns as u64);
+    };
+    let sample = |s: &Stream| {
+        let (ratio, _) = wide::sample_for_tests(s, wr.keys(), wf.keys(), JoinOptions::default(), false).unwrap();
+        assert_eq!(ratio, 1.0);
+    };
+    for _ in 0..3 {
+        join(&s, Algorithm::Auto);
+    }
+    h.case(G, "wide_4b4b_auto", bytes, elements, |s| join(s, Algorithm::Auto));
+    h.case(G, "wide_4b4b_phj_om", bytes, elements, |s| join(s, Algorithm::PhjOm));
+    h.case(G, "wide_4b4b_phj_om_drained", bytes, elements, |s| {
+        s.synchronize().unwrap();
+        join(s, Algorithm::PhjOm)
+    });
+    h.case(G, "wide_4b4b_sample", (nr * 4) as u64, nr as u64, sample);
+    h.case(G, "wide_4b4b_sample_then_phj_om", bytes, elements, |s| {
+        sample(s);
+        join(s, Algorithm::PhjOm)
+    });
+}
+
 fn main() {
     let Some(mut h) = Harness::new("wide joins") else { return };
-    // GPUJOIN_WIDE_ONLY=libcudf: only that group (quick runs while tuning).
-    if std::env::var("GPUJOIN_WIDE_ONLY").is_ok_and(|g| g == "libcudf") {
-        libcudf(&mut h);
-        return;
+    // GPUJOIN_WIDE_ONLY=libcudf or auto_cost: only that group (quick runs while tuning).
+    match std::env::var("GPUJOIN_WIDE_ONLY").as_deref() {
+        Ok("libcudf") => return libcudf(&mut h),
+        Ok("auto_cost") => return auto_cost(&mut h),
+        _ => {}
     }
     let s = h.stream.clone();
     let (nr, ns) = (1usize << 26, 1usize << 27);

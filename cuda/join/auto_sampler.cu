@@ -9,8 +9,11 @@ using namespace gj::hash;
 // Sampled match ratio (Algorithm::Auto)
 // ---------------------------------------------------------------------------------------------
 constexpr int SAMPLE_MAX = 4096, SAMPLE_SLOTS = 2 * SAMPLE_MAX, SNT = 256, SVT = 8;
-// One wave: each block holds the sample set (32 KiB of shared memory), six fit an SM.
-constexpr int SAMPLE_BLOCKS_PER_SM = 6;
+// The bit filter of the sample keys: 2^16 bits (8 KiB).
+constexpr int FILTER_BITS = 1 << 16;
+// One wave: each block holds the sample set and the filter (40 KiB of shared memory for 4-byte
+// keys, 56 KiB for 8-byte ones); three fit an SM either way.
+constexpr int SAMPLE_BLOCKS_PER_SM = 3;
 
 // out[i] = keys[i * n / m].
 template <class K>
@@ -46,25 +49,43 @@ __device__ __forceinline__ bool canon(K k, int mode, int nan_never, K &out) {
   return true;
 }
 
-__device__ __forceinline__ uint32_t sample_slot(uint64_t k) {
-  return (uint32_t)fmix64(k ^ 0x51ED27A3C4B2F6D1ull) & (SAMPLE_SLOTS - 1);
-}
+// One hash of a canonical key: its low bits pick the set's slot, its high bits the filter's bit.
+__device__ __forceinline__ uint64_t sample_hash(uint64_t k) { return fmix64(k ^ 0x51ED27A3C4B2F6D1ull); }
+__device__ __forceinline__ uint32_t sample_slot(uint64_t h) { return (uint32_t)h & (SAMPLE_SLOTS - 1); }
+__device__ __forceinline__ uint32_t filter_bit(uint64_t h) { return (uint32_t)(h >> 40) & (FILTER_BITS - 1); }
+
+// The dynamic shared memory of a block: the sample keys, the set's slots and the filter's words.
+template <class K>
+struct SampleSmem {
+  static constexpr size_t slot = sizeof(K) * SAMPLE_MAX;
+  static constexpr size_t filter = slot + 2 * SAMPLE_SLOTS;
+  static constexpr size_t bytes = filter + FILTER_BITS / 8;
+};
 
 // Every block puts the m sample keys in a shared-memory set (slot: 1 + the index of the first
-// sample entry of that key to claim it), then streams its share of the build keys; a build key
-// in the set flags that entry. Duplicate sample keys are resolved by the caller (by key).
+// sample entry of that key to claim it) and a one-hash bit filter of them, then streams its share
+// of the build keys; a build key in the set flags that entry. Duplicate sample keys are resolved
+// by the caller (by key). The filter turns most build keys away after one shared-memory read
+// (4096 keys in 2^16 bits: 6% pass by chance), so that the lanes of a warp seldom walk the set
+// together; a warp's walk lasts as long as its longest probe sequence.
 template <class K>
 __global__ void __launch_bounds__(SNT) sample_match_kernel(const K *sample, int64_t m, const K *build, int64_t n,
                                                            int mode, int nan_never, uint8_t *flags) {
-  __shared__ K skey[SAMPLE_MAX];
-  __shared__ unsigned short slot[SAMPLE_SLOTS];
+  extern __shared__ __align__(16) unsigned char smem[];
+  K *skey = (K *)smem;
+  unsigned short *slot = (unsigned short *)(smem + SampleSmem<K>::slot);
+  uint32_t *filter = (uint32_t *)(smem + SampleSmem<K>::filter);
   for (int i = threadIdx.x; i < SAMPLE_SLOTS; i += SNT) slot[i] = 0;
+  for (int i = threadIdx.x; i < FILTER_BITS / 32; i += SNT) filter[i] = 0;
   for (int i = threadIdx.x; i < m; i += SNT) skey[i] = sample[i];
   __syncthreads();
   for (int i = threadIdx.x; i < m; i += SNT) {
     K k;
     if (!canon<K>(skey[i], mode, nan_never, k)) continue;
-    uint32_t s = sample_slot((uint64_t)k);
+    const uint64_t h = sample_hash((uint64_t)k);
+    const uint32_t b = filter_bit(h);
+    atomicOr(&filter[b >> 5], 1u << (b & 31));
+    uint32_t s = sample_slot(h);
     while (true) {
       const unsigned short prev = atomicCAS(&slot[s], (unsigned short)0, (unsigned short)(i + 1));
       if (prev == 0) break;
@@ -75,8 +96,7 @@ __global__ void __launch_bounds__(SNT) sample_match_kernel(const K *sample, int6
     }
   }
   __syncthreads();
-  // SVT loads a thread in flight before any lookup: one at a time, the stream is bound by the
-  // loads' latency (about a quarter of the DRAM rate), not by the bytes.
+  // SVT loads a thread in flight before any lookup.
   const int64_t stride = (int64_t)gridDim.x * SNT;
   for (int64_t j0 = (int64_t)blockIdx.x * SNT + threadIdx.x; j0 < n; j0 += stride * SVT) {
     K kv[SVT];
@@ -89,7 +109,10 @@ __global__ void __launch_bounds__(SNT) sample_match_kernel(const K *sample, int6
     for (int v = 0; v < SVT; ++v) {
       K k;
       if (j0 + v * stride >= n || !canon<K>(kv[v], mode, nan_never, k)) continue;
-      uint32_t s = sample_slot((uint64_t)k);
+      const uint64_t h = sample_hash((uint64_t)k);
+      const uint32_t b = filter_bit(h);
+      if (!(filter[b >> 5] & (1u << (b & 31)))) continue;
+      uint32_t s = sample_slot(h);
       while (true) {
         const unsigned short e = slot[s];
         if (e == 0) break;
@@ -123,7 +146,11 @@ extern "C" int64_t gj_h_sample_max(void) { return SAMPLE_MAX; }
     if (m < 0 || m > SAMPLE_MAX || n < 0 || mode < 0 || mode > 2) return (int)cudaErrorInvalidValue;      \
     if (m == 0 || n == 0) return 0;                                                                       \
     const int blocks = blocks_for_sms(n, SNT * 16, SAMPLE_BLOCKS_PER_SM);                                 \
-    sample_match_kernel<K><<<blocks, SNT, 0, (cudaStream_t)s>>>(sample, m, build, n, mode, nan_never,     \
+    const size_t smem = SampleSmem<K>::bytes;                                                             \
+    cudaError_t e = cudaFuncSetAttribute(sample_match_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                         (int)smem);                                                      \
+    if (e != cudaSuccess) return (int)e;                                                                  \
+    sample_match_kernel<K><<<blocks, SNT, smem, (cudaStream_t)s>>>(sample, m, build, n, mode, nan_never,  \
                                                                flags);                                   \
     return launch_status();                                                                               \
   }

@@ -457,11 +457,11 @@ fn sample(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions
     sample_by_join(stream, build, probe, opts)
 }
 
-/// Test support: the sampled match ratio and skew of `probe` against `build`, by the streaming
-/// pass where the keys allow it (`general` false) or by the general join (`general` true).
-/// Only with the feature `testing`.
+/// Test and benchmark support: the sampled match ratio and skew of `probe` against `build`, by
+/// the streaming pass where the keys allow it (`general` false) or by the general join (`general`
+/// true), as Auto samples them. Only with the feature `testing`.
 #[cfg(feature = "testing")]
-pub(crate) fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
+pub fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
     build.check_comparable(probe)?;
     if general {
         sample_by_join(stream, build, probe, opts)

@@ -66,7 +66,7 @@ mod sequence;
 mod smj;
 
 #[cfg(feature = "testing")]
-pub(crate) use auto::sample_for_tests;
+pub use auto::sample_for_tests;
 pub use auto::{choose, choose_sort_merge, Features, SampledSkew, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, NPHJ_ORDERED_MAX_BUILD_ROWS, NPHJ_PROBE_PAYLOADS, NPHJ_PROBE_RATIO, SAMPLE_ROWS, TINY_ROWS};
 pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
 
