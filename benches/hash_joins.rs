@@ -17,7 +17,7 @@ mod common;
 use common::Harness;
 use gpujoin::device::{DeviceBuffer, Pod, Stream};
 use gpujoin::join::{
-    hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys, Materialization,
+    non_partitioned_hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys, Materialization,
     TestingOptions,
 };
 use gpujoin_testkit::datagen;
@@ -95,13 +95,13 @@ fn main() {
         let (kr, kf) = (Keys::single(rn.keys.view()), Keys::single(fnn.keys.view()));
         let (pr, pf) = (&rn.payloads[0], &fnn.payloads[0]);
         h.case(GROUP, "narrow_4b4b_nphj", io(4, 4, 1), (nr + ns) as u64, |s| {
-            let m = hash_join_with_stats(s, &kr, &kf, JoinType::Inner, JoinOptions::default()).unwrap().maps;
+            let m = non_partitioned_hash_join_with_stats(s, &kr, &kf, JoinType::Inner, JoinOptions::default()).unwrap().maps;
             let a = materialize_unchecked(s, &m.left().unwrap(), &pr.view(), 0).unwrap();
             let b = materialize_unchecked(s, &m.right().unwrap(), &pf.view(), 0).unwrap();
             assert_eq!(a.len(), ns);
             drop((a, b));
         });
-        let st = hash_join_with_stats(&s, &kr, &kf, JoinType::Inner, JoinOptions::default()).unwrap().stats;
+        let st = non_partitioned_hash_join_with_stats(&s, &kr, &kf, JoinType::Inner, JoinOptions::default()).unwrap().stats;
         println!("STATS {GROUP}/narrow_4b4b_nphj (maps only): {st:?}");
 
         // Wide: two payload columns per side.

@@ -57,7 +57,7 @@
 //! (the larger one; the left side on ties); then unmatched left rows, then unmatched right rows.
 //! Semi and anti joins return rows in partition order.
 //!
-//! # Non-partitioned hash join ([`hash_join`])
+//! # Non-partitioned hash join ([`non_partitioned_hash_join`])
 //!
 //! First the unique-build table: every build (smaller side) row claims one slot of a global
 //! open-addressing table (at least twice the build rows) by compare-and-swap on its key; every
@@ -147,7 +147,7 @@ pub struct JoinStats {
 /// ```no_run
 /// # use gpujoin_join::*; use gpujoin_device::*;
 /// # fn f(s: &Stream, l: &Keys, r: &Keys) -> Result<()> {
-/// let HashJoinOutput { maps, stats } = hash_join_with_stats(s, l, r, JoinType::Left, JoinOptions::default())?;
+/// let HashJoinOutput { maps, stats } = non_partitioned_hash_join_with_stats(s, l, r, JoinType::Left, JoinOptions::default())?;
 /// assert_eq!(stats.partition_bits, 0); // not partitioned
 /// # let _ = maps; Ok(()) }
 /// ```
@@ -1387,9 +1387,9 @@ fn sorted_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &Si
     Ok((out_p, out_b))
 }
 
-/// Non-partitioned hash join with its statistics (see [`hash_join`]; collected whatever
+/// Non-partitioned hash join with its statistics (see [`non_partitioned_hash_join`]; collected whatever
 /// [`JoinOptions::stats`] says).
-pub fn hash_join_with_stats(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
+pub fn non_partitioned_hash_join_with_stats(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
     nphj_with(stream, left, right, join_type, JoinOptions { stats: true, ..opts })
 }
 
@@ -1416,10 +1416,10 @@ pub(crate) fn nphj_with(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join
 /// # fn f(s: &Stream) -> Result<()> {
 /// let a = s.copy_from_host(&[5i64, 7])?;
 /// let b = s.copy_from_host(&[7i64, 7, 8])?;
-/// let maps = hash_join(s, &Keys::single(a.view()), &Keys::single(b.view()), JoinType::Full, JoinOptions::default())?;
+/// let maps = non_partitioned_hash_join(s, &Keys::single(a.view()), &Keys::single(b.view()), JoinType::Full, JoinOptions::default())?;
 /// assert_eq!(maps.rows(), 4); // (1,0) (1,1) (0,-) (-,2)
 /// # Ok(()) }
 /// ```
-pub fn hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
+pub fn non_partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
     Ok(nphj_with(stream, left, right, join_type, opts)?.maps)
 }

@@ -84,8 +84,8 @@ macro_rules! algorithm_exports {
 }
 
 algorithm_exports!(
-    hash_join::hash_join,
-    hash_join::hash_join_with_stats,
+    hash_join::non_partitioned_hash_join,
+    hash_join::non_partitioned_hash_join_with_stats,
     hash_join::partitioned_hash_join,
     hash_join::partitioned_hash_join_with_payloads,
     hash_join::HashJoinOutput,

@@ -34,14 +34,14 @@
 //! | [`sort_merge_join`](crate::sort_merge_join) | `max(18L, 8L + 18R, 8N + 20L, 8N + 16L + 8O)` | `max(24L, 12L + 24R, 12N + 20L, 12N + 16L + 8O)` |
 //! | [`sort_merge_join_size`](crate::sort_merge_join_size) | `max(18L, 8L + 18R, 8N + 20L)` | `max(24L, 12L + 24R, 12N + 20L)` |
 //! | [`interleave_join`](crate::interleave_join) | `max(36N, 28N + 8O)` | `max(46N, 38N + 8O, 10N + 17O)` (64 key bits exceed its 63-bit budget: hashed, verified) |
-//! | [`hash_join`](fn@crate::hash_join) (NPHJ) | `max(20S, 12S + 8M + 16T, 12S + 16M + 8O)` | `max(28S, 16S + 8M + 16T, 16S + 16M + 8O)` |
+//! | [`non_partitioned_hash_join`](crate::non_partitioned_hash_join) (NPHJ) | `max(20S, 12S + 8M + 16T, 12S + 16M + 8O)` | `max(28S, 16S + 8M + 16T, 16S + 16M + 8O)` |
 //! | [`partitioned_hash_join`](crate::partitioned_hash_join) (maps) | `4N + max((12 + 8x)L, 8L + (12 + 8x)R, 8N + 8·max(O, M)) + W` | `8N + max((16 + 12x)L, 12L + (16 + 12x)R, 12N + 8·max(O, M)) + W` |
 //! | [`partitioned_hash_join_with_payloads`](crate::partitioned_hash_join_with_payloads), PHJ-UM | the row above and `kN + 8·max(O, M) + O(p_l + p_r)` | same |
 //! | PHJ-OM, one 4-byte payload column a side (more: see below) | `4N + max(8L(1 + x), 8L + 8R(1 + x), 8N + 8·max(O, M)) + W` | `8N + max(12L(1 + x), 12L + 12R(1 + x), 12N + 8·max(O, M)) + W` |
 //! | [`wide::join`](crate::wide::join) SMJ-UM | `max(20L, 8L + 20R, 8N + 20L, 8N + 16L + 8O, 4N + 12O, 8O + O(p_l + p_r))` | `max(28L, 12L + 28R, 12N + 20L, 12N + 16L + 8O, 4N + 12O, 8O + O(p_l + p_r))` |
 //! | `wide::join` SMJ-OM, first payload column `w` bytes a side | `max(2(4 + w)M, (4 + w)M + 2(4 + w)S, (4 + w)N + 20L, (4 + w)N + 16L + 8O, wN + 8O + O(p_l + p_r) + D)` | the same with `8` for `4` |
 //! | `wide::join` PHJ-UM, PHJ-OM | as `partitioned_hash_join_with_payloads` | |
-//! | `wide::join` NPHJ | `hash_join`'s and `8O + O(p_l + p_r)` | |
+//! | `wide::join` NPHJ | `non_partitioned_hash_join`'s and `8O + O(p_l + p_r)` | |
 //! | [`indexed_nested_loop`](crate::indexed_nested_loop) (numeric), `I` indexed rows, `P` probe rows | `max(24I, 8I + 20P + 8O)` | `max(36I, 12I + 20P + 8O)` |
 //! | [`theta::theta_join`](crate::theta::theta_join), sorted path (one inequality or band) | `max(24R, 8R + 16L, 4R + 16L + 8O)` | `max(36R, 12R + 16L, 4R + 16L + 8O)` |
 //! | `theta_join`, nested loop | `12E + 9L + R/8 + 8O` | same |
@@ -325,7 +325,7 @@ pub enum PeakAlgorithm {
     SortMergeJoinSize,
     /// [`crate::interleave_join`].
     InterleaveJoin,
-    /// [`fn@crate::hash_join`] / [`crate::hash_join_with_stats`] (NPHJ, maps).
+    /// [`crate::non_partitioned_hash_join`] / [`crate::non_partitioned_hash_join_with_stats`] (NPHJ, maps).
     HashJoin,
     /// [`crate::partitioned_hash_join`] (maps; the row ids travel through the partitioning).
     PartitionedHashJoin,
@@ -687,7 +687,7 @@ fn hash_preps(c: &Ctx, mix: bool) -> Vec<HashPrep> {
     v
 }
 
-/// `hash_join` (NPHJ); `gather`: then the wide join's payload gathers.
+/// `non_partitioned_hash_join` (NPHJ); `gather`: then the wide join's payload gathers.
 fn nphj(c: &Ctx, gather: bool) -> B {
     let (s, m) = (c.s, c.m);
     let t = (2 * s).max(2).next_power_of_two();

@@ -27,7 +27,7 @@ use gpujoin_join::table::{Column, HostColumn, HostTable};
 use gpujoin_join::theta::{choose_path, theta_join, ThetaPath};
 use gpujoin_join::wide::{self, Algorithm, Output, WideJoinOptions, WideRelation};
 use gpujoin_join::{
-    hash_join, interleave_join, partitioned_hash_join, partitioned_hash_join_with_payloads, sort_merge_join, sort_merge_join_size, sorted_merge_join,
+    interleave_join, non_partitioned_hash_join, partitioned_hash_join, partitioned_hash_join_with_payloads, sort_merge_join, sort_merge_join_size, sorted_merge_join,
     DeviceColumn, JoinOptions, JoinType, Keys, Materialization, Side,
 };
 use gpujoin_testkit::datagen;
@@ -201,7 +201,7 @@ fn equi_joins(m: &mut Meter, shape: &str, lk: &[u32], rk: &[u32], width: u32, in
     rows.push(("sort_merge_join_size".to_string(), got));
     let got = m.case("interleave_join", &shape, PeakAlgorithm::InterleaveJoin, plain, |s| interleave_join(s, &l.keys.keys(), &r.keys.keys(), jt, OPTS).unwrap().rows());
     rows.push(("interleave_join".to_string(), got));
-    let got = m.case("hash_join", &shape, PeakAlgorithm::HashJoin, plain, |s| hash_join(s, &l.keys.keys(), &r.keys.keys(), jt, OPTS).unwrap().rows());
+    let got = m.case("hash_join", &shape, PeakAlgorithm::HashJoin, plain, |s| non_partitioned_hash_join(s, &l.keys.keys(), &r.keys.keys(), jt, OPTS).unwrap().rows());
     rows.push(("hash_join".to_string(), got));
     let got = m.case("partitioned_hash_join", &shape, PeakAlgorithm::PartitionedHashJoin, plain, |s| {
         partitioned_hash_join(s, &l.keys.keys(), &r.keys.keys(), jt, OPTS).unwrap().maps.rows()
@@ -326,7 +326,7 @@ fn theta_joins(m: &mut Meter) {
     fn key_of<'d>(d: &'d DeviceRelation<'_>) -> Keys<'d> {
         Keys::single(d.column(0).typed::<u32>().expect("u32 keys"))
     }
-    let pairs = hash_join(&s, &key_of(&dl), &key_of(&dr), JoinType::Inner, OPTS).unwrap().rows();
+    let pairs = non_partitioned_hash_join(&s, &key_of(&dl), &key_of(&dr), JoinType::Inner, OPTS).unwrap().rows();
     let sizes = |o: u64| JoinSizes::inner(n as u64, n as u64, KeyShape::integer(4), o).with_join_type(JoinType::Inner, o, pairs);
     m.case("theta mixed", "l0=r0 & l1<r1", PeakAlgorithm::Theta(ThetaKind::Mixed), sizes, |s| theta_join(s, &dl, &dr, &p, JoinType::Inner).unwrap().rows());
 }

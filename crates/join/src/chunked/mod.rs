@@ -6,7 +6,7 @@
 //! The steps, as seeds 003 and 004 describe them:
 //! 1. count: the output rows of every left row, scanned into offsets (`left_rows + 1` entries,
 //!    on the device), so the exact total is known before anything is written;
-//! 2. plan ([`plan`], seed 004 §3.3.1): the host cuts the output rows into chunks of at most the
+//! 2. plan ([`plan_source`], seed 004 §3.3.1): the host cuts the output rows into chunks of at most the
 //!    budget's rows, at left-row boundaries; a left row whose output alone exceeds the budget is
 //!    split ([`plan_chunks`]). Nothing is ever truncated and no budget is too small;
 //! 3. produce and deliver (seed 003: "the result is read in several passes"): each chunk is
@@ -265,11 +265,11 @@ impl ChunkPlan {
 
 /// Plans the chunks of `source` for a budget of `budget_bytes` per chunk (reads the total and
 /// a few anchors back from the device; see [`plan_chunks`]).
-pub fn plan<S: ChunkSource>(stream: &Stream, source: &S, budget_bytes: u64) -> Result<ChunkPlan> {
+pub fn plan_source<S: ChunkSource>(stream: &Stream, source: &S, budget_bytes: u64) -> Result<ChunkPlan> {
     plan_ramped(stream, source, budget_bytes, 1)
 }
 
-/// As [`plan`], with a first chunk of at most `1 / first_chunk_divisor` of the budget's rows
+/// As [`plan_source`], with a first chunk of at most `1 / first_chunk_divisor` of the budget's rows
 /// (when a row boundary lies within them; see [`plan_ramped_chunks`]): chunks streamed to the
 /// host start their first copy sooner. A divisor of 0 or 1 plans uniform chunks.
 pub fn plan_ramped<S: ChunkSource>(stream: &Stream, source: &S, budget_bytes: u64, first_chunk_divisor: u64) -> Result<ChunkPlan> {
@@ -316,7 +316,7 @@ impl<S: ChunkSource> JoinChunks<S> {
     /// Plans `source` for `budget` and returns the iterator.
     pub fn new(stream: &Stream, source: S, budget: ChunkBudget) -> Result<Self> {
         let bytes = budget.resolve(stream.device())?;
-        let plan = plan(stream, &source, bytes)?;
+        let plan = plan_source(stream, &source, bytes)?;
         Ok(JoinChunks { source, stream: stream.clone(), plan, next: 0 })
     }
 

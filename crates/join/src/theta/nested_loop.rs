@@ -21,7 +21,7 @@
 //! place an unmatched left row `(l, NONE)` at its position; `Right`/`Full` append the unmatched
 //! right rows `(NONE, r)` in ascending order after all pairs. Semi and anti joins return rows in
 //! ascending order. The mixed path ([`Strategy::Auto`] with equality conjuncts) returns the
-//! hash join's order (see [`crate::hash_join::hash_join`]) with unmatched rows appended.
+//! hash join's order (see [`crate::hash_join::non_partitioned_hash_join`]) with unmatched rows appended.
 //!
 //! ```no_run
 //! use gpujoin_join::device_relation::DeviceRelation;
@@ -52,7 +52,7 @@ use gpujoin_primitives::{exclusive_sum, select_by_flag, select_flagged};
 use crate::common::{alloc_output_maps, concat, from_inner_pairs, nones};
 use crate::device_relation::{kernel_type_of, DeviceRelation, RelationRef};
 use crate::table::ColumnView;
-use crate::hash_join::hash_join;
+use crate::hash_join::non_partitioned_hash_join;
 use crate::kernels::aggregate::AccHost;
 use crate::kernels::sys::theta as ffi;
 use crate::keys::{DeviceColumn, Keys};
@@ -692,7 +692,7 @@ pub(crate) fn keep_pairs(
 
 fn mixed_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, keys: &[(usize, usize)], join_type: JoinType) -> Result<GatherMaps> {
     let (lk, rk, opts) = mixed_key_columns(left, right, keys)?;
-    let (a, b) = hash_join(stream, &lk, &rk, JoinType::Inner, opts)?.into_raw();
+    let (a, b) = non_partitioned_hash_join(stream, &lk, &rk, JoinType::Inner, opts)?.into_raw();
     let (a, b) = PairFilter::new(stream, left, right, pred, keys)?.apply(stream, a, b)?;
     from_inner_pairs(stream, a, b, left.rows(), right.rows(), join_type)
 }

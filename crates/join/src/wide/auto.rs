@@ -41,7 +41,7 @@ use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceView, Result, Stream};
 
 use super::{gather_column, payload_column, Algorithm, Output, WideJoinOptions, WideRelation};
-use crate::hash_join::hash_join;
+use crate::hash_join::non_partitioned_hash_join;
 use crate::kernels::sys::hash as ffi;
 use crate::keys::{DeviceColumn, KeyPlan, Keys};
 use crate::table::Column;
@@ -480,7 +480,7 @@ fn sample_by_join(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: Joi
     // Nulls are not sampled: the sample's keys are the values (an estimate).
     let cols: Vec<Column> = probe.columns().iter().map(|c| gather_column(stream, &c.values, &pos.view())).collect::<Result<_>>()?;
     let keys = Keys::new(cols.iter().map(payload_column).collect())?;
-    let matched = hash_join(stream, &keys, build, JoinType::LeftSemi, opts)?.rows();
+    let matched = non_partitioned_hash_join(stream, &keys, build, JoinType::LeftSemi, opts)?.rows();
     // The first key column's bits (4-byte keys zero-extended).
     let first = cols[0].view();
     let first: Vec<u64> = match (first.typed::<u32>(), first.typed::<u64>()) {
