@@ -944,7 +944,9 @@ impl<'a> Join<'a> {
             Some((side, name)) => {
                 let t = if side == Side::Left { l } else { r };
                 let c = t.column(name)?;
-                if agg != Agg::Count && !matches!(filter::lowered_type(c.data_type()), DataType::Int32 | DataType::Int64 | DataType::UInt32 | DataType::UInt64 | DataType::Float32 | DataType::Float64) || matches!(c.data_type(), DataType::Decimal128(..)) {
+                // COUNT takes any column of a kernel type; SUM, MIN and MAX numeric ones (narrow
+                // integers, booleans, dates and timestamps read as their kernel integers).
+                if !c.data_type().kernel_type().is_some_and(|k| agg == Agg::Count || k.is_numeric()) {
                     return Err(Error::Unsupported { what: format!("{agg:?} of column {name}"), reason: format!("it is {}; aggregates take integer, date, timestamp and float columns", c.data_type()) });
                 }
                 Some((side, t.index_of(name)?, c))

@@ -5,14 +5,16 @@ use gpujoin_device::{Error, Result};
 
 use crate::table::{DataType, HostTable};
 
+/// The kernel type of a column of `t` ([`DataType::kernel_type`]); `what` names the column in
+/// the [`Error::Unsupported`] of a `Decimal128` one.
+fn kernel_type_of(t: DataType, what: impl FnOnce() -> String) -> Result<DataType> {
+    t.kernel_type().ok_or_else(|| Error::Unsupported { what: format!("a predicate over {}", what()), reason: format!("{t} columns are not compared by predicates here") })
+}
+
 /// The kernel types of a schema given by the caller (any table types; `Decimal128` is
 /// [`Error::Unsupported`]): what [`crate::predicate::Predicate::check`] checks against.
 pub(crate) fn kernel_schema(side: &str, schema: &[DataType]) -> Result<Vec<DataType>> {
-    schema
-        .iter()
-        .enumerate()
-        .map(|(i, &t)| t.kernel_type().ok_or_else(|| Error::Unsupported { what: format!("a predicate over {side} column {i}"), reason: format!("{t} columns are not compared by predicates here") }))
-        .collect()
+    schema.iter().enumerate().map(|(i, &t)| kernel_type_of(t, || format!("{side} column {i}"))).collect()
 }
 
 /// The types a predicate over `table`'s columns is checked against ([`DataType::kernel_type`]
@@ -26,10 +28,5 @@ pub(crate) fn kernel_schema(side: &str, schema: &[DataType]) -> Result<Vec<DataT
 /// # Ok::<(), gpujoin_device::Error>(())
 /// ```
 pub fn schema_of(table: &HostTable) -> Result<Vec<DataType>> {
-    table
-        .names()
-        .iter()
-        .zip(table.columns())
-        .map(|(n, c)| c.data_type().kernel_type().ok_or_else(|| Error::Unsupported { what: format!("a predicate over column {n}"), reason: format!("{} columns are not compared by predicates here", c.data_type()) }))
-        .collect()
+    table.names().iter().zip(table.columns()).map(|(n, c)| kernel_type_of(c.data_type(), || format!("column {n}"))).collect()
 }
