@@ -22,12 +22,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray, UInt32Array};
-use common::{median, time_ms, Harness};
+use common::{median, time_ms, Harness, WideSide};
 use gpujoin::device::{HostRegistration, PinnedBuffer};
 use gpujoin::join::plan::Join;
 use gpujoin::join::table::Table;
-use gpujoin::join::wide::{self, WideJoinOptions, WideRelation};
-use gpujoin::join::{JoinType, Keys};
+use gpujoin::join::table::TableView;
+use gpujoin::join::wide::{self, WideJoinOptions};
+use gpujoin::join::JoinType;
 use gpujoin_arrow::{join_on, join_streaming_on, upload_batches, upload_batches_with, Downloader, DownloadOptions, JoinSpec, StagingOptions};
 
 
@@ -307,10 +308,10 @@ fn main() {
     drop(out);
     let (rk, fk) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
     let (rp, fp) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
-    let rw = WideRelation::new(Keys::single(rk.view()), vec![rp.view().into()]).unwrap();
-    let fw = WideRelation::new(Keys::single(fk.view()), vec![fp.view().into()]).unwrap();
+    let rw = WideSide::new(TableView::single(rk.view()), vec![rp.view().into()]);
+    let fw = WideSide::new(TableView::single(fk.view()), vec![fp.view().into()]);
     let wide_ms = h.case(GROUP, "device_narrow_4b4b_wide_auto", ((nr + ns) * 8 + ns * 2 * 4) as u64, (nr + ns) as u64, |s| {
-        assert_eq!(wide::join(s, &rw, &fw, JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().rows, ns as u64);
+        assert_eq!(wide::join(s, rw.pair(), fw.pair(), JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().rows, ns as u64);
     });
     // The two join cases alternated (front door, wide, front door, ...), each call timed by
     // device events after a warm-up of each, so that clocks and the memory pool are in the same
@@ -329,7 +330,7 @@ fn main() {
         assert_eq!(out.rows, ns as u64);
     };
     let mut wide_run = || {
-        let out = wide::join(&s, &rw, &fw, JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap();
+        let out = wide::join(&s, rw.pair(), fw.pair(), JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap();
         assert_eq!(out.rows, ns as u64);
     };
     once(&mut front);
@@ -342,7 +343,7 @@ fn main() {
     println!("RESULT {GROUP}/device_narrow_4b4b_interleaved: front door {mf:.3} ms, wide Auto {mw:.3} ms (medians of 15 alternated calls): {:.3}x", mf / mw);
     h.record(GROUP, "device_narrow_4b4b_auto_interleaved", mf, 0);
     h.record(GROUP, "device_narrow_4b4b_wide_auto_interleaved", mw, 0);
-    println!("STATS e2e join reasons: front door `{}`; wide `{}`", join.run(&s).unwrap().reason, wide::join(&s, &rw, &fw, JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().reason);
+    println!("STATS e2e join reasons: front door `{}`; wide `{}`", join.run(&s).unwrap().reason, wide::join(&s, rw.pair(), fw.pair(), JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().reason);
     println!("SUMMARY e2e: total {ms:.2} ms = upload {up:.2} + join {jms:.2} + download {down:.2} (+ {:.2} other); join {:.3}x the device front door, {:.3}x paper_pkfk's wide Auto ({:.3}x alternated)", ms - up - jms - down, jms / device, jms / wide_ms, mf / mw);
     println!("SUMMARY e2e, page-locked inputs: total {ms_pinned:.2} ms = upload {up_pinned:.2} + join {jms:.2} + download {down:.2} (+ {:.2} other) = {:.3}x the PCIe floor {pcie_ms:.2} ms (target 1.25x)", ms_pinned - up_pinned - jms - down, ms_pinned / pcie_ms);
 }

@@ -18,13 +18,14 @@
 
 mod common;
 
-use common::Harness;
+use common::{Harness, WideSide};
 use gpujoin::join::plan::{Algorithm, Gather, Join};
 use gpujoin::join::table::{HostColumn, HostTable, Table};
 use gpujoin::join::theta::{Agg, AggValue};
 use gpujoin::join::Side;
-use gpujoin::join::wide::{self, WideJoinOptions, WideRelation};
-use gpujoin::join::{partitioned_hash_join, JoinOptions, JoinType, Keys};
+use gpujoin::join::table::TableView;
+use gpujoin::join::wide::{self, WideJoinOptions};
+use gpujoin::join::{partitioned_hash_join, JoinOptions, JoinType};
 use gpujoin_testkit::datagen;
 
 const GROUP: &str = "front_door";
@@ -65,13 +66,13 @@ fn main() {
     {
         let (rk, fk) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
         let (rp, fp) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
-        let rw = WideRelation::new(Keys::single(rk.view()), vec![rp.view().into()]).unwrap();
-        let fw = WideRelation::new(Keys::single(fk.view()), vec![fp.view().into()]).unwrap();
+        let rw = WideSide::new(TableView::single(rk.view()), vec![rp.view().into()]);
+        let fw = WideSide::new(TableView::single(fk.view()), vec![fp.view().into()]);
         h.case(GROUP, "narrow_4b4b_wide_auto", floor, (nr + ns) as u64, |s| {
-            assert_eq!(wide::join(s, &rw, &fw, JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().rows, ns as u64);
+            assert_eq!(wide::join(s, rw.pair(), fw.pair(), JoinType::Inner, wide::Algorithm::Auto, WideJoinOptions::default()).unwrap().rows, ns as u64);
         });
         h.case(GROUP, "maps_phj_um_direct", ((nr + ns) * 4 + ns * 8) as u64, (nr + ns) as u64, |s| {
-            let out = partitioned_hash_join(s, &Keys::single(rk.view()), &Keys::single(fk.view()), JoinType::Inner, JoinOptions::default()).unwrap();
+            let out = partitioned_hash_join(s, &TableView::single(rk.view()), &TableView::single(fk.view()), JoinType::Inner, JoinOptions::default()).unwrap();
             assert_eq!(out.maps.rows(), ns as u64);
         });
     }

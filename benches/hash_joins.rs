@@ -16,8 +16,9 @@ mod common;
 
 use common::Harness;
 use gpujoin::device::{DeviceBuffer, Pod, Stream};
+use gpujoin::join::table::{ColumnView, TableView};
 use gpujoin::join::{
-    non_partitioned_hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, DeviceColumn, JoinOptions, JoinType, Keys, Materialization,
+    non_partitioned_hash_join_with_stats, materialize_unchecked, partitioned_hash_join_with_payloads, JoinOptions, JoinType, Materialization,
     TestingOptions,
 };
 use gpujoin_testkit::datagen;
@@ -39,11 +40,11 @@ fn upload<T: Pod>(s: &Stream, keys: &[T], payloads: usize) -> Side<T> {
 #[allow(clippy::too_many_arguments)]
 fn phj_case<T: Pod>(h: &mut Harness, case: &str, r: &Side<T>, f: &Side<T>, mode: Materialization, opts: JoinOptions, bytes: u64, rows: u64)
 where
-    for<'a> DeviceColumn<'a>: From<gpujoin::device::DeviceView<'a, T>>,
+    for<'a> ColumnView<'a>: From<gpujoin::device::DeviceView<'a, T>>,
 {
-    let (kr, kf) = (Keys::single(r.keys.view()), Keys::single(f.keys.view()));
-    let pr: Vec<DeviceColumn> = r.payloads.iter().map(|b| b.view().into()).collect();
-    let pf: Vec<DeviceColumn> = f.payloads.iter().map(|b| b.view().into()).collect();
+    let (kr, kf) = (TableView::single(r.keys.view()), TableView::single(f.keys.view()));
+    let pr: Vec<ColumnView> = r.payloads.iter().map(|b| b.view().into()).collect();
+    let pf: Vec<ColumnView> = f.payloads.iter().map(|b| b.view().into()).collect();
     let elements = (r.keys.len() + f.keys.len()) as u64;
     h.case(GROUP, case, bytes, elements, |s| {
         let out = partitioned_hash_join_with_payloads(s, &kr, &pr, &kf, &pf, JoinType::Inner, opts, mode).unwrap();
@@ -73,8 +74,8 @@ fn main() {
         let (r2, f2) = (s.copy_from_host(&r).unwrap(), s.copy_from_host(&f).unwrap());
         if std::env::var_os("GPUJOIN_HASH_PROFILE").is_some() {
             // One narrow PHJ-OM join and nothing else, for a profiler.
-            let (kr, kf) = (Keys::single(rn.keys.view()), Keys::single(fnn.keys.view()));
-            let (pr, pf): (Vec<DeviceColumn>, Vec<DeviceColumn>) = (vec![rn.payloads[0].view().into()], vec![fnn.payloads[0].view().into()]);
+            let (kr, kf) = (TableView::single(rn.keys.view()), TableView::single(fnn.keys.view()));
+            let (pr, pf): (Vec<ColumnView>, Vec<ColumnView>) = (vec![rn.payloads[0].view().into()], vec![fnn.payloads[0].view().into()]);
             let out = partitioned_hash_join_with_payloads(&s, &kr, &pr, &kf, &pf, JoinType::Inner, JoinOptions { stats: true, ..JoinOptions::default() }, Materialization::Clustered).unwrap();
             s.synchronize().unwrap();
             println!("PROFILE {GROUP}/narrow_4b4b_phj_om: {} rows, {:?}", out.rows, out.stats);
@@ -92,7 +93,7 @@ fn main() {
         phj_case(&mut h, "narrow_4b4b_phj_om", &rn, &fnn, Materialization::Clustered, JoinOptions::default(), io(4, 4, 1), rows);
 
         // The non-partitioned hash join, payloads gathered through its maps.
-        let (kr, kf) = (Keys::single(rn.keys.view()), Keys::single(fnn.keys.view()));
+        let (kr, kf) = (TableView::single(rn.keys.view()), TableView::single(fnn.keys.view()));
         let (pr, pf) = (&rn.payloads[0], &fnn.payloads[0]);
         h.case(GROUP, "narrow_4b4b_nphj", io(4, 4, 1), (nr + ns) as u64, |s| {
             let m = non_partitioned_hash_join_with_stats(s, &kr, &kf, JoinType::Inner, JoinOptions::default()).unwrap().maps;

@@ -16,7 +16,8 @@ mod common;
 use common::Harness;
 use gpujoin::join::plan::{Algorithm, Join};
 use gpujoin::join::table::{HostColumn, HostTable, Table};
-use gpujoin::join::{interleave_join, materialize_unchecked, sort_merge_join, sorted_merge_join, JoinOptions, JoinType, Keys};
+use gpujoin::join::table::TableView;
+use gpujoin::join::{interleave_join, materialize_unchecked, sort_merge_join, sorted_merge_join, JoinOptions, JoinType};
 use gpujoin_testkit::datagen;
 
 /// Runs `f` once with per-phase tracing (GPUJOIN_TRACE) on, so the log shows where time goes.
@@ -73,10 +74,10 @@ fn main() {
     // Read keys and payloads once; write two payload columns of |S| rows.
     let bytes = ((nr + ns) * 8 + ns * 8) as u64;
     traced(|| {
-        sort_merge_join(&s, &Keys::single(drk.view()), &Keys::single(dsk.view()), JoinType::Inner, opts).unwrap();
+        sort_merge_join(&s, &TableView::single(drk.view()), &TableView::single(dsk.view()), JoinType::Inner, opts).unwrap();
     });
     h.case("unsorted", "pkfk_inner_r2p26_s2p27_materialized", bytes, (nr + ns) as u64, |s| {
-        let m = sort_merge_join(s, &Keys::single(drk.view()), &Keys::single(dsk.view()), JoinType::Inner, opts).unwrap();
+        let m = sort_merge_join(s, &TableView::single(drk.view()), &TableView::single(dsk.view()), JoinType::Inner, opts).unwrap();
         let (l, r) = (m.left().unwrap(), m.right().unwrap());
         let pr = materialize_unchecked(s, &l, &drp.view(), 0).unwrap();
         let ps = materialize_unchecked(s, &r, &dsp.view(), 0).unwrap();
@@ -94,8 +95,8 @@ fn main() {
     let (lc, rc) = (cols(&k), cols(&k2));
     let ld: Vec<_> = lc.iter().map(|c| s.copy_from_host(c).unwrap()).collect();
     let rd: Vec<_> = rc.iter().map(|c| s.copy_from_host(c).unwrap()).collect();
-    let lk = Keys::new(ld.iter().map(|b| b.view().into()).collect()).unwrap();
-    let rk = Keys::new(rd.iter().map(|b| b.view().into()).collect()).unwrap();
+    let lk = TableView::unnamed(ld.iter().map(|b| b.view().into()).collect()).unwrap();
+    let rk = TableView::unnamed(rd.iter().map(|b| b.view().into()).collect()).unwrap();
     let bytes = (2 * n * 12 + n * 8) as u64;
     traced(|| {
         interleave_join(&s, &lk, &rk, JoinType::Inner, opts).unwrap();

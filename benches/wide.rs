@@ -41,10 +41,11 @@
 
 mod common;
 
-use common::Harness;
+use common::{Harness, WideSide};
 use gpujoin::device::{DeviceBuffer, DeviceView, Pod, Stream};
-use gpujoin::join::wide::{self, join_sequence, Algorithm, WideJoinOptions, WideRelation};
-use gpujoin::join::{DeviceColumn, JoinOptions, JoinType, Keys};
+use gpujoin::join::table::{ColumnView, TableView};
+use gpujoin::join::wide::{self, join_sequence, Algorithm, WideJoinOptions};
+use gpujoin::join::{JoinOptions, JoinType};
 use gpujoin_testkit::datagen;
 
 const GROUP: &str = "paper_pkfk";
@@ -57,13 +58,13 @@ struct Rel<T: Pod> {
 
 impl<T: Pod> Rel<T>
 where
-    for<'a> DeviceColumn<'a>: From<DeviceView<'a, T>>,
+    for<'a> ColumnView<'a>: From<DeviceView<'a, T>>,
 {
     fn upload(s: &Stream, keys: &[T], cols: usize) -> Rel<T> {
         Rel { keys: s.copy_from_host(keys).unwrap(), payloads: (0..cols).map(|_| s.copy_from_host(keys).unwrap()).collect() }
     }
-    fn wide(&self, cols: usize) -> WideRelation<'_> {
-        WideRelation::new(Keys::single(self.keys.view()), self.payloads[..cols].iter().map(|b| b.view().into()).collect()).unwrap()
+    fn wide(&self, cols: usize) -> WideSide<'_> {
+        WideSide::new(TableView::single(self.keys.view()), self.payloads[..cols].iter().map(|b| b.view().into()).collect())
     }
 }
 
@@ -72,16 +73,16 @@ fn mb(b: u64) -> f64 {
 }
 
 /// Times one join case and prints its STATS line; returns the peak memory of the stats run.
-fn case(h: &mut Harness, name: &str, r: &WideRelation<'_>, f: &WideRelation<'_>, algo: Algorithm, bytes: u64, rows: u64) -> u64 {
+fn case(h: &mut Harness, name: &str, r: &WideSide<'_>, f: &WideSide<'_>, algo: Algorithm, bytes: u64, rows: u64) -> u64 {
     let elements = (r.rows() + f.rows()) as u64;
     let opts = WideJoinOptions::default();
     h.case(GROUP, name, bytes, elements, |s| {
-        let out = wide::join(s, r, f, JoinType::Inner, algo, opts).unwrap();
+        let out = wide::join(s, r.pair(), f.pair(), JoinType::Inner, algo, opts).unwrap();
         assert_eq!(out.rows, rows);
     });
     let s = h.stream.clone();
     s.synchronize().unwrap();
-    let out = wide::join(&s, r, f, JoinType::Inner, algo, opts.with_stats()).unwrap();
+    let out = wide::join(&s, r.pair(), f.pair(), JoinType::Inner, algo, opts.with_stats()).unwrap();
     let st = out.stats;
     println!(
         "STATS {GROUP}/{name}: algorithm {} | transform {:.3} ms, match {:.3} ms, materialize {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",
@@ -98,13 +99,13 @@ fn case(h: &mut Harness, name: &str, r: &WideRelation<'_>, f: &WideRelation<'_>,
 
 /// Auto plus the listed explicit algorithms on one workload; a CHECK line for OM against UM.
 #[allow(clippy::too_many_arguments)]
-fn cases(h: &mut Harness, base: &str, r: &WideRelation<'_>, f: &WideRelation<'_>, algos: &[Algorithm], bytes: u64, rows: u64) {
+fn cases(h: &mut Harness, base: &str, r: &WideSide<'_>, f: &WideSide<'_>, algos: &[Algorithm], bytes: u64, rows: u64) {
     // Steady state before the first timed case of a workload: every algorithm of the workload
     // once and Auto a few times, untimed (the pool's working set, caches and clocks settle; the
     // first case after an upload measured up to 0.7 ms slow with a wide interval).
     let s = h.stream.clone();
     for &a in algos.iter().chain(&[Algorithm::Auto; 3]) {
-        wide::join(&s, r, f, JoinType::Inner, a, WideJoinOptions::default()).unwrap();
+        wide::join(&s, r.pair(), f.pair(), JoinType::Inner, a, WideJoinOptions::default()).unwrap();
     }
     s.synchronize().unwrap();
     case(h, base, r, f, Algorithm::Auto, bytes, rows);
@@ -139,23 +140,24 @@ fn sequences(h: &mut Harness) {
         })
         .collect();
     for k in [2usize, 4, 8] {
-        let rels: Vec<WideRelation> = dims[..k].iter().map(|(key, p)| WideRelation::new(Keys::single(key.view()), vec![p.view().into()]).unwrap()).collect();
-        let fk_cols: Vec<DeviceColumn> = fks[..k].iter().map(|b| b.view().into()).collect();
-        let fp: Vec<DeviceColumn> = vec![fact_pay.view().into()];
+        let rels: Vec<WideSide> = dims[..k].iter().map(|(key, p)| WideSide::new(TableView::single(key.view()), vec![p.view().into()])).collect();
+        let dims: Vec<_> = rels.iter().map(WideSide::pair).collect();
+        let fk_cols: Vec<ColumnView> = fks[..k].iter().map(|b| b.view().into()).collect();
+        let fp: Vec<ColumnView> = vec![fact_pay.view().into()];
         // Inputs: k foreign keys and the fact payload, k dimensions of key + payload; output:
         // the fact payload and k dimension payloads per row (every foreign key matches).
         let bytes = (n_fact * 4 * (k + 1) + k * n_dim * 8 + n_fact * 4 * (k + 1)) as u64;
         for algo in [Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Auto] {
-            join_sequence(&s, &fk_cols, &fp, &rels, algo, JoinOptions::default()).unwrap(); // untimed: steady state
+            join_sequence(&s, &fk_cols, &fp, &dims, algo, JoinOptions::default()).unwrap(); // untimed: steady state
         }
         s.synchronize().unwrap();
         for algo in [Algorithm::Auto, Algorithm::PhjUm, Algorithm::PhjOm] {
             let name = if algo == Algorithm::Auto { format!("seq_{k}") } else { format!("seq_{k}_{}", algo.suffix()) };
             h.case(GROUP, &name, bytes, (n_fact + k * n_dim) as u64, |s| {
-                let out = join_sequence(s, &fk_cols, &fp, &rels, algo, JoinOptions::default()).unwrap();
+                let out = join_sequence(s, &fk_cols, &fp, &dims, algo, JoinOptions::default()).unwrap();
                 assert_eq!(out.rows, n_fact as u64);
             });
-            let out = join_sequence(&s, &fk_cols, &fp, &rels, algo, JoinOptions { stats: true, ..JoinOptions::default() }).unwrap();
+            let out = join_sequence(&s, &fk_cols, &fp, &dims, algo, JoinOptions { stats: true, ..JoinOptions::default() }).unwrap();
             let steps: Vec<String> = out.steps.iter().map(|st| format!("{} {:.2} ms peak {:.0} MiB", st.algorithm.name(), st.stats.total_ms, mb(st.stats.peak_memory_bytes))).collect();
             println!("STATS {GROUP}/{name}: joins [{}] | first reason: {}", steps.join("; "), out.steps[0].reason);
         }
@@ -262,21 +264,21 @@ fn libcudf(h: &mut Harness) {
         probe.shuffle(&mut rng);
         let s = h.stream.clone();
         let (bk, pk) = (s.copy_from_host(build).unwrap(), s.copy_from_host(&probe).unwrap());
-        let (b, p) = (WideRelation::new(Keys::single(bk.view()), vec![]).unwrap(), WideRelation::new(Keys::single(pk.view()), vec![]).unwrap());
+        let (b, p) = (WideSide::new(TableView::single(bk.view()), vec![]), WideSide::new(TableView::single(pk.view()), vec![]));
         let bytes = ((nb + np) * 8 + matching * 8) as u64;
         let opts = WideJoinOptions::maps_only();
         let algos = [Algorithm::Auto, Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::Nphj];
         for &a in &algos {
-            wide::join(&s, &b, &p, JoinType::Inner, a, opts).unwrap(); // untimed: steady state
+            wide::join(&s, b.pair(), p.pair(), JoinType::Inner, a, opts).unwrap(); // untimed: steady state
         }
         s.synchronize().unwrap();
         for a in algos {
             let case = if a == Algorithm::Auto { name.to_string() } else { format!("{name}_{}", a.suffix()) };
             h.case(GROUP, &case, bytes, (nb + np) as u64, |s| {
-                let out = wide::join(s, &b, &p, JoinType::Inner, a, opts).unwrap();
+                let out = wide::join(s, b.pair(), p.pair(), JoinType::Inner, a, opts).unwrap();
                 assert_eq!(out.rows, matching as u64);
             });
-            let out = wide::join(&s, &b, &p, JoinType::Inner, a, opts.with_stats()).unwrap();
+            let out = wide::join(&s, b.pair(), p.pair(), JoinType::Inner, a, opts.with_stats()).unwrap();
             let st = out.stats;
             println!(
                 "STATS {GROUP}/{case}: algorithm {} | transform {:.3} ms, match {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",
@@ -301,8 +303,8 @@ fn four_byte_keys_eight_byte_payloads(h: &mut Harness, r: &[u32], f: &[u32], suf
     let pr: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pr).unwrap()).collect();
     let pf: Vec<DeviceBuffer<u64>> = (0..2).map(|_| s.copy_from_host(&pf).unwrap()).collect();
     for cols in [1usize, 2] {
-        let wr = WideRelation::new(Keys::single(kr.view()), pr[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
-        let wf = WideRelation::new(Keys::single(kf.view()), pf[..cols].iter().map(|b| b.view().into()).collect()).unwrap();
+        let wr = WideSide::new(TableView::single(kr.view()), pr[..cols].iter().map(|b| b.view().into()).collect());
+        let wf = WideSide::new(TableView::single(kf.view()), pf[..cols].iter().map(|b| b.view().into()).collect());
         let name = format!("{}_4b8b{suffix}", if cols == 1 { "narrow" } else { "wide" });
         cases(h, &name, &wr, &wf, &[Algorithm::PhjUm, Algorithm::PhjOm], floor_bytes(nr, ns, 4, 8, cols, ns), ns as u64);
     }
@@ -324,11 +326,11 @@ fn auto_cost(h: &mut Harness) {
     let (bytes, elements) = (floor_bytes(nr, ns, 4, 4, 2, ns), (nr + ns) as u64);
     let opts = WideJoinOptions::default();
     let join = |s: &Stream, a: Algorithm| {
-        let out = wide::join(s, &wr, &wf, JoinType::Inner, a, opts).unwrap();
+        let out = wide::join(s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap();
         assert_eq!(out.rows, ns as u64);
     };
     let sample = |s: &Stream| {
-        let (ratio, _) = wide::sample_for_tests(s, wr.keys(), wf.keys(), JoinOptions::default(), false).unwrap();
+        let (ratio, _) = wide::sample_for_tests(s, &wr.keys, &wf.keys, JoinOptions::default(), false).unwrap();
         assert_eq!(ratio, 1.0);
     };
     for _ in 0..3 {

@@ -163,3 +163,23 @@ impl Drop for Harness {
         }
     }
 }
+
+/// One side of a wide join as `gpujoin::join::wide::join` takes it: key columns and payload
+/// columns, kept together for the benchmarks' loops.
+pub struct WideSide<'a> {
+    pub keys: gpujoin::join::table::TableView<'a>,
+    pub payloads: Vec<gpujoin::join::table::ColumnView<'a>>,
+}
+
+impl<'a> WideSide<'a> {
+    pub fn new(keys: gpujoin::join::table::TableView<'a>, payloads: Vec<gpujoin::join::table::ColumnView<'a>>) -> WideSide<'a> {
+        WideSide { keys, payloads }
+    }
+    /// The pair `wide::join` takes.
+    pub fn pair(&self) -> (&gpujoin::join::table::TableView<'a>, &[gpujoin::join::table::ColumnView<'a>]) {
+        (&self.keys, &self.payloads)
+    }
+    pub fn rows(&self) -> usize {
+        self.keys.rows()
+    }
+}

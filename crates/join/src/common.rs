@@ -187,7 +187,7 @@ pub(crate) fn offsets_u64(stream: &Stream, counts: &DeviceView<'_, u64>) -> Resu
 /// ([`crate::join_size`], no output allocated) and returns
 /// [`gpujoin_device::Error::OutputTooLarge`] when its gather maps are over the budget; without
 /// one, does nothing.
-pub(crate) fn check_output_budget(stream: &Stream, left: &crate::Keys<'_>, right: &crate::Keys<'_>, join_type: JoinType, opts: crate::JoinOptions) -> Result<()> {
+pub(crate) fn check_output_budget(stream: &Stream, left: &crate::table::TableView<'_>, right: &crate::table::TableView<'_>, join_type: JoinType, opts: crate::JoinOptions) -> Result<()> {
     let Some(budget) = opts.output_budget else { return Ok(()) };
     let rows = crate::sort_merge::sort_merge_join_size(stream, left, right, join_type, crate::JoinOptions { output_budget: None, ..opts })?;
     let per_row = 4 * (join_type.has_left_map() as u64 + join_type.has_right_map() as u64);

@@ -75,7 +75,8 @@ use gpujoin_primitives::{count_offsets, gather_into_unchecked, sort_keys, sort_p
 
 use crate::common::{any_never_match, concat, from_inner_pairs, iota, offsets_u64, rows_where, verify};
 use crate::kernels::sys::hash as ffi;
-use crate::keys::{images, DeviceColumn, KeyImages, KeyPlan, Keys};
+use crate::keys::{check_comparable, check_payloads, images, values, KeyImages, KeyPlan, KeyValues};
+use crate::table::{ColumnView, TableView};
 use crate::maps::{GatherMaps, Materialized, Side};
 use crate::table::Column;
 use crate::types::{JoinOptions, JoinType};
@@ -83,8 +84,8 @@ use crate::types::{JoinOptions, JoinType};
 /// How a partitioned hash join materializes payload columns.
 ///
 /// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
-/// # fn f(s: &Stream, l: &Keys, lp: &[DeviceColumn], r: &Keys, rp: &[DeviceColumn]) -> Result<()> {
+/// # use gpujoin_join::*; use gpujoin_join::table::{ColumnView, TableView}; use gpujoin_device::*;
+/// # fn f(s: &Stream, l: &TableView, lp: &[ColumnView], r: &TableView, rp: &[ColumnView]) -> Result<()> {
 /// // High match ratio, many payload columns: gather from the transformed relations.
 /// let out = partitioned_hash_join_with_payloads(s, l, lp, r, rp, JoinType::Inner, JoinOptions::default(), Materialization::Clustered)?;
 /// # Ok(()) }
@@ -107,8 +108,8 @@ pub enum Materialization {
 /// what was allocated before it (the inputs, for instance).
 ///
 /// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
-/// # fn f(s: &Stream, l: &Keys, r: &Keys) -> Result<()> {
+/// # use gpujoin_join::*; use gpujoin_join::table::{ColumnView, TableView}; use gpujoin_device::*;
+/// # fn f(s: &Stream, l: &TableView, r: &TableView) -> Result<()> {
 /// let st = partitioned_hash_join(s, l, r, JoinType::Inner, JoinOptions::default())?.stats;
 /// println!("transform {} ms, match {} ms, peak {} bytes", st.transform_ms, st.match_ms, st.peak_memory_bytes);
 /// # Ok(()) }
@@ -145,8 +146,8 @@ pub struct JoinStats {
 /// Gather maps and the join's statistics.
 ///
 /// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
-/// # fn f(s: &Stream, l: &Keys, r: &Keys) -> Result<()> {
+/// # use gpujoin_join::*; use gpujoin_join::table::{ColumnView, TableView}; use gpujoin_device::*;
+/// # fn f(s: &Stream, l: &TableView, r: &TableView) -> Result<()> {
 /// let HashJoinOutput { maps, stats } = non_partitioned_hash_join_with_stats(s, l, r, JoinType::Left, JoinOptions::default())?;
 /// assert_eq!(stats.partition_bits, 0); // not partitioned
 /// # let _ = maps; Ok(()) }
@@ -165,8 +166,8 @@ pub struct HashJoinOutput {
 /// for PHJ-OM, which works with positions in the transformed relations instead.
 ///
 /// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
-/// # fn f(s: &Stream, l: &Keys, lp: &[DeviceColumn], r: &Keys, rp: &[DeviceColumn]) -> Result<()> {
+/// # use gpujoin_join::*; use gpujoin_join::table::{ColumnView, TableView}; use gpujoin_device::*;
+/// # fn f(s: &Stream, l: &TableView, lp: &[ColumnView], r: &TableView, rp: &[ColumnView]) -> Result<()> {
 /// let out = partitioned_hash_join_with_payloads(s, l, lp, r, rp, JoinType::Left, JoinOptions::default(), Materialization::Clustered)?;
 /// let right = out.right.as_ref().unwrap();
 /// assert!(right.validity.is_some()); // unmatched left rows have a null right side
@@ -292,14 +293,11 @@ impl<'a> Bits<'a> {
             Bits::B64(v) => Bits::B64(v.slice(begin..end)),
         }
     }
-    fn of(c: &DeviceColumn<'a>) -> Bits<'a> {
-        match *c {
-            DeviceColumn::I32(v) => Bits::B32(v.cast()),
-            DeviceColumn::U32(v) => Bits::B32(v),
-            DeviceColumn::F32(v) => Bits::B32(v.cast()),
-            DeviceColumn::I64(v) => Bits::B64(v.cast()),
-            DeviceColumn::U64(v) => Bits::B64(v),
-            DeviceColumn::F64(v) => Bits::B64(v.cast()),
+    /// A checked payload or key column's values as raw bits (4 or 8 bytes).
+    fn of(c: &ColumnView<'a>) -> Bits<'a> {
+        match c.typed::<u32>() {
+            Some(v) => Bits::B32(v),
+            None => Bits::B64(c.typed::<u64>().expect("a checked column holds 4- or 8-byte values")),
         }
     }
 }
@@ -336,7 +334,7 @@ impl BitsBuf {
         }
     }
     /// The column with the element type of `like`.
-    fn into_payload(self, like: &DeviceColumn<'_>) -> Column {
+    fn into_payload(self, like: &ColumnView<'_>) -> Column {
         let bytes = match self {
             BitsBuf::B32(b) => b.into_bytes(),
             BitsBuf::B64(b) => b.into_bytes(),
@@ -440,11 +438,11 @@ fn side_of_fast<'a, K: Pod>(n: usize, v: DeviceView<'a, K>) -> SideKeys<'a, K> {
 }
 
 /// Single non-null integer columns: the keys as they are (raw bits).
-fn prepare_fast<'a>(left: &Keys<'a>, right: &Keys<'a>) -> Option<AnyPrepared<'a>> {
-    if left.columns().len() != 1 || left.columns()[0].validity.is_some() || right.columns()[0].validity.is_some() {
+fn prepare_fast<'a>(left: &TableView<'a>, right: &TableView<'a>) -> Option<AnyPrepared<'a>> {
+    if left.columns().len() != 1 || left.columns()[0].validity().is_some() || right.columns()[0].validity().is_some() {
         return None;
     }
-    let (l, r) = (left.columns()[0].values, right.columns()[0].values);
+    let (l, r) = (values(&left.columns()[0]), values(&right.columns()[0]));
     let (nl, nr) = (left.rows(), right.rows());
     let p32 = |a: DeviceView<'a, u32>, b: DeviceView<'a, u32>| {
         AnyPrepared::U32(Prepared { left: side_of_fast(nl, a), right: side_of_fast(nr, b), mixed: false, verify: None })
@@ -453,10 +451,10 @@ fn prepare_fast<'a>(left: &Keys<'a>, right: &Keys<'a>) -> Option<AnyPrepared<'a>
         AnyPrepared::U64(Prepared { left: side_of_fast(nl, a), right: side_of_fast(nr, b), mixed: false, verify: None })
     };
     match (l, r) {
-        (DeviceColumn::U32(a), DeviceColumn::U32(b)) => Some(p32(a, b)),
-        (DeviceColumn::I32(a), DeviceColumn::I32(b)) => Some(p32(a.cast(), b.cast())),
-        (DeviceColumn::U64(a), DeviceColumn::U64(b)) => Some(p64(a, b)),
-        (DeviceColumn::I64(a), DeviceColumn::I64(b)) => Some(p64(a.cast(), b.cast())),
+        (KeyValues::U32(a), KeyValues::U32(b)) => Some(p32(a, b)),
+        (KeyValues::I32(a), KeyValues::I32(b)) => Some(p32(a.cast(), b.cast())),
+        (KeyValues::U64(a), KeyValues::U64(b)) => Some(p64(a, b)),
+        (KeyValues::I64(a), KeyValues::I64(b)) => Some(p64(a.cast(), b.cast())),
         _ => None,
     }
 }
@@ -464,8 +462,8 @@ fn prepare_fast<'a>(left: &Keys<'a>, right: &Keys<'a>) -> Option<AnyPrepared<'a>
 /// The rows that can match and the rows that match nothing (`None`: all rows / no row).
 type RowLists = (Option<DeviceBuffer<u32>>, Option<DeviceBuffer<u32>>);
 
-fn prepare<'a>(stream: &Stream, left: &Keys<'a>, right: &Keys<'a>, opts: JoinOptions) -> Result<AnyPrepared<'a>> {
-    left.check_comparable(right)?;
+fn prepare<'a>(stream: &Stream, left: &TableView<'a>, right: &TableView<'a>, opts: JoinOptions) -> Result<AnyPrepared<'a>> {
+    check_comparable(left, right)?;
     if let Some(p) = prepare_fast(left, right) {
         return Ok(p);
     }
@@ -624,7 +622,7 @@ fn part_offsets<K: HashKey>(stream: &Stream, keys: &DeviceView<'_, K>, bits: u32
 }
 
 /// Partitions one side: keys with row ids (UM), with the first payload (OM), or alone.
-fn transform_side<K: HashKey>(stream: &Stream, side: &SideKeys<'_, K>, om: bool, first: Option<&DeviceColumn<'_>>, bits: u32) -> Result<Transformed<K>> {
+fn transform_side<K: HashKey>(stream: &Stream, side: &SideKeys<'_, K>, om: bool, first: Option<&ColumnView<'_>>, bits: u32) -> Result<Transformed<K>> {
     let nk = side.kept_len();
     let keys = side.keys.view();
     let (pk, ids, col0) = if !om {
@@ -747,19 +745,12 @@ fn range_validity(stream: &Stream, n: usize, null_begin: usize, null_end: usize)
     Ok(w)
 }
 
-fn check_payloads(side: &str, rows: usize, cols: &[DeviceColumn<'_>]) -> Result<()> {
-    for (i, c) in cols.iter().enumerate() {
-        gpujoin_device::check_same_len(&format!("{side} keys"), rows, &format!("{side} payload column {i}"), c.len())?;
-    }
-    Ok(())
-}
-
 /// The request of one partitioned join.
 struct Request<'p, 'a> {
     join_type: JoinType,
     mode: Materialization,
-    left_payloads: &'p [DeviceColumn<'a>],
-    right_payloads: &'p [DeviceColumn<'a>],
+    left_payloads: &'p [ColumnView<'a>],
+    right_payloads: &'p [ColumnView<'a>],
     /// Materialize (possibly zero) payload columns; false: maps only.
     with_payloads: bool,
 }
@@ -772,12 +763,12 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
         // `run_phj` refuses this before any device work (`clustered_unsupported`).
         return Err(Error::invalid("internal: PHJ-OM reached with hashed keys"));
     }
-    let lp: &[DeviceColumn<'_>] = if jt.has_left_map() { req.left_payloads } else { &[] };
-    let rp: &[DeviceColumn<'_>] = if jt.has_right_map() { req.right_payloads } else { &[] };
+    let lp: &[ColumnView<'_>] = if jt.has_left_map() { req.left_payloads } else { &[] };
+    let rp: &[ColumnView<'_>] = if jt.has_right_map() { req.right_payloads } else { &[] };
     // OM with an 8-byte first payload column (on either side): the transform partitions the
     // keys alone and the match writes both maps; every column is transformed at materialization
     // (see `fuse_l` below for why).
-    let first_is_wide = |cols: &[DeviceColumn<'_>]| cols.first().is_some_and(|c| matches!(Bits::of(c), Bits::B64(_)));
+    let first_is_wide = |cols: &[ColumnView<'_>]| cols.first().is_some_and(|c| matches!(Bits::of(c), Bits::B64(_)));
     let om_maps = om && (first_is_wide(lp) || first_is_wide(rp));
     let carry_first = om && !om_maps;
     let (nl, nr) = (p.left.kept_len(), p.right.kept_len());
@@ -848,7 +839,7 @@ fn phj<K: HashKey>(stream: &Stream, mut p: Prepared<'_, K>, req: &Request<'_, '_
                 (false, None) => SideMap { map: stream.alloc::<u32>(0)?, start: usize::MAX },
             })
         };
-        let out0 = |fuse: bool, cols: &[DeviceColumn<'_>]| -> Result<Option<BitsBuf>> {
+        let out0 = |fuse: bool, cols: &[ColumnView<'_>]| -> Result<Option<BitsBuf>> {
             if fuse {
                 cols.first().map(|c| BitsBuf::alloc(stream, Bits::of(c), total)).transpose()
             } else {
@@ -1103,7 +1094,7 @@ fn materialize_om<K: HashKey>(
     stream: &Stream,
     side: &SideKeys<'_, K>,
     offsets: &DeviceView<'_, u64>,
-    cols: &[DeviceColumn<'_>],
+    cols: &[ColumnView<'_>],
     mut col0: Option<BitsBuf>,
     out0: Option<BitsBuf>,
     m: SideMap,
@@ -1140,7 +1131,7 @@ fn materialize_om<K: HashKey>(
 /// Maps into the input rows: gathers every payload column through them (UM).
 fn finish_um(stream: &Stream, maps: GatherMaps, req: &Request<'_, '_>, mut clock: Clock, mut stats: JoinStats) -> Result<JoinedRelation> {
     let jt = maps.join_type();
-    let gather_side = |side: Side, cols: &[DeviceColumn<'_>]| -> Result<Option<Materialized>> {
+    let gather_side = |side: Side, cols: &[ColumnView<'_>]| -> Result<Option<Materialized>> {
         let Some(map) = maps.side(side) else { return Ok(None) };
         let idx = map.cast::<u32>();
         let mut columns = Vec::with_capacity(cols.len());
@@ -1162,10 +1153,10 @@ fn finish_um(stream: &Stream, maps: GatherMaps, req: &Request<'_, '_>, mut clock
     Ok(JoinedRelation { join_type: jt, rows: maps.rows(), left, right, maps: Some(maps), stats })
 }
 
-fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions, req: &Request<'_, '_>) -> Result<JoinedRelation> {
+fn run_phj(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, opts: JoinOptions, req: &Request<'_, '_>) -> Result<JoinedRelation> {
     check_payloads("left", left.rows(), req.left_payloads)?;
     check_payloads("right", right.rows(), req.right_payloads)?;
-    left.check_comparable(right)?;
+    check_comparable(left, right)?;
     if req.with_payloads && req.mode == Materialization::Clustered {
         if let Some(e) = clustered_unsupported(left, right, opts) {
             return Err(e);
@@ -1184,7 +1175,7 @@ fn run_phj(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions
 /// pairs must then be verified against the full keys through maps into the input rows, which
 /// the clustered gathers from the partitioned relations do not have. `None`: PHJ-OM serves them
 /// (nulls and NaN that match nothing included: they come back as unmatched rows).
-pub(crate) fn clustered_unsupported(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> Option<Error> {
+pub(crate) fn clustered_unsupported(left: &TableView<'_>, right: &TableView<'_>, opts: JoinOptions) -> Option<Error> {
     (!KeyPlan::new(left, right, opts, 64).exact).then(|| Error::Unsupported {
         what: "PHJ-OM (clustered gathers)".to_string(),
         reason: "composite keys wider than 64 bits are hashed and every candidate pair is verified against the full keys through maps into the input rows, which PHJ-OM does not keep; use Materialization::Unclustered (PHJ-UM)".to_string(),
@@ -1201,11 +1192,11 @@ pub(crate) fn clustered_unsupported(left: &Keys<'_>, right: &Keys<'_>, opts: Joi
 /// [module docs](self) for the algorithm and the output order, which is the same on every run.
 ///
 /// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # use gpujoin_join::*; use gpujoin_join::table::{ColumnView, TableView}; use gpujoin_device::*;
 /// # fn f(s: &Stream) -> Result<()> {
 /// let r = s.copy_from_host(&[3u32, 1, 2])?; // primary keys
 /// let f = s.copy_from_host(&[2u32, 2, 3, 9])?; // foreign keys
-/// let out = partitioned_hash_join(s, &Keys::single(r.view()), &Keys::single(f.view()), JoinType::Inner, JoinOptions::default())?;
+/// let out = partitioned_hash_join(s, &TableView::single(r.view()), &TableView::single(f.view()), JoinType::Inner, JoinOptions::default())?;
 /// let mut pairs = out.maps.pairs()?;
 /// pairs.sort();
 /// let id = |i| RowId::new(i).unwrap();
@@ -1213,7 +1204,7 @@ pub(crate) fn clustered_unsupported(left: &Keys<'_>, right: &Keys<'_>, opts: Joi
 /// println!("match phase: {} ms", out.stats.match_ms);
 /// # Ok(()) }
 /// ```
-pub fn partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
+pub fn partitioned_hash_join(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
     let req = Request { join_type, mode: Materialization::Unclustered, left_payloads: &[], right_payloads: &[], with_payloads: false };
     let out = run_phj(stream, left, right, opts, &req)?;
     let maps = out.maps.ok_or_else(|| Error::invalid("internal: PHJ-UM produced no maps"))?;
@@ -1235,14 +1226,14 @@ pub fn partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>,
 /// [`Materialized::validity`] marks them null.
 ///
 /// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # use gpujoin_join::*; use gpujoin_join::table::{ColumnView, TableView}; use gpujoin_device::*;
 /// # fn f(s: &Stream) -> Result<()> {
 /// let rk = s.copy_from_host(&[1u32, 2, 3])?;
 /// let price = s.copy_from_host(&[10.0f64, 20.0, 30.0])?;
 /// let sk = s.copy_from_host(&[3u32, 3, 1])?;
 /// let qty = s.copy_from_host(&[7i32, 8, 9])?;
 /// let out = partitioned_hash_join_with_payloads(
-///     s, &Keys::single(rk.view()), &[price.view().into()], &Keys::single(sk.view()), &[qty.view().into()],
+///     s, &TableView::single(rk.view()), &[price.view().into()], &TableView::single(sk.view()), &[qty.view().into()],
 ///     JoinType::Inner, JoinOptions::default(), Materialization::Clustered)?;
 /// assert_eq!(out.rows, 3);
 /// let p = out.left.as_ref().unwrap().columns[0].view().typed::<f64>().unwrap(); // a Float64 column
@@ -1254,10 +1245,10 @@ pub fn partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>,
 #[allow(clippy::too_many_arguments)]
 pub fn partitioned_hash_join_with_payloads(
     stream: &Stream,
-    left: &Keys<'_>,
-    left_payloads: &[DeviceColumn<'_>],
-    right: &Keys<'_>,
-    right_payloads: &[DeviceColumn<'_>],
+    left: &TableView<'_>,
+    left_payloads: &[ColumnView<'_>],
+    right: &TableView<'_>,
+    right_payloads: &[ColumnView<'_>],
     join_type: JoinType,
     opts: JoinOptions,
     materialization: Materialization,
@@ -1389,13 +1380,13 @@ fn sorted_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &Si
 
 /// Non-partitioned hash join with its statistics (see [`non_partitioned_hash_join`]; collected whatever
 /// [`JoinOptions::stats`] says).
-pub fn non_partitioned_hash_join_with_stats(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
+pub fn non_partitioned_hash_join_with_stats(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
     nphj_with(stream, left, right, join_type, JoinOptions { stats: true, ..opts })
 }
 
 /// The non-partitioned hash join, statistics when [`JoinOptions::stats`].
-pub(crate) fn nphj_with(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
-    left.check_comparable(right)?;
+pub(crate) fn nphj_with(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions) -> Result<HashJoinOutput> {
+    check_comparable(left, right)?;
     crate::common::check_output_budget(stream, left, right, join_type, opts)?;
     let clock = Clock::start(stream, opts.stats)?;
     match prepare(stream, left, right, opts)? {
@@ -1412,14 +1403,14 @@ pub(crate) fn nphj_with(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join
 /// right rows, each in input order. Semi and anti joins return rows in input order.
 ///
 /// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # use gpujoin_join::*; use gpujoin_join::table::{ColumnView, TableView}; use gpujoin_device::*;
 /// # fn f(s: &Stream) -> Result<()> {
 /// let a = s.copy_from_host(&[5i64, 7])?;
 /// let b = s.copy_from_host(&[7i64, 7, 8])?;
-/// let maps = non_partitioned_hash_join(s, &Keys::single(a.view()), &Keys::single(b.view()), JoinType::Full, JoinOptions::default())?;
+/// let maps = non_partitioned_hash_join(s, &TableView::single(a.view()), &TableView::single(b.view()), JoinType::Full, JoinOptions::default())?;
 /// assert_eq!(maps.rows(), 4); // (1,0) (1,1) (0,-) (-,2)
 /// # Ok(()) }
 /// ```
-pub fn non_partitioned_hash_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
+pub fn non_partitioned_hash_join(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
     Ok(nphj_with(stream, left, right, join_type, opts)?.maps)
 }

@@ -18,7 +18,8 @@ use gpujoin_primitives::{exclusive_sum, gather, run_length_encode, select_flagge
 
 use crate::common::{any_never_match, from_inner_pairs, iota, kind, map_rows, offsets_u64, rows_where, verify, verify_flags};
 use crate::kernels::sys::join as ffi;
-use crate::keys::{images, KeyImages, KeyPlan, Keys};
+use crate::keys::{images, KeyImages, KeyPlan};
+use crate::table::TableView;
 use crate::maps::GatherMaps;
 use crate::trace::Phases;
 use crate::types::{JoinOptions, JoinType};
@@ -84,17 +85,17 @@ fn expand_two(stream: &Stream, r: &Runs, n_left: usize, join_type: JoinType) -> 
 /// Joins two relations by the interleave algorithm. Maps refer to the input rows.
 ///
 /// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
+/// # use gpujoin_join::*; use gpujoin_join::table::TableView; use gpujoin_device::*;
 /// # fn f(s: &Stream) -> Result<()> {
 /// // Seed 001's example: L.K = 0,0,0,2,2,4,5,6,7,7 and R.K = 9,9,8,7,6,4,3,3,0.
 /// let l = s.copy_from_host(&[0i32, 0, 0, 2, 2, 4, 5, 6, 7, 7])?;
 /// let r = s.copy_from_host(&[9i32, 9, 8, 7, 6, 4, 3, 3, 0])?;
-/// let maps = interleave_join(s, &Keys::single(l.view()), &Keys::single(r.view()), JoinType::Left, JoinOptions::default())?;
+/// let maps = interleave_join(s, &TableView::single(l.view()), &TableView::single(r.view()), JoinType::Left, JoinOptions::default())?;
 /// assert_eq!(maps.rows(), 10);
 /// # Ok(()) }
 /// ```
-pub fn interleave_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
-    left.check_comparable(right)?;
+pub fn interleave_join(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
+    crate::keys::check_comparable(left, right)?;
     crate::common::check_output_budget(stream, left, right, join_type, opts)?;
     let mut ph = Phases::new(stream, "interleave_join");
     let plan = KeyPlan::new(left, right, opts, 63);
@@ -143,12 +144,12 @@ pub fn interleave_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
 /// Inner join of several tables on one key in one pass (seed 001, "more than two tables"): the
 /// tables are enumerated into a table id, and a key joins when all tables hold it. Returns one
 /// map per table; output order is by key, then table 0's rows, then table 1's, ...
-pub fn interleave_join_many(stream: &Stream, tables: &[Keys<'_>], opts: JoinOptions) -> Result<Vec<DeviceBuffer<crate::RowId>>> {
+pub fn interleave_join_many(stream: &Stream, tables: &[TableView<'_>], opts: JoinOptions) -> Result<Vec<DeviceBuffer<crate::RowId>>> {
     if tables.len() < 2 || tables.len() > 16 {
         return Err(Error::invalid(format!("{} tables: the interleave join takes 2 to 16", tables.len())));
     }
     for t in &tables[1..] {
-        tables[0].check_comparable(t)?;
+        crate::keys::check_comparable(&tables[0], t)?;
     }
     let tbits = usize::BITS - (tables.len() - 1).leading_zeros();
     // Plan on the widest pair: every table shares the key type.

@@ -4,15 +4,98 @@
 pub(crate) mod range;
 
 use gpujoin_cub_sys::result::launch;
-use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Error, Result, Stream};
+use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 
 use crate::kernels::sys::join as ffi;
-use crate::table::DataType;
+use crate::table::{ColumnView, DataType, TableView};
 use crate::types::{JoinOptions, NullEquality, MAX_KEY_COLUMNS};
 
-/// A borrowed key column of one of the supported types.
+/// The key columns of one relation as the equi-join algorithms take them: a [`TableView`] of 1
+/// to [`MAX_KEY_COLUMNS`] columns of the kernels' key types, checked by [`check_keys`]:
+///
+/// | column type | read as |
+/// |---|---|
+/// | `Int32`, `Date32` | `i32` |
+/// | `Int64`, `Date64`, `Timestamp` | `i64` |
+/// | `UInt32`, `UInt64`, `Float32`, `Float64` | `u32`, `u64`, `f32`, `f64` |
+///
+/// A validity bitmap must start at the column's first row (offset 0) and hold whole 32-bit
+/// words (`ceil(rows / 32)` of them, 4-byte aligned), as the kernels read it. Other types,
+/// sliced nullable columns and other bitmaps are for the front door ([`crate::Join`]), which
+/// prepares every type into these.
+///
+/// ```no_run
+/// # use gpujoin_join::*; use gpujoin_join::table::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let a = s.copy_from_host(&[1i32, 2, 2])?;
+/// let b = s.copy_from_host(&[0.5f64, 1.0, 2.0])?;
+/// let keys = TableView::unnamed(vec![a.view().into(), b.view().into()])?; // a composite key
+/// gpujoin_join::keys::check_keys(&keys)?;
+/// assert_eq!(keys.rows(), 3);
+/// # Ok(()) }
+/// ```
+pub fn check_keys(keys: &TableView<'_>) -> Result<()> {
+    let columns = keys.columns();
+    if columns.is_empty() || columns.len() > MAX_KEY_COLUMNS {
+        return Err(Error::invalid(format!("{} key columns; 1 to {MAX_KEY_COLUMNS} are supported", columns.len())));
+    }
+    let n = keys.rows();
+    for (name, c) in keys.names().iter().zip(columns) {
+        key_type(c.data_type()).ok_or_else(|| Error::Unsupported { what: format!("key column {name:?} of type {}", c.data_type()), reason: "the algorithms take Int32, Date32, Int64, Date64, Timestamp, UInt32, UInt64, Float32 and Float64 keys (the front door, Join, prepares every type)".into() })?;
+        if typed_values(c).is_none() {
+            return Err(Error::invalid(format!("key column {name:?}: its values buffer is misaligned")));
+        }
+        if let Some(v) = c.validity() {
+            let words = n.div_ceil(32);
+            if c.offset() != 0 || v.len() < words * 4 || v.raw() % 4 != 0 {
+                return Err(Error::invalid(format!(
+                    "key column {name:?}: a validity bitmap must start at row 0 and hold {words} whole 32-bit words (it has {} bytes at offset {}); the front door, Join, takes any bitmap",
+                    v.len(),
+                    c.offset()
+                )));
+            }
+        }
+    }
+    if n as u64 > crate::RowId::MAX_ROWS {
+        return Err(Error::too_large("rows of a relation", n as u64, crate::RowId::MAX_ROWS));
+    }
+    Ok(())
+}
+
+/// Checks that two sides' keys can be compared: both checked ([`check_keys`]), as many columns,
+/// and the same physical type in each (`Date32` compares with `Int32`, as the kernels read both as
+/// `i32`).
+pub fn check_comparable(left: &TableView<'_>, right: &TableView<'_>) -> Result<()> {
+    check_keys(left)?;
+    check_keys(right)?;
+    if left.columns().len() != right.columns().len() {
+        return Err(Error::invalid(format!("left has {} key columns, right {}", left.columns().len(), right.columns().len())));
+    }
+    for (i, (a, b)) in left.columns().iter().zip(right.columns()).enumerate() {
+        if key_type(a.data_type()) != key_type(b.data_type()) {
+            return Err(Error::TypeMismatch { what: format!("key column {i}"), left: a.data_type().to_string(), right: b.data_type().to_string() });
+        }
+    }
+    Ok(())
+}
+
+/// The physical type the kernels read a key column of `t` as (`Int32`, `Int64`, `UInt32`,
+/// `UInt64`, `Float32` or `Float64`); `None` for types the algorithms do not take as keys.
+pub(crate) fn key_type(t: DataType) -> Option<DataType> {
+    use DataType::*;
+    match t {
+        Int32 | Date32 => Some(Int32),
+        Int64 | Date64 | Timestamp(_) => Some(Int64),
+        UInt32 | UInt64 | Float32 | Float64 => Some(t),
+        _ => None,
+    }
+}
+
+/// A key or payload column's values as the C ABI takes them: the one typed view of a checked
+/// column ([`check_keys`], payloads by `hash_join`'s and `wide`'s checks), for dispatching to a
+/// kernel of its physical type. Crate-private: callers hold [`ColumnView`]s.
 #[derive(Clone, Copy)]
-pub enum DeviceColumn<'a> {
+pub(crate) enum KeyValues<'a> {
     I32(DeviceView<'a, i32>),
     I64(DeviceView<'a, i64>),
     U32(DeviceView<'a, u32>),
@@ -21,155 +104,60 @@ pub enum DeviceColumn<'a> {
     F64(DeviceView<'a, f64>),
 }
 
-macro_rules! column_from {
-    ($t:ty, $v:ident) => {
-        impl<'a> From<DeviceView<'a, $t>> for DeviceColumn<'a> {
-            fn from(v: DeviceView<'a, $t>) -> Self {
-                DeviceColumn::$v(v)
-            }
-        }
-    };
-}
-column_from!(i32, I32);
-column_from!(i64, I64);
-column_from!(u32, U32);
-column_from!(u64, U64);
-column_from!(f32, F32);
-column_from!(f64, F64);
-
-impl<'a> DeviceColumn<'a> {
-    /// A table column's values as a key column (its offset applied): `Int32`/`Date32` as `i32`,
-    /// `Int64`/`Date64`/`Timestamp` as `i64`, `UInt32`, `UInt64`, `Float32`, `Float64`; `None`
-    /// for other types and misaligned buffers.
-    pub fn from_view(c: &crate::table::ColumnView<'a>) -> Option<DeviceColumn<'a>> {
-        use crate::table::DataType::*;
-        Some(match c.data_type() {
-            Int32 | Date32 => DeviceColumn::I32(c.typed()?),
-            Int64 | Date64 | Timestamp(_) => DeviceColumn::I64(c.typed()?),
-            UInt32 => DeviceColumn::U32(c.typed()?),
-            UInt64 => DeviceColumn::U64(c.typed()?),
-            Float32 => DeviceColumn::F32(c.typed()?),
-            Float64 => DeviceColumn::F64(c.typed()?),
-            _ => return None,
-        })
-    }
+fn typed_values<'a>(c: &ColumnView<'a>) -> Option<KeyValues<'a>> {
+    use DataType::*;
+    Some(match key_type(c.data_type())? {
+        Int32 => KeyValues::I32(c.typed()?),
+        Int64 => KeyValues::I64(c.typed()?),
+        UInt32 => KeyValues::U32(c.typed()?),
+        UInt64 => KeyValues::U64(c.typed()?),
+        Float32 => KeyValues::F32(c.typed()?),
+        _ => KeyValues::F64(c.typed()?),
+    })
 }
 
-impl DeviceColumn<'_> {
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        match self {
-            DeviceColumn::I32(v) => v.len(),
-            DeviceColumn::I64(v) => v.len(),
-            DeviceColumn::U32(v) => v.len(),
-            DeviceColumn::U64(v) => v.len(),
-            DeviceColumn::F32(v) => v.len(),
-            DeviceColumn::F64(v) => v.len(),
-        }
-    }
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Element type (the table model's: `Int32`, `Int64`, `UInt32`, `UInt64`, `Float32` or
-    /// `Float64`).
-    pub fn data_type(&self) -> DataType {
-        match self {
-            DeviceColumn::I32(_) => DataType::Int32,
-            DeviceColumn::I64(_) => DataType::Int64,
-            DeviceColumn::U32(_) => DataType::UInt32,
-            DeviceColumn::U64(_) => DataType::UInt64,
-            DeviceColumn::F32(_) => DataType::Float32,
-            DeviceColumn::F64(_) => DataType::Float64,
-        }
-    }
-
-    /// Bytes per element (4 or 8).
-    pub fn width(&self) -> usize {
-        match self {
-            DeviceColumn::I32(_) | DeviceColumn::U32(_) | DeviceColumn::F32(_) => 4,
-            _ => 8,
-        }
-    }
+/// The typed values of a column already checked to have a key type and an aligned buffer
+/// ([`check_keys`], or a payload check).
+pub(crate) fn values<'a>(c: &ColumnView<'a>) -> KeyValues<'a> {
+    typed_values(c).expect("a checked key or payload column has a kernel type and an aligned buffer")
 }
 
-/// A key column with an optional validity bitmap (Arrow layout: bit `i % 32` of word `i / 32`,
-/// 1 = valid).
-#[derive(Clone, Copy)]
-pub struct KeyColumn<'a> {
-    pub values: DeviceColumn<'a>,
-    pub validity: Option<DeviceView<'a, u32>>,
+/// The validity words of a checked key column (bit `i % 32` of word `i / 32`, 1 = valid).
+pub(crate) fn validity_words<'a>(c: &ColumnView<'a>) -> Option<DeviceView<'a, u32>> {
+    c.validity().map(|v| v.slice(..c.len().div_ceil(32) * 4).reinterpret::<u32>().expect("a checked key column's validity holds aligned words"))
 }
 
-/// The key columns of one relation: 1 to 4 columns of equal length.
-///
-/// ```no_run
-/// # use gpujoin_join::*; use gpujoin_device::*;
-/// # fn f(s: &Stream) -> Result<()> {
-/// let a = s.copy_from_host(&[1i32, 2, 2])?;
-/// let b = s.copy_from_host(&[0.5f64, 1.0, 2.0])?;
-/// let keys = Keys::new(vec![a.view().into(), b.view().into()])?; // a composite key
-/// assert_eq!(keys.rows(), 3);
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Keys<'a> {
-    columns: Vec<KeyColumn<'a>>,
+/// Bytes per value of a checked key or payload column (4 or 8).
+pub(crate) fn width(c: &ColumnView<'_>) -> usize {
+    c.data_type().byte_width().unwrap_or(8)
 }
 
-impl<'a> Keys<'a> {
-    /// Keys from columns without nulls.
-    pub fn new(columns: Vec<DeviceColumn<'a>>) -> Result<Self> {
-        Self::with_validity(columns.into_iter().map(|values| KeyColumn { values, validity: None }).collect())
-    }
-
-    /// Keys from one column without nulls.
-    pub fn single(column: impl Into<DeviceColumn<'a>>) -> Self {
-        Keys { columns: vec![KeyColumn { values: column.into(), validity: None }] }
-    }
-
-    /// Keys from columns with optional validity bitmaps.
-    pub fn with_validity(columns: Vec<KeyColumn<'a>>) -> Result<Self> {
-        if columns.is_empty() || columns.len() > MAX_KEY_COLUMNS {
-            return Err(Error::invalid(format!("{} key columns; 1 to {MAX_KEY_COLUMNS} are supported", columns.len())));
+/// Checks payload columns of the algorithms' own entry points: `rows` rows each, values of 4 or
+/// 8 bytes (any such type: `Int32`, `Date32`, `Float64`, `Timestamp`, ...), no validity bitmap
+/// (the algorithms gather values; nullable payloads go through the front door, [`crate::Join`]).
+pub fn check_payloads(side: &str, rows: usize, payloads: &[ColumnView<'_>]) -> Result<()> {
+    for (name, c) in payloads.iter().enumerate() {
+        gpujoin_device::check_same_len(&format!("{side} keys"), rows, &format!("{side} payload column {name}"), c.len())?;
+        let fixed = matches!(c.data_type().byte_width(), Some(4 | 8)) && !matches!(c.data_type(), DataType::Boolean);
+        if !fixed || c.validity().is_some() {
+            return Err(Error::Unsupported {
+                what: format!("{side} payload column {name} of type {}{}", c.data_type(), if c.validity().is_some() { " with a validity bitmap" } else { "" }),
+                reason: "the algorithms gather 4- and 8-byte values without a validity bitmap (the front door, Join, takes every column)".into(),
+            });
         }
-        let n = columns[0].values.len();
-        for (i, c) in columns.iter().enumerate() {
-            check_same_len("key column 0", n, &format!("key column {i}"), c.values.len())?;
-            if let Some(v) = c.validity {
-                check_same_len(&format!("validity words of {n} rows"), n.div_ceil(32), &format!("validity of column {i}"), v.len())?;
-            }
+        if c.typed::<u32>().is_none() && c.typed::<u64>().is_none() {
+            return Err(Error::invalid(format!("{side} payload column {name}: its values buffer is misaligned")));
         }
-        if n as u64 > crate::RowId::MAX_ROWS {
-            return Err(Error::too_large("rows of a relation", n as u64, crate::RowId::MAX_ROWS));
-        }
-        Ok(Keys { columns })
     }
-
-    /// Number of rows.
-    pub fn rows(&self) -> usize {
-        self.columns[0].values.len()
-    }
-
-    /// The columns.
-    pub fn columns(&self) -> &[KeyColumn<'a>] {
-        &self.columns
-    }
-
-    /// Checks that two sides can be compared (same column count and types).
-    pub fn check_comparable(&self, other: &Keys<'_>) -> Result<()> {
-        if self.columns.len() != other.columns.len() {
-            return Err(Error::invalid(format!("left has {} key columns, right {}", self.columns.len(), other.columns.len())));
-        }
-        for (i, (a, b)) in self.columns.iter().zip(&other.columns).enumerate() {
-            if a.values.data_type() != b.values.data_type() {
-                return Err(Error::invalid(format!("key column {i}: left is {}, right is {}", a.values.data_type(), b.values.data_type())));
-            }
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
+/// A key view from key columns the crate made itself (checked as any caller's).
+pub(crate) fn key_view<'a>(columns: Vec<ColumnView<'a>>) -> Result<TableView<'a>> {
+    let keys = TableView::unnamed(columns)?;
+    check_keys(&keys)?;
+    Ok(keys)
+}
 
 /// Images of a relation's keys: one u64 per column (equal keys, equal images; value order kept),
 /// per-row flags (bit 2c: null in column c, bit 2c+1: NaN), one derived scalar key per row and
@@ -197,10 +185,10 @@ pub(crate) struct KeyPlan {
 
 impl KeyPlan {
     /// Plans the derived keys of a join of `left` and `right` within `budget` bits.
-    pub fn new(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions, budget: u32) -> KeyPlan {
-        let nullable = left.columns.iter().chain(&right.columns).any(|c| c.validity.is_some());
+    pub fn new(left: &TableView<'_>, right: &TableView<'_>, opts: JoinOptions, budget: u32) -> KeyPlan {
+        let nullable = left.columns().iter().chain(right.columns()).any(|c| c.validity().is_some());
         let null_equal = nullable && opts.null_equality == NullEquality::NullEqualsNull;
-        let bits: u32 = left.columns.iter().map(|c| c.values.width() as u32 * 8 + null_equal as u32).sum();
+        let bits: u32 = left.columns().iter().map(|c| width(c) as u32 * 8 + null_equal as u32).sum();
         KeyPlan {
             exact: bits <= budget,
             bits: if bits <= budget { bits } else { 64 },
@@ -212,30 +200,31 @@ impl KeyPlan {
 }
 
 /// Computes the images and derived keys of `keys` under `plan`.
-pub(crate) fn images(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<KeyImages> {
+pub(crate) fn images(stream: &Stream, keys: &TableView<'_>, plan: KeyPlan) -> Result<KeyImages> {
     let n = keys.rows();
     let mut flags = stream.alloc_zeroed::<u8>(n)?;
-    let mut columns = Vec::with_capacity(keys.columns.len());
+    let mut columns = Vec::with_capacity(keys.columns().len());
     let s = stream.raw();
-    for (c, col) in keys.columns.iter().enumerate() {
+    for (c, col) in keys.columns().iter().enumerate() {
         let mut img = stream.alloc::<u64>(n)?;
         let (ip, fp) = (img.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
-        let vp = col.validity.map_or(std::ptr::null(), |v| v.as_ptr());
+        let vp = validity_words(col).map_or(std::ptr::null(), |v| v.as_ptr());
+        let typed = values(col);
         let (n64, c32) = (n as i64, c as i32);
         // SAFETY: live device ranges of n rows (validity checked to hold ceil(n/32) words).
         launch(stream, "key image", || unsafe {
-            match col.values {
-                DeviceColumn::I32(v) => ffi::gj_j_image_i32(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                DeviceColumn::I64(v) => ffi::gj_j_image_i64(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                DeviceColumn::U32(v) => ffi::gj_j_image_u32(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                DeviceColumn::U64(v) => ffi::gj_j_image_u64(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                DeviceColumn::F32(v) => ffi::gj_j_image_f32(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                DeviceColumn::F64(v) => ffi::gj_j_image_f64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+            match typed {
+                KeyValues::I32(v) => ffi::gj_j_image_i32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                KeyValues::I64(v) => ffi::gj_j_image_i64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                KeyValues::U32(v) => ffi::gj_j_image_u32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                KeyValues::U64(v) => ffi::gj_j_image_u64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                KeyValues::F32(v) => ffi::gj_j_image_f32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                KeyValues::F64(v) => ffi::gj_j_image_f64(v.as_ptr(), vp, n64, c32, ip, fp, s),
             }
         })?;
         columns.push(img);
     }
-    let widths: Vec<i32> = keys.columns.iter().map(|c| c.values.width() as i32 * 8).collect();
+    let widths: Vec<i32> = keys.columns().iter().map(|c| width(c) as i32 * 8).collect();
     let mut derived = stream.alloc::<u64>(n)?;
     let mut never_match = stream.alloc::<u8>(n)?;
     let ptr = |i: usize| columns.get(i).map_or(std::ptr::null(), |b: &DeviceBuffer<u64>| b.view().as_ptr());
@@ -374,18 +363,18 @@ pub(crate) struct StepZero {
 ///
 /// Example: left `u32` keys `[5, NULL, 7]` (nullable), right `[7]`, `NullEqualsNothing`: left
 /// keys for rows `[0, 2]`, right for `[0]`, `never_left = [1]` when asked for.
-pub(crate) fn scalar_keys(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions, never: (bool, bool), right_rows: bool) -> Result<StepZero> {
+pub(crate) fn scalar_keys(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, opts: JoinOptions, never: (bool, bool), right_rows: bool) -> Result<StepZero> {
     use crate::common::{iota, narrow, rows_where};
     let empty = || stream.alloc::<u32>(0);
     let (l, r) = (left.columns(), right.columns());
-    if l.len() == 1 && r.len() == 1 && l[0].validity.is_none() && r[0].validity.is_none() {
+    if l.len() == 1 && r.len() == 1 && l[0].validity().is_none() && r[0].validity().is_none() {
         let rows = |n: usize, want: bool| if want { iota(stream, n) } else { empty() };
-        let keys = match (l[0].values, r[0].values) {
-            (DeviceColumn::U32(a), DeviceColumn::U32(b)) => {
+        let keys = match (values(&l[0]), values(&r[0])) {
+            (KeyValues::U32(a), KeyValues::U32(b)) => {
                 let (ra, rb) = (rows(left.rows(), true)?, rows(right.rows(), right_rows)?);
                 Some(ScalarKeys::U32(SideKeys { keys: stream.copy_from_device(&a)?, rows: ra }, SideKeys { keys: stream.copy_from_device(&b)?, rows: rb }, 32))
             }
-            (DeviceColumn::U64(a), DeviceColumn::U64(b)) => {
+            (KeyValues::U64(a), KeyValues::U64(b)) => {
                 let (ra, rb) = (rows(left.rows(), true)?, rows(right.rows(), right_rows)?);
                 Some(ScalarKeys::U64(SideKeys { keys: stream.copy_from_device(&a)?, rows: ra }, SideKeys { keys: stream.copy_from_device(&b)?, rows: rb }, 64))
             }

@@ -19,9 +19,10 @@
 //!
 //! Underneath, every algorithm returns [`GatherMaps`] (left and right [`RowId`]s with an explicit
 //! [`RowId::NONE`] for the null side of outer rows) and has its own module and entry points, each
-//! checked against the CPU references of `gpujoin-testkit`. They take prepared key columns
-//! (typed views, `Keys`) or device relations (table columns of the kernels' types, read in
-//! place), return materialized payloads as [`table::Column`]s, and are public only with the
+//! checked against the CPU references of `gpujoin-testkit`. They take the table model's views:
+//! key columns of the kernels' key types as a [`table::TableView`] (`keys::check_keys`) and
+//! payload columns as [`table::ColumnView`]s, or device relations (table columns of the kernels'
+//! types, read in place), return materialized payloads as [`table::Column`]s, and are public only with the
 //! feature `algorithms`, for benchmarks and tests that time or check one algorithm by itself:
 //!
 //! | algorithm | entry points (feature `algorithms`) | seed |
@@ -92,9 +93,6 @@ algorithm_exports!(
     hash_join::JoinedRelation,
     interleave::interleave_join,
     interleave::interleave_join_many,
-    keys::DeviceColumn,
-    keys::KeyColumn,
-    keys::Keys,
     maps::map_validity,
     maps::materialize,
     maps::materialize_unchecked,

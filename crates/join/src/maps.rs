@@ -5,8 +5,7 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::{gather_into, gather_into_unchecked};
 
 use crate::kernels::sys::join as ffi;
-use crate::keys::DeviceColumn;
-use crate::table::Column;
+use crate::table::{Column, ColumnView};
 use crate::types::{JoinType, RowId};
 
 /// The result of a join: for output row `k`, `left[k]` and `right[k]` are the matching rows of
@@ -116,19 +115,17 @@ pub struct Materialized {
 /// let out = materialize(s, maps, Side::Right, &[price.view().into()])?;
 /// # Ok(()) }
 /// ```
-pub fn materialize(stream: &Stream, maps: &GatherMaps, side: Side, columns: &[DeviceColumn<'_>]) -> Result<Materialized> {
+pub fn materialize(stream: &Stream, maps: &GatherMaps, side: Side, columns: &[ColumnView<'_>]) -> Result<Materialized> {
     let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} map", maps.join_type())))?;
     let idx = map.cast::<u32>();
     let mut out = Vec::with_capacity(columns.len());
     for c in columns {
-        out.push(match c {
-            DeviceColumn::I32(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
-            DeviceColumn::I64(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
-            DeviceColumn::U32(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
-            DeviceColumn::U64(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
-            DeviceColumn::F32(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
-            DeviceColumn::F64(v) => Column::from_device_values(gather_checked(stream, &idx, v)?),
-        });
+        crate::keys::check_payloads(&format!("{side:?}"), c.len(), std::slice::from_ref(c))?;
+        let bytes = match c.typed::<u32>() {
+            Some(v) => gather_checked(stream, &idx, &v)?.into_bytes(),
+            None => gather_checked(stream, &idx, &c.typed::<u64>().expect("a checked payload column"))?.into_bytes(),
+        };
+        out.push(Column::of_fixed_width(c.data_type(), bytes));
     }
     let validity = if maps.nullable(side) { Some(map_validity(stream, &idx)?) } else { None };
     Ok(Materialized { columns: out, validity })
@@ -163,20 +160,17 @@ pub fn materialize_unchecked<T: gpujoin_device::Pod>(stream: &Stream, map: &Devi
 }
 
 /// `out[k] = column[idx[k]]`, zero where `idx[k]` is NONE (no bounds report, no wait).
-pub(crate) fn gather_column(stream: &Stream, column: &DeviceColumn<'_>, idx: &DeviceView<'_, u32>) -> Result<Column> {
-    fn g<T: Pod>(s: &Stream, v: &DeviceView<'_, T>, idx: &DeviceView<'_, u32>) -> Result<DeviceBuffer<T>> {
+pub(crate) fn gather_column(stream: &Stream, column: &ColumnView<'_>, idx: &DeviceView<'_, u32>) -> Result<Column> {
+    fn g<T: Pod>(s: &Stream, v: &DeviceView<'_, T>, idx: &DeviceView<'_, u32>) -> Result<DeviceBuffer<u8>> {
         let mut out = s.alloc::<T>(idx.len())?;
         if !idx.is_empty() {
             gather_into_unchecked(s, v, idx, &mut out.view_mut(), T::zeroed())?;
         }
-        Ok(out)
+        Ok(out.into_bytes())
     }
-    Ok(match column {
-        DeviceColumn::I32(v) => Column::from_device_values(g(stream, v, idx)?),
-        DeviceColumn::I64(v) => Column::from_device_values(g(stream, v, idx)?),
-        DeviceColumn::U32(v) => Column::from_device_values(g(stream, v, idx)?),
-        DeviceColumn::U64(v) => Column::from_device_values(g(stream, v, idx)?),
-        DeviceColumn::F32(v) => Column::from_device_values(g(stream, v, idx)?),
-        DeviceColumn::F64(v) => Column::from_device_values(g(stream, v, idx)?),
-    })
+    let bytes = match column.typed::<u32>() {
+        Some(v) => g(stream, &v, idx)?,
+        None => g(stream, &column.typed::<u64>().expect("a checked payload column"), idx)?,
+    };
+    Ok(Column::of_fixed_width(column.data_type(), bytes))
 }

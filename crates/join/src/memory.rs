@@ -117,7 +117,7 @@
 //! ```
 
 use crate::hash_join::Materialization;
-use crate::keys::{DeviceColumn, Keys};
+use crate::table::{ColumnView, TableView};
 use crate::maps::Side;
 use crate::types::JoinType;
 use crate::wide::{Algorithm, Output};
@@ -155,13 +155,13 @@ impl KeyShape {
     }
 
     /// The shape of `keys` (either side: both sides of a join have the same column types).
-    pub fn of(keys: &Keys<'_>) -> KeyShape {
+    pub fn of(keys: &TableView<'_>) -> KeyShape {
         let cols = keys.columns();
         KeyShape {
             columns: cols.len() as u32,
-            bytes: cols.iter().map(|c| c.values.width() as u32).sum(),
-            floats: cols.iter().any(|c| c.values.data_type().is_float()),
-            nullable: cols.iter().any(|c| c.validity.is_some()),
+            bytes: cols.iter().map(|c| crate::keys::width(c) as u32).sum(),
+            floats: cols.iter().any(|c| c.data_type().is_float()),
+            nullable: cols.iter().any(|c| c.validity().is_some()),
         }
     }
 
@@ -207,8 +207,8 @@ impl Payloads {
     }
 
     /// The payload columns of a side.
-    pub fn of(columns: &[DeviceColumn<'_>]) -> Payloads {
-        let widths: Vec<u32> = columns.iter().map(|c| c.width() as u32).collect();
+    pub fn of(columns: &[ColumnView<'_>]) -> Payloads {
+        let widths: Vec<u32> = columns.iter().map(|c| crate::keys::width(c) as u32).collect();
         Payloads::of_widths(&widths)
     }
 

@@ -23,7 +23,8 @@ use gpujoin_primitives::{count_offsets, gather, inclusive_sum, merge_path_partit
 
 use crate::common::{any_never_match, from_inner_pairs, iota, narrow, rows_where, verify};
 use crate::kernels::sys::join as ffi;
-use crate::keys::{images, KeyPlan, Keys};
+use crate::keys::{images, KeyPlan};
+use crate::table::TableView;
 use crate::maps::GatherMaps;
 use crate::trace::Phases;
 use crate::types::{JoinOptions, JoinType, RowId};
@@ -336,7 +337,7 @@ fn sorted_side(stream: &Stream, img: &crate::keys::KeyImages, rows: Option<Devic
 /// One side of a join on exact derived keys, sorted with its row ids; only the sorted keys and
 /// rows stay on the device (the key images go before the sort, which is where the peak is).
 /// Also returns the rows that can match nothing (a NULL or NaN key under "never equal").
-fn exact_side(stream: &Stream, keys: &Keys<'_>, plan: KeyPlan) -> Result<(SortedSide, usize)> {
+fn exact_side(stream: &Stream, keys: &TableView<'_>, plan: KeyPlan) -> Result<(SortedSide, usize)> {
     debug_assert!(plan.exact);
     let crate::keys::KeyImages { columns, flags, derived, never_match } = images(stream, keys, plan)?;
     drop((columns, flags));
@@ -365,8 +366,8 @@ fn merge_sides(stream: &Stream, l: &SortedSide, r: &SortedSide, join_type: JoinT
 ///
 /// Composite keys wider than 64 bits are hashed; candidate matches are then verified against
 /// the full keys, so collisions never add or lose rows.
-pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
-    left.check_comparable(right)?;
+pub fn sort_merge_join(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
+    crate::keys::check_comparable(left, right)?;
     crate::common::check_output_budget(stream, left, right, join_type, opts)?;
     let mut ph = Phases::new(stream, "sort_merge_join");
     let plan = KeyPlan::new(left, right, opts, 64);
@@ -411,8 +412,8 @@ pub fn sort_merge_join(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_
 /// narrow composites) by sorted searches on the packed keys, wider composites on exact dense
 /// ranks of their keys (as [`crate::chunked::EquiChunkSource`] does); semi and anti joins, whose
 /// output is at most one side's rows, by running them.
-pub fn sort_merge_join_size(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<u64> {
-    left.check_comparable(right)?;
+pub fn sort_merge_join_size(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions) -> Result<u64> {
+    crate::keys::check_comparable(left, right)?;
     let plan = KeyPlan::new(left, right, opts, 64);
     if !plan.exact {
         // Hashed keys: the chunked source counts on exact dense ranks of the keys.

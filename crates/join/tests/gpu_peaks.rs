@@ -23,12 +23,12 @@ use gpujoin_join::device_relation::DeviceRelation;
 use gpujoin_join::indexed_nested_loop::indexed_nested_loop_join;
 use gpujoin_join::memory::{self, JoinSizes, KeyShape, Payloads, PeakAlgorithm, ThetaKind};
 use gpujoin_join::predicate::{col_l, col_r, schema_of};
-use gpujoin_join::table::{Column, HostColumn, HostTable};
+use gpujoin_join::table::{Column, ColumnView, HostColumn, HostTable, TableView};
 use gpujoin_join::theta::{choose_path, theta_join, ThetaPath};
-use gpujoin_join::wide::{self, Algorithm, Output, WideJoinOptions, WideRelation};
+use gpujoin_join::wide::{self, Algorithm, Output, WideJoinOptions};
 use gpujoin_join::{
     interleave_join, non_partitioned_hash_join, partitioned_hash_join, partitioned_hash_join_with_payloads, sort_merge_join, sort_merge_join_size, sorted_merge_join,
-    DeviceColumn, JoinOptions, JoinType, Keys, Materialization, Side,
+    JoinOptions, JoinType, Materialization, Side,
 };
 use gpujoin_testkit::datagen;
 use rand::rngs::StdRng;
@@ -129,10 +129,10 @@ impl Col {
             Col::U64(s.copy_from_host(&wide_keys(keys)).unwrap())
         }
     }
-    fn keys(&self) -> Keys<'_> {
+    fn keys(&self) -> TableView<'_> {
         match self {
-            Col::U32(b) => Keys::single(b.view()),
-            Col::U64(b) => Keys::single(b.view()),
+            Col::U32(b) => TableView::single(b.view()),
+            Col::U64(b) => TableView::single(b.view()),
         }
     }
 }
@@ -169,7 +169,7 @@ impl SideData {
     }
 
     /// The one payload column of the PHJ cases: as wide as the keys.
-    fn payload(&self, width: u32) -> DeviceColumn<'_> {
+    fn payload(&self, width: u32) -> ColumnView<'_> {
         if width == 4 {
             self.p32.view().into()
         } else {
@@ -219,16 +219,16 @@ fn equi_joins(m: &mut Meter, shape: &str, lk: &[u32], rk: &[u32], width: u32, in
     for a in Algorithm::EXPLICIT {
         let name = format!("wide {}", a.name());
         let got = m.case(&name, &shape, PeakAlgorithm::Wide(a, Output::Relation), |o| plain(o).with_payloads(lp, rp), |s| {
-            let left = WideRelation::new(l.keys.keys(), vec![l.p32.view().into(), l.p64.view().into()]).unwrap();
-            let right = WideRelation::new(r.keys.keys(), vec![r.p32.view().into()]).unwrap();
-            wide::join(s, &left, &right, jt, a, WideJoinOptions::default()).unwrap().rows
+            let left = (l.keys.keys(), vec![l.p32.view().into(), l.p64.view().into()]);
+            let right = (r.keys.keys(), vec![r.p32.view().into()]);
+            wide::join(s, (&left.0, &left.1[..]), (&right.0, &right.1[..]), jt, a, WideJoinOptions::default()).unwrap().rows
         });
         rows.push((name, got));
     }
     let got = m.case("wide SMJ-OM maps-only", &shape, PeakAlgorithm::Wide(Algorithm::SmjOm, Output::MapsOnly), plain, |s| {
-        let left = WideRelation::new(l.keys.keys(), vec![]).unwrap();
-        let right = WideRelation::new(r.keys.keys(), vec![]).unwrap();
-        wide::join(s, &left, &right, jt, Algorithm::SmjOm, WideJoinOptions::maps_only()).unwrap().rows
+        let left = (l.keys.keys(), vec![]);
+        let right = (r.keys.keys(), vec![]);
+        wide::join(s, (&left.0, &left.1[..]), (&right.0, &right.1[..]), jt, Algorithm::SmjOm, WideJoinOptions::maps_only()).unwrap().rows
     });
     rows.push(("wide SMJ-OM maps-only".to_string(), got));
     let index_name = format!("indexed_nested_loop({index:?} indexed)");
@@ -263,18 +263,18 @@ fn compressed_wide_joins(m: &mut Meter, shape: &str, lk: &[u32], rk: &[u32], exp
     for a in Algorithm::EXPLICIT {
         let name = format!("wide {}", a.name());
         let got = m.case(&name, &shape, PeakAlgorithm::Wide(a, Output::Relation), |o| plain(o).with_payloads(lp, rp), |s| {
-            let left = WideRelation::new(Keys::single(lkeys.view()), vec![l32.view().into(), l64.view().into()]).unwrap();
-            let right = WideRelation::new(Keys::single(rkeys.view()), vec![r32.view().into()]).unwrap();
-            let out = wide::join(s, &left, &right, JoinType::Inner, a, WideJoinOptions::default()).unwrap();
+            let left = (TableView::single(lkeys.view()), vec![l32.view().into(), l64.view().into()]);
+            let right = (TableView::single(rkeys.view()), vec![r32.view().into()]);
+            let out = wide::join(s, (&left.0, &left.1[..]), (&right.0, &right.1[..]), JoinType::Inner, a, WideJoinOptions::default()).unwrap();
             assert!(out.reason.contains("32-bit offsets"), "{name} {shape}: not compressed: {}", out.reason);
             out.rows
         });
         rows.push((name, got));
     }
     let got = m.case("wide PHJ-UM maps-only", &shape, PeakAlgorithm::Wide(Algorithm::PhjUm, Output::MapsOnly), plain, |s| {
-        let left = WideRelation::new(Keys::single(lkeys.view()), vec![]).unwrap();
-        let right = WideRelation::new(Keys::single(rkeys.view()), vec![]).unwrap();
-        wide::join(s, &left, &right, JoinType::Inner, Algorithm::PhjUm, WideJoinOptions::maps_only()).unwrap().rows
+        let left = (TableView::single(lkeys.view()), vec![]);
+        let right = (TableView::single(rkeys.view()), vec![]);
+        wide::join(s, (&left.0, &left.1[..]), (&right.0, &right.1[..]), JoinType::Inner, Algorithm::PhjUm, WideJoinOptions::maps_only()).unwrap().rows
     });
     rows.push(("wide PHJ-UM maps-only".to_string(), got));
     for (name, got) in rows {
@@ -323,8 +323,8 @@ fn theta_joins(m: &mut Meter) {
     let p = col_l(0).equals(col_r(0)).and(col_l(1).less(col_r(1))).check(&schema_of(&lr).unwrap(), &schema_of(&rr).unwrap()).unwrap();
     assert!(matches!(choose_path(&p), ThetaPath::Mixed));
     let (dl, dr) = (DeviceRelation::upload(&s, &lr).unwrap(), DeviceRelation::upload(&s, &rr).unwrap());
-    fn key_of<'d>(d: &'d DeviceRelation<'_>) -> Keys<'d> {
-        Keys::single(d.column(0).typed::<u32>().expect("u32 keys"))
+    fn key_of<'d>(d: &'d DeviceRelation<'_>) -> TableView<'d> {
+        TableView::single(d.column(0).typed::<u32>().expect("u32 keys"))
     }
     let pairs = non_partitioned_hash_join(&s, &key_of(&dl), &key_of(&dr), JoinType::Inner, OPTS).unwrap().rows();
     let sizes = |o: u64| JoinSizes::inner(n as u64, n as u64, KeyShape::integer(4), o).with_join_type(JoinType::Inner, o, pairs);

@@ -35,7 +35,8 @@ use super::tail::Tail;
 use super::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
 use crate::common::rows_where;
 use crate::kernels::sys::join as ffi;
-use crate::keys::{scalar_keys, Keys, ScalarKeys};
+use crate::keys::{scalar_keys, ScalarKeys};
+use crate::table::TableView;
 use crate::maps::GatherMaps;
 use crate::sort_merge::{merge_offsets, sort_merge_join, sort_with_rows, SortedKey};
 use crate::types::{JoinOptions, JoinType, RowId};
@@ -116,8 +117,8 @@ impl EquiChunkSource {
     ///
     /// Errors: keys whose column counts or types differ, more than [`RowId::MAX_ROWS`] rows a
     /// side, and (wide composite keys only) both sides together at `u32::MAX` rows or more.
-    pub fn new(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions) -> Result<Self> {
-        left.check_comparable(right)?;
+    pub fn new(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions) -> Result<Self> {
+        crate::keys::check_comparable(left, right)?;
         // The output comes in chunks: an output budget does not apply.
         let opts = JoinOptions { output_budget: None, ..opts };
         for (side, n) in [("left", left.rows()), ("right", right.rows())] {
@@ -243,9 +244,9 @@ impl ChunkSource for EquiChunkSource {
 /// docs; the total is exactly [`crate::join_size`]'s.
 ///
 /// ```no_run
-/// # use gpujoin_join::chunked::*; use gpujoin_join::{JoinOptions, JoinType, Keys};
+/// # use gpujoin_join::chunked::*; use gpujoin_join::{JoinOptions, JoinType}; use gpujoin_join::table::TableView;
 /// # fn f(s: &gpujoin_device::Stream, a: &gpujoin_device::DeviceBuffer<i64>, b: &gpujoin_device::DeviceBuffer<i64>) -> gpujoin_device::Result<()> {
-/// let (l, r) = (Keys::single(a.view()), Keys::single(b.view()));
+/// let (l, r) = (TableView::single(a.view()), TableView::single(b.view()));
 /// for chunk in join_chunks(s, &l, &r, JoinType::Left, JoinOptions::default(), ChunkBudget::Bytes(256 << 20))? {
 ///     let maps = chunk?.data; // at most 2^25 rows
 /// }
@@ -253,8 +254,8 @@ impl ChunkSource for EquiChunkSource {
 /// ```
 pub fn join_chunks(
     stream: &Stream,
-    left: &Keys<'_>,
-    right: &Keys<'_>,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     join_type: JoinType,
     opts: JoinOptions,
     budget: ChunkBudget,
@@ -267,10 +268,10 @@ pub fn join_chunks(
 /// each chunk's left and right maps as host slices ([`HostChunk::maps`]), in order.
 ///
 /// ```no_run
-/// # use gpujoin_join::chunked::*; use gpujoin_join::{JoinOptions, JoinType, Keys};
+/// # use gpujoin_join::chunked::*; use gpujoin_join::{JoinOptions, JoinType}; use gpujoin_join::table::TableView;
 /// # fn f(s: &gpujoin_device::Stream, a: &gpujoin_device::DeviceBuffer<u32>, b: &gpujoin_device::DeviceBuffer<u32>) -> gpujoin_device::Result<()> {
 /// let mut rows = 0u64;
-/// let (l, r) = (Keys::single(a.view()), Keys::single(b.view()));
+/// let (l, r) = (TableView::single(a.view()), TableView::single(b.view()));
 /// let stats = join_chunks_to_host(s, &l, &r, JoinType::Inner, JoinOptions::default(), ChunkBudget::default(), HostStreamOptions::default(), |chunk| {
 ///     let (left, right) = chunk.maps()?;
 ///     rows += left.len() as u64;
@@ -282,8 +283,8 @@ pub fn join_chunks(
 #[allow(clippy::too_many_arguments)]
 pub fn join_chunks_to_host(
     stream: &Stream,
-    left: &Keys<'_>,
-    right: &Keys<'_>,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     join_type: JoinType,
     opts: JoinOptions,
     budget: ChunkBudget,

@@ -18,13 +18,14 @@
 //!
 //! ```no_run
 //! use gpujoin_join::chunked::{join_chunks, ChunkBudget};
-//! use gpujoin_join::{JoinOptions, JoinType, Keys};
+//! use gpujoin_join::{JoinOptions, JoinType};
+//! use gpujoin_join::table::TableView;
 //! # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
 //! let a = s.copy_from_host(&[1u32, 2, 2])?;
 //! let b = s.copy_from_host(&[2u32, 2, 3])?;
 //! // at most 2 output rows (16 bytes of maps) per chunk
 //! let mut rows = Vec::new();
-//! let (l, r) = (Keys::single(a.view()), Keys::single(b.view()));
+//! let (l, r) = (TableView::single(a.view()), TableView::single(b.view()));
 //! for chunk in join_chunks(s, &l, &r, JoinType::Inner, JoinOptions::default(), ChunkBudget::Bytes(16))? {
 //!     let chunk = chunk?;
 //!     rows.extend(chunk.data.pairs()?);

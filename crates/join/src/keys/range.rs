@@ -14,7 +14,8 @@
 use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, Result, Stream};
 
-use super::{DeviceColumn, KeyColumn, Keys};
+use super::{key_view, validity_words, values, KeyValues};
+use crate::table::{ColumnView, TableView};
 use crate::kernels::sys::join as ffi;
 use crate::types::JoinOptions;
 
@@ -60,9 +61,13 @@ pub(crate) enum Outcome {
 
 impl Compressed {
     /// The keys of one side as the algorithms take them: the offsets with the original validity.
-    pub fn keys<'a>(&'a self, original: &Keys<'a>, side_left: bool) -> Result<Keys<'a>> {
-        let values = if side_left { &self.left } else { &self.right };
-        Keys::with_validity(vec![KeyColumn { values: DeviceColumn::U32(values.view()), validity: original.columns()[0].validity }])
+    pub fn keys<'a>(&'a self, original: &TableView<'a>, side_left: bool) -> Result<TableView<'a>> {
+        let offsets = ColumnView::from_values(if side_left { self.left.view() } else { self.right.view() });
+        let column = match original.columns()[0].validity() {
+            Some(v) => offsets.with_validity(v)?,
+            None => offsets,
+        };
+        key_view(vec![column])
     }
 
     /// A note for a join's reason: `8-byte keys joined as 32-bit offsets from -5 (span 12)`.
@@ -93,11 +98,11 @@ fn allowed(opts: JoinOptions) -> bool {
 }
 
 /// The 8-byte integer key column of keys of one column (`true`: signed).
-fn eligible(keys: &Keys<'_>) -> Option<bool> {
+fn eligible(keys: &TableView<'_>) -> Option<bool> {
     match keys.columns() {
-        [c] => match c.values {
-            DeviceColumn::I64(_) => Some(true),
-            DeviceColumn::U64(_) => Some(false),
+        [c] => match values(c) {
+            KeyValues::I64(_) => Some(true),
+            KeyValues::U64(_) => Some(false),
             _ => None,
         },
         _ => None,
@@ -105,19 +110,19 @@ fn eligible(keys: &Keys<'_>) -> Option<bool> {
 }
 
 /// The bits and validity pointer of a one-column 8-byte key (checked by [`eligible`]).
-fn raw(keys: &Keys<'_>) -> (*const u64, *const u32, usize) {
+fn raw(keys: &TableView<'_>) -> (*const u64, *const u32, usize) {
     let c = &keys.columns()[0];
-    let v = c.validity.map_or(std::ptr::null(), |v| v.as_ptr());
-    match c.values {
-        DeviceColumn::I64(x) => (x.as_ptr() as *const u64, v, x.len()),
-        DeviceColumn::U64(x) => (x.as_ptr(), v, x.len()),
+    let v = validity_words(c).map_or(std::ptr::null(), |v| v.as_ptr());
+    match values(c) {
+        KeyValues::I64(x) => (x.as_ptr() as *const u64, v, x.len()),
+        KeyValues::U64(x) => (x.as_ptr(), v, x.len()),
         _ => (std::ptr::null(), v, 0),
     }
 }
 
 /// Whether [`compress`] would look at the keys' range (one 8-byte integer column of the same
 /// type on both sides): no device work.
-pub(crate) fn eligible_pair(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> bool {
+pub(crate) fn eligible_pair(left: &TableView<'_>, right: &TableView<'_>, opts: JoinOptions) -> bool {
     matches!((eligible(left), eligible(right)), (Some(a), Some(b)) if a == b) && allowed(opts)
 }
 
@@ -125,7 +130,7 @@ pub(crate) fn eligible_pair(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions
 /// comparable) to `u32` offsets from the smallest valid key of either side when both sides'
 /// valid keys span less than 2^32. One reduction per side, one host sync, one offset pass per
 /// side. Errors: device errors only.
-pub(crate) fn compress(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> Result<Outcome> {
+pub(crate) fn compress(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, opts: JoinOptions) -> Result<Outcome> {
     let (Some(signed), true) = (eligible(left), eligible_pair(left, right, opts)) else { return Ok(Outcome::NotEligible) };
     let empty: [u64; 2] = if signed { [i64::MAX as u64, i64::MIN as u64] } else { [u64::MAX, 0] };
     let mut words = stream.copy_from_host(&empty)?;
@@ -149,7 +154,7 @@ pub(crate) fn compress(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts:
         Some(r) => r.min as u64,
         None => 0,
     };
-    let offsets = |keys: &Keys<'_>| -> Result<DeviceBuffer<u32>> {
+    let offsets = |keys: &TableView<'_>| -> Result<DeviceBuffer<u32>> {
         let (col, validity, n) = raw(keys);
         let mut out = stream.alloc::<u32>(n)?;
         let o = out.view_mut().as_mut_ptr();

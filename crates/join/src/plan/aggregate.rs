@@ -24,10 +24,10 @@ use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_primitives::{sort_keys, sorted_search, Bound, SearchKey, SearchOutputs, SortOrder, SortPairsOwned};
 
 use crate::kernels::aggregate::{aggregate_column, scatter_counts, AggColumn, AggValues, Matched, Multiplicity};
-use crate::keys::{scalar_keys, Keys, ScalarKeys};
+use crate::keys::{scalar_keys, ScalarKeys};
 use crate::maps::Side;
 use crate::sort_merge::sort_with_rows;
-use crate::table::{ColumnView, DataType};
+use crate::table::{ColumnView, DataType, TableView};
 use crate::theta::{Agg, AggValue};
 use crate::types::{JoinOptions, JoinType};
 
@@ -55,8 +55,8 @@ fn multiplicity(join_type: JoinType, side: Side) -> Result<Multiplicity> {
 /// (`i128`; an overflow is an [`Error::TooLarge`]), float SUM is added in the device's order
 /// (not the output's: it may round differently from a pair-by-pair sum).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn equi_aggregate(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, join_type: JoinType, opts: JoinOptions, agg: Agg, side: Side, column: &ColumnView<'_>) -> Result<AggValue> {
-    left.check_comparable(right)?;
+pub(super) fn equi_aggregate(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions, agg: Agg, side: Side, column: &ColumnView<'_>) -> Result<AggValue> {
+    crate::keys::check_comparable(left, right)?;
     let mult = multiplicity(join_type, side)?;
     let (a, b) = if side == Side::Left { (left, right) } else { (right, left) };
     if a.rows() != column.len() {
@@ -110,7 +110,7 @@ fn with_agg_column<R>(stream: &Stream, column: &ColumnView<'_>, agg: Agg, f: imp
 /// Per row of `a` (in row order), the number of rows of `b` whose key equals it under `opts`
 /// (0 for a row whose key can match nothing). Example: `a` keys `[1, NULL, 2]`, `b` keys
 /// `[2, 1, 1]` (NULL equals nothing) -> `[2, 0, 1]`.
-pub(crate) fn match_counts(stream: &Stream, a: &Keys<'_>, b: &Keys<'_>, opts: JoinOptions) -> Result<DeviceBuffer<u32>> {
+pub(crate) fn match_counts(stream: &Stream, a: &TableView<'_>, b: &TableView<'_>, opts: JoinOptions) -> Result<DeviceBuffer<u32>> {
     let mut counts = stream.alloc_zeroed::<u32>(a.rows())?;
     if a.rows() == 0 || b.rows() == 0 {
         return Ok(counts);

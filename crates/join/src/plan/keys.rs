@@ -24,22 +24,28 @@ use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
 use crate::kernels::table::{self as kernels, Cow};
 use crate::keys::range::{self, Outcome};
-use crate::keys::{DeviceColumn, KeyColumn, Keys};
-use crate::table::{ColumnView, DataType};
+use crate::table::{ColumnView, DataType, TableView};
 use crate::types::{JoinOptions, MAX_KEY_COLUMNS};
 
-enum Values<'a> {
-    I32(Cow<'a, i32>),
-    I64(Cow<'a, i64>),
-    U32(Cow<'a, u32>),
-    U64(Cow<'a, u64>),
-    F32(Cow<'a, f32>),
-    F64(Cow<'a, f64>),
+/// One prepared key column: its values (rows `0..n`) as the kernel key type `data_type`
+/// (`Int32`, `Int64`, `UInt32`, `UInt64`, `Float32` or `Float64`) and its validity words.
+struct Prepared<'a> {
+    data_type: DataType,
+    values: Cow<'a, u8>,
+    validity: Option<Cow<'a, u32>>,
 }
 
-struct Prepared<'a> {
-    values: Values<'a>,
-    validity: Option<Cow<'a, u32>>,
+impl<'a> Prepared<'a> {
+    /// A column the preparation computed.
+    fn owned<T: gpujoin_device::Pod>(data_type: DataType, values: DeviceBuffer<T>, validity: Option<Cow<'a, u32>>) -> Prepared<'a> {
+        Prepared { data_type, values: Cow::Owned(values.into_bytes()), validity }
+    }
+
+    fn view(&self) -> Result<ColumnView<'_>> {
+        let values = self.values.view();
+        let rows = values.len() / self.data_type.byte_width().unwrap_or(1);
+        ColumnView::new(self.data_type, rows, 0, values, None, self.validity.as_ref().map(|v| v.view().as_bytes()))
+    }
 }
 
 /// One side's prepared key columns.
@@ -51,24 +57,9 @@ pub(crate) struct PreparedKeys<'a> {
 }
 
 impl PreparedKeys<'_> {
-    /// The keys as the algorithms take them.
-    pub(crate) fn keys(&self) -> Result<Keys<'_>> {
-        let columns = self
-            .columns
-            .iter()
-            .map(|c| KeyColumn {
-                values: match &c.values {
-                    Values::I32(v) => DeviceColumn::I32(v.view()),
-                    Values::I64(v) => DeviceColumn::I64(v.view()),
-                    Values::U32(v) => DeviceColumn::U32(v.view()),
-                    Values::U64(v) => DeviceColumn::U64(v.view()),
-                    Values::F32(v) => DeviceColumn::F32(v.view()),
-                    Values::F64(v) => DeviceColumn::F64(v.view()),
-                },
-                validity: c.validity.as_ref().map(Cow::view),
-            })
-            .collect();
-        Keys::with_validity(columns)
+    /// The keys as the algorithms take them ([`crate::keys::check_keys`]).
+    pub(crate) fn keys(&self) -> Result<TableView<'_>> {
+        crate::keys::key_view(self.columns.iter().map(Prepared::view).collect::<Result<Vec<_>>>()?)
     }
 }
 
@@ -94,30 +85,32 @@ pub(crate) fn describe(t: DataType) -> &'static str {
     }
 }
 
-fn borrowed<'a, T: gpujoin_device::Pod>(v: &ColumnView<'a>) -> Result<Cow<'a, T>> {
-    v.typed::<T>().map(Cow::Borrowed).ok_or_else(|| Error::invalid(format!("a {} key column whose values buffer is misaligned", v.data_type())))
+/// The column's values read in place as the key type `t` (rows `0..n`: its offset applied).
+fn borrowed<'a, T: gpujoin_device::Pod>(v: &ColumnView<'a>, t: DataType, validity: Option<Cow<'a, u32>>) -> Result<Prepared<'a>> {
+    let values = v.typed::<T>().ok_or_else(|| Error::invalid(format!("a {} key column whose values buffer is misaligned", v.data_type())))?;
+    Ok(Prepared { data_type: t, values: Cow::Borrowed(values.as_bytes()), validity })
 }
 
 fn prepare_one<'a>(stream: &Stream, v: &ColumnView<'a>, out: &mut Vec<Prepared<'a>>) -> Result<()> {
     use DataType::*;
-    let validity = || kernels::validity_words(stream, v);
-    let values = match v.data_type() {
-        Int32 | Date32 => Values::I32(borrowed(v)?),
-        Int64 | Date64 | Timestamp(_) => Values::I64(borrowed(v)?),
-        UInt32 => Values::U32(borrowed(v)?),
-        UInt64 => Values::U64(borrowed(v)?),
-        Float32 => Values::F32(borrowed(v)?),
-        Float64 => Values::F64(borrowed(v)?),
-        Int8 | Int16 => Values::I32(Cow::Owned(kernels::widen(stream, v)?.cast())),
-        UInt8 | UInt16 | Boolean => Values::U32(Cow::Owned(kernels::widen(stream, v)?)),
+    let validity = kernels::validity_words(stream, v)?;
+    let prepared = match v.data_type() {
+        Int32 | Date32 => borrowed::<i32>(v, Int32, validity)?,
+        Int64 | Date64 | Timestamp(_) => borrowed::<i64>(v, Int64, validity)?,
+        UInt32 => borrowed::<u32>(v, UInt32, validity)?,
+        UInt64 => borrowed::<u64>(v, UInt64, validity)?,
+        Float32 => borrowed::<f32>(v, Float32, validity)?,
+        Float64 => borrowed::<f64>(v, Float64, validity)?,
+        Int8 | Int16 => Prepared::owned(Int32, kernels::widen(stream, v)?, validity),
+        UInt8 | UInt16 | Boolean => Prepared::owned(UInt32, kernels::widen(stream, v)?, validity),
         Decimal128(..) => {
             let (hi, lo) = kernels::split_decimal(stream, v)?;
-            out.push(Prepared { values: Values::I64(Cow::Owned(hi)), validity: validity()? });
-            Values::U64(Cow::Owned(lo))
+            out.push(Prepared::owned(Int64, hi, kernels::validity_words(stream, v)?));
+            Prepared::owned(UInt64, lo, validity)
         }
         Utf8 | LargeUtf8 => unreachable!("strings are prepared in pairs"),
     };
-    out.push(Prepared { values, validity: validity()? });
+    out.push(prepared);
     Ok(())
 }
 
@@ -137,8 +130,8 @@ pub(crate) fn prepare<'a>(stream: &Stream, left: &[ColumnView<'a>], right: &[Col
     for (a, b) in left.iter().zip(right) {
         if a.data_type().is_string() {
             let (ra, rb, _) = kernels::string_ranks(stream, a, b)?;
-            l.push(Prepared { values: Values::U32(Cow::Owned(ra)), validity: kernels::validity_words(stream, a)? });
-            r.push(Prepared { values: Values::U32(Cow::Owned(rb)), validity: kernels::validity_words(stream, b)? });
+            l.push(Prepared::owned(DataType::UInt32, ra, kernels::validity_words(stream, a)?));
+            r.push(Prepared::owned(DataType::UInt32, rb, kernels::validity_words(stream, b)?));
         } else {
             prepare_one(stream, a, &mut l)?;
             prepare_one(stream, b, &mut r)?;
@@ -152,8 +145,8 @@ pub(crate) fn prepare<'a>(stream: &Stream, left: &[ColumnView<'a>], right: &[Col
     match outcome {
         Outcome::Compressed(c) => {
             l.note = Some(c.note());
-            l.columns[0].values = Values::U32(Cow::Owned(c.left));
-            r.columns[0].values = Values::U32(Cow::Owned(c.right));
+            (l.columns[0].data_type, l.columns[0].values) = (DataType::UInt32, Cow::Owned(c.left.into_bytes()));
+            (r.columns[0].data_type, r.columns[0].values) = (DataType::UInt32, Cow::Owned(c.right.into_bytes()));
         }
         Outcome::TooWide(range) => l.note = Some(range::wide_note(range)),
         Outcome::NotEligible => {}
@@ -173,7 +166,7 @@ pub(crate) fn prepare_many<'a>(stream: &Stream, tables: &[Vec<ColumnView<'a>>]) 
         if cols[0].data_type().is_string() {
             let ranks = string_ranks_many(stream, &cols)?;
             for ((o, r), v) in out.iter_mut().zip(ranks).zip(&cols) {
-                o.push(Prepared { values: Values::U32(Cow::Owned(r)), validity: kernels::validity_words(stream, v)? });
+                o.push(Prepared::owned(DataType::UInt32, r, kernels::validity_words(stream, v)?));
             }
         } else {
             for (o, v) in out.iter_mut().zip(&cols) {
@@ -246,10 +239,10 @@ impl PreparedKeys<'_> {
 /// (5 matchable rows) are joined as `[1, 5, 1, 0]` and `[0, 6, 2]`; under `NullEqualsNull`
 /// the NULLs share a rank (`[1, 3, 1, 0]` and `[0, 3, 2]`: ranks follow the key images' order,
 /// NULLs after the valid keys).
-pub(crate) fn match_keys(stream: &Stream, left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
+pub(crate) fn match_keys(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, opts: JoinOptions) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
     use crate::common::rows_where;
     use crate::keys::{dense_ranks, images, KeyPlan};
-    left.check_comparable(right)?;
+    crate::keys::check_comparable(left, right)?;
     let plan = KeyPlan::new(left, right, opts, 64);
     let (il, ir) = (images(stream, left, plan)?, images(stream, right, plan)?);
     let ml = rows_where(stream, &il.never_match.view(), false, None)?;
@@ -283,29 +276,18 @@ pub(crate) fn sentinels(left: usize, right: usize) -> Result<(u32, u32)> {
 /// indexes one key column, leaving null rows (of a validity bitmap) and NaN rows out, so it
 /// takes other keys as ranks: a composite key (a `Decimal128` prepares as two columns), nullable
 /// keys under `NullEqualsNull`, float keys under `NanEqualsNan`.
-pub(crate) fn inlj_needs_ranks(left: &Keys<'_>, right: &Keys<'_>, opts: JoinOptions) -> bool {
+pub(crate) fn inlj_needs_ranks(left: &TableView<'_>, right: &TableView<'_>, opts: JoinOptions) -> bool {
     use crate::types::{NanEquality, NullEquality};
     let (l, r) = (left.columns(), right.columns());
     l.len() != 1
-        || ((l[0].validity.is_some() || r[0].validity.is_some()) && opts.null_equality == NullEquality::NullEqualsNull)
-        || (matches!(l[0].values, DeviceColumn::F32(_) | DeviceColumn::F64(_)) && opts.nan_equality == NanEquality::NanEqualsNan)
+        || ((l[0].validity().is_some() || r[0].validity().is_some()) && opts.null_equality == NullEquality::NullEqualsNull)
+        || (l[0].data_type().is_float() && opts.nan_equality == NanEquality::NanEqualsNan)
 }
 
 /// A prepared single key column as a table column read in place (for the indexed nested loop's
 /// index and probe).
 pub(crate) fn single_view<'k>(keys: &'k PreparedKeys<'_>) -> Result<ColumnView<'k>> {
-    fn view<'k, T: gpujoin_device::Pod>(t: DataType, v: &'k Cow<'_, T>) -> Result<ColumnView<'k>> {
-        let v = v.view();
-        ColumnView::new(t, v.len(), 0, v.as_bytes(), None, None)
-    }
-    match &keys.columns[0].values {
-        Values::I32(v) => view(DataType::Int32, v),
-        Values::I64(v) => view(DataType::Int64, v),
-        Values::U32(v) => view(DataType::UInt32, v),
-        Values::U64(v) => view(DataType::UInt64, v),
-        Values::F32(v) => view(DataType::Float32, v),
-        Values::F64(v) => view(DataType::Float64, v),
-    }
+    Ok(keys.columns[0].view()?.without_validity())
 }
 
 #[cfg(test)]

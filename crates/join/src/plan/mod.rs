@@ -87,7 +87,6 @@ use gpujoin_device::{Error, Result, Stream};
 
 use crate::chunked::{ChunkBudget, ChunkSource, EquiChunkSource, JoinChunks};
 use crate::hash_join::JoinStats;
-use crate::keys::Keys;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{col_l, col_r, Expr, Predicate};
 use crate::theta::{Agg, AggValue};
@@ -699,7 +698,7 @@ impl<'a> Join<'a> {
                 // One u32 match key a side in place of the keys (see `keys::match_keys`).
                 let (ml, mr) = keys::match_keys(stream, &lk.keys()?, &rk.keys()?, self.options)?;
                 drop((lk, rk));
-                self.run_wide(stream, &inputs, &Keys::single(ml.view()), &Keys::single(mr.view()), algorithm, reason)?
+                self.run_wide(stream, &inputs, &TableView::single(ml.view()), &TableView::single(mr.view()), algorithm, reason)?
             } else {
                 self.run_wide(stream, &inputs, &lk.keys()?, &rk.keys()?, algorithm, reason)?
             };
@@ -807,7 +806,7 @@ impl<'a> Join<'a> {
                 if self.clustered_ranks(i).is_some() {
                     // One u32 match key a side in place of the keys (see `keys::match_keys`).
                     let (ml, mr) = keys::match_keys(stream, &l, &r, self.options)?;
-                    clustered_pairs(stream, &Keys::single(ml.view()), &Keys::single(mr.view()), i, algorithm, inner_options)?
+                    clustered_pairs(stream, &TableView::single(ml.view()), &TableView::single(mr.view()), i, algorithm, inner_options)?
                 } else {
                     clustered_pairs(stream, &l, &r, i, algorithm, inner_options)?
                 }
@@ -822,7 +821,7 @@ impl<'a> Join<'a> {
         Ok((crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)?, note, None))
     }
 
-    fn run_wide(&self, stream: &Stream, i: &Inputs<'a>, l: &Keys<'_>, r: &Keys<'_>, algorithm: Algorithm, reason: String) -> Result<JoinOutput> {
+    fn run_wide(&self, stream: &Stream, i: &Inputs<'a>, l: &TableView<'_>, r: &TableView<'_>, algorithm: Algorithm, reason: String) -> Result<JoinOutput> {
         // Columns the clustered gathers take as they are travel through the join; the others
         // are gathered afterwards by a row-id column (`1 + row`: an unmatched row reads 0) that
         // travels in their place, last (see `Gather::Clustered`).
@@ -833,15 +832,14 @@ impl<'a> Join<'a> {
             crate::common::iota_from(stream, rows, 1).map(Some)
         };
         let (lids, rids) = (row_ids(&i.left_select, i.left_rows)?, row_ids(&i.right_select, i.right_rows)?);
-        fn payloads<'p>(cols: &[ColumnView<'p>], ids: &'p Option<gpujoin_device::DeviceBuffer<u32>>) -> Result<Vec<crate::keys::DeviceColumn<'p>>> {
-            let mut v = cols.iter().filter(|c| clustered_as_is(c)).map(payload_view).collect::<Result<Vec<_>>>()?;
-            v.extend(ids.as_ref().map(|b| crate::keys::DeviceColumn::U32(b.view())));
-            Ok(v)
+        fn payloads<'p>(cols: &[ColumnView<'p>], ids: &'p Option<gpujoin_device::DeviceBuffer<u32>>) -> Vec<ColumnView<'p>> {
+            let mut v: Vec<ColumnView<'p>> = cols.iter().copied().filter(clustered_as_is).collect();
+            v.extend(ids.as_ref().map(|b| ColumnView::from_values(b.view())));
+            v
         }
         let out = {
-            let wl = wide::WideRelation::new(l.clone(), payloads(&i.left_select, &lids)?)?;
-            let wr = wide::WideRelation::new(r.clone(), payloads(&i.right_select, &rids)?)?;
-            clustered_join(stream, &wl, &wr, self.join_type, algorithm, self.options)?
+            let (pl, pr) = (payloads(&i.left_select, &lids), payloads(&i.right_select, &rids));
+            clustered_join(stream, (l, &pl), (r, &pr), self.join_type, algorithm, self.options)?
         };
         drop((lids, rids));
         let composed = self.composed_payloads(i);
@@ -1124,7 +1122,7 @@ pub(crate) fn materialize_sides(stream: &Stream, maps: &GatherMaps, left: &[(Str
 }
 
 #[allow(clippy::too_many_arguments)]
-fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &keys::PreparedKeys<'_>, rk: &keys::PreparedKeys<'_>, algorithm: Algorithm, jt: JoinType, options: JoinOptions) -> Result<(GatherMaps, Option<JoinStats>)> {
+fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &TableView<'_>, r: &TableView<'_>, lk: &keys::PreparedKeys<'_>, rk: &keys::PreparedKeys<'_>, algorithm: Algorithm, jt: JoinType, options: JoinOptions) -> Result<(GatherMaps, Option<JoinStats>)> {
     Ok((match algorithm {
         Algorithm::SortedMerge => {
             crate::common::check_output_budget(stream, l, r, jt, options)?;
@@ -1166,11 +1164,11 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &Keys<'_>, r: &Keys<'_>, lk: &k
 /// The wide join of prepared keys with payloads by `algorithm` (a clustered one, or `Auto`: the
 /// paper's decision tree), its output a relation; an error, never another algorithm, when the
 /// explicit one did not run.
-fn clustered_join(stream: &Stream, l: &wide::WideRelation<'_>, r: &wide::WideRelation<'_>, jt: JoinType, algorithm: Algorithm, options: JoinOptions) -> Result<wide::WideJoinOutput> {
+fn clustered_join<'a>(stream: &Stream, l: (&'a TableView<'a>, &'a [ColumnView<'a>]), r: (&'a TableView<'a>, &'a [ColumnView<'a>]), jt: JoinType, algorithm: Algorithm, options: JoinOptions) -> Result<wide::WideJoinOutput> {
     let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
     let opts = wide::WideJoinOptions { keys: options, output: wide::Output::Relation };
     // The keys are prepared (compressed where they can be): not again.
-    let out = wide::join_as_given(stream, l, r, jt, wa, opts)?;
+    let out = wide::join_as_given(stream, &wide::Relation::of("left", l)?, &wide::Relation::of("right", r)?, jt, wa, opts)?;
     let ran = Algorithm::from_wide(out.algorithm);
     if algorithm != Algorithm::Auto && ran != algorithm {
         // The pre-checks should make this impossible; never substitute silently.
@@ -1184,11 +1182,10 @@ fn clustered_join(stream: &Stream, l: &wide::WideRelation<'_>, r: &wide::WideRel
 /// pairs, in its order.
 ///
 /// Example: keys `[7, 5]` and `[5, 5, 9]`: the pairs (1, 0) and (1, 1).
-fn clustered_pairs(stream: &Stream, l: &Keys<'_>, r: &Keys<'_>, i: &Inputs<'_>, algorithm: Algorithm, options: JoinOptions) -> Result<GatherMaps> {
+fn clustered_pairs(stream: &Stream, l: &TableView<'_>, r: &TableView<'_>, i: &Inputs<'_>, algorithm: Algorithm, options: JoinOptions) -> Result<GatherMaps> {
     let (il, ir) = (crate::common::iota(stream, i.left_rows)?, crate::common::iota(stream, i.right_rows)?);
-    let wl = wide::WideRelation::new(l.clone(), vec![crate::keys::DeviceColumn::U32(il.view())])?;
-    let wr = wide::WideRelation::new(r.clone(), vec![crate::keys::DeviceColumn::U32(ir.view())])?;
-    let out = clustered_join(stream, &wl, &wr, JoinType::Inner, algorithm, options)?;
+    let (pl, pr) = ([ColumnView::from_values(il.view())], [ColumnView::from_values(ir.view())]);
+    let out = clustered_join(stream, (l, &pl), (r, &pr), JoinType::Inner, algorithm, options)?;
     let ids = |m: Option<crate::maps::Materialized>| m.and_then(|m| m.columns.into_iter().next()).and_then(|c| c.into_values::<u32>()).ok_or_else(|| Error::invalid("internal: the row ids did not come back from the clustered join"));
     Ok(GatherMaps::new(JoinType::Inner, ids(out.left)?, ids(out.right)?))
 }
@@ -1294,6 +1291,3 @@ fn clustered_as_is(c: &ColumnView<'_>) -> bool {
     c.validity().is_none() && matches!(c.data_type(), Int32 | Date32 | UInt32 | Float32 | Float64 | UInt64 | Int64 | Date64 | Timestamp(_))
 }
 
-fn payload_view<'v>(c: &ColumnView<'v>) -> Result<crate::keys::DeviceColumn<'v>> {
-    crate::keys::DeviceColumn::from_view(c).ok_or_else(|| Error::invalid(format!("payload of type {}", c.data_type())))
-}

@@ -139,6 +139,28 @@ impl<'a> ColumnView<'a> {
         checked(ColumnView { data_type, len, offset, values, offsets, validity })
     }
 
+    /// A column of `T`'s type ([`NativeValue::DATA_TYPE`]) over a typed device view: offset 0,
+    /// no validity. `ColumnView::from_values(s.copy_from_host(&[1u32, 2])?.view())` is a
+    /// `UInt32` column of 2 rows; `DeviceView`s convert with `into()` too.
+    pub fn from_values<T: NativeValue + gpujoin_device::Pod>(values: DeviceView<'a, T>) -> ColumnView<'a> {
+        ColumnView { data_type: T::DATA_TYPE, len: values.len(), offset: 0, values: values.as_bytes(), offsets: None, validity: None }
+    }
+
+    /// The same column with a validity bitmap (bit `offset + i` for row `i`, 1 = valid); a
+    /// bitmap too short for the rows is an [`Error::InvalidArgument`].
+    ///
+    /// `ColumnView::from(keys.view()).with_validity(words.view().as_bytes())?` for `u32`
+    /// validity words.
+    pub fn with_validity(self, validity: DeviceView<'a, u8>) -> Result<ColumnView<'a>> {
+        checked(ColumnView { validity: Some(validity), ..self })
+    }
+
+    /// The same values without the validity bitmap (for kernels that read every row's value
+    /// and leave NULLs to their caller).
+    pub(crate) fn without_validity(self) -> ColumnView<'a> {
+        ColumnView { validity: None, ..self }
+    }
+
     /// Rows `start .. start + len` (no copy: the offset grows).
     pub fn slice(&self, start: usize, len: usize) -> Result<ColumnView<'a>> {
         if start + len > self.len {
@@ -225,6 +247,12 @@ impl<'a> ColumnView<'a> {
         (w == std::mem::size_of::<T>()).then_some(())?;
         let v = self.values.slice(self.offset * w..(self.offset + self.len) * w);
         v.reinterpret::<T>()
+    }
+}
+
+impl<'a, T: NativeValue + gpujoin_device::Pod> From<DeviceView<'a, T>> for ColumnView<'a> {
+    fn from(values: DeviceView<'a, T>) -> Self {
+        ColumnView::from_values(values)
     }
 }
 
@@ -332,6 +360,20 @@ impl<'a> TableView<'a> {
         }
         Ok(TableView { names, columns })
     }
+    /// A view of columns named by their position (`"0"`, `"1"`, ...), for the algorithms' own
+    /// entry points, which take key and payload columns by position.
+    ///
+    /// `TableView::unnamed(vec![a.view().into(), b.view().into()])?` for two device buffers of
+    /// equal length.
+    pub fn unnamed(columns: Vec<ColumnView<'a>>) -> Result<TableView<'a>> {
+        TableView::new(columns.into_iter().enumerate().map(|(i, c)| (i.to_string(), c)).collect())
+    }
+
+    /// A view of one column, named `"0"`: `TableView::single(keys.view())`.
+    pub fn single(column: impl Into<ColumnView<'a>>) -> TableView<'a> {
+        TableView { names: vec!["0".to_string()], columns: vec![column.into()] }
+    }
+
     /// Number of rows (0 without columns).
     pub fn rows(&self) -> usize {
         self.columns.first().map_or(0, ColumnView::len)

@@ -55,7 +55,7 @@ use crate::table::ColumnView;
 use crate::hash_join::non_partitioned_hash_join;
 use crate::kernels::aggregate::AccHost;
 use crate::kernels::sys::theta as ffi;
-use crate::keys::{DeviceColumn, Keys};
+use crate::table::TableView;
 use crate::maps::GatherMaps;
 use crate::predicate::{CheckedPredicate, DataType, Predicate, Side};
 use super::{Agg, AggValue};
@@ -625,12 +625,10 @@ pub(crate) fn mixed_keys(left: &DeviceRelation, right: &DeviceRelation, pred: &C
 
 /// The equality columns of a mixed join as keys of both sides, and the options that give them
 /// the predicate's IEEE equality (-0.0 == 0.0, key images normalize zeros; NaN equals nothing).
-pub(crate) fn mixed_key_columns<'a>(left: &'a DeviceRelation<'_>, right: &'a DeviceRelation<'_>, keys: &[(usize, usize)]) -> Result<(Keys<'a>, Keys<'a>, JoinOptions)> {
-    fn key_cols<'a>(rel: &'a DeviceRelation<'_>, cols: impl Iterator<Item = usize>) -> Result<Keys<'a>> {
-        let cols = cols
-            .map(|c| DeviceColumn::from_view(&rel.column(c)).ok_or_else(|| Error::invalid("internal: a string key column")))
-            .collect::<Result<Vec<_>>>()?;
-        Keys::new(cols)
+pub(crate) fn mixed_key_columns<'a>(left: &'a DeviceRelation<'_>, right: &'a DeviceRelation<'_>, keys: &[(usize, usize)]) -> Result<(TableView<'a>, TableView<'a>, JoinOptions)> {
+    // The values only: the mixed join's caller handles NULLs.
+    fn key_cols<'a>(rel: &'a DeviceRelation<'_>, cols: impl Iterator<Item = usize>) -> Result<TableView<'a>> {
+        crate::keys::key_view(cols.map(|c| rel.column(c).without_validity()).collect())
     }
     let opts = JoinOptions { nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::default() };
     Ok((key_cols(left, keys.iter().map(|k| k.0))?, key_cols(right, keys.iter().map(|k| k.1))?, opts))

@@ -40,10 +40,11 @@
 use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceView, Result, Stream};
 
-use super::{gather_column, payload_column, Algorithm, Output, WideJoinOptions, WideRelation};
+use super::{gather_column, Algorithm, Output, Relation, WideJoinOptions};
 use crate::hash_join::non_partitioned_hash_join;
 use crate::kernels::sys::hash as ffi;
-use crate::keys::{DeviceColumn, KeyPlan, Keys};
+use crate::keys::{check_comparable, key_view, validity_words, values, width, KeyPlan, KeyValues};
+use crate::table::{ColumnView, TableView};
 use crate::table::Column;
 use crate::types::{JoinOptions, JoinType};
 
@@ -170,28 +171,28 @@ pub struct Features {
 
 impl Features {
     /// The features of a join that need no device work.
-    pub(crate) fn of(left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, opts: WideJoinOptions) -> Features {
+    pub(crate) fn of(left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions) -> Features {
         let maps_only = opts.output == Output::MapsOnly;
-        let lp: &[DeviceColumn<'_>] = if jt.has_left_map() && !maps_only { left.payloads() } else { &[] };
-        let rp: &[DeviceColumn<'_>] = if jt.has_right_map() && !maps_only { right.payloads() } else { &[] };
+        let lp: &[ColumnView<'_>] = if jt.has_left_map() && !maps_only { left.payloads() } else { &[] };
+        let rp: &[ColumnView<'_>] = if jt.has_right_map() && !maps_only { right.payloads() } else { &[] };
         let cols = left.keys().columns();
         let simple = cols.len() == 1
-            && cols[0].validity.is_none()
-            && right.keys().columns()[0].validity.is_none()
-            && matches!(cols[0].values, DeviceColumn::I32(_) | DeviceColumn::I64(_) | DeviceColumn::U32(_) | DeviceColumn::U64(_));
+            && cols[0].validity().is_none()
+            && right.keys().columns()[0].validity().is_none()
+            && matches!(values(&cols[0]), KeyValues::I32(_) | KeyValues::I64(_) | KeyValues::U32(_) | KeyValues::U64(_));
         let (l, r) = (left.rows() as u64, right.rows() as u64);
         let all_keys = || left.keys().columns().iter().chain(right.keys().columns());
         let nulls_never = opts.keys.null_equality == crate::types::NullEquality::NullEqualsNothing;
         let nan_never = opts.keys.nan_equality == crate::NanEquality::NanNeverEqual;
-        let may_match_nothing = all_keys().any(|c| (nulls_never && c.validity.is_some()) || (nan_never && matches!(c.values, DeviceColumn::F32(_) | DeviceColumn::F64(_))));
+        let may_match_nothing = all_keys().any(|c| (nulls_never && c.validity().is_some()) || (nan_never && matches!(values(c), KeyValues::F32(_) | KeyValues::F64(_))));
         Features {
             build_rows: l.min(r),
             probe_rows: l.max(r),
-            key_bytes: cols.iter().map(|c| c.values.width() as u32).sum(),
+            key_bytes: cols.iter().map(|c| width(c) as u32).sum(),
             payload_columns: (lp.len() + rp.len()) as u32,
             max_side_payloads: lp.len().max(rp.len()) as u32,
             probe_payloads: if l <= r { rp.len() } else { lp.len() } as u32,
-            eight_byte_payloads: lp.iter().chain(rp).filter(|c| c.width() == 8).count() as u32,
+            eight_byte_payloads: lp.iter().chain(rp).filter(|c| width(c) == 8).count() as u32,
             simple_keys: simple,
             hashed_keys: !KeyPlan::new(left.keys(), right.keys(), opts.keys, 64).exact,
             keys_may_match_nothing: may_match_nothing,
@@ -430,22 +431,22 @@ type SampleMatchFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, i32, 
 ///
 /// Single non-null key columns: [`sample_single`] (one streaming pass over the build keys).
 /// Other keys: the non-partitioned hash join of the sampled keys with the build side.
-fn sample(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions) -> Result<(f64, SampledSkew)> {
+fn sample(stream: &Stream, build: &TableView<'_>, probe: &TableView<'_>, opts: JoinOptions) -> Result<(f64, SampledSkew)> {
     debug_assert!(SAMPLE_ROWS as i64 <= unsafe { ffi::gj_h_sample_max() });
     let (bc, pc) = (build.columns(), probe.columns());
-    if bc.len() == 1 && bc[0].validity.is_none() && pc[0].validity.is_none() && probe.rows() > 0 {
+    if bc.len() == 1 && validity_words(&bc[0]).is_none() && validity_words(&pc[0]).is_none() && probe.rows() > 0 {
         let nan_never = opts.nan_equality == crate::NanEquality::NanNeverEqual;
         let b32 = |x: u32| x as u64;
         let b64 = |x: u64| x;
-        let r = match (bc[0].values, pc[0].values) {
-            (DeviceColumn::U32(b), DeviceColumn::U32(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
-            (DeviceColumn::I32(b), DeviceColumn::I32(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
-            (DeviceColumn::F32(b), DeviceColumn::F32(p)) => {
+        let r = match (values(&bc[0]), values(&pc[0])) {
+            (KeyValues::U32(b), KeyValues::U32(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
+            (KeyValues::I32(b), KeyValues::I32(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
+            (KeyValues::F32(b), KeyValues::F32(p)) => {
                 Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::F32 { nan_never }, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32))
             }
-            (DeviceColumn::U64(b), DeviceColumn::U64(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
-            (DeviceColumn::I64(b), DeviceColumn::I64(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
-            (DeviceColumn::F64(b), DeviceColumn::F64(p)) => {
+            (KeyValues::U64(b), KeyValues::U64(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
+            (KeyValues::I64(b), KeyValues::I64(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
+            (KeyValues::F64(b), KeyValues::F64(p)) => {
                 Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::F64 { nan_never }, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64))
             }
             _ => None,
@@ -461,8 +462,8 @@ fn sample(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions
 /// the streaming pass where the keys allow it (`general` false) or by the general join (`general`
 /// true), as Auto samples them. Only with the feature `testing`.
 #[cfg(feature = "testing")]
-pub fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
-    build.check_comparable(probe)?;
+pub fn sample_for_tests(stream: &Stream, build: &TableView<'_>, probe: &TableView<'_>, opts: JoinOptions, general: bool) -> Result<(f64, SampledSkew)> {
+    check_comparable(build, probe)?;
     if general {
         sample_by_join(stream, build, probe, opts)
     } else {
@@ -472,14 +473,14 @@ pub fn sample_for_tests(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opt
 
 /// The general sample: the sampled probe keys joined with the whole build side (composite or
 /// nullable keys).
-fn sample_by_join(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: JoinOptions) -> Result<(f64, SampledSkew)> {
+fn sample_by_join(stream: &Stream, build: &TableView<'_>, probe: &TableView<'_>, opts: JoinOptions) -> Result<(f64, SampledSkew)> {
     let n = probe.rows();
     let m = SAMPLE_ROWS.min(n);
     let positions: Vec<u32> = (0..m as u64).map(|i| (i * n as u64 / m as u64) as u32).collect();
     let pos = stream.copy_from_host(&positions)?;
     // Nulls are not sampled: the sample's keys are the values (an estimate).
-    let cols: Vec<Column> = probe.columns().iter().map(|c| gather_column(stream, &c.values, &pos.view())).collect::<Result<_>>()?;
-    let keys = Keys::new(cols.iter().map(payload_column).collect())?;
+    let cols: Vec<Column> = probe.columns().iter().map(|c| gather_column(stream, &c.without_validity(), &pos.view())).collect::<Result<_>>()?;
+    let keys = key_view(cols.iter().map(Column::view).collect())?;
     let matched = non_partitioned_hash_join(stream, &keys, build, JoinType::LeftSemi, opts)?.rows();
     // The first key column's bits (4-byte keys zero-extended).
     let first = cols[0].view();
@@ -492,7 +493,7 @@ fn sample_by_join(stream: &Stream, build: &Keys<'_>, probe: &Keys<'_>, opts: Joi
 }
 
 /// Measures the features (sampling only where the tree needs it) and applies the tree.
-pub(crate) fn decide(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, opts: WideJoinOptions) -> Result<(Algorithm, String)> {
+pub(crate) fn decide(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions) -> Result<(Algorithm, String)> {
     let mut f = Features::of(left, right, jt, opts);
     if f.needs_sample() {
         let (build, probe) = if left.rows() < right.rows() { (left.keys(), right.keys()) } else { (right.keys(), left.keys()) };

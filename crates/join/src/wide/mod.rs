@@ -47,15 +47,15 @@
 //! order within the sorted left side, then right; unmatched right rows last, in key order.
 //!
 //! ```no_run
-//! # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_device::*;
+//! # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_join::table::TableView; use gpujoin_device::*;
 //! # fn f(s: &Stream) -> Result<()> {
 //! let rk = s.copy_from_host(&[1u32, 2, 3])?; // R: primary keys and a price
 //! let price = s.copy_from_host(&[10.0f64, 20.0, 30.0])?;
 //! let sk = s.copy_from_host(&[3u32, 3, 1])?; // S: foreign keys and a quantity
 //! let qty = s.copy_from_host(&[7i32, 8, 9])?;
-//! let r = WideRelation::new(Keys::single(rk.view()), vec![price.view().into()])?;
-//! let f = WideRelation::new(Keys::single(sk.view()), vec![qty.view().into()])?;
-//! let out = join(s, &r, &f, JoinType::Inner, Algorithm::Auto, WideJoinOptions::default())?;
+//! let (r, r_cols) = (TableView::single(rk.view()), [price.view().into()]);
+//! let (f, f_cols) = (TableView::single(sk.view()), [qty.view().into()]);
+//! let out = join(s, (&r, &r_cols), (&f, &f_cols), JoinType::Inner, Algorithm::Auto, WideJoinOptions::default())?;
 //! assert_eq!(out.rows, 3); // (10, 9) (30, 7) (30, 8) in some order
 //! println!("{:?} because {}; {:?}", out.algorithm, out.reason, out.stats);
 //! # Ok(()) }
@@ -74,49 +74,38 @@ use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
 
 use crate::hash_join::{partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
 use crate::keys::range::{self, Outcome};
-use crate::keys::{DeviceColumn, Keys};
+use crate::keys::{check_comparable, check_keys, check_payloads};
 use crate::maps::{map_validity, GatherMaps, Materialized, Side};
-use crate::table::Column;
+use crate::table::{ColumnView, TableView};
 use crate::types::{JoinOptions, JoinType};
 
-/// A relation of the wide joins: 1 to 4 key columns ([`Keys`]) and any number of payload
-/// columns of 4- or 8-byte types, all of the same length.
-///
-/// ```no_run
-/// # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_device::*;
-/// # fn f(s: &Stream) -> Result<()> {
-/// let k = s.copy_from_host(&[1u64, 2])?;
-/// let a = s.copy_from_host(&[0.5f32, 1.5])?;
-/// let b = s.copy_from_host(&[7i64, 8])?;
-/// let r = WideRelation::new(Keys::single(k.view()), vec![a.view().into(), b.view().into()])?;
-/// assert_eq!((r.rows(), r.payloads().len()), (2, 2));
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct WideRelation<'a> {
-    keys: Keys<'a>,
-    payloads: Vec<DeviceColumn<'a>>,
+/// One side of a wide join as the algorithms read it: its key columns (checked by
+/// [`crate::keys::check_keys`]) and its payload columns (4- or 8-byte values without a validity
+/// bitmap, [`crate::keys::check_payloads`]), all of the same length. Callers pass the pair
+/// `(&keys, &payloads)` to [`join`].
+#[derive(Clone, Copy)]
+pub(crate) struct Relation<'a> {
+    pub keys: &'a TableView<'a>,
+    pub payloads: &'a [ColumnView<'a>],
 }
 
-impl<'a> WideRelation<'a> {
-    /// A relation from its keys and payload columns; a payload column whose length differs from
-    /// the keys' is an [`Error::InvalidArgument`].
-    pub fn new(keys: Keys<'a>, payloads: Vec<DeviceColumn<'a>>) -> Result<Self> {
-        for (i, c) in payloads.iter().enumerate() {
-            gpujoin_device::check_same_len("keys", keys.rows(), &format!("payload column {i}"), c.len())?;
-        }
-        Ok(WideRelation { keys, payloads })
+impl<'a> Relation<'a> {
+    /// The pair, checked: keys, payloads of the keys' length.
+    pub(crate) fn of(side: &str, (keys, payloads): (&'a TableView<'a>, &'a [ColumnView<'a>])) -> Result<Relation<'a>> {
+        check_keys(keys)?;
+        check_payloads(side, keys.rows(), payloads)?;
+        Ok(Relation { keys, payloads })
     }
     /// The key columns.
-    pub fn keys(&self) -> &Keys<'a> {
-        &self.keys
+    pub(crate) fn keys(&self) -> &'a TableView<'a> {
+        self.keys
     }
     /// The payload columns, in order.
-    pub fn payloads(&self) -> &[DeviceColumn<'a>] {
-        &self.payloads
+    pub(crate) fn payloads(&self) -> &'a [ColumnView<'a>] {
+        self.payloads
     }
     /// Number of rows.
-    pub fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.keys.rows()
     }
 }
@@ -232,28 +221,30 @@ pub struct WideJoinOutput {
 ///
 /// ```no_run
 /// # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_device::*;
-/// # fn f(s: &Stream, r: &WideRelation, f: &WideRelation) -> Result<()> {
-/// let out = join(s, r, f, JoinType::Left, Algorithm::PhjOm, WideJoinOptions::default())?;
+/// # use gpujoin_join::table::{ColumnView, TableView};
+/// # fn f(s: &Stream, r: &TableView, r_cols: &[ColumnView], f: &TableView, f_cols: &[ColumnView]) -> Result<()> {
+/// let out = join(s, (r, r_cols), (f, f_cols), JoinType::Left, Algorithm::PhjOm, WideJoinOptions::default())?;
 /// let right = out.right.as_ref().unwrap();
 /// assert!(right.validity.is_some()); // left rows without a partner: null on the right
 /// # Ok(()) }
 /// ```
-pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
-    left.keys.check_comparable(&right.keys)?;
-    if !range::eligible_pair(&left.keys, &right.keys, opts.keys) {
+pub fn join<'a>(stream: &Stream, left: (&'a TableView<'a>, &'a [ColumnView<'a>]), right: (&'a TableView<'a>, &'a [ColumnView<'a>]), join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
+    let (left, right) = (&Relation::of("left", left)?, &Relation::of("right", right)?);
+    check_comparable(left.keys, right.keys)?;
+    if !range::eligible_pair(left.keys, right.keys, opts.keys) {
         return join_as_given(stream, left, right, join_type, algorithm, opts);
     }
     let start = Event::new(stream.device(), true)?;
     start.record(stream)?;
-    let outcome = range::compress(stream, &left.keys, &right.keys, opts.keys)?;
+    let outcome = range::compress(stream, left.keys, right.keys, opts.keys)?;
     let end = Event::new(stream.device(), true)?;
     end.record(stream)?;
     let (mut out, note) = match outcome {
         Outcome::NotEligible => return join_as_given(stream, left, right, join_type, algorithm, opts),
         Outcome::TooWide(r) => (join_as_given(stream, left, right, join_type, algorithm, opts)?, range::wide_note(r)),
         Outcome::Compressed(c) => {
-            let l = WideRelation { keys: c.keys(&left.keys, true)?, payloads: left.payloads.clone() };
-            let r = WideRelation { keys: c.keys(&right.keys, false)?, payloads: right.payloads.clone() };
+            let (lk, rk) = (c.keys(left.keys, true)?, c.keys(right.keys, false)?);
+            let (l, r) = (Relation { keys: &lk, payloads: left.payloads }, Relation { keys: &rk, payloads: right.payloads });
             (join_as_given(stream, &l, &r, join_type, algorithm, opts)?, c.note())
         }
     };
@@ -268,8 +259,8 @@ pub fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, 
 
 /// [`join`] on the keys as given, never compressed here (the front door prepares its keys
 /// itself, compressed where they can be).
-pub(crate) fn join_as_given(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
-    left.keys.check_comparable(&right.keys)?;
+pub(crate) fn join_as_given(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
+    check_comparable(left.keys, right.keys)?;
     let (algorithm, reason) = match algorithm {
         Algorithm::Auto => auto::decide(stream, left, right, join_type, opts)?,
         a => (a, "requested".to_string()),
@@ -280,30 +271,30 @@ pub(crate) fn join_as_given(stream: &Stream, left: &WideRelation<'_>, right: &Wi
         Algorithm::SmjUm | Algorithm::SmjOm => {
             // The hash joins check a caller's output budget themselves; the wide sort-merge
             // joins count first here (no output allocated), as the plain sort-merge join does.
-            crate::common::check_output_budget(stream, &left.keys, &right.keys, join_type, opts.keys)?;
+            crate::common::check_output_budget(stream, left.keys, right.keys, join_type, opts.keys)?;
             smj::join(stream, left, right, join_type, algorithm == Algorithm::SmjOm, opts, reason)
         }
         Algorithm::PhjUm | Algorithm::PhjOm if maps_only => {
             // No payload to materialize: PHJ-OM's maps are PHJ-UM's; PHJ-UM runs and says so.
             let reason = if algorithm == Algorithm::PhjOm { format!("{reason}; maps only: no payload to materialize, so PHJ-OM's clustered gathers do not apply: PHJ-UM") } else { reason };
-            let out = partitioned_hash_join(stream, &left.keys, &right.keys, join_type, opts.keys)?;
+            let out = partitioned_hash_join(stream, left.keys, right.keys, join_type, opts.keys)?;
             Ok(WideJoinOutput { join_type, rows: out.maps.rows(), left: None, right: None, maps: Some(out.maps), stats: out.stats, algorithm: Algorithm::PhjUm, reason })
         }
         Algorithm::PhjUm | Algorithm::PhjOm => {
             // PHJ-OM of hashed keys: Error::Unsupported before any device work.
             let mode = if algorithm == Algorithm::PhjOm { Materialization::Clustered } else { Materialization::Unclustered };
-            let out = partitioned_hash_join_with_payloads(stream, &left.keys, &left.payloads, &right.keys, &right.payloads, join_type, opts.keys, mode)?;
+            let out = partitioned_hash_join_with_payloads(stream, left.keys, left.payloads, right.keys, right.payloads, join_type, opts.keys, mode)?;
             Ok(WideJoinOutput { join_type, rows: out.rows, left: out.left, right: out.right, maps: out.maps, stats: out.stats, algorithm, reason })
         }
         Algorithm::Nphj => {
-            let out = crate::hash_join::nphj_with(stream, &left.keys, &right.keys, join_type, opts.keys)?;
+            let out = crate::hash_join::nphj_with(stream, left.keys, right.keys, join_type, opts.keys)?;
             let (maps, mut stats) = (out.maps, out.stats);
             if maps_only {
                 return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: None, right: None, maps: Some(maps), stats, algorithm, reason });
             }
             let start = Event::new(stream.device(), true)?;
             start.record(stream)?;
-            let (l, r) = gather_sides(stream, &maps, &left.payloads, &right.payloads)?;
+            let (l, r) = gather_sides(stream, &maps, left.payloads, right.payloads)?;
             let end = Event::new(stream.device(), true)?;
             end.record(stream)?;
             end.synchronize()?;
@@ -321,22 +312,16 @@ pub(crate) fn join_as_given(stream: &Stream, left: &WideRelation<'_>, right: &Wi
 
 pub(crate) use crate::maps::gather_column;
 
-/// A borrowed column of a materialized payload (to feed it to a later join). Payload columns
-/// are the joins' own (4- and 8-byte numbers, offset 0), so the view always exists.
-pub fn payload_column(p: &Column) -> DeviceColumn<'_> {
-    DeviceColumn::from_view(&p.view()).expect("a payload column is a 4- or 8-byte number")
-}
-
 /// Gathers the columns of one side through `map` (unclustered when the map is into the inputs).
-pub(crate) fn gather_side(stream: &Stream, map: &DeviceView<'_, u32>, cols: &[DeviceColumn<'_>], nullable: bool) -> Result<Materialized> {
+pub(crate) fn gather_side(stream: &Stream, map: &DeviceView<'_, u32>, cols: &[ColumnView<'_>], nullable: bool) -> Result<Materialized> {
     let columns = cols.iter().map(|c| gather_column(stream, c, map)).collect::<Result<Vec<_>>>()?;
     let validity = if nullable { Some(map_validity(stream, map)?) } else { None };
     Ok(Materialized { columns, validity })
 }
 
 /// Both sides' payloads through maps into the input rows.
-pub(crate) fn gather_sides(stream: &Stream, maps: &GatherMaps, lp: &[DeviceColumn<'_>], rp: &[DeviceColumn<'_>]) -> Result<(Option<Materialized>, Option<Materialized>)> {
-    let side = |s: Side, cols: &[DeviceColumn<'_>]| -> Result<Option<Materialized>> {
+pub(crate) fn gather_sides(stream: &Stream, maps: &GatherMaps, lp: &[ColumnView<'_>], rp: &[ColumnView<'_>]) -> Result<(Option<Materialized>, Option<Materialized>)> {
+    let side = |s: Side, cols: &[ColumnView<'_>]| -> Result<Option<Materialized>> {
         maps.side(s).map(|m| gather_side(stream, &m.cast::<u32>(), cols, maps.nullable(s))).transpose()
     };
     Ok((side(Side::Left, lp)?, side(Side::Right, rp)?))

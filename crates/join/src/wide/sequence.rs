@@ -9,16 +9,15 @@
 //! join the fact table's payload columns are gathered through the final fact row ids.
 //!
 //! ```no_run
-//! # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_device::*;
+//! # use gpujoin_join::*; use gpujoin_join::wide::*; use gpujoin_join::table::TableView; use gpujoin_device::*;
 //! # fn f(s: &Stream) -> Result<()> {
 //! let (fk1, fk2) = (s.copy_from_host(&[0u32, 1, 1])?, s.copy_from_host(&[5u32, 6, 9])?);
 //! let amount = s.copy_from_host(&[1.5f64, 2.5, 3.5])?;
 //! let (k1, p1) = (s.copy_from_host(&[0u32, 1])?, s.copy_from_host(&[100i32, 101])?);
 //! let (k2, p2) = (s.copy_from_host(&[5u32, 6])?, s.copy_from_host(&[50i64, 60])?);
-//! let dims = [
-//!     WideRelation::new(Keys::single(k1.view()), vec![p1.view().into()])?,
-//!     WideRelation::new(Keys::single(k2.view()), vec![p2.view().into()])?,
-//! ];
+//! let (d1, d1_cols) = (TableView::single(k1.view()), [p1.view().into()]);
+//! let (d2, d2_cols) = (TableView::single(k2.view()), [p2.view().into()]);
+//! let dims = [(&d1, &d1_cols[..]), (&d2, &d2_cols[..])];
 //! let out = join_sequence(s, &[fk1.view().into(), fk2.view().into()], &[amount.view().into()], &dims, Algorithm::Auto, JoinOptions::default())?;
 //! assert_eq!(out.rows, 2); // fact rows 0 and 1 (fact row 2's second key 9 has no partner)
 //! assert_eq!(out.dim_payloads.len(), 2);
@@ -27,11 +26,10 @@
 
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
-use super::{gather_column, join, payload_column, Algorithm, WideJoinOptions, WideRelation};
+use super::{gather_column, join, Algorithm, WideJoinOptions};
 use crate::common::iota;
 use crate::hash_join::JoinStats;
-use crate::keys::{DeviceColumn, Keys};
-use crate::table::Column;
+use crate::table::{Column, ColumnView, TableView};
 use crate::types::{JoinOptions, JoinType};
 
 /// One join of a sequence.
@@ -59,7 +57,7 @@ pub struct SequenceOutput {
 /// `dims[i]` on `fact_fks[i] = dims[i].keys` for every `i`, in order, each join with `algorithm`
 /// (`Auto`: chosen per join). Inner joins; the dimension keys are single columns of the foreign
 /// keys' types. Output order: that of the last join (deterministic).
-pub fn join_sequence(stream: &Stream, fact_fks: &[DeviceColumn<'_>], fact_payloads: &[DeviceColumn<'_>], dims: &[WideRelation<'_>], algorithm: Algorithm, opts: JoinOptions) -> Result<SequenceOutput> {
+pub fn join_sequence<'a>(stream: &Stream, fact_fks: &[ColumnView<'_>], fact_payloads: &[ColumnView<'_>], dims: &[(&'a TableView<'a>, &'a [ColumnView<'a>])], algorithm: Algorithm, opts: JoinOptions) -> Result<SequenceOutput> {
     if fact_fks.is_empty() || fact_fks.len() != dims.len() {
         return Err(Error::invalid(format!("a join sequence needs one foreign key per dimension table (at least one): {} foreign keys, {} tables", fact_fks.len(), dims.len())));
     }
@@ -67,8 +65,10 @@ pub fn join_sequence(stream: &Stream, fact_fks: &[DeviceColumn<'_>], fact_payloa
     for (i, c) in fact_fks.iter().enumerate() {
         gpujoin_device::check_same_len("foreign key 0", n, &format!("foreign key {i}"), c.len())?;
     }
-    for (i, c) in fact_payloads.iter().enumerate() {
-        gpujoin_device::check_same_len("foreign key 0", n, &format!("fact payload column {i}"), c.len())?;
+    crate::keys::check_payloads("fact", n, fact_payloads)?;
+    for (i, c) in fact_fks.iter().enumerate() {
+        // Gathered as payloads through the fact row ids, then joined as keys.
+        crate::keys::check_payloads(&format!("foreign key {i}:"), n, std::slice::from_ref(c))?;
     }
     if n as u64 > crate::RowId::MAX_ROWS {
         return Err(Error::too_large("fact rows", n as u64, crate::RowId::MAX_ROWS));
@@ -79,15 +79,14 @@ pub fn join_sequence(stream: &Stream, fact_fks: &[DeviceColumn<'_>], fact_payloa
     let mut carried: Vec<Column> = Vec::new();
     let mut counts: Vec<usize> = Vec::with_capacity(dims.len());
     let mut steps = Vec::with_capacity(dims.len());
-    for (i, dim) in dims.iter().enumerate() {
+    for (i, &dim) in dims.iter().enumerate() {
         // The foreign key, materialized right before its join.
         let fk_owned = if i == 0 { None } else { Some(gather_column(stream, &fact_fks[i], &ids.view())?) };
-        let fk = fk_owned.as_ref().map_or(fact_fks[i], payload_column);
-        let mut cols: Vec<DeviceColumn<'_>> = vec![ids.view().into()];
-        cols.extend(carried.iter().map(payload_column));
-        let probe = WideRelation::new(Keys::single(fk), cols)?;
-        let out = join(stream, dim, &probe, JoinType::Inner, algorithm, wopts)?;
-        drop(probe);
+        let fk = TableView::single(fk_owned.as_ref().map_or(fact_fks[i], Column::view));
+        let mut cols: Vec<ColumnView<'_>> = vec![ids.view().into()];
+        cols.extend(carried.iter().map(Column::view));
+        let out = join(stream, dim, (&fk, &cols), JoinType::Inner, algorithm, wopts)?;
+        drop((fk, cols));
         drop(fk_owned);
         steps.push(SequenceStep { algorithm: out.algorithm, reason: out.reason, rows: out.rows, stats: out.stats });
         let (Some(l), Some(r)) = (out.left, out.right) else { return Err(Error::invalid("internal: an inner join without both sides")) };

@@ -34,10 +34,11 @@
 use gpujoin_device::{DeviceBuffer, DeviceView, Result, Stream};
 use gpujoin_primitives::{gather_into_unchecked, sort_keys, sort_pairs, SortOrder, SortPairsWith, NO_ROW};
 
-use super::{gather_column, gather_side, Algorithm, Clock, Output, WideJoinOptions, WideJoinOutput, WideRelation};
+use super::{gather_column, gather_side, Algorithm, Clock, Output, Relation, WideJoinOptions, WideJoinOutput};
 use crate::common::{any_never_match, iota, narrow};
 use crate::hash_join::JoinStats;
-use crate::keys::{images, DeviceColumn, KeyPlan, Keys};
+use crate::keys::{images, values, KeyPlan, KeyValues};
+use crate::table::{ColumnView, TableView};
 use crate::maps::{GatherMaps, Materialized};
 use crate::table::Column;
 use crate::sort_merge::{sort_merge_join, sorted_merge_join};
@@ -74,14 +75,14 @@ enum Scalar<'a> {
 }
 
 /// The scalar keys of both sides, or `None` when the keys need the general path.
-fn scalar_keys<'a>(stream: &Stream, l: &Keys<'a>, r: &Keys<'a>, opts: crate::types::JoinOptions) -> Result<Option<Scalar<'a>>> {
+fn scalar_keys<'a>(stream: &Stream, l: &TableView<'a>, r: &TableView<'a>, opts: crate::types::JoinOptions) -> Result<Option<Scalar<'a>>> {
     let (lc, rc) = (l.columns(), r.columns());
-    if lc.len() == 1 && lc[0].validity.is_none() && rc[0].validity.is_none() {
-        match (lc[0].values, rc[0].values) {
-            (DeviceColumn::U32(a), DeviceColumn::U32(b)) => return Ok(Some(Scalar::U32(Src::View(a), Src::View(b)))),
-            (DeviceColumn::U64(a), DeviceColumn::U64(b)) => return Ok(Some(Scalar::U64(Src::View(a), Src::View(b)))),
-            (DeviceColumn::I32(a), DeviceColumn::I32(b)) => return Ok(Some(Scalar::I32(Src::View(a), Src::View(b)))),
-            (DeviceColumn::I64(a), DeviceColumn::I64(b)) => return Ok(Some(Scalar::I64(Src::View(a), Src::View(b)))),
+    if lc.len() == 1 && lc[0].validity().is_none() && rc[0].validity().is_none() {
+        match (values(&lc[0]), values(&rc[0])) {
+            (KeyValues::U32(a), KeyValues::U32(b)) => return Ok(Some(Scalar::U32(Src::View(a), Src::View(b)))),
+            (KeyValues::U64(a), KeyValues::U64(b)) => return Ok(Some(Scalar::U64(Src::View(a), Src::View(b)))),
+            (KeyValues::I32(a), KeyValues::I32(b)) => return Ok(Some(Scalar::I32(Src::View(a), Src::View(b)))),
+            (KeyValues::I64(a), KeyValues::I64(b)) => return Ok(Some(Scalar::I64(Src::View(a), Src::View(b)))),
             _ => {}
         }
     }
@@ -105,18 +106,18 @@ fn om_unsupported(reason: &str) -> gpujoin_device::Error {
     gpujoin_device::Error::Unsupported { what: "SMJ-OM (clustered gathers)".to_string(), reason: format!("{reason}; use SMJ-UM, which runs the general sort-merge join") }
 }
 
-pub(crate) fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, om: bool, opts: WideJoinOptions, reason: String) -> Result<WideJoinOutput> {
+pub(crate) fn join(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, om: bool, opts: WideJoinOptions, reason: String) -> Result<WideJoinOutput> {
     let maps_only = opts.output == Output::MapsOnly;
     // Maps only: no payload to materialize, and SMJ-OM's maps are SMJ-UM's; SMJ-UM runs and
     // says so.
     let (om, reason) = if maps_only && om { (false, format!("{reason}; maps only: no payload to materialize, so SMJ-OM's clustered gathers do not apply: SMJ-UM")) } else { (om, reason) };
     let algorithm = if om { Algorithm::SmjOm } else { Algorithm::SmjUm };
     // Hashed keys: known from the key types, refused before any device work.
-    if om && !KeyPlan::new(&left.keys, &right.keys, opts.keys, 64).exact {
+    if om && !KeyPlan::new(left.keys, right.keys, opts.keys, 64).exact {
         return Err(om_unsupported("composite keys wider than 64 bits are hashed, and only the general sort-merge join (maps into the input rows) verifies them"));
     }
     let clock = Clock::start(stream, opts.keys.stats)?;
-    let scalar = scalar_keys(stream, &left.keys, &right.keys, opts.keys)?;
+    let scalar = scalar_keys(stream, left.keys, right.keys, opts.keys)?;
     let Some(scalar) = scalar else {
         if om {
             // The keys pack exactly, so some row's key matches nothing (found by looking).
@@ -138,12 +139,12 @@ pub(crate) fn join(stream: &Stream, left: &WideRelation<'_>, right: &WideRelatio
 
 /// Keys the scalar path cannot take: [`sort_merge_join`] and unclustered gathers. Transform and
 /// match are one call, reported as the match phase.
-fn general(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, jt: JoinType, opts: WideJoinOptions, mut clock: Clock, reason: String) -> Result<WideJoinOutput> {
+fn general(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions, mut clock: Clock, reason: String) -> Result<WideJoinOutput> {
     let maps_only = opts.output == Output::MapsOnly;
     clock.mark(stream)?; // no separate transform phase
-    let maps = sort_merge_join(stream, &left.keys, &right.keys, jt, opts.keys)?;
+    let maps = sort_merge_join(stream, left.keys, right.keys, jt, opts.keys)?;
     clock.mark(stream)?;
-    let (l, r) = if maps_only { (None, None) } else { super::gather_sides(stream, &maps, &left.payloads, &right.payloads)? };
+    let (l, r) = if maps_only { (None, None) } else { super::gather_sides(stream, &maps, left.payloads, right.payloads)? };
     clock.mark(stream)?;
     let mut stats = JoinStats::default();
     clock.finish(&mut stats)?;
@@ -151,7 +152,7 @@ fn general(stream: &Stream, left: &WideRelation<'_>, right: &WideRelation<'_>, j
 }
 
 /// Sorts `keys` with `values` (any 4- or 8-byte column as raw bits) into new buffers.
-fn sort_with<K: SmjKey>(stream: &Stream, keys: &DeviceView<'_, K>, col: &DeviceColumn<'_>) -> Result<(DeviceBuffer<K>, Column)> {
+fn sort_with<K: SmjKey>(stream: &Stream, keys: &DeviceView<'_, K>, col: &ColumnView<'_>) -> Result<(DeviceBuffer<K>, Column)> {
     let n = keys.len();
     let mut sk = stream.alloc::<K>(n)?;
     fn bits<K: SmjKey + SortPairsWith<V>, V: gpujoin_device::Pod>(stream: &Stream, keys: &DeviceView<'_, K>, sk: &mut DeviceBuffer<K>, v: DeviceView<'_, V>) -> Result<DeviceBuffer<V>> {
@@ -159,19 +160,11 @@ fn sort_with<K: SmjKey>(stream: &Stream, keys: &DeviceView<'_, K>, col: &DeviceC
         sort_pairs(stream, keys, &v, &mut sk.view_mut(), &mut out.view_mut(), SortOrder::Ascending, None)?;
         Ok(out)
     }
-    let p = match *col {
-        DeviceColumn::I32(v) => Column::from_device_values(bits::<K, u32>(stream, keys, &mut sk, v.cast())?.cast::<i32>()),
-        DeviceColumn::U32(v) => Column::from_device_values(bits::<K, u32>(stream, keys, &mut sk, v)?),
-        DeviceColumn::F32(v) => Column::from_device_values(bits::<K, u32>(stream, keys, &mut sk, v.cast())?.cast::<f32>()),
-        DeviceColumn::I64(v) => Column::from_device_values(bits::<K, u64>(stream, keys, &mut sk, v.cast())?.cast::<i64>()),
-        DeviceColumn::U64(v) => Column::from_device_values(bits::<K, u64>(stream, keys, &mut sk, v)?),
-        DeviceColumn::F64(v) => Column::from_device_values(bits::<K, u64>(stream, keys, &mut sk, v.cast())?.cast::<f64>()),
+    let bytes = match col.typed::<u32>() {
+        Some(v) => bits::<K, u32>(stream, keys, &mut sk, v)?.into_bytes(),
+        None => bits::<K, u64>(stream, keys, &mut sk, col.typed::<u64>().expect("a checked payload column"))?.into_bytes(),
     };
-    Ok((sk, p))
-}
-
-fn column_of(p: &Column) -> DeviceColumn<'_> {
-    super::payload_column(p)
+    Ok((sk, Column::of_fixed_width(col.data_type(), bytes)))
 }
 
 /// `rows[map[k]]` (NONE kept): positions in a sorted side to its input rows.
@@ -188,15 +181,15 @@ fn core<K: SmjKey>(
     stream: &Stream,
     kl: &DeviceView<'_, K>,
     kr: &DeviceView<'_, K>,
-    left: &WideRelation<'_>,
-    right: &WideRelation<'_>,
+    left: &Relation<'_>,
+    right: &Relation<'_>,
     jt: JoinType,
     om: bool,
     maps_only: bool,
     mut clock: Clock,
 ) -> Result<WideJoinOutput> {
-    let lp: &[DeviceColumn<'_>] = if jt.has_left_map() && !maps_only { &left.payloads } else { &[] };
-    let rp: &[DeviceColumn<'_>] = if jt.has_right_map() && !maps_only { &right.payloads } else { &[] };
+    let lp: &[ColumnView<'_>] = if jt.has_left_map() && !maps_only { left.payloads } else { &[] };
+    let rp: &[ColumnView<'_>] = if jt.has_right_map() && !maps_only { right.payloads } else { &[] };
     let mut stats = JoinStats::default();
 
     // 1. Transform.
@@ -207,7 +200,7 @@ fn core<K: SmjKey>(
         /// OM: the first payload column, sorted.
         col0: Option<Column>,
     }
-    let transform = |keys: &DeviceView<'_, K>, cols: &[DeviceColumn<'_>]| -> Result<Sorted<K>> {
+    let transform = |keys: &DeviceView<'_, K>, cols: &[ColumnView<'_>]| -> Result<Sorted<K>> {
         let n = keys.len();
         if !om {
             let ids = iota(stream, n)?;
@@ -240,7 +233,7 @@ fn core<K: SmjKey>(
     // 2. Match: merge path on the sorted keys; positions in the sorted sides.
     let maps = sorted_merge_join(stream, &sl.keys.view(), &sr.keys.view(), jt)?;
     // OM: the key ranges of each side with later columns to transform in bounded memory.
-    let plan = |cols: &[DeviceColumn<'_>], sorted: &DeviceBuffer<K>| -> Result<Option<RangePlan<K>>> {
+    let plan = |cols: &[ColumnView<'_>], sorted: &DeviceBuffer<K>| -> Result<Option<RangePlan<K>>> {
         if om && cols.len() > 1 && sorted.len() >= ranges::MIN_ROWS {
             Ok(Some(RangePlan::new(stream, &sorted.view())?))
         } else {
@@ -291,7 +284,7 @@ fn core<K: SmjKey>(
     // three columns of scratch.
     struct SideWork<'s, 'c, K: gpujoin_device::Pod> {
         keys: &'s DeviceView<'s, K>,
-        cols: &'s [DeviceColumn<'c>],
+        cols: &'s [ColumnView<'c>],
         pos: DeviceBuffer<u32>,
         col0: Option<Column>,
         plan: Option<RangePlan<K>>,
@@ -302,7 +295,7 @@ fn core<K: SmjKey>(
         let SideWork { keys, cols, pos, col0, mut plan, nullable, has_map } = w;
         let mut out = Vec::with_capacity(cols.len());
         if let Some(c) = col0 {
-            out.push(gather_column(stream, &column_of(&c), &pos.view())?);
+            out.push(gather_column(stream, &Column::view(&c), &pos.view())?);
         }
         let validity = (has_map && nullable).then(|| crate::maps::map_validity(stream, &pos.view())).transpose()?;
         for (i, c) in cols.iter().enumerate().skip(1) {
@@ -313,7 +306,7 @@ fn core<K: SmjKey>(
             if i + 1 == cols.len() {
                 plan = None; // nothing but the outputs, the positions and this column at the last gather
             }
-            out.push(gather_column(stream, &column_of(&sorted), &pos.view())?);
+            out.push(gather_column(stream, &Column::view(&sorted), &pos.view())?);
         }
         drop(pos);
         Ok((out, validity))

@@ -4,7 +4,8 @@
 
 use gpujoin_device::{DeviceBuffer, Stream};
 use gpujoin_join::table::{Column, DataType};
-use gpujoin_join::{DeviceColumn, JoinType, Materialized, RowId};
+use gpujoin_join::table::ColumnView;
+use gpujoin_join::{JoinType, Materialized, RowId};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -59,7 +60,7 @@ pub fn upload(s: &Stream, p: &HostPayload) -> DevPayload {
     }
 }
 
-pub fn dev_column(p: &DevPayload) -> DeviceColumn<'_> {
+pub fn dev_column(p: &DevPayload) -> ColumnView<'_> {
     match p {
         DevPayload::I32(b) => b.view().into(),
         DevPayload::U32(b) => b.view().into(),

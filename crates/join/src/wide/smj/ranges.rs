@@ -21,7 +21,7 @@
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::{gather, sort_pairs, sorted_search, Bound, SearchOutputs, SortOrder, SortPairsWith};
 
-use crate::keys::DeviceColumn;
+use crate::table::ColumnView;
 use crate::table::Column;
 use crate::sort_merge::SortedKey;
 
@@ -143,15 +143,12 @@ impl<K: RangeKey> RangePlan<K> {
     }
 
     /// `column` in the order of the stable sort of `keys` (whose sorted keys gave the plan).
-    pub(crate) fn transform(&self, stream: &Stream, keys: &DeviceView<'_, K>, column: &DeviceColumn<'_>) -> Result<Column> {
-        Ok(match *column {
-            DeviceColumn::I32(v) => Column::from_device_values(self.transform_bits::<u32>(stream, keys, &v.cast())?.cast::<i32>()),
-            DeviceColumn::U32(v) => Column::from_device_values(self.transform_bits::<u32>(stream, keys, &v)?),
-            DeviceColumn::F32(v) => Column::from_device_values(self.transform_bits::<u32>(stream, keys, &v.cast())?.cast::<f32>()),
-            DeviceColumn::I64(v) => Column::from_device_values(self.transform_bits::<u64>(stream, keys, &v.cast())?.cast::<i64>()),
-            DeviceColumn::U64(v) => Column::from_device_values(self.transform_bits::<u64>(stream, keys, &v)?),
-            DeviceColumn::F64(v) => Column::from_device_values(self.transform_bits::<u64>(stream, keys, &v.cast())?.cast::<f64>()),
-        })
+    pub(crate) fn transform(&self, stream: &Stream, keys: &DeviceView<'_, K>, column: &ColumnView<'_>) -> Result<Column> {
+        let bytes = match column.typed::<u32>() {
+            Some(v) => self.transform_bits::<u32>(stream, keys, &v)?.into_bytes(),
+            None => self.transform_bits::<u64>(stream, keys, &column.typed::<u64>().expect("a checked payload column"))?.into_bytes(),
+        };
+        Ok(Column::of_fixed_width(column.data_type(), bytes))
     }
 
     fn transform_bits<V: Pod>(&self, stream: &Stream, keys: &DeviceView<'_, K>, column: &DeviceView<'_, V>) -> Result<DeviceBuffer<V>>
