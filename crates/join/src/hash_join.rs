@@ -76,8 +76,8 @@ use gpujoin_primitives::{count_offsets, gather_into_unchecked, sort_keys, sort_p
 use crate::common::{any_never_match, concat, from_inner_pairs, iota, offsets_u64, rows_where, verify};
 use crate::kernels::sys::hash as ffi;
 use crate::keys::{check_comparable, check_payloads, images, values, KeyImages, KeyPlan, KeyValues};
-use crate::table::{ColumnView, TableView};
-use crate::maps::{GatherMaps, Materialized, Side};
+use crate::table::{ColumnView, Table, TableView};
+use crate::maps::{side_table, GatherMaps, Side};
 use crate::table::Column;
 use crate::types::{JoinOptions, JoinType};
 
@@ -170,15 +170,15 @@ pub struct HashJoinOutput {
 /// # fn f(s: &Stream, l: &TableView, lp: &[ColumnView], r: &TableView, rp: &[ColumnView]) -> Result<()> {
 /// let out = partitioned_hash_join_with_payloads(s, l, lp, r, rp, JoinType::Left, JoinOptions::default(), Materialization::Clustered)?;
 /// let right = out.right.as_ref().unwrap();
-/// assert!(right.validity.is_some()); // unmatched left rows have a null right side
-/// assert_eq!(right.columns.len(), rp.len());
+/// assert!(right.columns()[0].view().validity().is_some()); // unmatched left rows have a null right side
+/// assert_eq!(right.columns().len(), rp.len());
 /// # Ok(()) }
 /// ```
 pub struct JoinedRelation {
     pub join_type: JoinType,
     pub rows: u64,
-    pub left: Option<Materialized>,
-    pub right: Option<Materialized>,
+    pub left: Option<Table>,
+    pub right: Option<Table>,
     pub maps: Option<GatherMaps>,
     pub stats: JoinStats,
 }
@@ -1102,7 +1102,7 @@ fn materialize_om<K: HashKey>(
     nulls: Option<(usize, usize)>,
     bits: u32,
     in_place: bool,
-) -> Result<Materialized> {
+) -> Result<Table> {
     let mut columns = Vec::with_capacity(cols.len());
     if let Some(o0) = out0 {
         columns.push(o0.into_payload(&cols[0]));
@@ -1125,13 +1125,13 @@ fn materialize_om<K: HashKey>(
     }
     drop(m);
     let validity = nulls.map(|(b, e)| range_validity(stream, rows, b, e)).transpose()?;
-    Ok(Materialized { columns, validity })
+    side_table(stream, columns, validity)
 }
 
 /// Maps into the input rows: gathers every payload column through them (UM).
 fn finish_um(stream: &Stream, maps: GatherMaps, req: &Request<'_, '_>, mut clock: Clock, mut stats: JoinStats) -> Result<JoinedRelation> {
     let jt = maps.join_type();
-    let gather_side = |side: Side, cols: &[ColumnView<'_>]| -> Result<Option<Materialized>> {
+    let gather_side = |side: Side, cols: &[ColumnView<'_>]| -> Result<Option<Table>> {
         let Some(map) = maps.side(side) else { return Ok(None) };
         let idx = map.cast::<u32>();
         let mut columns = Vec::with_capacity(cols.len());
@@ -1141,7 +1141,7 @@ fn finish_um(stream: &Stream, maps: GatherMaps, req: &Request<'_, '_>, mut clock
             columns.push(out.into_payload(c));
         }
         let validity = if maps.nullable(side) { Some(crate::maps::map_validity(stream, &idx)?) } else { None };
-        Ok(Some(Materialized { columns, validity }))
+        Ok(Some(side_table(stream, columns, validity)?))
     };
     let (left, right) = if req.with_payloads {
         (gather_side(Side::Left, req.left_payloads)?, gather_side(Side::Right, req.right_payloads)?)
@@ -1223,7 +1223,7 @@ pub fn partitioned_hash_join(stream: &Stream, left: &TableView<'_>, right: &Tabl
 /// verified through maps into the input rows, and a `Clustered` request for them is an
 /// [`Error::Unsupported`] (before any device work), never a silent PHJ-UM.
 /// Outer-join rows with no partner on a side read zero there, and that side's
-/// [`Materialized::validity`] marks them null.
+/// each column's validity marks them null.
 ///
 /// ```no_run
 /// # use gpujoin_join::*; use gpujoin_join::table::{ColumnView, TableView}; use gpujoin_device::*;
@@ -1236,7 +1236,7 @@ pub fn partitioned_hash_join(stream: &Stream, left: &TableView<'_>, right: &Tabl
 ///     s, &TableView::single(rk.view()), &[price.view().into()], &TableView::single(sk.view()), &[qty.view().into()],
 ///     JoinType::Inner, JoinOptions::default(), Materialization::Clustered)?;
 /// assert_eq!(out.rows, 3);
-/// let p = out.left.as_ref().unwrap().columns[0].view().typed::<f64>().unwrap(); // a Float64 column
+/// let p = out.left.as_ref().unwrap().columns()[0].view().typed::<f64>().unwrap(); // a Float64 column
 /// let mut p = s.copy_to_host(&p)?;
 /// p.sort_by(f64::total_cmp);
 /// assert_eq!(p, vec![10.0, 30.0, 30.0]);

@@ -96,7 +96,6 @@ algorithm_exports!(
     maps::map_validity,
     maps::materialize,
     maps::materialize_unchecked,
-    maps::Materialized,
     sort_merge::sort_merge_join,
     sort_merge::sort_merge_join_size,
     sort_merge::sorted_merge_join,

@@ -5,7 +5,7 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::{gather_into, gather_into_unchecked};
 
 use crate::kernels::sys::join as ffi;
-use crate::table::{Column, ColumnView};
+use crate::table::{Column, ColumnView, Table};
 use crate::types::{JoinType, RowId};
 
 /// The result of a join: for output row `k`, `left[k]` and `right[k]` are the matching rows of
@@ -95,19 +95,33 @@ impl GatherMaps {
     }
 }
 
-/// The payload columns of one side gathered through a join's map.
-pub struct Materialized {
-    /// One column per input column, in order (of the table type its values stand for:
-    /// `Int32` for `i32`, ...); a null row holds zero.
-    pub columns: Vec<Column>,
-    /// Arrow-style validity (bit `k % 32` of word `k / 32`, 1 = valid), shared by the columns;
-    /// `None` when the side has no null rows by construction (its map never holds NONE).
-    pub validity: Option<DeviceBuffer<u32>>,
+/// The payload columns of one side of a join as a table named by position (`"0"`, `"1"`, ...):
+/// each column of its input's type, and null where the side has no row (`validity`: bit `k % 32`
+/// of word `k / 32`, 1 = valid; every column gets a copy). A null row holds zero.
+pub(crate) fn side_table(stream: &Stream, columns: Vec<Column>, validity: Option<DeviceBuffer<u32>>) -> Result<Table> {
+    let n = columns.len();
+    let mut named = Vec::with_capacity(n);
+    let mut validity = validity.map(DeviceBuffer::into_bytes);
+    for (i, c) in columns.into_iter().enumerate() {
+        let column = match &validity {
+            None => c,
+            Some(_) => {
+                let (t, rows) = (c.data_type(), c.len());
+                let (values, offsets, _) = c.into_buffers();
+                // The last column takes the bitmap itself, the others a copy.
+                let v = if i + 1 == n { validity.take().expect("validity") } else { stream.copy_from_device(&validity.as_ref().expect("validity").view())? };
+                Column::from_buffers(t, rows, values, offsets, Some(v))?
+            }
+        };
+        named.push((i.to_string(), column));
+    }
+    Table::new(named)
 }
 
-/// Gathers payload columns of `side` (4- or 8-byte types, any number) through the join's map:
-/// output row `k` of each column is `column[map[k]]`, and null where `map[k]` is
-/// [`RowId::NONE`]. A column shorter than the rows the map refers to is an error.
+/// Gathers payload columns of `side` (4- or 8-byte types without validity, any number) through
+/// the join's map into a table named by position: output row `k` of each column is
+/// `column[map[k]]`, and null where `map[k]` is [`RowId::NONE`]. A column shorter than the rows
+/// the map refers to is an error.
 ///
 /// ```no_run
 /// # use gpujoin_join::*; use gpujoin_device::*;
@@ -115,7 +129,7 @@ pub struct Materialized {
 /// let out = materialize(s, maps, Side::Right, &[price.view().into()])?;
 /// # Ok(()) }
 /// ```
-pub fn materialize(stream: &Stream, maps: &GatherMaps, side: Side, columns: &[ColumnView<'_>]) -> Result<Materialized> {
+pub fn materialize(stream: &Stream, maps: &GatherMaps, side: Side, columns: &[ColumnView<'_>]) -> Result<Table> {
     let map = maps.side(side).ok_or_else(|| Error::invalid(format!("a {:?} join has no {side:?} map", maps.join_type())))?;
     let idx = map.cast::<u32>();
     let mut out = Vec::with_capacity(columns.len());
@@ -128,7 +142,7 @@ pub fn materialize(stream: &Stream, maps: &GatherMaps, side: Side, columns: &[Co
         out.push(Column::of_fixed_width(c.data_type(), bytes));
     }
     let validity = if maps.nullable(side) { Some(map_validity(stream, &idx)?) } else { None };
-    Ok(Materialized { columns: out, validity })
+    side_table(stream, out, validity)
 }
 
 fn gather_checked<T: gpujoin_device::Pod>(stream: &Stream, idx: &DeviceView<'_, u32>, column: &DeviceView<'_, T>) -> Result<DeviceBuffer<T>> {

@@ -75,16 +75,38 @@ fn algorithm_entry_points_refuse_what_only_the_front_door_prepares() {
     let maps = sort_merge_join(&s, &lk, &rk, JoinType::Inner, opts).unwrap();
     let dated = gpujoin_join::table::Column::upload(&s, &HostColumn::from_values(vec![7i32, 8, 9]).with_type(DataType::Date32).unwrap()).unwrap();
     let m = materialize(&s, &maps, Side::Left, &[dated.view()]).unwrap();
-    assert_eq!(m.columns[0].data_type(), DataType::Date32);
-    let mut got: Vec<i32> = s.copy_to_host(&m.columns[0].view().typed::<i32>().unwrap()).unwrap();
+    assert_eq!(m.columns()[0].data_type(), DataType::Date32);
+    let mut got: Vec<i32> = s.copy_to_host(&m.columns()[0].view().typed::<i32>().unwrap()).unwrap();
     got.sort_unstable();
     assert_eq!(got, [7, 8, 9]);
     for algorithm in [Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] {
         let out = wide::join(&s, (&lk, &[dated.view()]), (&rk, &[]), JoinType::Inner, algorithm, WideJoinOptions::default()).unwrap();
         let left = out.left.expect("inner joins keep the left side");
-        assert_eq!(left.columns[0].data_type(), DataType::Date32, "{algorithm:?}");
-        let mut got: Vec<i32> = s.copy_to_host(&left.columns[0].view().typed::<i32>().unwrap()).unwrap();
+        assert_eq!(left.columns()[0].data_type(), DataType::Date32, "{algorithm:?}");
+        let mut got: Vec<i32> = s.copy_to_host(&left.columns()[0].view().typed::<i32>().unwrap()).unwrap();
         got.sort_unstable();
         assert_eq!(got, [7, 8, 9], "{algorithm:?}");
+    }
+    // An outer join's side without a partner: every payload column of that side carries the
+    // side's validity (key 3 has no right row), and its null rows read zero.
+    let short = TableView::single(ints.view().slice(0..2));
+    let (p32, p64) = (s.copy_from_host(&[100u32, 200]).unwrap(), s.copy_from_host(&[1000i64, 2000]).unwrap());
+    let right_cols = [ColumnView::from_values(p32.view()), ColumnView::from_values(p64.view())];
+    for algorithm in [Algorithm::SmjUm, Algorithm::SmjOm, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] {
+        let out = wide::join(&s, (&lk, &[]), (&short, &right_cols), JoinType::Left, algorithm, WideJoinOptions::default()).unwrap();
+        let right = out.right.expect("left joins keep the right side").to_host().unwrap();
+        assert_eq!(right.columns().len(), 2, "{algorithm:?}");
+        let rows: Vec<(Option<u32>, Option<i64>)> = (0..3)
+            .map(|k| {
+                let (a, b) = (&right.columns()[0], &right.columns()[1]);
+                assert_eq!(a.is_valid(k), b.is_valid(k), "{algorithm:?}: row {k}");
+                let a = a.is_valid(k).then(|| u32::from_le_bytes(a.values_buffer()[k * 4..k * 4 + 4].try_into().unwrap()));
+                let b = b.is_valid(k).then(|| i64::from_le_bytes(b.values_buffer()[k * 8..k * 8 + 8].try_into().unwrap()));
+                (a, b)
+            })
+            .collect();
+        let mut rows = rows;
+        rows.sort_unstable();
+        assert_eq!(rows, [(None, None), (Some(100), Some(1000)), (Some(200), Some(2000))], "{algorithm:?}");
     }
 }

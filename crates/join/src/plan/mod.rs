@@ -848,8 +848,7 @@ impl<'a> Join<'a> {
         let mut columns = Vec::new();
         for (side, m, names, cols) in [(Side::Left, out.left, &self.select_left, &i.left_select), (Side::Right, out.right, &self.select_right, &i.right_select)] {
             let Some(m) = m else { continue };
-            let validity = m.validity.map(|v| v.into_bytes());
-            let mut travelled = m.columns.into_iter();
+            let mut travelled = m.into_parts().1.into_iter();
             // The map into the input rows: row id `1 + row` -> row, 0 (no partner) -> NONE,
             // through the table `[NONE, 0, 1, ..]`.
             let map = if cols.iter().all(clustered_as_is) {
@@ -870,8 +869,8 @@ impl<'a> Join<'a> {
                 let out_name = output_name(side, name, other.iter().any(|o| o == name));
                 let column = if clustered_as_is(col) {
                     let p = travelled.next().ok_or_else(|| Error::invalid("internal: a payload column did not come back from the clustered join"))?;
-                    let v = validity.as_ref().map(|v| stream.copy_from_device(&v.view())).transpose()?;
-                    Column::from_buffers(col.data_type(), out.rows as usize, p.into_buffers().0, None, v)?
+                    let (values, _, validity) = p.into_buffers();
+                    Column::from_buffers(col.data_type(), out.rows as usize, values, None, validity)?
                 } else {
                     let map = map.as_ref().ok_or_else(|| Error::invalid("internal: no row ids"))?;
                     crate::kernels::table::gather(stream, col, &map.view(), nullable)?
@@ -1186,7 +1185,7 @@ fn clustered_pairs(stream: &Stream, l: &TableView<'_>, r: &TableView<'_>, i: &In
     let (il, ir) = (crate::common::iota(stream, i.left_rows)?, crate::common::iota(stream, i.right_rows)?);
     let (pl, pr) = ([ColumnView::from_values(il.view())], [ColumnView::from_values(ir.view())]);
     let out = clustered_join(stream, (l, &pl), (r, &pr), JoinType::Inner, algorithm, options)?;
-    let ids = |m: Option<crate::maps::Materialized>| m.and_then(|m| m.columns.into_iter().next()).and_then(|c| c.into_values::<u32>()).ok_or_else(|| Error::invalid("internal: the row ids did not come back from the clustered join"));
+    let ids = |m: Option<Table>| m.and_then(|m| m.into_parts().1.into_iter().next()).and_then(|c| c.into_values::<u32>()).ok_or_else(|| Error::invalid("internal: the row ids did not come back from the clustered join"));
     Ok(GatherMaps::new(JoinType::Inner, ids(out.left)?, ids(out.right)?))
 }
 

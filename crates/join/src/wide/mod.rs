@@ -75,8 +75,8 @@ use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
 use crate::hash_join::{partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
 use crate::keys::range::{self, Outcome};
 use crate::keys::{check_comparable, check_keys, check_payloads};
-use crate::maps::{map_validity, GatherMaps, Materialized, Side};
-use crate::table::{ColumnView, TableView};
+use crate::maps::{map_validity, side_table, GatherMaps, Side};
+use crate::table::{ColumnView, Table, TableView};
 use crate::types::{JoinOptions, JoinType};
 
 /// One side of a wide join as the algorithms read it: its key columns (checked by
@@ -193,15 +193,15 @@ impl WideJoinOptions {
 ///
 /// `left` / `right` hold the payload columns of that side in input order (`None` where the join
 /// type has no such side, or for [`Output::MapsOnly`]); outer-join rows without a partner on a
-/// side read zero there and are null in that side's [`Materialized::validity`]. `maps` are
+/// side read zero there and are null in that side's columns (each with a validity bitmap). `maps` are
 /// gather maps into the input rows: always with [`Output::MapsOnly`], otherwise when the
 /// algorithm has them (the UM variants and NPHJ; the OM variants work with positions in the
 /// transformed relations instead).
 pub struct WideJoinOutput {
     pub join_type: JoinType,
     pub rows: u64,
-    pub left: Option<Materialized>,
-    pub right: Option<Materialized>,
+    pub left: Option<Table>,
+    pub right: Option<Table>,
     pub maps: Option<GatherMaps>,
     /// Per-phase device times and peak device memory of the join (the sampling of
     /// [`Algorithm::Auto`] is not included).
@@ -225,7 +225,7 @@ pub struct WideJoinOutput {
 /// # fn f(s: &Stream, r: &TableView, r_cols: &[ColumnView], f: &TableView, f_cols: &[ColumnView]) -> Result<()> {
 /// let out = join(s, (r, r_cols), (f, f_cols), JoinType::Left, Algorithm::PhjOm, WideJoinOptions::default())?;
 /// let right = out.right.as_ref().unwrap();
-/// assert!(right.validity.is_some()); // left rows without a partner: null on the right
+/// assert!(right.columns()[0].view().validity().is_some()); // left rows without a partner: null on the right
 /// # Ok(()) }
 /// ```
 pub fn join<'a>(stream: &Stream, left: (&'a TableView<'a>, &'a [ColumnView<'a>]), right: (&'a TableView<'a>, &'a [ColumnView<'a>]), join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
@@ -313,15 +313,15 @@ pub(crate) fn join_as_given(stream: &Stream, left: &Relation<'_>, right: &Relati
 pub(crate) use crate::maps::gather_column;
 
 /// Gathers the columns of one side through `map` (unclustered when the map is into the inputs).
-pub(crate) fn gather_side(stream: &Stream, map: &DeviceView<'_, u32>, cols: &[ColumnView<'_>], nullable: bool) -> Result<Materialized> {
+pub(crate) fn gather_side(stream: &Stream, map: &DeviceView<'_, u32>, cols: &[ColumnView<'_>], nullable: bool) -> Result<Table> {
     let columns = cols.iter().map(|c| gather_column(stream, c, map)).collect::<Result<Vec<_>>>()?;
     let validity = if nullable { Some(map_validity(stream, map)?) } else { None };
-    Ok(Materialized { columns, validity })
+    side_table(stream, columns, validity)
 }
 
 /// Both sides' payloads through maps into the input rows.
-pub(crate) fn gather_sides(stream: &Stream, maps: &GatherMaps, lp: &[ColumnView<'_>], rp: &[ColumnView<'_>]) -> Result<(Option<Materialized>, Option<Materialized>)> {
-    let side = |s: Side, cols: &[ColumnView<'_>]| -> Result<Option<Materialized>> {
+pub(crate) fn gather_sides(stream: &Stream, maps: &GatherMaps, lp: &[ColumnView<'_>], rp: &[ColumnView<'_>]) -> Result<(Option<Table>, Option<Table>)> {
+    let side = |s: Side, cols: &[ColumnView<'_>]| -> Result<Option<Table>> {
         maps.side(s).map(|m| gather_side(stream, &m.cast::<u32>(), cols, maps.nullable(s))).transpose()
     };
     Ok((side(Side::Left, lp)?, side(Side::Right, rp)?))

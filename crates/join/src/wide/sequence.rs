@@ -90,14 +90,15 @@ pub fn join_sequence<'a>(stream: &Stream, fact_fks: &[ColumnView<'_>], fact_payl
         drop(fk_owned);
         steps.push(SequenceStep { algorithm: out.algorithm, reason: out.reason, rows: out.rows, stats: out.stats });
         let (Some(l), Some(r)) = (out.left, out.right) else { return Err(Error::invalid("internal: an inner join without both sides")) };
-        let mut rc = r.columns.into_iter();
+        let mut rc = r.into_parts().1.into_iter();
         ids = match rc.next() {
             Some(c) if c.data_type() == crate::table::DataType::UInt32 => c.into_values::<u32>().ok_or_else(|| Error::invalid("internal: fact row ids"))?,
             _ => return Err(Error::invalid("internal: the fact row ids did not come back as the first column")),
         };
         carried = rc.collect();
-        counts.push(l.columns.len());
-        carried.extend(l.columns);
+        let l = l.into_parts().1;
+        counts.push(l.len());
+        carried.extend(l);
     }
     // Final materialization of the fact payloads.
     let fact = fact_payloads.iter().map(|c| gather_column(stream, c, &ids.view())).collect::<Result<Vec<_>>>()?;

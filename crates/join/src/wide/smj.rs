@@ -39,7 +39,7 @@ use crate::common::{any_never_match, iota, narrow};
 use crate::hash_join::JoinStats;
 use crate::keys::{images, values, KeyPlan, KeyValues};
 use crate::table::{ColumnView, TableView};
-use crate::maps::{GatherMaps, Materialized};
+use crate::maps::{side_table, GatherMaps};
 use crate::table::Column;
 use crate::sort_merge::{sort_merge_join, sorted_merge_join};
 use crate::types::JoinType;
@@ -322,7 +322,7 @@ fn core<K: SmjKey>(
     };
     clock.mark(stream)?;
     clock.finish(&mut stats)?;
-    let left_m = jt.has_left_map().then(|| Materialized { columns: out_l, validity: validity_l });
-    let right_m = jt.has_right_map().then(|| Materialized { columns: out_r, validity: validity_r });
+    let left_m = if jt.has_left_map() { Some(side_table(stream, out_l, validity_l)?) } else { None };
+    let right_m = if jt.has_right_map() { Some(side_table(stream, out_r, validity_r)?) } else { None };
     Ok(WideJoinOutput { join_type: jt, rows, left: left_m, right: right_m, maps: None, stats, algorithm: Algorithm::SmjOm, reason: String::new() })
 }

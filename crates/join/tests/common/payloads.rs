@@ -3,9 +3,8 @@
 //! a join from the reference pairs.
 
 use gpujoin_device::{DeviceBuffer, Stream};
-use gpujoin_join::table::{Column, DataType};
-use gpujoin_join::table::ColumnView;
-use gpujoin_join::{JoinType, Materialized, RowId};
+use gpujoin_join::table::{Column, ColumnView, DataType, Table};
+use gpujoin_join::{JoinType, RowId};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -93,22 +92,22 @@ pub type Row = Vec<Option<u64>>;
 
 /// The output rows of one side as payload tuples (`None` for a null row), checking types,
 /// lengths, the validity and that null rows hold zero.
-pub fn side_rows(m: &Materialized, cols: &[HostPayload], rows: usize, nullable: bool, what: &str) -> Result<Vec<Row>, TestCaseError> {
-    prop_assert_eq!(m.columns.len(), cols.len(), "{}: payload columns", what);
-    let got: Vec<(PType, Vec<u64>)> = m.columns.iter().map(payload_bits).collect();
+pub fn side_rows(m: &Table, cols: &[HostPayload], rows: usize, nullable: bool, what: &str) -> Result<Vec<Row>, TestCaseError> {
+    prop_assert_eq!(m.columns().len(), cols.len(), "{}: payload columns", what);
+    let got: Vec<(PType, Vec<u64>)> = m.columns().iter().map(payload_bits).collect();
     for (c, (ty, v)) in got.iter().enumerate() {
         prop_assert_eq!(*ty, cols[c].ty, "{}: column {} type", what, c);
         prop_assert_eq!(v.len(), rows, "{}: column {} rows", what, c);
     }
-    prop_assert_eq!(m.validity.is_some(), nullable, "{}: validity present", what);
-    let valid: Vec<bool> = match &m.validity {
-        Some(w) => {
-            let w = w.to_vec().unwrap();
-            prop_assert_eq!(w.len(), rows.div_ceil(32), "{}: validity words", what);
-            (0..rows).map(|k| w[k / 32] >> (k % 32) & 1 == 1).collect()
-        }
-        None => vec![true; rows],
-    };
+    // Every column carries the side's validity (the same bits).
+    let host: Vec<_> = m.columns().iter().map(|c| c.to_host().unwrap()).collect();
+    for (c, h) in host.iter().enumerate() {
+        prop_assert_eq!(h.validity_buffer().is_some(), nullable, "{}: validity present in column {}", what, c);
+    }
+    let valid: Vec<bool> = (0..rows).map(|k| host.first().is_none_or(|h| h.is_valid(k))).collect();
+    for (c, h) in host.iter().enumerate() {
+        prop_assert!((0..rows).all(|k| h.is_valid(k) == valid[k]), "{}: column {} validity differs from column 0", what, c);
+    }
     let mut out = Vec::with_capacity(rows);
     for (k, &ok) in valid.iter().enumerate() {
         if ok {
