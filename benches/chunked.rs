@@ -32,7 +32,7 @@ use std::time::Instant;
 use common::{median, Harness};
 use gpujoin::device::{Event, PinnedBuffer};
 use gpujoin::join::chunked::{ChunkBudget, ChunkSource, HostStreamOptions, HostStreamer, JoinChunks};
-use gpujoin::join::device_relation::DeviceRelation;
+use gpujoin::join::device_relation::upload as upload_relation;
 use gpujoin::join::plan::{Algorithm, Gather, Join};
 use gpujoin::join::predicate::{col_l, col_r, schema_of};
 use gpujoin::join::table::{HostColumn, HostTable, Table};
@@ -149,7 +149,8 @@ fn main() {
     let r = HostTable::new(vec![("a", col(&mut rng, 50_000))]).unwrap();
     let t = HostTable::new(vec![("a", col(&mut rng, 5_000)), ("x", col(&mut rng, 5_000))]).unwrap();
     let pred = col_l(0).greater(col_r(0)).check(&schema_of(&r).unwrap(), &schema_of(&t).unwrap()).unwrap();
-    let (dr, dt) = (DeviceRelation::upload(&s, &r).unwrap(), DeviceRelation::upload(&s, &t).unwrap());
+    let (dr, dt) = (upload_relation(&s, &r).unwrap(), upload_relation(&s, &t).unwrap());
+    let (dr, dt) = (dr.view(), dt.view());
     let source = ThetaColumnsSource::new(&s, &dr, &dt, &pred, &[0], &[0, 1]).unwrap();
     let rows = theta_join_size(&s, &dr, &dt, &pred, JoinType::Inner).unwrap();
     println!("out_gt_50k_5k_host: {rows} rows of (R.a, S.a, S.x) through the {} path", source.path());

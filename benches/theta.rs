@@ -11,7 +11,7 @@
 //! the selected columns through the pairs' maps; the old row writes them directly).
 mod common;
 
-use gpujoin::join::device_relation::DeviceRelation;
+use gpujoin::join::device_relation::upload;
 use gpujoin::join::plan::{Algorithm, Join};
 use gpujoin::join::predicate::{col_l, col_r, Side};
 use gpujoin::join::table::{HostColumn, HostTable, Table, Value};
@@ -69,7 +69,8 @@ fn main() {
     for (case, nr, ns) in [("agg_gt_50k_25k", 50_000usize, 25_000usize), ("agg_gt_500k_50k", 500_000, 50_000)] {
         let (r, t) = (relation(nr, 1), relation(ns, 2));
         let want = cpu_sum(&r, &t);
-        let (dr, dt) = (DeviceRelation::upload(&s, &r).unwrap(), DeviceRelation::upload(&s, &t).unwrap());
+        let (dr, dt) = (upload(&s, &r).unwrap(), upload(&s, &t).unwrap());
+        let (dr, dt) = (dr.view(), dt.view());
         let got = sorted_theta_aggregate(&s, &dr, &dt, &pred, Agg::Sum, Some((Side::Right, 1))).unwrap();
         assert_eq!(got, AggValue::Int(want), "{case}");
         // Bytes that must move: both key columns and S.x read once.
@@ -91,7 +92,8 @@ fn main() {
         let case = "out_gt_50k_5k_device";
         let (nr, ns) = (50_000usize, 5_000usize);
         let (r, t) = (relation(nr, 3), relation(ns, 4));
-        let (dr, dt) = (DeviceRelation::upload(&s, &r).unwrap(), DeviceRelation::upload(&s, &t).unwrap());
+        let (dr, dt) = (upload(&s, &r).unwrap(), upload(&s, &t).unwrap());
+        let (dr, dt) = (dr.view(), dt.view());
         let rows = sorted_theta_join_size(&s, &dr, &dt, &pred, JoinType::Inner).unwrap();
         let cols = sorted_theta_materialize(&s, &dr, &dt, &pred, &[0], &[0, 1]).unwrap();
         assert!(cols.iter().all(|c| c.len() as u64 == rows));

@@ -1,6 +1,6 @@
-//! Device relations of the theta, nested-loop and indexed nested-loop joins (issue 5): columns
-//! of the table model ([`ColumnView`]) in one of the kernels' physical types, read in place
-//! where a table's column already has one and converted once (an owned [`Column`]) otherwise.
+//! Relations of the theta, nested-loop and indexed nested-loop joins (issue 5): [`TableView`]s
+//! whose columns all have one of the kernels' physical types ([`check_relation`]), read in
+//! place; [`upload`] and the front door convert other types once (an owned [`Column`]).
 //!
 //! The kernels' types ([`in_place_type`]): `Int32`, `Date32` (as `i32`); `Int64`, `Date64`,
 //! `Timestamp` (`i64`); `UInt32`; `UInt64`; `Float32`; `Float64`; `LargeUtf8` (Arrow's
@@ -8,20 +8,20 @@
 //! kernels read the values of every row; the caller handles NULLs).
 //!
 //! ```no_run
-//! use gpujoin_join::device_relation::DeviceRelation;
+//! use gpujoin_join::device_relation::{check_relation, upload};
 //! use gpujoin_join::table::{DataType as T, HostColumn, HostTable};
 //! # fn f(stream: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
 //! let host = HostTable::new(vec![("a", HostColumn::from_values(vec![3i16, 1])), ("s", HostColumn::utf8(["a", "bc"]))])?;
-//! let dev = DeviceRelation::upload(stream, &host)?;
-//! assert_eq!((dev.rows(), dev.schema()), (2, vec![T::Int32, T::LargeUtf8]));
-//! let back = dev.to_host(stream)?; // Int16 widened to Int32, Utf8 as LargeUtf8
-//! assert_eq!((back[0].data_type(), back[1].data_type()), (T::Int32, T::LargeUtf8));
+//! let dev = upload(stream, &host)?; // Int16 widened to Int32, Utf8 as LargeUtf8
+//! check_relation(&dev.view())?;
+//! let types: Vec<T> = dev.columns().iter().map(|c| c.data_type()).collect();
+//! assert_eq!((dev.rows(), types), (2, vec![T::Int32, T::LargeUtf8]));
 //! # Ok(()) }
 //! ```
 
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 
-use crate::table::{Column, ColumnView, DataType, HostColumn, HostTable};
+use crate::table::{Column, ColumnView, DataType, HostTable, Table, TableView};
 
 /// The kernels' type of a column of `t` read in place ([`DataType::kernel_type`] where `t` has
 /// that type's layout); `None` for a type a relation must convert first (`Int8`, `Int16`,
@@ -42,141 +42,135 @@ pub(crate) fn kernel_type_of(c: &ColumnView<'_>) -> DataType {
     in_place_type(c.data_type()).expect("a relation's columns have kernel types")
 }
 
-/// One column of a [`DeviceRelation`]: a table's column read in place, or one the relation owns.
-pub enum RelationColumn<'a> {
-    /// A table's column, read where it is.
+/// Checks a relation of the theta, nested-loop and indexed nested-loop joins: every column of an
+/// [`in_place_type`] (the kernels read it as it is), at most [`crate::RowId::MAX_ROWS`] rows.
+/// Other types are an [`Error::Unsupported`] naming the column ([`upload`] and the front door,
+/// [`crate::Join`], convert them).
+///
+/// `check_relation(&table.view())` for a table of `Int32` and `LargeUtf8` columns is `Ok`; one
+/// with an `Int16` column is not.
+pub fn check_relation(rel: &TableView<'_>) -> Result<()> {
+    for (name, c) in rel.names().iter().zip(rel.columns()) {
+        if in_place_type(c.data_type()).is_none() {
+            return Err(Error::Unsupported {
+                what: format!("relation column {name:?} of type {}", c.data_type()),
+                reason: "the theta kernels read Int32, Date32, Int64, Date64, Timestamp, UInt32, UInt64, Float32, Float64 and LargeUtf8 (device_relation::upload and the front door, Join, convert the others)".into(),
+            });
+        }
+    }
+    if rel.rows() as u64 > crate::RowId::MAX_ROWS {
+        return Err(Error::too_large("relation rows", rel.rows() as u64, crate::RowId::MAX_ROWS));
+    }
+    Ok(())
+}
+
+/// The kernel types of a relation's columns, in order, after [`check_relation`] (every theta
+/// entry point reads its relations' schemas through here first).
+pub(crate) fn relation_schema(rel: &TableView<'_>) -> Result<Vec<DataType>> {
+    check_relation(rel)?;
+    Ok(rel.columns().iter().map(kernel_type_of).collect())
+}
+
+/// Copies every column of a host table to the device, in order and with its name, converting
+/// those of no [`in_place_type`] as the front door's filters do (narrow integers and booleans
+/// widened to 32 bits, `Utf8` to `LargeUtf8`; `Decimal128` is an `Unsupported` error), so that
+/// the table's view is a relation ([`check_relation`]).
+pub fn upload(stream: &Stream, table: &HostTable) -> Result<Table> {
+    if table.rows() as u64 > crate::RowId::MAX_ROWS {
+        return Err(Error::too_large("relation rows", table.rows() as u64, crate::RowId::MAX_ROWS));
+    }
+    let mut columns = Vec::with_capacity(table.columns().len());
+    for (name, host) in table.names().iter().zip(table.columns()) {
+        let c = Column::upload(stream, host)?;
+        columns.push((name.clone(), crate::plan::filter::converted(stream, name, &c.view())?.unwrap_or(c)));
+    }
+    Table::new(columns)
+}
+
+/// One column of an [`OwnedRelation`]: a table's column read in place, or one the relation owns.
+pub(crate) enum Source<'a> {
     InPlace(ColumnView<'a>),
-    /// A column converted or uploaded for the relation.
     Owned(Column),
 }
 
-impl RelationColumn<'_> {
+impl Source<'_> {
     /// The column.
-    pub fn view(&self) -> ColumnView<'_> {
+    pub(crate) fn view(&self) -> ColumnView<'_> {
         match self {
-            RelationColumn::InPlace(v) => *v,
-            RelationColumn::Owned(c) => c.view(),
+            Source::InPlace(v) => *v,
+            Source::Owned(c) => c.view(),
         }
     }
 }
 
-impl<'a> From<ColumnView<'a>> for RelationColumn<'a> {
-    fn from(v: ColumnView<'a>) -> Self {
-        RelationColumn::InPlace(v)
+/// A relation the front door lowered for a theta join: the input tables' columns it reads in
+/// place and the columns it converted, owned (so that a prepared join or a chunk source can
+/// keep them as long as it reads them); [`OwnedRelation::view`] is the relation.
+pub(crate) struct OwnedRelation<'a> {
+    columns: Vec<Source<'a>>,
+    rows: usize,
+}
+
+impl<'a> OwnedRelation<'a> {
+    /// A relation of these columns (every one of an [`in_place_type`], all of one length).
+    pub(crate) fn new(columns: Vec<Source<'a>>, rows: usize) -> Result<Self> {
+        let rel = OwnedRelation { columns, rows };
+        for (i, c) in rel.columns.iter().enumerate() {
+            gpujoin_device::check_same_len("relation rows", rows, &format!("column {i}"), c.view().len())?;
+        }
+        check_relation(&rel.view())?;
+        Ok(rel)
+    }
+
+    /// The relation: its columns named by position.
+    pub(crate) fn view(&self) -> TableView<'_> {
+        let columns: Vec<(String, ColumnView<'_>)> = self.columns.iter().enumerate().map(|(i, c)| (i.to_string(), c.view())).collect();
+        TableView::new(columns).expect("columns of one length with distinct names")
+    }
+
+    /// Rows of the relation.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
     }
 }
 
-impl From<Column> for RelationColumn<'_> {
-    fn from(c: Column) -> Self {
-        RelationColumn::Owned(c)
-    }
-}
-
-/// A device relation a prepared theta join reads: borrowed from the caller, or shared (so that
-/// the prepared join owns what it reads, as the front door's chunks do).
-///
-/// Example: `RelationRef::from(&rel)` borrows; `RelationRef::from(Arc::new(rel))` keeps the
-/// relation alive as long as the prepared join.
+/// A relation a prepared theta join reads: borrowed from the caller, or shared (so that the
+/// prepared join owns what it reads, as the front door's chunks do).
 #[derive(Clone)]
-pub enum RelationRef<'a> {
+pub(crate) enum RelationRef<'a> {
     /// Borrowed for `'a`.
-    Borrowed(&'a DeviceRelation<'a>),
+    Borrowed(&'a TableView<'a>),
     /// Shared ownership.
-    Shared(std::sync::Arc<DeviceRelation<'a>>),
+    Shared(std::sync::Arc<OwnedRelation<'a>>),
 }
 
-impl<'a> std::ops::Deref for RelationRef<'a> {
-    type Target = DeviceRelation<'a>;
-
-    fn deref(&self) -> &DeviceRelation<'a> {
-        match self {
-            RelationRef::Borrowed(r) => r,
-            RelationRef::Shared(r) => r,
-        }
-    }
-}
-
-impl<'a, 'r: 'a> From<&'a DeviceRelation<'r>> for RelationRef<'a> {
-    fn from(r: &'a DeviceRelation<'r>) -> RelationRef<'a> {
+impl<'a> From<&'a TableView<'a>> for RelationRef<'a> {
+    fn from(r: &'a TableView<'a>) -> RelationRef<'a> {
         RelationRef::Borrowed(r)
     }
 }
 
-impl<'a> From<std::sync::Arc<DeviceRelation<'a>>> for RelationRef<'a> {
-    fn from(r: std::sync::Arc<DeviceRelation<'a>>) -> RelationRef<'a> {
+impl<'a> From<std::sync::Arc<OwnedRelation<'a>>> for RelationRef<'a> {
+    fn from(r: std::sync::Arc<OwnedRelation<'a>>) -> RelationRef<'a> {
         RelationRef::Shared(r)
     }
 }
 
-/// A relation on the device: columns of equal length, each of a kernel type.
-pub struct DeviceRelation<'a> {
-    columns: Vec<RelationColumn<'a>>,
-    rows: usize,
-}
-
-impl DeviceRelation<'static> {
-    /// Copies every column of a host table to the device, in order (names aside), converting
-    /// those of no [`in_place_type`] as the front door's filters do (narrow integers and booleans
-    /// widened to 32 bits, `Utf8` to `LargeUtf8`; `Decimal128` is an `Unsupported` error).
-    pub fn upload(stream: &Stream, table: &HostTable) -> Result<Self> {
-        if table.rows() as u64 > crate::RowId::MAX_ROWS {
-            return Err(Error::too_large("relation rows", table.rows() as u64, crate::RowId::MAX_ROWS));
+impl RelationRef<'_> {
+    /// The relation.
+    pub(crate) fn view(&self) -> TableView<'_> {
+        match self {
+            RelationRef::Borrowed(r) => (*r).clone(),
+            RelationRef::Shared(r) => r.view(),
         }
-        let mut columns = Vec::with_capacity(table.columns().len());
-        for (name, host) in table.names().iter().zip(table.columns()) {
-            let c = Column::upload(stream, host)?;
-            columns.push(RelationColumn::Owned(match crate::plan::filter::converted(stream, name, &c.view())? {
-                Some(converted) => converted,
-                None => c,
-            }));
-        }
-        Ok(DeviceRelation { columns, rows: table.rows() })
-    }
-}
-
-impl<'a> DeviceRelation<'a> {
-    /// A relation of these columns: every one of a [`in_place_type`], all of one length
-    /// (`InvalidArgument` otherwise).
-    pub fn from_columns(columns: Vec<RelationColumn<'a>>) -> Result<Self> {
-        let rows = columns.first().map_or(0, |c| c.view().len());
-        for (i, c) in columns.iter().enumerate() {
-            let v = c.view();
-            if in_place_type(v.data_type()).is_none() {
-                return Err(Error::invalid(format!("column {i} of a device relation is {}; the theta kernels read {}", v.data_type(), "Int32, Date32, Int64, Date64, Timestamp, UInt32, UInt64, Float32, Float64 and LargeUtf8")));
-            }
-            gpujoin_device::check_same_len("column 0", rows, &format!("column {i}"), v.len())?;
-        }
-        Ok(DeviceRelation { columns, rows })
     }
 
     /// Rows of the relation.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Number of columns.
-    pub fn width(&self) -> usize {
-        self.columns.len()
-    }
-
-    /// The columns.
-    pub fn columns(&self) -> Vec<ColumnView<'_>> {
-        self.columns.iter().map(RelationColumn::view).collect()
-    }
-
-    /// Column `i` (panics when out of range, like slice indexing).
-    pub fn column(&self, i: usize) -> ColumnView<'_> {
-        self.columns[i].view()
-    }
-
-    /// The columns' kernel types.
-    pub fn schema(&self) -> Vec<DataType> {
-        self.columns.iter().map(|c| kernel_type_of(&c.view())).collect()
-    }
-
-    /// Copies the relation's columns back to the host.
-    pub fn to_host(&self, stream: &Stream) -> Result<Vec<HostColumn>> {
-        self.columns.iter().map(|c| c.view().to_host(stream)).collect()
+    pub(crate) fn rows(&self) -> usize {
+        match self {
+            RelationRef::Borrowed(r) => r.rows(),
+            RelationRef::Shared(r) => r.rows(),
+        }
     }
 }
 

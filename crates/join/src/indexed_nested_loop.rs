@@ -67,7 +67,7 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::{reduce_sum, select_by_flag, select_flagged, sort_pairs_new, SortOrder, SortPairsWith, NO_ROW};
 
 use crate::common::{alloc_output_maps, offsets_u64};
-use crate::device_relation::{in_place_type, kernel_type_of, RelationColumn};
+use crate::device_relation::{in_place_type, kernel_type_of, Source};
 use crate::table::{Column, ColumnView};
 use crate::kernels::sys::inlj as ffi;
 use crate::maps::{GatherMaps, Side};
@@ -111,7 +111,7 @@ pub struct SortedIndex<'a> {
 }
 
 /// The indexed column, read in place or owned by the index.
-type IndexedColumn<'a> = RelationColumn<'a>;
+type IndexedColumn<'a> = Source<'a>;
 
 /// The column as the index kernels read it: of a [`in_place_type`] (`InvalidArgument` otherwise).
 fn checked_column<'c>(what: &str, c: ColumnView<'c>) -> Result<ColumnView<'c>> {
@@ -130,7 +130,7 @@ impl SortedIndex<'static> {
     /// [`SortedIndex::build_with_validity`] over a column the index keeps (the validity is only
     /// read while building).
     pub fn build_owned_with_validity(stream: &Stream, column: Column, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'static>> {
-        SortedIndex::build_from(stream, RelationColumn::Owned(column), validity)
+        SortedIndex::build_from(stream, Source::Owned(column), validity)
     }
 }
 
@@ -199,11 +199,11 @@ impl<'a> SortedIndex<'a> {
     /// the stream when given. Errors as [`SortedIndex::build`], and [`Error::InvalidArgument`]
     /// when the validity has fewer than `ceil(rows / 32)` words.
     pub fn build_with_validity(stream: &Stream, column: ColumnView<'a>, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'a>> {
-        SortedIndex::build_from(stream, RelationColumn::InPlace(column), validity)
+        SortedIndex::build_from(stream, Source::InPlace(column), validity)
     }
 
     /// [`SortedIndex::build_with_validity`] over a column read in place or owned by the index.
-    pub(crate) fn build_from(stream: &Stream, column: RelationColumn<'a>, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'a>> {
+    pub(crate) fn build_from(stream: &Stream, column: Source<'a>, validity: Option<DeviceView<'_, u32>>) -> Result<SortedIndex<'a>> {
         let (keys, rows) = sort_index(stream, checked_column("indexed column", column.view())?, validity)?;
         Ok(SortedIndex { column, keys, rows })
     }

@@ -21,9 +21,10 @@
 //! [`RowId::NONE`] for the null side of outer rows) and has its own module and entry points, each
 //! checked against the CPU references of `gpujoin-testkit`. They take the table model's views:
 //! key columns of the kernels' key types as a [`table::TableView`] (`keys::check_keys`) and
-//! payload columns as [`table::ColumnView`]s, or device relations (table columns of the kernels'
-//! types, read in place), return materialized payloads as [`table::Column`]s, and are public only with the
-//! feature `algorithms`, for benchmarks and tests that time or check one algorithm by itself:
+//! payload columns as [`table::ColumnView`]s, or relations (a [`table::TableView`] whose
+//! columns have the kernels' types, `device_relation::check_relation`, read in place), return
+//! materialized payloads as [`table::Column`]s and [`table::Table`]s, and are public only with
+//! the feature `algorithms`, for benchmarks and tests that time or check one algorithm by itself:
 //!
 //! | algorithm | entry points (feature `algorithms`) | seed |
 //! |---|---|---|

@@ -10,7 +10,10 @@ use common::stream;
 
 use gpujoin_device::Error;
 use gpujoin_join::keys::{check_comparable, check_keys};
-use gpujoin_join::table::{ColumnView, DataType, HostColumn, TableView};
+use gpujoin_join::device_relation::{check_relation, upload};
+use gpujoin_join::predicate::{col_l, col_r, schema_of};
+use gpujoin_join::table::{ColumnView, DataType, HostColumn, HostTable, Table, TableView};
+use gpujoin_join::theta::theta_join;
 use gpujoin_join::wide::{self, Algorithm, WideJoinOptions};
 use gpujoin_join::{materialize, partitioned_hash_join_with_payloads, sort_merge_join, JoinOptions, JoinType, Materialization, Side};
 
@@ -109,4 +112,22 @@ fn algorithm_entry_points_refuse_what_only_the_front_door_prepares() {
         rows.sort_unstable();
         assert_eq!(rows, [(None, None), (Some(100), Some(1000)), (Some(200), Some(2000))], "{algorithm:?}");
     }
+
+    // Theta relations: a column the kernels do not read (Int16) is refused by name, never read
+    // as another type; `device_relation::upload` converts it (widened to Int32) and the join runs.
+    let (l, r) = (
+        HostTable::new(vec![("a", HostColumn::from_values(vec![1i16, 5, 9]))]).unwrap(),
+        HostTable::new(vec![("b", HostColumn::from_values(vec![4i16, 8]))]).unwrap(),
+    );
+    let pred = col_l(0).greater(col_r(0)).check(&schema_of(&l).unwrap(), &schema_of(&r).unwrap()).unwrap();
+    let (raw_l, raw_r) = (Table::upload(&s, &l).unwrap(), Table::upload(&s, &r).unwrap());
+    match theta_join(&s, &raw_l.view(), &raw_r.view(), &pred, JoinType::Inner) {
+        Err(Error::Unsupported { what, .. }) => assert!(what.contains("\"a\"") && what.contains("Int16"), "{what}"),
+        other => panic!("an Int16 relation column: {:?}", other.map(|m| m.rows())),
+    }
+    assert!(check_relation(&raw_l.view()).is_err());
+    let (dl, dr) = (upload(&s, &l).unwrap(), upload(&s, &r).unwrap());
+    check_relation(&dl.view()).unwrap();
+    assert_eq!(dl.columns()[0].data_type(), DataType::Int32);
+    assert_eq!(theta_join(&s, &dl.view(), &dr.view(), &pred, JoinType::Inner).unwrap().rows(), 3); // 5>4, 9>4, 9>8
 }

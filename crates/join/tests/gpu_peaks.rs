@@ -19,7 +19,7 @@
 use gpujoin_device::testing::{device_or_skip, pick, reduced};
 use gpujoin_device::{Device, DeviceBuffer, Stream};
 use gpujoin_join::chunked::{join_chunks, ChunkBudget};
-use gpujoin_join::device_relation::DeviceRelation;
+use gpujoin_join::device_relation::upload;
 use gpujoin_join::indexed_nested_loop::indexed_nested_loop_join;
 use gpujoin_join::memory::{self, JoinSizes, KeyShape, Payloads, PeakAlgorithm, ThetaKind};
 use gpujoin_join::predicate::{col_l, col_r, schema_of};
@@ -294,7 +294,8 @@ fn theta_joins(m: &mut Meter) {
         let (lr, rr) = (HostTable::new(vec![("k", col(&lv))]).unwrap(), HostTable::new(vec![("k", col(&rv))]).unwrap());
         let p = col_l(0).greater(col_r(0)).check(&schema_of(&lr).unwrap(), &schema_of(&rr).unwrap()).unwrap();
         assert!(matches!(choose_path(&p), ThetaPath::Sorted(_)));
-        let (dl, dr) = (DeviceRelation::upload(&s, &lr).unwrap(), DeviceRelation::upload(&s, &rr).unwrap());
+        let (dl, dr) = (upload(&s, &lr).unwrap(), upload(&s, &rr).unwrap());
+        let (dl, dr) = (dl.view(), dr.view());
         let sizes = |o: u64| JoinSizes::inner(nl as u64, nr as u64, KeyShape::integer(width), o);
         m.case("theta sorted", &format!("l>r k{width}"), PeakAlgorithm::Theta(ThetaKind::Sorted), sizes, |s| theta_join(s, &dl, &dr, &p, JoinType::Inner).unwrap().rows());
     }
@@ -308,7 +309,8 @@ fn theta_joins(m: &mut Meter) {
     let (lr, rr) = (rel(nl, &mut rng), rel(nr, &mut rng));
     let p = col_l(0).less(col_r(0)).and(col_l(1).greater(col_r(1))).check(&schema_of(&lr).unwrap(), &schema_of(&rr).unwrap()).unwrap();
     assert!(matches!(choose_path(&p), ThetaPath::NestedLoop));
-    let (dl, dr) = (DeviceRelation::upload(&s, &lr).unwrap(), DeviceRelation::upload(&s, &rr).unwrap());
+    let (dl, dr) = (upload(&s, &lr).unwrap(), upload(&s, &rr).unwrap());
+    let (dl, dr) = (dl.view(), dr.view());
     let two = KeyShape { columns: 2, bytes: 8, floats: false, nullable: false };
     let sizes = |o: u64| JoinSizes::inner(nl as u64, nr as u64, two, o);
     m.case("theta nested loop", "l0<r0 & l1>r1", PeakAlgorithm::Theta(ThetaKind::NestedLoop), sizes, |s| theta_join(s, &dl, &dr, &p, JoinType::Inner).unwrap().rows());
@@ -322,9 +324,10 @@ fn theta_joins(m: &mut Meter) {
     let (lr, rr) = (mixed_rel(5, &mut rng), mixed_rel(6, &mut rng));
     let p = col_l(0).equals(col_r(0)).and(col_l(1).less(col_r(1))).check(&schema_of(&lr).unwrap(), &schema_of(&rr).unwrap()).unwrap();
     assert!(matches!(choose_path(&p), ThetaPath::Mixed));
-    let (dl, dr) = (DeviceRelation::upload(&s, &lr).unwrap(), DeviceRelation::upload(&s, &rr).unwrap());
-    fn key_of<'d>(d: &'d DeviceRelation<'_>) -> TableView<'d> {
-        TableView::single(d.column(0).typed::<u32>().expect("u32 keys"))
+    let (dl, dr) = (upload(&s, &lr).unwrap(), upload(&s, &rr).unwrap());
+    let (dl, dr) = (dl.view(), dr.view());
+    fn key_of<'d>(d: &'d TableView<'_>) -> TableView<'d> {
+        TableView::single(d.columns()[0].typed::<u32>().expect("u32 keys"))
     }
     let pairs = non_partitioned_hash_join(&s, &key_of(&dl), &key_of(&dr), JoinType::Inner, OPTS).unwrap().rows();
     let sizes = |o: u64| JoinSizes::inner(n as u64, n as u64, KeyShape::integer(4), o).with_join_type(JoinType::Inner, o, pairs);

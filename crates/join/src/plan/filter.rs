@@ -49,15 +49,15 @@
 
 use gpujoin_device::{DeviceBuffer, Error, Pod, Result, Stream};
 
-use crate::device_relation::{in_place_type, DeviceRelation, RelationColumn};
+use crate::device_relation::{in_place_type, OwnedRelation, Source};
 use crate::predicate::{col_l, col_r, lit, CheckedPredicate, CmpOp, Expr, Predicate, Scalar, Side};
 use crate::types::{JoinOptions, NanEquality, NullEquality};
 use crate::table::{Column, ColumnView, DataType, NativeValue, TableView};
 
 /// The two device relations of a filter and the predicate over their columns.
 pub(crate) struct Lowered<'t> {
-    pub left: DeviceRelation<'t>,
-    pub right: DeviceRelation<'t>,
+    pub left: OwnedRelation<'t>,
+    pub right: OwnedRelation<'t>,
     pub pred: CheckedPredicate,
     /// Relation column of each table column that was lowered (`None`: not referenced).
     pub left_index: Vec<Option<usize>>,
@@ -66,8 +66,8 @@ pub(crate) struct Lowered<'t> {
 
 
 /// A column made on the device for a relation (of the type its values stand for).
-fn owned<T: NativeValue + Pod>(b: DeviceBuffer<T>) -> RelationColumn<'static> {
-    RelationColumn::Owned(Column::from_device_values(b))
+fn owned<T: NativeValue + Pod>(b: DeviceBuffer<T>) -> Source<'static> {
+    Source::Owned(Column::from_device_values(b))
 }
 
 /// The predicate type a column of `t` is lowered to ([`DataType::kernel_type`]; `Decimal128`,
@@ -81,10 +81,10 @@ pub(crate) fn lowered_type(t: DataType) -> DataType {
 /// kernels read ([`in_place_type`]: every 32- and 64-bit number, date and timestamp, `LargeUtf8`),
 /// converted otherwise ([`converted`]). The values of every row, null rows included (whatever
 /// their slots hold; the caller handles the validity).
-pub(crate) fn column_values<'t>(stream: &Stream, name: &str, v: &ColumnView<'t>) -> Result<RelationColumn<'t>> {
+pub(crate) fn column_values<'t>(stream: &Stream, name: &str, v: &ColumnView<'t>) -> Result<Source<'t>> {
     Ok(match converted(stream, name, v)? {
-        Some(c) => RelationColumn::Owned(c),
-        None => RelationColumn::InPlace(*v),
+        Some(c) => Source::Owned(c),
+        None => Source::InPlace(*v),
     })
 }
 
@@ -432,7 +432,7 @@ fn decimal_comparison(op: CmpOp, a: DecimalOperand, b: DecimalOperand) -> std::r
 /// Lowers `keys` and `pred` as [`plan`] does, and builds the device relations.
 pub(crate) fn lower<'t>(stream: &Stream, pred: &Predicate, keys: &[(usize, usize)], options: JoinOptions, left: &TableView<'t>, right: &TableView<'t>, extra: &[(Side, usize)]) -> Result<Lowered<'t>> {
     let plan = plan(pred, keys, options, left, right, extra)?;
-    let build = |t: &TableView<'t>, cols: &[usize], flagged: &[usize]| -> Result<DeviceRelation<'t>> {
+    let build = |t: &TableView<'t>, cols: &[usize], flagged: &[usize]| -> Result<OwnedRelation<'t>> {
         let mut out = Vec::new();
         for &c in cols {
             let v = t.columns()[c];
@@ -453,7 +453,7 @@ pub(crate) fn lower<'t>(stream: &Stream, pred: &Predicate, keys: &[(usize, usize
             // A side the predicate does not look at still has its rows.
             out.push(owned(stream.alloc_zeroed::<u32>(t.rows())?));
         }
-        DeviceRelation::from_columns(out)
+        OwnedRelation::new(out, t.rows())
     };
     let l = build(left, &plan.refs[0], &plan.flagged[0])?;
     let r = build(right, &plan.refs[1], &plan.flagged[1])?;
@@ -468,7 +468,7 @@ pub(crate) fn lower<'t>(stream: &Stream, pred: &Predicate, keys: &[(usize, usize
         out
     };
     let (li, ri) = (index(left, &plan.refs[0]), index(right, &plan.refs[1]));
-    plan.pred.check_schemas(&l.schema(), &r.schema())?;
+    plan.pred.check_schemas(&crate::device_relation::relation_schema(&l.view())?, &crate::device_relation::relation_schema(&r.view())?)?;
     Ok(Lowered { left: l, right: r, pred: plan.pred, left_index: li, right_index: ri })
 }
 

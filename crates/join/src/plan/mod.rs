@@ -759,7 +759,7 @@ impl<'a> Join<'a> {
         let low = self.lower_theta(stream, &extra)?;
         let lowered = |index: &[Option<usize>], cols: &[usize]| cols.iter().map(|&c| index[c].ok_or_else(|| Error::invalid("internal: a selected column was not lowered"))).collect::<Result<Vec<_>>>();
         let (lr, rr) = (lowered(&low.left_index, &li)?, lowered(&low.right_index, &ri)?);
-        let written = crate::theta::sorted::sorted_theta_materialize(stream, &low.left, &low.right, &low.pred, &lr, &rr)?;
+        let written = crate::theta::sorted::sorted_theta_materialize(stream, &low.left.view(), &low.right.view(), &low.pred, &lr, &rr)?;
         let rows = written.first().map_or(0, |c| c.len());
         let mut columns = Vec::with_capacity(written.len());
         let names = self.select_left.iter().map(|n| (Side::Left, n)).chain(self.select_right.iter().map(|n| (Side::Right, n)));
@@ -817,7 +817,7 @@ impl<'a> Join<'a> {
         drop((lk, rk));
         let (a, b) = inner.into_raw();
         let low = filter::lower(stream, f, &[], self.options, self.left.as_ref().expect("checked"), self.right.as_ref().expect("checked"), &[])?;
-        let (a, b) = crate::theta::nested_loop::PairFilter::new(stream, &low.left, &low.right, &low.pred, &[])?.apply(stream, a, b)?;
+        let (a, b) = crate::theta::nested_loop::PairFilter::new(stream, &low.left.view(), &low.right.view(), &low.pred, &[])?.apply(stream, a, b)?;
         Ok((crate::common::from_inner_pairs(stream, a, b, i.left_rows, i.right_rows, jt)?, note, None))
     }
 
@@ -1192,9 +1192,9 @@ fn clustered_pairs(stream: &Stream, l: &TableView<'_>, r: &TableView<'_>, i: &In
 fn theta_size(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: JoinType) -> Result<u64> {
     use crate::theta::nested_loop::{nested_loop_join_size_with, Strategy};
     match algorithm {
-        Algorithm::ThetaSorted => crate::theta::sorted::sorted_theta_join_size(stream, &low.left, &low.right, &low.pred, jt),
-        Algorithm::ThetaNestedLoop => nested_loop_join_size_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::NestedLoop),
-        _ => nested_loop_join_size_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::Auto),
+        Algorithm::ThetaSorted => crate::theta::sorted::sorted_theta_join_size(stream, &low.left.view(), &low.right.view(), &low.pred, jt),
+        Algorithm::ThetaNestedLoop => nested_loop_join_size_with(stream, &low.left.view(), &low.right.view(), &low.pred, jt, Strategy::NestedLoop),
+        _ => nested_loop_join_size_with(stream, &low.left.view(), &low.right.view(), &low.pred, jt, Strategy::Auto),
     }
 }
 
@@ -1206,13 +1206,13 @@ fn theta_maps(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm, jt: 
         Algorithm::ThetaSorted => {
             #[cfg(feature = "testing")]
             if options.testing != crate::types::TestingOptions::DEFAULT {
-                return crate::theta::sorted::SortedTesting::of(&options.testing).join(stream, &low.left, &low.right, &low.pred, jt);
+                return crate::theta::sorted::SortedTesting::of(&options.testing).join(stream, &low.left.view(), &low.right.view(), &low.pred, jt);
             }
             let _ = options;
-            crate::theta::sorted::sorted_theta_join(stream, &low.left, &low.right, &low.pred, jt)
+            crate::theta::sorted::sorted_theta_join(stream, &low.left.view(), &low.right.view(), &low.pred, jt)
         }
-        Algorithm::ThetaNestedLoop => nested_loop_join_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::NestedLoop),
-        _ => nested_loop_join_with(stream, &low.left, &low.right, &low.pred, jt, Strategy::Auto),
+        Algorithm::ThetaNestedLoop => nested_loop_join_with(stream, &low.left.view(), &low.right.view(), &low.pred, jt, Strategy::NestedLoop),
+        _ => nested_loop_join_with(stream, &low.left.view(), &low.right.view(), &low.pred, jt, Strategy::Auto),
     }
 }
 
@@ -1225,12 +1225,12 @@ fn theta_aggregate(stream: &Stream, low: &filter::Lowered, algorithm: Algorithm,
         Algorithm::ThetaSorted => {
             #[cfg(feature = "testing")]
             if options.testing != crate::types::TestingOptions::DEFAULT {
-                return crate::theta::sorted::SortedTesting::of(&options.testing).aggregate(stream, &low.left, &low.right, &low.pred, agg, column);
+                return crate::theta::sorted::SortedTesting::of(&options.testing).aggregate(stream, &low.left.view(), &low.right.view(), &low.pred, agg, column);
             }
             let _ = options;
-            crate::theta::sorted::sorted_theta_aggregate(stream, &low.left, &low.right, &low.pred, agg, column)
+            crate::theta::sorted::sorted_theta_aggregate(stream, &low.left.view(), &low.right.view(), &low.pred, agg, column)
         }
-        _ => crate::theta::nested_loop::nested_loop_aggregate(stream, &low.left, &low.right, &low.pred, agg, column),
+        _ => crate::theta::nested_loop::nested_loop_aggregate(stream, &low.left.view(), &low.right.view(), &low.pred, agg, column),
     }
 }
 

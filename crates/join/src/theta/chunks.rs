@@ -11,7 +11,8 @@ use super::nested_loop::NestedLoopJoin;
 use super::sorted::SortedThetaJoin;
 use super::{check_columns, choose_path, gather_columns, ThetaPath};
 use crate::chunked::{ChunkBudget, ChunkRange, ChunkSource, JoinChunks};
-use crate::device_relation::{copy_column_rows, DeviceRelation, RelationRef};
+use crate::device_relation::{check_relation, copy_column_rows, relation_schema, RelationRef};
+use crate::table::TableView;
 use crate::table::Column;
 use crate::maps::GatherMaps;
 use crate::predicate::CheckedPredicate;
@@ -46,9 +47,9 @@ pub struct ThetaChunkSource<'a> {
 impl<'a> ThetaChunkSource<'a> {
     /// Counts the output of every left row (the first step of seed 004 §3.3).
     ///
-    /// `left` and `right` are borrowed (`&DeviceRelation`) or shared (`Arc<DeviceRelation>`:
-    /// the source then owns what it reads, as [`crate::plan::Join::chunks`]' does).
-    pub fn new(stream: &Stream, left: impl Into<RelationRef<'a>>, right: impl Into<RelationRef<'a>>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
+    /// `left` and `right` are relations ([`crate::device_relation::check_relation`]) borrowed
+    /// for the source's life ([`crate::plan::Join::chunks`]' sources own what they read).
+    pub fn new(stream: &Stream, left: &'a TableView<'a>, right: &'a TableView<'a>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
         Self::new_with(stream, left.into(), right.into(), pred, join_type, false, false)
     }
 
@@ -57,20 +58,24 @@ impl<'a> ThetaChunkSource<'a> {
     /// `nested_loop`: the nested loop whatever the predicate's shape (the front door's explicit
     /// `Algorithm::ThetaNestedLoop`): prepared for INNER/LEFT/RIGHT/FULL, whole otherwise.
     pub(crate) fn new_with(stream: &Stream, left: RelationRef<'a>, right: RelationRef<'a>, pred: &CheckedPredicate, join_type: JoinType, poison_sorted: bool, nested_loop: bool) -> Result<Self> {
-        pred.check_schemas(&left.schema(), &right.schema())?;
+        let (lv, rv) = (left.view(), right.view());
+        check_relation(&lv)?;
+        check_relation(&rv)?;
+        pred.check_schemas(&relation_schema(&lv)?, &relation_schema(&rv)?)?;
+        let path = choose_path(pred);
+        let mixed_keys = super::nested_loop::mixed_keys(&lv, &rv, pred, super::nested_loop::Strategy::Auto);
+        drop((lv, rv));
         if nested_loop {
             use super::nested_loop::{nested_loop_join_with, Strategy};
             let prepared = if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
-                let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
+                let join = NestedLoopJoin::prepare_with(stream, left, right, pred, join_type)?;
                 let unmatched = if join_type.keeps_unmatched_right() { Some(join.unmatched_right(stream)?) } else { None };
                 Prepared::NestedLoop { join: Box::new(join), unmatched }
             } else {
-                Prepared::Whole { maps: nested_loop_join_with(stream, &left, &right, pred, join_type, Strategy::NestedLoop)?, no_offsets: stream.alloc_zeroed::<u64>(1)? }
+                Prepared::Whole { maps: nested_loop_join_with(stream, &left.view(), &right.view(), pred, join_type, Strategy::NestedLoop)?, no_offsets: stream.alloc_zeroed::<u64>(1)? }
             };
             return Ok(ThetaChunkSource { join_type, prepared });
         }
-        let path = choose_path(pred);
-        let mixed_keys = super::nested_loop::mixed_keys(&left, &right, pred, super::nested_loop::Strategy::Auto);
         let prepared = match (path, join_type, mixed_keys) {
             (ThetaPath::Sorted(cond), JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti, _) => {
                 Prepared::Sorted(Box::new(SortedThetaJoin::prepare_with(stream, left, right, &cond, join_type, poison_sorted)?))
@@ -79,11 +84,11 @@ impl<'a> ThetaChunkSource<'a> {
                 Prepared::Mixed(Box::new(MixedChunks::prepare(stream, left, right, pred, &keys, join_type, ChunkBudget::FromFreeMemory)?))
             }
             (_, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full, _) => {
-                let join = NestedLoopJoin::prepare(stream, left, right, pred, join_type)?;
+                let join = NestedLoopJoin::prepare_with(stream, left, right, pred, join_type)?;
                 let unmatched = if join_type.keeps_unmatched_right() { Some(join.unmatched_right(stream)?) } else { None };
                 Prepared::NestedLoop { join: Box::new(join), unmatched }
             }
-            _ => Prepared::Whole { maps: super::theta_join(stream, &left, &right, pred, join_type)?, no_offsets: stream.alloc_zeroed::<u64>(1)? },
+            _ => Prepared::Whole { maps: super::theta_join(stream, &left.view(), &right.view(), pred, join_type)?, no_offsets: stream.alloc_zeroed::<u64>(1)? },
         };
         Ok(ThetaChunkSource { join_type, prepared })
     }
@@ -204,8 +209,8 @@ impl ChunkSource for ThetaChunkSource<'_> {
 /// through the chunk's maps. Columns: `left_cols` of the left relation, then `right_cols`.
 pub struct ThetaColumnsSource<'a> {
     maps: ThetaChunkSource<'a>,
-    left: &'a DeviceRelation<'a>,
-    right: &'a DeviceRelation<'a>,
+    left: &'a TableView<'a>,
+    right: &'a TableView<'a>,
     left_cols: Vec<usize>,
     right_cols: Vec<usize>,
     bytes_per_row: u64,
@@ -215,15 +220,15 @@ impl<'a> ThetaColumnsSource<'a> {
     /// Counts the output of every left row; errors for string or missing columns.
     pub fn new(
         stream: &Stream,
-        left: &'a DeviceRelation,
-        right: &'a DeviceRelation,
+        left: &'a TableView<'a>,
+        right: &'a TableView<'a>,
         pred: &CheckedPredicate,
         left_cols: &[usize],
         right_cols: &[usize],
     ) -> Result<Self> {
         check_columns(left, left_cols, "left")?;
         check_columns(right, right_cols, "right")?;
-        let width = |rel: &DeviceRelation, cols: &[usize]| cols.iter().map(|&c| rel.column(c).data_type().byte_width().unwrap_or(0) as u64).sum::<u64>();
+        let width = |rel: &TableView<'_>, cols: &[usize]| cols.iter().map(|&c| rel.columns()[c].data_type().byte_width().unwrap_or(0) as u64).sum::<u64>();
         let bytes_per_row = (width(left, left_cols) + width(right, right_cols)).max(1);
         let maps = ThetaChunkSource::new(stream, left, right, pred, JoinType::Inner)?;
         Ok(ThetaColumnsSource { maps, left, right, left_cols: left_cols.to_vec(), right_cols: right_cols.to_vec(), bytes_per_row })
@@ -270,8 +275,8 @@ impl ChunkSource for ThetaColumnsSource<'_> {
 /// concatenated, the chunks are the whole join in the path's order.
 ///
 /// ```no_run
-/// # use gpujoin_join::{chunked::ChunkBudget, device_relation::DeviceRelation, predicate::CheckedPredicate, theta::theta_join_chunks, JoinType};
-/// # fn f(s: &gpujoin_device::Stream, l: &DeviceRelation, r: &DeviceRelation, p: &CheckedPredicate) -> gpujoin_device::Result<()> {
+/// # use gpujoin_join::{chunked::ChunkBudget, device_relation::upload, table::TableView, predicate::CheckedPredicate, theta::theta_join_chunks, JoinType};
+/// # fn f(s: &gpujoin_device::Stream, l: &TableView<'_>, r: &TableView<'_>, p: &CheckedPredicate) -> gpujoin_device::Result<()> {
 /// let mut rows = 0;
 /// for chunk in theta_join_chunks(s, l, r, p, JoinType::Inner, ChunkBudget::Bytes(64 << 20))? {
 ///     rows += chunk?.data.rows(); // at most 2^23 pairs per chunk
@@ -280,8 +285,8 @@ impl ChunkSource for ThetaColumnsSource<'_> {
 /// ```
 pub fn theta_join_chunks<'a>(
     stream: &Stream,
-    left: &'a DeviceRelation,
-    right: &'a DeviceRelation,
+    left: &'a TableView<'a>,
+    right: &'a TableView<'a>,
     pred: &CheckedPredicate,
     join_type: JoinType,
     budget: ChunkBudget,
@@ -293,8 +298,8 @@ pub fn theta_join_chunks<'a>(
 /// Stream them to host memory with [`crate::chunked::stream_to_host`] on the source.
 pub fn theta_materialize_chunks<'a>(
     stream: &Stream,
-    left: &'a DeviceRelation,
-    right: &'a DeviceRelation,
+    left: &'a TableView<'a>,
+    right: &'a TableView<'a>,
     pred: &CheckedPredicate,
     left_cols: &[usize],
     right_cols: &[usize],

@@ -72,7 +72,8 @@ impl<'a> MixedChunks<'a> {
         if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::Right | JoinType::Full) {
             return Err(Error::invalid(format!("internal: a {join_type:?} mixed join is not produced per left row")));
         }
-        let (left, right) = (&*left_ref, &*right_ref);
+        let (lv, rv) = (left_ref.view(), right_ref.view());
+        let (left, right) = (&lv, &rv);
         // 1. The candidates: the equi-join of the equality columns.
         let (lk, rk, opts) = mixed_key_columns(left, right, keys)?;
         let candidates = EquiChunkSource::new(stream, &lk, &rk, JoinType::Inner, opts)?;
@@ -111,6 +112,7 @@ impl<'a> MixedChunks<'a> {
             left: unmatched(&left_matched, left.rows(), join_type.keeps_unmatched_left())?,
             right: unmatched(&right_matched, right.rows(), join_type.keeps_unmatched_right())?,
         };
+        drop((lv, rv));
         Ok(MixedChunks { join_type, candidates, filter, offsets, tail, _reads: (left_ref, right_ref) })
     }
 

@@ -15,7 +15,7 @@
 //!   host memory ([`crate::chunked::stream_to_host`]).
 //!
 //! ```no_run
-//! use gpujoin_join::device_relation::DeviceRelation;
+//! use gpujoin_join::device_relation::upload;
 //! use gpujoin_join::predicate::{col_l, col_r, schema_of};
 //! use gpujoin_join::table::{HostColumn, HostTable};
 //! use gpujoin_join::theta::{choose_path, theta_aggregate, theta_join, Agg, AggValue, ThetaPath};
@@ -25,7 +25,8 @@
 //! let t = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![3, 4, 9])), ("c1", HostColumn::from_values::<i64>(vec![10, 20, 30]))])?;
 //! let p = col_l(0).greater(col_r(0)).check(&schema_of(&r)?, &schema_of(&t)?)?;
 //! assert!(matches!(choose_path(&p), ThetaPath::Sorted(_)));
-//! let (dr, dt) = (DeviceRelation::upload(s, &r)?, DeviceRelation::upload(s, &t)?);
+//! let (dr, dt) = (upload(s, &r)?, upload(s, &t)?);
+//! let (dr, dt) = (dr.view(), dt.view());
 //! assert_eq!(theta_join(s, &dr, &dt, &p, JoinType::Inner)?.rows(), 2); // (0,0) (0,1)
 //! assert_eq!(theta_aggregate(s, &dr, &dt, &p, Agg::Sum, Some((Side::Right, 1)))?, AggValue::Int(30));
 //! # Ok(()) }
@@ -39,7 +40,7 @@ pub mod sorted;
 
 use gpujoin_device::{Error, Result, Stream};
 
-use crate::device_relation::DeviceRelation;
+use crate::table::TableView;
 use crate::table::Column;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, RangeCondition};
@@ -105,7 +106,7 @@ pub fn choose_path(pred: &CheckedPredicate) -> ThetaPath {
 /// The theta join of `left` and `right` on `pred`, any join type, by the path of
 /// [`choose_path`]. Row order: the chosen path's ([`sorted`] or [`nested_loop`] module docs);
 /// compare results as multisets across paths.
-pub fn theta_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
+pub fn theta_join(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
     match choose_path(pred) {
         ThetaPath::Sorted(_) => sorted::sorted_theta_join(stream, left, right, pred, join_type),
         ThetaPath::Mixed | ThetaPath::NestedLoop => nested_loop::nested_loop_join(stream, left, right, pred, join_type),
@@ -114,7 +115,7 @@ pub fn theta_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation
 
 /// The exact output rows of [`theta_join`], without writing pairs where the path can count
 /// (sorted path and nested loop; the mixed path runs the join to count).
-pub fn theta_join_size(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
+pub fn theta_join_size(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
     match choose_path(pred) {
         ThetaPath::Sorted(_) => sorted::sorted_theta_join_size(stream, left, right, pred, join_type),
         ThetaPath::Mixed | ThetaPath::NestedLoop => nested_loop::nested_loop_join_size(stream, left, right, pred, join_type),
@@ -127,8 +128,8 @@ pub fn theta_join_size(stream: &Stream, left: &DeviceRelation, right: &DeviceRel
 /// (another summation order).
 pub fn theta_aggregate(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     agg: Agg,
     column: Option<(Side, usize)>,
@@ -143,8 +144,8 @@ pub fn theta_aggregate(
 /// where nothing matches).
 pub fn theta_aggregate_per_left_row(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     agg: Agg,
     column: Option<(Side, usize)>,
@@ -160,8 +161,8 @@ pub fn theta_aggregate_per_left_row(
 /// columns directly; the others gather them through the join's maps.
 pub fn theta_materialize(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     left_cols: &[usize],
     right_cols: &[usize],
@@ -178,12 +179,12 @@ pub fn theta_materialize(
 }
 
 /// Checks that `cols` name fixed-width columns of `rel`.
-fn check_columns(rel: &DeviceRelation, cols: &[usize], side: &str) -> Result<()> {
+fn check_columns(rel: &TableView<'_>, cols: &[usize], side: &str) -> Result<()> {
     for &c in cols {
-        if c >= rel.width() {
-            return Err(Error::invalid(format!("{side} column {c} does not exist ({} columns)", rel.width())));
+        if c >= rel.columns().len() {
+            return Err(Error::invalid(format!("{side} column {c} does not exist ({} columns)", rel.columns().len())));
         }
-        if rel.column(c).data_type().byte_width().is_none() {
+        if rel.columns()[c].data_type().byte_width().is_none() {
             return Err(Error::invalid(format!("{side} column {c} is a string column: materialize its row ids (the gather maps) instead")));
         }
     }
@@ -191,7 +192,7 @@ fn check_columns(rel: &DeviceRelation, cols: &[usize], side: &str) -> Result<()>
 }
 
 /// Left columns then right columns gathered through `maps`.
-fn gather_columns(stream: &Stream, maps: &GatherMaps, left: &DeviceRelation, right: &DeviceRelation, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<Column>> {
+fn gather_columns(stream: &Stream, maps: &GatherMaps, left: &TableView<'_>, right: &TableView<'_>, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<Column>> {
     let mut out = Vec::with_capacity(left_cols.len() + right_cols.len());
     for (rel, cols, map) in [(left, left_cols, maps.left()), (right, right_cols, maps.right())] {
         if cols.is_empty() {
@@ -199,7 +200,7 @@ fn gather_columns(stream: &Stream, maps: &GatherMaps, left: &DeviceRelation, rig
         }
         let map = map.ok_or_else(|| Error::invalid("internal: an inner join without a map"))?.cast::<u32>();
         for &c in cols {
-            out.push(crate::kernels::table::gather(stream, &rel.column(c), &map, false)?);
+            out.push(crate::kernels::table::gather(stream, &rel.columns()[c], &map, false)?);
         }
     }
     Ok(out)

@@ -24,7 +24,7 @@
 //! hash join's order (see [`crate::hash_join::non_partitioned_hash_join`]) with unmatched rows appended.
 //!
 //! ```no_run
-//! use gpujoin_join::device_relation::DeviceRelation;
+//! use gpujoin_join::device_relation::upload;
 //! use gpujoin_join::predicate::{col_l, col_r, schema_of};
 //! use gpujoin_join::table::{HostColumn, HostTable};
 //! use gpujoin_join::theta::nested_loop::nested_loop_join;
@@ -33,7 +33,8 @@
 //! let l = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![1, 5]))])?;
 //! let r = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![3, 0]))])?;
 //! let p = col_l(0).greater(col_r(0)).check(&schema_of(&l)?, &schema_of(&r)?)?;
-//! let (dl, dr) = (DeviceRelation::upload(s, &l)?, DeviceRelation::upload(s, &r)?);
+//! let (dl, dr) = (upload(s, &l)?, upload(s, &r)?);
+//! let (dl, dr) = (dl.view(), dr.view());
 //! let maps = nested_loop_join(s, &dl, &dr, &p, JoinType::Inner)?;
 //! let id = |i| RowId::new(i).unwrap();
 //! assert_eq!(maps.pairs()?, vec![(id(0), id(1)), (id(1), id(0)), (id(1), id(1))]);
@@ -50,7 +51,7 @@ use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 use gpujoin_primitives::{exclusive_sum, select_by_flag, select_flagged};
 
 use crate::common::{alloc_output_maps, concat, from_inner_pairs, nones};
-use crate::device_relation::{kernel_type_of, DeviceRelation, RelationRef};
+use crate::device_relation::{kernel_type_of, relation_schema, RelationRef};
 use crate::table::ColumnView;
 use crate::hash_join::non_partitioned_hash_join;
 use crate::kernels::aggregate::AccHost;
@@ -104,7 +105,7 @@ fn column_ptrs(c: &ColumnView<'_>) -> (*const std::ffi::c_void, *const i64) {
     (c.values().slice(c.offset() * w..).as_ptr() as *const std::ffi::c_void, std::ptr::null())
 }
 
-fn column_table(rel: &DeviceRelation) -> Vec<ffi::gj_t_column> {
+fn column_table(rel: &TableView<'_>) -> Vec<ffi::gj_t_column> {
     rel.columns()
         .iter()
         .map(|c| {
@@ -121,7 +122,7 @@ struct DeviceCode {
 }
 
 impl DeviceCode {
-    fn upload(stream: &Stream, code: &program::Code, left: &DeviceRelation, right: &DeviceRelation) -> Result<Self> {
+    fn upload(stream: &Stream, code: &program::Code, left: &TableView<'_>, right: &TableView<'_>) -> Result<Self> {
         let instrs: Vec<ffi::gj_t_instr> =
             code.instrs.iter().map(|&[op, a, b, c]| ffi::gj_t_instr { op, a, b, c }).collect();
         let lits: Vec<ffi::gj_t_literal> = code.literals.iter().map(|&(lo, hi)| ffi::gj_t_literal { lo, hi }).collect();
@@ -197,8 +198,8 @@ pub(crate) fn layout(n_left: usize, n_right: usize, bytes_per_row: usize, target
     Layout { tile_rows, chunk_rows, chunks }
 }
 
-fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate) -> Result<()> {
-    pred.check_schemas(&left.schema(), &right.schema())?;
+fn check_schemas(left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate) -> Result<()> {
+    pred.check_schemas(&relation_schema(left)?, &relation_schema(right)?)?;
     for (name, rel) in [("left", left), ("right", right)] {
         if rel.rows() as u64 > RowId::MAX_ROWS {
             return Err(Error::too_large(format!("{name} relation rows"), rel.rows() as u64, RowId::MAX_ROWS));
@@ -207,7 +208,7 @@ fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPr
     Ok(())
 }
 
-fn agg_column_type(left: &DeviceRelation, right: &DeviceRelation, spec: AggSpec) -> Result<Option<DataType>> {
+fn agg_column_type(left: &TableView<'_>, right: &TableView<'_>, spec: AggSpec) -> Result<Option<DataType>> {
     let Some((side, index)) = spec.column else {
         return match spec.agg {
             Agg::Count => Ok(None),
@@ -215,11 +216,11 @@ fn agg_column_type(left: &DeviceRelation, right: &DeviceRelation, spec: AggSpec)
         };
     };
     let (name, rel) = if side == Side::Left { ("left", left) } else { ("right", right) };
-    let t = rel.schema().get(index).copied().ok_or_else(|| {
+    let t = relation_schema(rel)?.get(index).copied().ok_or_else(|| {
         Error::invalid(format!(
             "nested loop {:?}: {name} column {index} does not exist (the {name} relation has {} columns)",
             spec.agg,
-            rel.width()
+            rel.columns().len()
         ))
     })?;
     if spec.agg != Agg::Count && !t.is_numeric() {
@@ -229,7 +230,7 @@ fn agg_column_type(left: &DeviceRelation, right: &DeviceRelation, spec: AggSpec)
 }
 
 impl DeviceProgram {
-    fn build(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, prog: &Program, agg: Option<AggSpec>) -> Result<Self> {
+    fn build(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, prog: &Program, agg: Option<AggSpec>) -> Result<Self> {
         let code = DeviceCode::upload(stream, &prog.code, left, right)?;
         let (n_left, n_right) = (left.rows(), right.rows());
         let mut values: Vec<DeviceBuffer<u8>> = Vec::new();
@@ -277,9 +278,9 @@ impl DeviceProgram {
                     lf.op = program_op(*op);
                     lf.smem_offset = smem as i32;
                     smem += kind.width() * lay.tile_rows;
-                    let mut side_ptrs = |s: &SideValue, side: Side, rel: &DeviceRelation| -> Result<(*const std::ffi::c_void, *const i64)> {
+                    let mut side_ptrs = |s: &SideValue, side: Side, rel: &TableView<'_>| -> Result<(*const std::ffi::c_void, *const i64)> {
                         match s {
-                            SideValue::Column(i) => Ok(column_ptrs(&rel.column(*i))),
+                            SideValue::Column(i) => Ok(column_ptrs(&rel.columns()[*i])),
                             SideValue::Computed(r) => {
                                 let n = rel.rows();
                                 let buf = stream.alloc::<u8>((n * kind.width()).max(16))?;
@@ -320,7 +321,7 @@ impl DeviceProgram {
                 p.agg_side = if side == Side::Left { 0 } else { 1 };
                 p.agg_dtype = program::dtype_code(t);
                 let rel = if side == Side::Left { left } else { right };
-                p.agg_col = column_ptrs(&rel.column(index)).0;
+                p.agg_col = column_ptrs(&rel.columns()[index]).0;
             }
         } else if let Some(spec) = agg {
             p.agg = agg_code(spec.agg);
@@ -350,7 +351,7 @@ fn program_op(op: crate::predicate::CmpOp) -> i32 {
 /// e.g. by a driver that writes the output in chunks.
 ///
 /// ```no_run
-/// use gpujoin_join::device_relation::DeviceRelation;
+/// use gpujoin_join::device_relation::upload;
 /// use gpujoin_join::predicate::{col_l, col_r, schema_of};
 /// use gpujoin_join::table::{HostColumn, HostTable};
 /// use gpujoin_join::theta::nested_loop::NestedLoopJoin;
@@ -359,7 +360,8 @@ fn program_op(op: crate::predicate::CmpOp) -> i32 {
 /// let l = HostTable::new(vec![("c0", HostColumn::from_values::<i64>(vec![1, 5, 9]))])?;
 /// let r = HostTable::new(vec![("c0", HostColumn::from_values::<i64>(vec![3, 7]))])?;
 /// let p = col_l(0).greater(col_r(0)).check(&schema_of(&l)?, &schema_of(&r)?)?;
-/// let (dl, dr) = (DeviceRelation::upload(s, &l)?, DeviceRelation::upload(s, &r)?);
+/// let (dl, dr) = (upload(s, &l)?, upload(s, &r)?);
+/// let (dl, dr) = (dl.view(), dr.view());
 /// let join = NestedLoopJoin::prepare(s, &dl, &dr, &p, JoinType::Left)?;
 /// assert_eq!(s.copy_to_host(&join.offsets())?, vec![0, 1, 2, 4]); // (0,-) (1,0) (2,0) (2,1)
 /// let tail = join.produce(s, 1..3)?; // rows of left rows 1 and 2
@@ -392,11 +394,18 @@ impl<'a> NestedLoopJoin<'a> {
     /// Errors: [`Error::InvalidArgument`] for relations that do not have the checked schemas or
     /// a predicate too deep for the device interpreter; [`Error::TooLarge`] for relations beyond
     /// [`RowId::MAX_ROWS`] rows or more blocks than one launch takes.
-    pub fn prepare(stream: &Stream, left: impl Into<RelationRef<'a>>, right: impl Into<RelationRef<'a>>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
-        let (left, right) = (left.into(), right.into());
-        check_schemas(&left, &right, pred)?;
+    pub fn prepare(stream: &Stream, left: &'a TableView<'a>, right: &'a TableView<'a>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
+        Self::prepare_with(stream, left.into(), right.into(), pred, join_type)
+    }
+
+    /// [`NestedLoopJoin::prepare`] of relations borrowed or shared (the front door's chunks own
+    /// what they read).
+    pub(crate) fn prepare_with(stream: &Stream, left: RelationRef<'a>, right: RelationRef<'a>, pred: &CheckedPredicate, join_type: JoinType) -> Result<Self> {
+        let (lv, rv) = (left.view(), right.view());
+        check_schemas(&lv, &rv, pred)?;
         let prog = program::lower(pred)?;
-        let prog = DeviceProgram::build(stream, &left, &right, &prog, None)?;
+        let prog = DeviceProgram::build(stream, &lv, &rv, &prog, None)?;
+        drop((lv, rv));
         let (n_left, n_right) = (left.rows(), right.rows());
         let chunks = prog.chunks();
         let entries = n_left * chunks;
@@ -564,15 +573,15 @@ impl<'a> NestedLoopJoin<'a> {
 /// [`GatherMaps`] in the order of the [module docs](self).
 ///
 /// Errors: as [`NestedLoopJoin::prepare`]; [`Error::OutputTooLarge`] when the output does not fit.
-pub fn nested_loop_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
+pub fn nested_loop_join(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
     nested_loop_join_with(stream, left, right, pred, join_type, Strategy::Auto)
 }
 
 /// [`nested_loop_join`] with a chosen [`Strategy`].
 pub fn nested_loop_join_with(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     join_type: JoinType,
     strategy: Strategy,
@@ -586,15 +595,15 @@ pub fn nested_loop_join_with(
 
 /// The number of rows [`nested_loop_join`] returns. The nested-loop path counts without writing
 /// pairs; the mixed path (equality conjuncts) runs the join.
-pub fn nested_loop_join_size(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
+pub fn nested_loop_join_size(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
     nested_loop_join_size_with(stream, left, right, pred, join_type, Strategy::Auto)
 }
 
 /// [`nested_loop_join_size`] with a chosen [`Strategy`].
 pub fn nested_loop_join_size_with(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     join_type: JoinType,
     strategy: Strategy,
@@ -610,7 +619,7 @@ pub fn nested_loop_join_size_with(
 // Mixed joins: equality conjuncts by hash join, the rest as a filter.
 
 /// The equality pairs to hash on (at most 4, fixed-width), when the mixed path applies.
-pub(crate) fn mixed_keys(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, strategy: Strategy) -> Option<Vec<(usize, usize)>> {
+pub(crate) fn mixed_keys(left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, strategy: Strategy) -> Option<Vec<(usize, usize)>> {
     if strategy != Strategy::Auto || left.rows() == 0 || right.rows() == 0 {
         return None;
     }
@@ -625,10 +634,10 @@ pub(crate) fn mixed_keys(left: &DeviceRelation, right: &DeviceRelation, pred: &C
 
 /// The equality columns of a mixed join as keys of both sides, and the options that give them
 /// the predicate's IEEE equality (-0.0 == 0.0, key images normalize zeros; NaN equals nothing).
-pub(crate) fn mixed_key_columns<'a>(left: &'a DeviceRelation<'_>, right: &'a DeviceRelation<'_>, keys: &[(usize, usize)]) -> Result<(TableView<'a>, TableView<'a>, JoinOptions)> {
+pub(crate) fn mixed_key_columns<'a>(left: &'a TableView<'_>, right: &'a TableView<'_>, keys: &[(usize, usize)]) -> Result<(TableView<'a>, TableView<'a>, JoinOptions)> {
     // The values only: the mixed join's caller handles NULLs.
-    fn key_cols<'a>(rel: &'a DeviceRelation<'_>, cols: impl Iterator<Item = usize>) -> Result<TableView<'a>> {
-        crate::keys::key_view(cols.map(|c| rel.column(c).without_validity()).collect())
+    fn key_cols<'a>(rel: &'a TableView<'_>, cols: impl Iterator<Item = usize>) -> Result<TableView<'a>> {
+        crate::keys::key_view(cols.map(|c| rel.columns()[c].without_validity()).collect())
     }
     let opts = JoinOptions { nan_equality: NanEquality::NanNeverEqual, ..JoinOptions::default() };
     Ok((key_cols(left, keys.iter().map(|k| k.0))?, key_cols(right, keys.iter().map(|k| k.1))?, opts))
@@ -642,7 +651,7 @@ pub(crate) struct PairFilter {
 
 impl PairFilter {
     /// The filter of `pred` after a hash join on `keys`, on the device.
-    pub(crate) fn new(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, keys: &[(usize, usize)]) -> Result<Self> {
+    pub(crate) fn new(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, keys: &[(usize, usize)]) -> Result<Self> {
         let all_hashed = pred.equality_parts().len() == keys.len();
         let filter = if all_hashed { pred.residual() } else { pred.clone() };
         if matches!(filter.predicate(), Predicate::True) {
@@ -688,7 +697,7 @@ pub(crate) fn keep_pairs(
     }
 }
 
-fn mixed_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, keys: &[(usize, usize)], join_type: JoinType) -> Result<GatherMaps> {
+fn mixed_join(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, keys: &[(usize, usize)], join_type: JoinType) -> Result<GatherMaps> {
     let (lk, rk, opts) = mixed_key_columns(left, right, keys)?;
     let (a, b) = non_partitioned_hash_join(stream, &lk, &rk, JoinType::Inner, opts)?.into_raw();
     let (a, b) = PairFilter::new(stream, left, right, pred, keys)?.apply(stream, a, b)?;
@@ -701,8 +710,8 @@ fn mixed_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pr
 /// Runs the aggregate pass: per (left row, chunk) partials, and whether the column is a float.
 fn aggregate_partials(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     spec: AggSpec,
 ) -> Result<(DeviceBuffer<AccHost>, usize, bool)> {
@@ -733,7 +742,7 @@ fn aggregate_partials(
 /// integer SUM past `i128`.
 ///
 /// ```no_run
-/// use gpujoin_join::device_relation::DeviceRelation;
+/// use gpujoin_join::device_relation::upload;
 /// use gpujoin_join::predicate::{col_l, col_r, schema_of, Side};
 /// use gpujoin_join::table::{HostColumn, HostTable};
 /// use gpujoin_join::theta::nested_loop::nested_loop_aggregate;
@@ -742,15 +751,16 @@ fn aggregate_partials(
 /// let r = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![5, 1]))])?;
 /// let t = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![3, 4, 9])), ("c1", HostColumn::from_values::<i64>(vec![10, 20, 30]))])?;
 /// let p = col_l(0).greater(col_r(0)).check(&schema_of(&r)?, &schema_of(&t)?)?;
-/// let (dr, dt) = (DeviceRelation::upload(s, &r)?, DeviceRelation::upload(s, &t)?);
+/// let (dr, dt) = (upload(s, &r)?, upload(s, &t)?);
+/// let (dr, dt) = (dr.view(), dt.view());
 /// // SUM(T.1) WHERE R.0 > T.0
 /// assert_eq!(nested_loop_aggregate(s, &dr, &dt, &p, Agg::Sum, Some((Side::Right, 1)))?, AggValue::Int(30));
 /// # Ok(()) }
 /// ```
 pub fn nested_loop_aggregate(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     agg: Agg,
     column: Option<(Side, usize)>,
@@ -775,8 +785,8 @@ pub fn nested_loop_aggregate(
 /// Errors as [`nested_loop_aggregate`].
 pub fn nested_loop_aggregate_per_left_row(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     agg: Agg,
     column: Option<(Side, usize)>,

@@ -31,7 +31,7 @@
 //! `RightSemi`/`RightAnti`: right rows in ascending key order (ties by row id, NaN keys last).
 //!
 //! ```no_run
-//! use gpujoin_join::device_relation::DeviceRelation;
+//! use gpujoin_join::device_relation::upload;
 //! use gpujoin_join::predicate::{col_l, col_r, schema_of, Side};
 //! use gpujoin_join::table::{HostColumn, HostTable};
 //! use gpujoin_join::theta::sorted::{sorted_theta_aggregate, sorted_theta_join};
@@ -42,7 +42,8 @@
 //! let r = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![5, 1]))])?;
 //! let t = HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![3, 4, 9])), ("c1", HostColumn::from_values::<i64>(vec![10, 20, 30]))])?;
 //! let p = col_l(0).greater(col_r(0)).check(&schema_of(&r)?, &schema_of(&t)?)?;
-//! let (dr, dt) = (DeviceRelation::upload(s, &r)?, DeviceRelation::upload(s, &t)?);
+//! let (dr, dt) = (upload(s, &r)?, upload(s, &t)?);
+//! let (dr, dt) = (dr.view(), dt.view());
 //! assert_eq!(sorted_theta_aggregate(s, &dr, &dt, &p, Agg::Sum, Some((Side::Right, 1)))?, AggValue::Int(30));
 //! let pairs = sorted_theta_join(s, &dr, &dt, &p, JoinType::Inner)?.pairs()?; // (0,0) (0,1)
 //! assert_eq!(pairs.len(), 2);
@@ -56,8 +57,8 @@ use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Pod, Result, Stream};
 use gpujoin_primitives::{exclusive_sum_in_place, inclusive_sum, select_by_flag, sort_pairs, SortOrder};
 
-use crate::device_relation::{alloc_column, kernel_type_of, DeviceRelation, RelationRef};
-use crate::table::{Column, ColumnView};
+use crate::device_relation::{alloc_column, kernel_type_of, relation_schema, RelationRef};
+use crate::table::{Column, ColumnView, TableView};
 use crate::kernels::sys::theta_sort as ffi;
 use crate::maps::{GatherMaps, Side};
 use crate::predicate::{CheckedPredicate, CmpOp, DataType, RangeCondition, Scalar};
@@ -265,13 +266,13 @@ struct Ranges {
 }
 
 impl Ranges {
-    fn compute(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, mode: Option<i32>) -> Result<Ranges> {
-        let (lc, rc, t) = check_condition(cond, &left.schema(), &right.schema())?;
+    fn compute(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, cond: &RangeCondition, mode: Option<i32>) -> Result<Ranges> {
+        let (lc, rc, t) = check_condition(cond, &relation_schema(left)?, &relation_schema(right)?)?;
         check_rows("left", left.rows())?;
         check_rows("right", right.rows())?;
         let (code, width) = condition_code(cond)?;
-        let (key_type, left_ptr, _) = raw(&left.column(lc))?;
-        let (sorted, perm) = sort_right(stream, right.column(rc))?;
+        let (key_type, left_ptr, _) = raw(&left.columns()[lc])?;
+        let (sorted, perm) = sort_right(stream, right.columns()[rc])?;
         let (n_left, n_right) = (left.rows(), right.rows());
         let mut n_valid = None;
         if t.is_float() {
@@ -348,8 +349,8 @@ fn expand_into(
     })
 }
 
-fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate) -> Result<RangeCondition> {
-    pred.check_schemas(&left.schema(), &right.schema())?;
+fn check_schemas(left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate) -> Result<RangeCondition> {
+    pred.check_schemas(&relation_schema(left)?, &relation_schema(right)?)?;
     pred.band_or_inequality().ok_or_else(|| Error::invalid("sorted theta join: the predicate is neither a single inequality nor a band"))
 }
 
@@ -362,14 +363,16 @@ fn check_schemas(left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPr
 /// `LeftAnti` (the ones whose output is a concatenation over left rows).
 ///
 /// ```no_run
-/// use gpujoin_join::device_relation::DeviceRelation;
+/// use gpujoin_join::device_relation::upload;
 /// use gpujoin_join::predicate::{schema_of, CmpOp, RangeCondition};
 /// use gpujoin_join::table::{HostColumn, HostTable};
 /// use gpujoin_join::theta::sorted::SortedThetaJoin;
 /// use gpujoin_join::JoinType;
 /// # fn f(s: &gpujoin_device::Stream) -> gpujoin_device::Result<()> {
-/// let l = DeviceRelation::upload(s, &HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![1, 5, 9]))])?)?;
-/// let r = DeviceRelation::upload(s, &HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![4, 8]))])?)?;
+/// let l = upload(s, &HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![1, 5, 9]))])?)?;
+/// let l = l.view();
+/// let r = upload(s, &HostTable::new(vec![("c0", HostColumn::from_values::<i32>(vec![4, 8]))])?)?;
+/// let r = r.view();
 /// let cond = RangeCondition::Inequality { left_col: 0, op: CmpOp::Gt, right_col: 0 };
 /// let join = SortedThetaJoin::prepare(s, &l, &r, &cond, JoinType::Inner)?;
 /// assert_eq!(join.offsets().len(), 4); // counts 0, 1, 2 -> offsets 0, 0, 1, 3
@@ -392,7 +395,7 @@ pub struct SortedThetaJoin<'a> {
 impl<'a> SortedThetaJoin<'a> {
     /// Sorts the right side, finds every left row's range and scans the output counts.
     /// Errors: `InvalidArgument` for another join type, missing or mistyped columns.
-    pub fn prepare(stream: &Stream, left: impl Into<RelationRef<'a>>, right: impl Into<RelationRef<'a>>, cond: &RangeCondition, join_type: JoinType) -> Result<Self> {
+    pub fn prepare(stream: &Stream, left: &'a TableView<'a>, right: &'a TableView<'a>, cond: &RangeCondition, join_type: JoinType) -> Result<Self> {
         Self::prepare_with(stream, left.into(), right.into(), cond, join_type, false)
     }
 
@@ -400,7 +403,7 @@ impl<'a> SortedThetaJoin<'a> {
         if !matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
             return Err(Error::invalid(format!("SortedThetaJoin::prepare: join type {join_type:?} is not produced per left row; use sorted_theta_join")));
         }
-        let mut ranges = Ranges::compute(stream, &left, &right, cond, Some(count_mode(join_type)))?;
+        let mut ranges = Ranges::compute(stream, &left.view(), &right.view(), cond, Some(count_mode(join_type)))?;
         let (offsets, total) = ranges.scan_counts(stream)?;
         Ok(SortedThetaJoin { left, right, join_type, ranges, offsets, total, poison })
     }
@@ -459,12 +462,13 @@ impl<'a> SortedThetaJoin<'a> {
         if self.join_type != JoinType::Inner {
             return Err(Error::invalid("SortedThetaJoin::materialize: inner joins only"));
         }
-        for (side, cols, rel) in [("left", left_cols, &*self.left), ("right", right_cols, &*self.right)] {
+        let (lv, rv) = (self.left.view(), self.right.view());
+        for (side, cols, rel) in [("left", left_cols, &lv), ("right", right_cols, &rv)] {
             for &c in cols {
-                if c >= rel.width() {
+                if c >= rel.columns().len() {
                     return Err(Error::invalid(format!("materialize: {side} column {c} does not exist")));
                 }
-                raw(&rel.column(c))?;
+                raw(&rel.columns()[c])?;
             }
         }
         let (begin, n) = self.output_span(stream, &rows)?;
@@ -473,7 +477,7 @@ impl<'a> SortedThetaJoin<'a> {
         let n_right = self.right.rows();
         let mut sorted_cols = Vec::with_capacity(right_cols.len());
         for &c in right_cols {
-            let col = self.right.column(c);
+            let col = rv.columns()[c];
             let mut out = alloc_column(stream, col.data_type(), n_right, self.poison)?;
             let (_, src, bytes) = raw(&col)?;
             let (dst, perm) = (raw_mut(&mut out), self.ranges.perm.view().as_ptr());
@@ -484,7 +488,7 @@ impl<'a> SortedThetaJoin<'a> {
         let mut outputs = Vec::with_capacity(left_cols.len() + right_cols.len());
         let mut descs = Vec::new();
         for &c in left_cols {
-            let col = self.left.column(c);
+            let col = lv.columns()[c];
             let mut out = alloc_column(stream, col.data_type(), len, self.poison)?;
             let (_, src, bytes) = raw(&col)?;
             descs.push(ffi::gj_ts_out_col { src, dst: raw_mut(&mut out), elem_bytes: bytes, from_right: 0 });
@@ -520,17 +524,17 @@ impl<'a> SortedThetaJoin<'a> {
 ///
 /// Errors: `InvalidArgument` when the predicate has neither shape or the relations' schemas are
 /// not the checked ones; `TooLarge` for more than `RowId::MAX_ROWS` rows on a side.
-pub fn sorted_theta_join(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
+pub fn sorted_theta_join(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
     let cond = check_schemas(left, right, pred)?;
     join_on_condition(stream, left, right, &cond, join_type)
 }
 
 /// [`sorted_theta_join`] on a [`RangeCondition`] directly.
-pub fn join_on_condition(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, join_type: JoinType) -> Result<GatherMaps> {
+pub fn join_on_condition(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, cond: &RangeCondition, join_type: JoinType) -> Result<GatherMaps> {
     join_on_condition_with(stream, left, right, cond, join_type, false)
 }
 
-fn join_on_condition_with(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<GatherMaps> {
+fn join_on_condition_with(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, cond: &RangeCondition, join_type: JoinType, poison: bool) -> Result<GatherMaps> {
     if matches!(join_type, JoinType::Inner | JoinType::Left | JoinType::LeftSemi | JoinType::LeftAnti) {
         let join = SortedThetaJoin::prepare_with(stream, RelationRef::Borrowed(left), RelationRef::Borrowed(right), cond, join_type, poison)?;
         return join.produce(stream, 0..left.rows() as u64);
@@ -564,7 +568,7 @@ fn join_on_condition_with(stream: &Stream, left: &DeviceRelation, right: &Device
 }
 
 /// The number of rows [`sorted_theta_join`] returns, without materializing them.
-pub fn sorted_theta_join_size(stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
+pub fn sorted_theta_join_size(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
     let cond = check_schemas(left, right, pred)?;
     let n_left = left.rows();
     let mut r = Ranges::compute(stream, left, right, &cond, Some(count_mode(join_type)))?;
@@ -589,8 +593,8 @@ pub fn sorted_theta_join_size(stream: &Stream, left: &DeviceRelation, right: &De
 /// sums in `f64`).
 pub fn sorted_theta_aggregate(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     agg: Agg,
     column: Option<(Side, usize)>,
@@ -603,8 +607,8 @@ pub fn sorted_theta_aggregate(
 /// reference's fold, per left row).
 pub fn sorted_theta_aggregate_per_left_row(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     agg: Agg,
     column: Option<(Side, usize)>,
@@ -616,8 +620,8 @@ pub fn sorted_theta_aggregate_per_left_row(
 /// The aggregate (total, or per left row when `per_row`) on a [`RangeCondition`].
 pub fn aggregate_on_condition(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     cond: &RangeCondition,
     agg: Agg,
     column: Option<(Side, usize)>,
@@ -710,8 +714,8 @@ fn cell_words(bytes: &[u8]) -> [u64; 4] {
 #[allow(clippy::too_many_arguments)]
 fn aggregate_via(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     cond: &RangeCondition,
     agg: Agg,
     column: Option<(Side, usize)>,
@@ -725,23 +729,23 @@ fn aggregate_via(
         None => return Err(Error::invalid(format!("theta join {agg:?} needs a column"))),
         Some((side, index)) => {
             let rel = if side == Side::Left { left } else { right };
-            if index >= rel.width() {
+            if index >= rel.columns().len() {
                 return Err(Error::invalid(format!("theta join {agg:?}: {side:?} column {index} does not exist")));
             }
             if agg == Agg::Count {
                 None
             } else {
-                raw(&rel.column(index))?;
-                Some((side, rel.column(index)))
+                raw(&rel.columns()[index])?;
+                Some((side, rel.columns()[index]))
             }
         }
     };
-    let (lc, rc, _) = check_condition(cond, &left.schema(), &right.schema())?;
+    let (lc, rc, _) = check_condition(cond, &relation_schema(left)?, &relation_schema(right)?)?;
     check_rows("left", left.rows())?;
     check_rows("right", right.rows())?;
     let (code, width) = condition_code(cond)?;
-    let (key_type, left_keys, _) = raw(&left.column(lc))?;
-    let (_, right_keys, key_bytes) = raw(&right.column(rc))?;
+    let (key_type, left_keys, _) = raw(&left.columns()[lc])?;
+    let (_, right_keys, key_bytes) = raw(&right.columns()[rc])?;
     let (n_left, n_right) = (left.rows(), right.rows());
     let (col_type, col_side, col_ptr, float) = match col {
         None => (0, 0, std::ptr::null(), false),
@@ -792,7 +796,7 @@ fn aggregate_via(
         if !per_row {
             stream.memset_bytes(&mut ws.slice_mut(layout.done..layout.done + 4), 0)?;
         }
-        let (sorted, perm) = sort_right(stream, right.column(rc))?;
+        let (sorted, perm) = sort_right(stream, right.columns()[rc])?;
         let sp = raw(&sorted.view())?.1;
         let perm_ptr = perm.view().as_ptr();
         let mut kind = 0;
@@ -879,8 +883,8 @@ fn aggregate_via(
 /// [module docs](self). Numeric columns only.
 pub fn sorted_theta_materialize(
     stream: &Stream,
-    left: &DeviceRelation,
-    right: &DeviceRelation,
+    left: &TableView<'_>,
+    right: &TableView<'_>,
     pred: &CheckedPredicate,
     left_cols: &[usize],
     right_cols: &[usize],
@@ -921,23 +925,23 @@ impl SortedTesting {
     }
 
     /// [`sorted_theta_join`].
-    pub fn join(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
+    pub fn join(&self, stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, join_type: JoinType) -> Result<GatherMaps> {
         let cond = check_schemas(left, right, pred)?;
         join_on_condition_with(stream, left, right, &cond, join_type, self.poison_outputs)
     }
 
     /// [`sorted_theta_join_size`] (which writes no output).
-    pub fn join_size(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
+    pub fn join_size(&self, stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, join_type: JoinType) -> Result<u64> {
         sorted_theta_join_size(stream, left, right, pred, join_type)
     }
 
     /// [`SortedThetaJoin::prepare`].
-    pub fn prepare<'a>(&self, stream: &Stream, left: &'a DeviceRelation<'a>, right: &'a DeviceRelation<'a>, cond: &RangeCondition, join_type: JoinType) -> Result<SortedThetaJoin<'a>> {
+    pub fn prepare<'a>(&self, stream: &Stream, left: &'a TableView<'a>, right: &'a TableView<'a>, cond: &RangeCondition, join_type: JoinType) -> Result<SortedThetaJoin<'a>> {
         SortedThetaJoin::prepare_with(stream, left.into(), right.into(), cond, join_type, self.poison_outputs)
     }
 
     /// [`sorted_theta_aggregate`].
-    pub fn aggregate(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, agg: Agg, column: Option<(Side, usize)>) -> Result<AggValue> {
+    pub fn aggregate(&self, stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, agg: Agg, column: Option<(Side, usize)>) -> Result<AggValue> {
         let cond = check_schemas(left, right, pred)?;
         Ok(self.aggregate_on_condition(stream, left, right, &cond, agg, column, false)?.0)
     }
@@ -946,8 +950,8 @@ impl SortedTesting {
     pub fn aggregate_per_left_row(
         &self,
         stream: &Stream,
-        left: &DeviceRelation,
-        right: &DeviceRelation,
+        left: &TableView<'_>,
+        right: &TableView<'_>,
         pred: &CheckedPredicate,
         agg: Agg,
         column: Option<(Side, usize)>,
@@ -961,8 +965,8 @@ impl SortedTesting {
     pub fn aggregate_on_condition(
         &self,
         stream: &Stream,
-        left: &DeviceRelation,
-        right: &DeviceRelation,
+        left: &TableView<'_>,
+        right: &TableView<'_>,
         cond: &RangeCondition,
         agg: Agg,
         column: Option<(Side, usize)>,
@@ -972,7 +976,7 @@ impl SortedTesting {
     }
 
     /// [`sorted_theta_materialize`].
-    pub fn materialize(&self, stream: &Stream, left: &DeviceRelation, right: &DeviceRelation, pred: &CheckedPredicate, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<Column>> {
+    pub fn materialize(&self, stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, pred: &CheckedPredicate, left_cols: &[usize], right_cols: &[usize]) -> Result<Vec<Column>> {
         let cond = check_schemas(left, right, pred)?;
         let join = self.prepare(stream, left, right, &cond, JoinType::Inner)?;
         join.materialize(stream, 0..left.rows() as u64, left_cols, right_cols)
