@@ -326,16 +326,12 @@ impl FilterContext<'_> {
 
     /// The predicate type of a column, or why filters cannot compare it.
     fn column_type(&self, name: &str, t: &ArrowType) -> Result<P, Refusal> {
-        let p = match value_type(t) {
-            ArrowType::Int8 | ArrowType::Int16 | ArrowType::Int32 | ArrowType::Date32 => P::Int32,
-            ArrowType::Int64 | ArrowType::Date64 | ArrowType::Timestamp(..) => P::Int64,
-            ArrowType::UInt8 | ArrowType::UInt16 | ArrowType::UInt32 | ArrowType::Boolean => P::UInt32,
-            ArrowType::UInt64 => P::UInt64,
-            ArrowType::Float32 => P::Float32,
-            ArrowType::Float64 => P::Float64,
-            ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => P::LargeUtf8,
-            ArrowType::Decimal128(..) => return refuse(format!("filter on the Decimal128 column {name}: gpujoin's filters do not compare decimals yet")),
-            t => return refuse(format!("filter on the column {name} of type {t}: gpujoin's filters compare integers, floats, booleans, dates, timestamps and strings")),
+        // The column's device type (as uploaded), compared as its kernel type: narrow integers
+        // and dates as Int32, booleans as UInt32, every string type as LargeUtf8.
+        let p = match gpujoin_arrow::device_type(name, t).map(|d| (d, d.kernel_type())) {
+            Ok((_, Some(p))) => p,
+            Ok((_, None)) => return refuse(format!("filter on the Decimal128 column {name}: gpujoin's filters do not compare decimals yet")),
+            Err(_) => return refuse(format!("filter on the column {name} of type {t}: gpujoin's filters compare integers, floats, booleans, dates, timestamps and strings")),
         };
         if matches!(p, P::Float32 | P::Float64) && !self.config.allow_float_semantics {
             return refuse(format!(
