@@ -854,7 +854,7 @@ impl<'a> Join<'a> {
             let map = if cols.iter().all(clustered_as_is) {
                 None
             } else {
-                let ids = travelled.next_back().and_then(|c| c.into_values::<u32>()).ok_or_else(|| Error::invalid("internal: the row-id column did not come back from the clustered join"))?;
+                let ids = travelled.next_back().and_then(|c| c.without_validity().into_values::<u32>()).ok_or_else(|| Error::invalid("internal: the row-id column did not come back from the clustered join"))?;
                 let rows = if side == Side::Left { i.left_rows } else { i.right_rows };
                 let table = crate::common::iota_from(stream, rows + 1, u32::MAX)?;
                 let mut map = stream.alloc::<u32>(ids.len())?;

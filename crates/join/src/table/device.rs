@@ -90,6 +90,13 @@ impl Column {
         self.values.into_typed::<T>().ok()
     }
 
+    /// The same values without the validity bitmap (for a column whose null rows hold a value
+    /// that stands for null itself, such as the row ids `1 + row` of the front door's clustered
+    /// path, 0 where the side has no row).
+    pub(crate) fn without_validity(self) -> Column {
+        Column { validity: None, ..self }
+    }
+
     /// The values, offsets and validity buffers (the column's offset is 0 where it was made on
     /// the device, e.g. by a gather).
     pub(crate) fn into_buffers(self) -> (DeviceBuffer<u8>, Option<DeviceBuffer<u8>>, Option<DeviceBuffer<u8>>) {
