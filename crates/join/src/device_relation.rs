@@ -108,13 +108,16 @@ impl Source<'_> {
 /// keep them as long as it reads them); [`OwnedRelation::view`] is the relation.
 pub(crate) struct OwnedRelation<'a> {
     columns: Vec<Source<'a>>,
+    /// The columns' names in the view: their positions (`"0"`, `"1"`, ...).
+    names: Vec<String>,
     rows: usize,
 }
 
 impl<'a> OwnedRelation<'a> {
     /// A relation of these columns (every one of an [`in_place_type`], all of one length).
     pub(crate) fn new(columns: Vec<Source<'a>>, rows: usize) -> Result<Self> {
-        let rel = OwnedRelation { columns, rows };
+        let names = (0..columns.len()).map(|i| i.to_string()).collect();
+        let rel = OwnedRelation { columns, names, rows };
         for (i, c) in rel.columns.iter().enumerate() {
             gpujoin_device::check_same_len("relation rows", rows, &format!("column {i}"), c.view().len())?;
         }
@@ -124,8 +127,8 @@ impl<'a> OwnedRelation<'a> {
 
     /// The relation: its columns named by position.
     pub(crate) fn view(&self) -> TableView<'_> {
-        let columns: Vec<(String, ColumnView<'_>)> = self.columns.iter().enumerate().map(|(i, c)| (i.to_string(), c.view())).collect();
-        TableView::new(columns).expect("columns of one length with distinct names")
+        // Checked once, by `new`: no name or length check per view.
+        TableView::of_checked(self.names.clone(), self.columns.iter().map(Source::view).collect())
     }
 
     /// Rows of the relation.

@@ -294,6 +294,17 @@ pub(super) fn check_names(names: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Every column as long as the first (the names only formatted for the error).
+fn check_lengths(names: &[String], mut lengths: impl Iterator<Item = usize>) -> Result<()> {
+    let Some(first) = lengths.next() else { return Ok(()) };
+    for (i, n) in lengths.enumerate() {
+        if n != first {
+            gpujoin_device::check_same_len(&format!("column {:?}", names[0]), first, &format!("column {:?}", names[i + 1]), n)?;
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn position(names: &[String], name: &str) -> Result<usize> {
     names.iter().position(|n| n == name).ok_or_else(|| Error::UnknownColumn { name: name.to_string(), available: format!("{names:?}") })
 }
@@ -316,9 +327,7 @@ impl Table {
     pub fn new<N: Into<String>>(columns: Vec<(N, Column)>) -> Result<Table> {
         let (names, columns): (Vec<String>, Vec<Column>) = columns.into_iter().map(|(n, c)| (n.into(), c)).unzip();
         check_names(&names)?;
-        for (n, c) in names.iter().zip(&columns) {
-            gpujoin_device::check_same_len(&format!("column {:?}", names[0]), columns[0].len(), &format!("column {n:?}"), c.len())?;
-        }
+        check_lengths(&names, columns.iter().map(Column::len))?;
         Ok(Table { names, columns })
     }
     /// Copies a host table to the device.
@@ -362,11 +371,16 @@ impl<'a> TableView<'a> {
     pub fn new<N: Into<String>>(columns: Vec<(N, ColumnView<'a>)>) -> Result<TableView<'a>> {
         let (names, columns): (Vec<String>, Vec<ColumnView<'a>>) = columns.into_iter().map(|(n, c)| (n.into(), c)).unzip();
         check_names(&names)?;
-        for (n, c) in names.iter().zip(&columns) {
-            gpujoin_device::check_same_len(&format!("column {:?}", names[0]), columns[0].len(), &format!("column {n:?}"), c.len())?;
-        }
+        check_lengths(&names, columns.iter().map(ColumnView::len))?;
         Ok(TableView { names, columns })
     }
+    /// A view whose names and lengths were checked when its columns were (the crate's own
+    /// relations, handing out a view per call).
+    pub(crate) fn of_checked(names: Vec<String>, columns: Vec<ColumnView<'a>>) -> TableView<'a> {
+        debug_assert_eq!(names.len(), columns.len());
+        TableView { names, columns }
+    }
+
     /// A view of columns named by their position (`"0"`, `"1"`, ...), for the algorithms' own
     /// entry points, which take key and payload columns by position.
     ///
