@@ -75,7 +75,8 @@ use gpujoin_primitives::{count_offsets, gather_into_unchecked, sort_keys, sort_p
 
 use crate::common::{any_never_match, concat, from_inner_pairs, iota, offsets_u64, rows_where, verify};
 use crate::kernels::sys::hash as ffi;
-use crate::keys::{check_comparable, check_payloads, images, values, KeyImages, KeyPlan, KeyValues};
+use crate::keys::{check_comparable, check_payloads, images, values, KeyImages, KeyPlan};
+use crate::kernels::TypedValues;
 use crate::table::{ColumnView, Table, TableView};
 use crate::maps::{side_table, GatherMaps, Side};
 use crate::table::Column;
@@ -451,10 +452,10 @@ fn prepare_fast<'a>(left: &TableView<'a>, right: &TableView<'a>) -> Option<AnyPr
         AnyPrepared::U64(Prepared { left: side_of_fast(nl, a), right: side_of_fast(nr, b), mixed: false, verify: None })
     };
     match (l, r) {
-        (KeyValues::U32(a), KeyValues::U32(b)) => Some(p32(a, b)),
-        (KeyValues::I32(a), KeyValues::I32(b)) => Some(p32(a.cast(), b.cast())),
-        (KeyValues::U64(a), KeyValues::U64(b)) => Some(p64(a, b)),
-        (KeyValues::I64(a), KeyValues::I64(b)) => Some(p64(a.cast(), b.cast())),
+        (TypedValues::U32(a), TypedValues::U32(b)) => Some(p32(a, b)),
+        (TypedValues::I32(a), TypedValues::I32(b)) => Some(p32(a.cast(), b.cast())),
+        (TypedValues::U64(a), TypedValues::U64(b)) => Some(p64(a, b)),
+        (TypedValues::I64(a), TypedValues::I64(b)) => Some(p64(a.cast(), b.cast())),
         _ => None,
     }
 }

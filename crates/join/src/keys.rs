@@ -7,6 +7,7 @@ use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 
 use crate::kernels::sys::join as ffi;
+use crate::kernels::TypedValues;
 use crate::table::{ColumnView, DataType, TableView};
 use crate::types::{JoinOptions, NullEquality, MAX_KEY_COLUMNS};
 
@@ -42,7 +43,7 @@ pub fn check_keys(keys: &TableView<'_>) -> Result<()> {
     let n = keys.rows();
     for (name, c) in keys.names().iter().zip(columns) {
         key_type(c.data_type()).ok_or_else(|| Error::Unsupported { what: format!("key column {name:?} of type {}", c.data_type()), reason: "the algorithms take Int32, Date32, Int64, Date64, Timestamp, UInt32, UInt64, Float32 and Float64 keys (the front door, Join, prepares every type)".into() })?;
-        if typed_values(c).is_none() {
+        if TypedValues::of(c).is_none() {
             return Err(Error::invalid(format!("key column {name:?}: its values buffer is misaligned")));
         }
         if let Some(v) = c.validity() {
@@ -81,45 +82,12 @@ pub fn check_comparable(left: &TableView<'_>, right: &TableView<'_>) -> Result<(
 
 /// The physical type the kernels read a key column of `t` as (`Int32`, `Int64`, `UInt32`,
 /// `UInt64`, `Float32` or `Float64`); `None` for types the algorithms do not take as keys.
-pub(crate) fn key_type(t: DataType) -> Option<DataType> {
-    use DataType::*;
-    match t {
-        Int32 | Date32 => Some(Int32),
-        Int64 | Date64 | Timestamp(_) => Some(Int64),
-        UInt32 | UInt64 | Float32 | Float64 => Some(t),
-        _ => None,
-    }
-}
-
-/// A key or payload column's values as the C ABI takes them: the one typed view of a checked
-/// column ([`check_keys`], payloads by `hash_join`'s and `wide`'s checks), for dispatching to a
-/// kernel of its physical type. Crate-private: callers hold [`ColumnView`]s.
-#[derive(Clone, Copy)]
-pub(crate) enum KeyValues<'a> {
-    I32(DeviceView<'a, i32>),
-    I64(DeviceView<'a, i64>),
-    U32(DeviceView<'a, u32>),
-    U64(DeviceView<'a, u64>),
-    F32(DeviceView<'a, f32>),
-    F64(DeviceView<'a, f64>),
-}
-
-fn typed_values<'a>(c: &ColumnView<'a>) -> Option<KeyValues<'a>> {
-    use DataType::*;
-    Some(match key_type(c.data_type())? {
-        Int32 => KeyValues::I32(c.typed()?),
-        Int64 => KeyValues::I64(c.typed()?),
-        UInt32 => KeyValues::U32(c.typed()?),
-        UInt64 => KeyValues::U64(c.typed()?),
-        Float32 => KeyValues::F32(c.typed()?),
-        _ => KeyValues::F64(c.typed()?),
-    })
-}
+pub(crate) use crate::kernels::physical_type as key_type;
 
 /// The typed values of a column already checked to have a key type and an aligned buffer
 /// ([`check_keys`], or a payload check).
-pub(crate) fn values<'a>(c: &ColumnView<'a>) -> KeyValues<'a> {
-    typed_values(c).expect("a checked key or payload column has a kernel type and an aligned buffer")
+pub(crate) fn values<'a>(c: &ColumnView<'a>) -> TypedValues<'a> {
+    TypedValues::of(c).expect("a checked key or payload column has a kernel type and an aligned buffer")
 }
 
 /// The validity words of a checked key column (bit `i % 32` of word `i / 32`, 1 = valid).
@@ -216,12 +184,12 @@ pub(crate) fn images(stream: &Stream, keys: &TableView<'_>, plan: KeyPlan) -> Re
         // SAFETY: live device ranges of n rows (validity checked to hold ceil(n/32) words).
         launch(stream, "key image", || unsafe {
             match typed {
-                KeyValues::I32(v) => ffi::gj_j_image_i32(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                KeyValues::I64(v) => ffi::gj_j_image_i64(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                KeyValues::U32(v) => ffi::gj_j_image_u32(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                KeyValues::U64(v) => ffi::gj_j_image_u64(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                KeyValues::F32(v) => ffi::gj_j_image_f32(v.as_ptr(), vp, n64, c32, ip, fp, s),
-                KeyValues::F64(v) => ffi::gj_j_image_f64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                TypedValues::I32(v) => ffi::gj_j_image_i32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                TypedValues::I64(v) => ffi::gj_j_image_i64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                TypedValues::U32(v) => ffi::gj_j_image_u32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                TypedValues::U64(v) => ffi::gj_j_image_u64(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                TypedValues::F32(v) => ffi::gj_j_image_f32(v.as_ptr(), vp, n64, c32, ip, fp, s),
+                TypedValues::F64(v) => ffi::gj_j_image_f64(v.as_ptr(), vp, n64, c32, ip, fp, s),
             }
         })?;
         columns.push(img);
@@ -372,11 +340,11 @@ pub(crate) fn scalar_keys(stream: &Stream, left: &TableView<'_>, right: &TableVi
     if l.len() == 1 && r.len() == 1 && l[0].validity().is_none() && r[0].validity().is_none() {
         let rows = |n: usize, want: bool| if want { iota(stream, n) } else { empty() };
         let keys = match (values(&l[0]), values(&r[0])) {
-            (KeyValues::U32(a), KeyValues::U32(b)) => {
+            (TypedValues::U32(a), TypedValues::U32(b)) => {
                 let (ra, rb) = (rows(left.rows(), true)?, rows(right.rows(), right_rows)?);
                 Some(ScalarKeys::U32(SideKeys { keys: stream.copy_from_device(&a)?, rows: ra }, SideKeys { keys: stream.copy_from_device(&b)?, rows: rb }, 32))
             }
-            (KeyValues::U64(a), KeyValues::U64(b)) => {
+            (TypedValues::U64(a), TypedValues::U64(b)) => {
                 let (ra, rb) = (rows(left.rows(), true)?, rows(right.rows(), right_rows)?);
                 Some(ScalarKeys::U64(SideKeys { keys: stream.copy_from_device(&a)?, rows: ra }, SideKeys { keys: stream.copy_from_device(&b)?, rows: rb }, 64))
             }

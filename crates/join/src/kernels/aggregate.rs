@@ -6,6 +6,7 @@ use gpujoin_cub_sys::result::{launch, read_scalar};
 use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, DeviceViewMut, Error, Result, Stream};
 
 use crate::kernels::sys::join as ffi;
+use crate::kernels::TypedValues;
 use crate::theta::{Agg, AggValue};
 
 /// Mirror of one accumulator of the C ABIs (`gj_j_agg` and the theta joins' `gj_t_acc`: one
@@ -88,36 +89,21 @@ pub(crate) enum Matched {
 /// The aggregated column of `rows` rows: its values (`None` for COUNT, which reads only the
 /// validity) and its validity words (bit `i` of word `i / 32`; `None`: every row valid).
 pub(crate) struct AggColumn<'a> {
-    pub values: Option<AggValues<'a>>,
+    pub values: Option<TypedValues<'a>>,
     pub validity: Option<DeviceView<'a, u32>>,
     pub rows: usize,
 }
 
-/// The values of an aggregated column as the kernel reads them.
-pub(crate) enum AggValues<'a> {
-    I32(DeviceView<'a, i32>),
-    U32(DeviceView<'a, u32>),
-    I64(DeviceView<'a, i64>),
-    U64(DeviceView<'a, u64>),
-    F32(DeviceView<'a, f32>),
-    F64(DeviceView<'a, f64>),
-}
-
-impl AggValues<'_> {
-    fn parts(&self) -> (*const std::ffi::c_void, ffi::gj_j_agg_type, usize) {
-        use AggValues::*;
-        match self {
-            I32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_I32, v.len()),
-            U32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_U32, v.len()),
-            I64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_I64, v.len()),
-            U64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_U64, v.len()),
-            F32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_F32, v.len()),
-            F64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_F64, v.len()),
-        }
-    }
-
-    fn is_float(&self) -> bool {
-        matches!(self, AggValues::F32(_) | AggValues::F64(_))
+/// The kernel's type code, pointer and length of an aggregated column's values.
+fn parts(v: &TypedValues<'_>) -> (*const std::ffi::c_void, ffi::gj_j_agg_type, usize) {
+    use TypedValues::*;
+    match v {
+        I32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_I32, v.len()),
+        U32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_U32, v.len()),
+        I64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_I64, v.len()),
+        U64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_U64, v.len()),
+        F32(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_F32, v.len()),
+        F64(v) => (v.as_ptr() as *const _, ffi::gj_j_agg_type_GJ_J_AGG_F64, v.len()),
     }
 }
 
@@ -135,7 +121,7 @@ impl AggValues<'_> {
 /// [`Multiplicity::ONCE`] each row counts once (the aggregate of a plain column).
 pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: Option<&DeviceView<'_, u32>>, mult: Multiplicity, agg: Agg) -> Result<AggValue> {
     let n = column.rows;
-    let (values, ty, len) = column.values.as_ref().map_or((std::ptr::null(), ffi::gj_j_agg_type_GJ_J_AGG_I32, n), AggValues::parts);
+    let (values, ty, len) = column.values.as_ref().map_or((std::ptr::null(), ffi::gj_j_agg_type_GJ_J_AGG_I32, n), parts);
     check_same_len("aggregated values", len, "rows", n)?;
     if let Some(c) = counts {
         check_same_len("aggregated rows", n, "match counts", c.len())?;
@@ -173,5 +159,5 @@ pub(crate) fn aggregate_column(stream: &Stream, column: &AggColumn<'_>, counts: 
     let counts = counts.map_or(std::ptr::null(), |c| c.as_ptr());
     launch(stream, "aggregate column", || unsafe { ffi::gj_j_agg_column(values, ty as i32, valid, counts, n as i64, matched, mult.unmatched as i32, kind as i32, p, o, stream.raw()) })?;
     drop(partials);
-    read_scalar(stream, &out)?.value(agg, column.values.as_ref().is_some_and(AggValues::is_float))
+    read_scalar(stream, &out)?.value(agg, column.values.as_ref().is_some_and(|v| matches!(v, TypedValues::F32(_) | TypedValues::F64(_))))
 }

@@ -16,3 +16,50 @@
 pub(crate) mod aggregate;
 pub(crate) mod sys;
 pub(crate) mod table;
+
+use gpujoin_device::DeviceView;
+
+use crate::table::{ColumnView, DataType};
+
+/// The physical type the kernels read a column of `t` as, where they read it in place (`Int32`,
+/// `Int64`, `UInt32`, `UInt64`, `Float32` or `Float64`): `Date32` as `Int32`; `Date64` and
+/// `Timestamp` as `Int64`; `None` for every other type (narrow integers and booleans are widened
+/// first, strings and decimals prepared otherwise).
+pub(crate) fn physical_type(t: DataType) -> Option<DataType> {
+    use DataType::*;
+    match t {
+        Int32 | Date32 => Some(Int32),
+        Int64 | Date64 | Timestamp(_) => Some(Int64),
+        UInt32 | UInt64 | Float32 | Float64 => Some(t),
+        _ => None,
+    }
+}
+
+/// A column's values as the C ABI takes them, typed by [`physical_type`]: the one typed view
+/// the crate dispatches kernels on (key images, hash-join and sort-merge fast paths, the
+/// sampler, aggregates).
+#[derive(Clone, Copy)]
+pub(crate) enum TypedValues<'a> {
+    I32(DeviceView<'a, i32>),
+    I64(DeviceView<'a, i64>),
+    U32(DeviceView<'a, u32>),
+    U64(DeviceView<'a, u64>),
+    F32(DeviceView<'a, f32>),
+    F64(DeviceView<'a, f64>),
+}
+
+impl<'a> TypedValues<'a> {
+    /// The column's values (offset applied), or `None` for a type of no [`physical_type`] or a
+    /// misaligned buffer.
+    pub(crate) fn of(c: &ColumnView<'a>) -> Option<TypedValues<'a>> {
+        use DataType::*;
+        Some(match physical_type(c.data_type())? {
+            Int32 => TypedValues::I32(c.typed()?),
+            Int64 => TypedValues::I64(c.typed()?),
+            UInt32 => TypedValues::U32(c.typed()?),
+            UInt64 => TypedValues::U64(c.typed()?),
+            Float32 => TypedValues::F32(c.typed()?),
+            _ => TypedValues::F64(c.typed()?),
+        })
+    }
+}

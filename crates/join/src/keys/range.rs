@@ -14,7 +14,8 @@
 use gpujoin_cub_sys::result::launch;
 use gpujoin_device::{DeviceBuffer, Result, Stream};
 
-use super::{key_view, validity_words, values, KeyValues};
+use super::{key_view, validity_words, values};
+use crate::kernels::TypedValues;
 use crate::table::{ColumnView, TableView};
 use crate::kernels::sys::join as ffi;
 use crate::types::JoinOptions;
@@ -101,8 +102,8 @@ fn allowed(opts: JoinOptions) -> bool {
 fn eligible(keys: &TableView<'_>) -> Option<bool> {
     match keys.columns() {
         [c] => match values(c) {
-            KeyValues::I64(_) => Some(true),
-            KeyValues::U64(_) => Some(false),
+            TypedValues::I64(_) => Some(true),
+            TypedValues::U64(_) => Some(false),
             _ => None,
         },
         _ => None,
@@ -114,8 +115,8 @@ fn raw(keys: &TableView<'_>) -> (*const u64, *const u32, usize) {
     let c = &keys.columns()[0];
     let v = validity_words(c).map_or(std::ptr::null(), |v| v.as_ptr());
     match values(c) {
-        KeyValues::I64(x) => (x.as_ptr() as *const u64, v, x.len()),
-        KeyValues::U64(x) => (x.as_ptr(), v, x.len()),
+        TypedValues::I64(x) => (x.as_ptr() as *const u64, v, x.len()),
+        TypedValues::U64(x) => (x.as_ptr(), v, x.len()),
         _ => (std::ptr::null(), v, 0),
     }
 }

@@ -23,7 +23,8 @@
 use gpujoin_device::{DeviceBuffer, Error, Result, Stream};
 use gpujoin_primitives::{sort_keys, sorted_search, Bound, SearchKey, SearchOutputs, SortOrder, SortPairsOwned};
 
-use crate::kernels::aggregate::{aggregate_column, scatter_counts, AggColumn, AggValues, Matched, Multiplicity};
+use crate::kernels::aggregate::{aggregate_column, scatter_counts, AggColumn, Matched, Multiplicity};
+use crate::kernels::TypedValues;
 use crate::keys::{scalar_keys, ScalarKeys};
 use crate::maps::Side;
 use crate::sort_merge::sort_with_rows;
@@ -85,21 +86,16 @@ fn with_agg_column<R>(stream: &Stream, column: &ColumnView<'_>, agg: Agg, f: imp
         let err = || Error::Unsupported { what: format!("{agg:?} of a {} column", column.data_type()), reason: "aggregates take integer, date, timestamp and float columns".into() };
         use DataType::*;
         Some(match column.data_type() {
-            Int32 | Date32 => AggValues::I32(column.typed().ok_or_else(err)?),
-            UInt32 => AggValues::U32(column.typed().ok_or_else(err)?),
-            Int64 | Date64 | Timestamp(_) => AggValues::I64(column.typed().ok_or_else(err)?),
-            UInt64 => AggValues::U64(column.typed().ok_or_else(err)?),
-            Float32 => AggValues::F32(column.typed().ok_or_else(err)?),
-            Float64 => AggValues::F64(column.typed().ok_or_else(err)?),
             Int8 | Int16 => {
                 widened = crate::kernels::table::widen(stream, column)?;
-                AggValues::I32(widened.view().cast())
+                TypedValues::I32(widened.view().cast())
             }
             UInt8 | UInt16 | Boolean => {
                 widened = crate::kernels::table::widen(stream, column)?;
-                AggValues::U32(widened.view())
+                TypedValues::U32(widened.view())
             }
-            _ => return Err(err()),
+            // Read in place (a misaligned buffer, strings and decimals: refused).
+            _ => TypedValues::of(column).ok_or_else(err)?,
         })
     };
     let validity = crate::kernels::table::validity_words(stream, column)?;

@@ -43,7 +43,8 @@ use gpujoin_device::{DeviceView, Result, Stream};
 use super::{gather_column, Algorithm, Output, Relation, WideJoinOptions};
 use crate::hash_join::non_partitioned_hash_join;
 use crate::kernels::sys::hash as ffi;
-use crate::keys::{check_comparable, key_view, validity_words, values, width, KeyPlan, KeyValues};
+use crate::keys::{check_comparable, key_view, validity_words, values, width, KeyPlan};
+use crate::kernels::TypedValues;
 use crate::table::{ColumnView, TableView};
 use crate::table::Column;
 use crate::types::{JoinOptions, JoinType};
@@ -179,12 +180,12 @@ impl Features {
         let simple = cols.len() == 1
             && cols[0].validity().is_none()
             && right.keys().columns()[0].validity().is_none()
-            && matches!(values(&cols[0]), KeyValues::I32(_) | KeyValues::I64(_) | KeyValues::U32(_) | KeyValues::U64(_));
+            && matches!(values(&cols[0]), TypedValues::I32(_) | TypedValues::I64(_) | TypedValues::U32(_) | TypedValues::U64(_));
         let (l, r) = (left.rows() as u64, right.rows() as u64);
         let all_keys = || left.keys().columns().iter().chain(right.keys().columns());
         let nulls_never = opts.keys.null_equality == crate::types::NullEquality::NullEqualsNothing;
         let nan_never = opts.keys.nan_equality == crate::NanEquality::NanNeverEqual;
-        let may_match_nothing = all_keys().any(|c| (nulls_never && c.validity().is_some()) || (nan_never && matches!(values(c), KeyValues::F32(_) | KeyValues::F64(_))));
+        let may_match_nothing = all_keys().any(|c| (nulls_never && c.validity().is_some()) || (nan_never && matches!(values(c), TypedValues::F32(_) | TypedValues::F64(_))));
         Features {
             build_rows: l.min(r),
             probe_rows: l.max(r),
@@ -439,14 +440,14 @@ fn sample(stream: &Stream, build: &TableView<'_>, probe: &TableView<'_>, opts: J
         let b32 = |x: u32| x as u64;
         let b64 = |x: u64| x;
         let r = match (values(&bc[0]), values(&pc[0])) {
-            (KeyValues::U32(b), KeyValues::U32(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
-            (KeyValues::I32(b), KeyValues::I32(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
-            (KeyValues::F32(b), KeyValues::F32(p)) => {
+            (TypedValues::U32(b), TypedValues::U32(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
+            (TypedValues::I32(b), TypedValues::I32(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32)),
+            (TypedValues::F32(b), TypedValues::F32(p)) => {
                 Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::F32 { nan_never }, ffi::gj_h_sample_gather_u32, ffi::gj_h_sample_match_u32, b32))
             }
-            (KeyValues::U64(b), KeyValues::U64(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
-            (KeyValues::I64(b), KeyValues::I64(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
-            (KeyValues::F64(b), KeyValues::F64(p)) => {
+            (TypedValues::U64(b), TypedValues::U64(p)) => Some(sample_single(stream, &b, &p, SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
+            (TypedValues::I64(b), TypedValues::I64(p)) => Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::Bits, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64)),
+            (TypedValues::F64(b), TypedValues::F64(p)) => {
                 Some(sample_single(stream, &b.cast(), &p.cast(), SampleMode::F64 { nan_never }, ffi::gj_h_sample_gather_u64, ffi::gj_h_sample_match_u64, b64))
             }
             _ => None,

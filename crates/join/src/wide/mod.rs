@@ -74,7 +74,7 @@ use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
 
 use crate::hash_join::{partitioned_hash_join, partitioned_hash_join_with_payloads, JoinStats, Materialization};
 use crate::keys::range::{self, Outcome};
-use crate::keys::{check_comparable, check_keys, check_payloads};
+use crate::keys::{check_comparable, check_payloads};
 use crate::maps::{map_validity, side_table, GatherMaps, Side};
 use crate::table::{ColumnView, Table, TableView};
 use crate::types::{JoinOptions, JoinType};
@@ -90,9 +90,10 @@ pub(crate) struct Relation<'a> {
 }
 
 impl<'a> Relation<'a> {
-    /// The pair, checked: keys, payloads of the keys' length.
+    /// The pair, its payloads checked against the keys' length (the keys themselves are checked
+    /// with the other side's by `check_comparable`, which [`join`] and [`join_as_given`] call
+    /// before any use).
     pub(crate) fn of(side: &str, (keys, payloads): (&'a TableView<'a>, &'a [ColumnView<'a>])) -> Result<Relation<'a>> {
-        check_keys(keys)?;
         check_payloads(side, keys.rows(), payloads)?;
         Ok(Relation { keys, payloads })
     }

@@ -37,7 +37,8 @@ use gpujoin_primitives::{gather_into_unchecked, sort_keys, sort_pairs, SortOrder
 use super::{gather_column, gather_side, Algorithm, Clock, Output, Relation, WideJoinOptions, WideJoinOutput};
 use crate::common::{any_never_match, iota, narrow};
 use crate::hash_join::JoinStats;
-use crate::keys::{images, values, KeyPlan, KeyValues};
+use crate::keys::{images, values, KeyPlan};
+use crate::kernels::TypedValues;
 use crate::table::{ColumnView, TableView};
 use crate::maps::{side_table, GatherMaps};
 use crate::table::Column;
@@ -79,10 +80,10 @@ fn scalar_keys<'a>(stream: &Stream, l: &TableView<'a>, r: &TableView<'a>, opts: 
     let (lc, rc) = (l.columns(), r.columns());
     if lc.len() == 1 && lc[0].validity().is_none() && rc[0].validity().is_none() {
         match (values(&lc[0]), values(&rc[0])) {
-            (KeyValues::U32(a), KeyValues::U32(b)) => return Ok(Some(Scalar::U32(Src::View(a), Src::View(b)))),
-            (KeyValues::U64(a), KeyValues::U64(b)) => return Ok(Some(Scalar::U64(Src::View(a), Src::View(b)))),
-            (KeyValues::I32(a), KeyValues::I32(b)) => return Ok(Some(Scalar::I32(Src::View(a), Src::View(b)))),
-            (KeyValues::I64(a), KeyValues::I64(b)) => return Ok(Some(Scalar::I64(Src::View(a), Src::View(b)))),
+            (TypedValues::U32(a), TypedValues::U32(b)) => return Ok(Some(Scalar::U32(Src::View(a), Src::View(b)))),
+            (TypedValues::U64(a), TypedValues::U64(b)) => return Ok(Some(Scalar::U64(Src::View(a), Src::View(b)))),
+            (TypedValues::I32(a), TypedValues::I32(b)) => return Ok(Some(Scalar::I32(Src::View(a), Src::View(b)))),
+            (TypedValues::I64(a), TypedValues::I64(b)) => return Ok(Some(Scalar::I64(Src::View(a), Src::View(b)))),
             _ => {}
         }
     }
