@@ -130,7 +130,7 @@ impl<'a> OwnedRelation<'a> {
     /// The relation: its columns named by position.
     pub(crate) fn view(&self) -> TableView<'_> {
         // Checked once, by `new`: no name or length check per view.
-        TableView::of_checked(self.names.clone(), self.columns.iter().map(Source::view).collect())
+        TableView::of_checked(&self.names, self.columns.iter().map(Source::view).collect())
     }
 
     /// Rows of the relation.

@@ -1,6 +1,8 @@
 //! Device columns and tables: Arrow's layout in device memory, owned ([`Column`], [`Table`]) or
 //! borrowed ([`ColumnView`], [`TableView`]).
 
+use std::borrow::Cow;
+
 use gpujoin_device::{DeviceBuffer, DeviceView, Error, Result, Stream};
 
 use super::{DataType, HostColumn, HostTable, NativeValue};
@@ -318,7 +320,8 @@ pub struct Table {
 /// A borrowed device table: named [`ColumnView`]s of equal length.
 #[derive(Clone)]
 pub struct TableView<'a> {
-    names: Vec<String>,
+    /// Borrowed from the table (or relation) it views, so that a view costs no name copies.
+    names: Cow<'a, [String]>,
     columns: Vec<ColumnView<'a>>,
 }
 
@@ -337,7 +340,7 @@ impl Table {
     }
     /// The borrowed view.
     pub fn view(&self) -> TableView<'_> {
-        TableView { names: self.names.clone(), columns: self.columns.iter().map(Column::view).collect() }
+        TableView { names: Cow::Borrowed(&self.names), columns: self.columns.iter().map(Column::view).collect() }
     }
     /// Copies the table to the host.
     pub fn to_host(&self) -> Result<HostTable> {
@@ -372,13 +375,13 @@ impl<'a> TableView<'a> {
         let (names, columns): (Vec<String>, Vec<ColumnView<'a>>) = columns.into_iter().map(|(n, c)| (n.into(), c)).unzip();
         check_names(&names)?;
         check_lengths(&names, columns.iter().map(ColumnView::len))?;
-        Ok(TableView { names, columns })
+        Ok(TableView { names: Cow::Owned(names), columns })
     }
     /// A view whose names and lengths were checked when its columns were (the crate's own
     /// relations, handing out a view per call).
-    pub(crate) fn of_checked(names: Vec<String>, columns: Vec<ColumnView<'a>>) -> TableView<'a> {
+    pub(crate) fn of_checked(names: &'a [String], columns: Vec<ColumnView<'a>>) -> TableView<'a> {
         debug_assert_eq!(names.len(), columns.len());
-        TableView { names, columns }
+        TableView { names: Cow::Borrowed(names), columns }
     }
 
     /// A view of columns named by their position (`"0"`, `"1"`, ...), for the algorithms' own
@@ -392,7 +395,7 @@ impl<'a> TableView<'a> {
 
     /// A view of one column, named `"0"`: `TableView::single(keys.view())`.
     pub fn single(column: impl Into<ColumnView<'a>>) -> TableView<'a> {
-        TableView { names: vec!["0".to_string()], columns: vec![column.into()] }
+        TableView { names: Cow::Owned(vec!["0".to_string()]), columns: vec![column.into()] }
     }
 
     /// Number of rows (0 without columns).
@@ -428,7 +431,7 @@ impl<'a> TableView<'a> {
     /// Rows `["a", "b", "c"]` through the map `[2, 0, 2]` are `["c", "a", "c"]`.
     pub fn gather(&self, stream: &Stream, map: &DeviceView<'_, u32>, nullable: bool) -> Result<Table> {
         let columns = self.columns.iter().map(|c| crate::kernels::table::gather(stream, c, map, nullable)).collect::<Result<Vec<_>>>()?;
-        Ok(Table { names: self.names.clone(), columns })
+        Ok(Table { names: self.names.to_vec(), columns })
     }
     /// Copies the table to the host.
     pub fn to_host(&self, stream: &Stream) -> Result<HostTable> {
