@@ -124,6 +124,22 @@ GJ_H_DECL_GLOBAL(u64, uint64_t)
 GJ_H_DECL_UNIQUE(u32, uint32_t)
 GJ_H_DECL_UNIQUE(u64, uint64_t)
 
+/* ---- Non-partitioned hash join, dense unique build keys: a direct-address table. ----
+ * table: span uint32 slots (span = max - min + 1 of the build keys, see gj_j_key_range_*), every
+ * byte 0xff (empty). Insert puts build row ids[i] (or i when ids is null) in slot keys[i] - min
+ * (every build key must lie in [min, min + span)); it raises bit 0 of *flags when the slot was
+ * taken (a key repeats: take the sorted path). Probe writes for every probe key whose slot (keys
+ * outside the span have none) holds a row: match = that row and hit = 1; hit = 0 elsewhere.
+ * Example: build [12, 10, 13], min 10, span 4 -> table [1, empty, 0, 2]; probe [13, 11, 9] ->
+ * match [2, 0, 0], hit [1, 0, 0]. */
+#define GJ_H_DECL_DIRECT(KN, K)                                                                   \
+  int gj_h_direct_insert_##KN(const K *keys, const uint32_t *ids, int64_t n, K min, uint32_t *table, \
+                              int64_t span, uint32_t *flags, gj_h_stream_t stream);               \
+  int gj_h_direct_probe_##KN(const uint32_t *table, K min, int64_t span, const K *probe, int64_t n, \
+                             uint32_t *match, uint8_t *hit, gj_h_stream_t stream);
+GJ_H_DECL_DIRECT(u32, uint32_t)
+GJ_H_DECL_DIRECT(u64, uint64_t)
+
 /* Expands probe row i into count[i] pairs (offsets: exclusive scan of count, total its sum):
  * out_probe = probe_ids[i] (or i), out_build = build_ids[start[i] + r]. */
 int gj_h_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, int64_t n, int64_t total,

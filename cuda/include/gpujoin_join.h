@@ -149,11 +149,13 @@ int gj_j_map_rows(const uint32_t *rows, const uint32_t *map, int64_t n, uint32_t
                   gj_j_stream_t stream);
 
 /* Key compression of 8-byte integer keys (key_range.cu). The range of the valid rows of col
- * (validity NULL: every row), signed for _i64, unsigned for _u64, folded into range[0] (min) and
+ * (validity NULL: every row), signed for _i64, unsigned for _u64 and _u32 (also the direct-address
+ * table of the non-partitioned hash join, gpujoin_hash.h), folded into range[0] (min) and
  * range[1] (max) with atomics: start from the empty range (type max, type min) and call once a
  * side for both sides' range. Example: [-5, 7, NULL, -3] -> {-5, 7}. */
 int gj_j_key_range_i64(const int64_t *col, const uint32_t *validity, int64_t n, int64_t *range, gj_j_stream_t stream);
 int gj_j_key_range_u64(const uint64_t *col, const uint32_t *validity, int64_t n, uint64_t *range, gj_j_stream_t stream);
+int gj_j_key_range_u32(const uint32_t *col, const uint32_t *validity, int64_t n, uint32_t *range, gj_j_stream_t stream);
 
 /* out[i] = (uint32_t)(col[i] - min) for valid rows (64-bit wrapping subtraction: the caller
  * checked that every valid key lies in [min, min + 2^32)), 0 for null rows. An i64 column is

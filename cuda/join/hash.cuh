@@ -17,17 +17,18 @@
 // build partition order.
 //
 // Non-partitioned hash join: first the unique-build table (one slot a build row, claimed by
-// compare-and-swap on the key; a key met twice raises a flag), probed once a probe row, the hits
-// compacted in probe order. When a build key repeats, the sorted path: the build side sorted by
-// key; every run of equal keys goes into one global open-addressing table (key, first sorted
-// position, count); probe rows look their key up, and the pairs are expanded by load-balancing
-// search.
+// compare-and-swap on the key; a key met twice raises a flag; for dense keys a direct-address
+// table, slot = key - min), probed once a probe row, the hits compacted in probe order. When a
+// build key repeats, the sorted path: the build side sorted by key; every run of equal keys goes
+// into one global open-addressing table (key, first sorted position, count); probe rows look
+// their key up, and the pairs are expanded by load-balancing search.
 //
 // The kernels live in one file per phase: hash_prepare.cu (key mixing), hash_partition.cu
 // (partition offsets, work items, chunked stable partition), hash_match.cu (the partitioned
 // join's shared-memory build and probe: count, write and one-pass passes), hash_global.cu (the
-// non-partitioned join: global table build, probe, expansion) and auto_sampler.cu (the sampled
-// match ratio of Algorithm::Auto).
+// non-partitioned join: global table build, probe, expansion), hash_direct.cu (its direct-address
+// table for dense unique build keys) and auto_sampler.cu (the sampled match ratio of
+// Algorithm::Auto).
 #pragma once
 #include "gpujoin/launch.cuh"
 #include "gpujoin/lbs.cuh"

@@ -23,6 +23,10 @@ __device__ __forceinline__ void publish(int64_t *range, int64_t lo, int64_t hi) 
   atomicMin(reinterpret_cast<long long *>(&range[0]), (long long)lo);
   atomicMax(reinterpret_cast<long long *>(&range[1]), (long long)hi);
 }
+__device__ __forceinline__ void publish(uint32_t *range, uint32_t lo, uint32_t hi) {
+  atomicMin(&range[0], lo);
+  atomicMax(&range[1], hi);
+}
 __device__ __forceinline__ void publish(uint64_t *range, uint64_t lo, uint64_t hi) {
   atomicMin(reinterpret_cast<unsigned long long *>(&range[0]), (unsigned long long)lo);
   atomicMax(reinterpret_cast<unsigned long long *>(&range[1]), (unsigned long long)hi);
@@ -92,6 +96,13 @@ extern "C" int gj_j_key_range_u64(const uint64_t *col, const uint32_t *validity,
                                   gj_j_stream_t s) {
   if (n <= 0) return 0;
   range_kernel<uint64_t><<<range_grid(n), kThreads, 0, (cudaStream_t)s>>>(col, validity, n, UINT64_MAX, 0, range);
+  return launch_status();
+}
+
+extern "C" int gj_j_key_range_u32(const uint32_t *col, const uint32_t *validity, int64_t n, uint32_t *range,
+                                  gj_j_stream_t s) {
+  if (n <= 0) return 0;
+  range_kernel<uint32_t><<<range_grid(n), kThreads, 0, (cudaStream_t)s>>>(col, validity, n, UINT32_MAX, 0, range);
   return launch_status();
 }
 

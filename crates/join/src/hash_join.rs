@@ -62,7 +62,13 @@
 //! First the unique-build table: every build (smaller side) row claims one slot of a global
 //! open-addressing table (at least twice the build rows) by compare-and-swap on its key; every
 //! probe row looks its key up once, and the hits are compacted in probe order. No sort, one
-//! random access a row on each side. When a build key repeats (the insert sees it already in a
+//! random access a row on each side. Dense build keys (one reduction finds their span `max -
+//! min + 1`; dense where that many 4-byte slots take no more memory than the hash table, i.e. a
+//! span of at most 4-8 slots a build row for 4-byte keys) take a direct-address table instead:
+//! the build row of key `k` sits in slot `k - min`, so nothing is hashed or stored but the row,
+//! and a probe key outside the span is a miss without a memory access (keys `[12, 10, 13]`:
+//! table `[1, -, 0, 2]` from 10); from 2^18 build rows, below which the hash table stays in L2.
+//! When a build key repeats (the insert sees it already in a
 //! slot and raises a flag, read by one host wait), the table is dropped and the sorted path runs:
 //! the build side is sorted by key with its row ids; each run of equal keys goes into one global
 //! open-addressing table as (key, first position, count). Every probe row looks its key up (count
@@ -230,6 +236,9 @@ type ProbeFn<K> = unsafe extern "C" fn(*const u32, i64, *const K, i64, *mut u32,
 type SlotBytesFn = unsafe extern "C" fn() -> i64;
 type UniqueInsertFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut std::ffi::c_void, i64, *mut u32, ffi::gj_h_stream_t) -> i32;
 type UniqueProbeFn<K> = unsafe extern "C" fn(*const std::ffi::c_void, i64, *const K, i64, *mut u32, *mut u8, ffi::gj_h_stream_t) -> i32;
+type DirectInsertFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, K, *mut u32, i64, *mut u32, ffi::gj_h_stream_t) -> i32;
+type DirectProbeFn<K> = unsafe extern "C" fn(*const u32, K, i64, *const K, i64, *mut u32, *mut u8, ffi::gj_h_stream_t) -> i32;
+type RangeFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut K, crate::kernels::sys::join::gj_j_stream_t) -> i32;
 type MixFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut K, ffi::gj_h_stream_t) -> i32;
 type ScatterFn<K, V> = unsafe extern "C" fn(*const K, *const V, i64, i32, *const u64, *const u64, *mut V, ffi::gj_h_stream_t) -> i32;
 
@@ -245,13 +254,21 @@ pub(crate) trait HashKey: PartitionKey + RadixKey + SortPairsWith<u32> + SortPai
     const UNIQUE_SLOT_BYTES: SlotBytesFn;
     const UNIQUE_INSERT: UniqueInsertFn<Self>;
     const UNIQUE_PROBE: UniqueProbeFn<Self>;
+    const DIRECT_INSERT: DirectInsertFn<Self>;
+    const DIRECT_PROBE: DirectProbeFn<Self>;
+    const RANGE: RangeFn<Self>;
+    /// The largest and the smallest value (the empty range: minimum `MAX`, maximum `MIN`).
+    const MAX: Self;
+    const MIN: Self;
+    /// The value as an offset (`u64`).
+    fn wide(self) -> u64;
     const MIX: MixFn<Self>;
     const SCATTER32: ScatterFn<Self, u32>;
     const SCATTER64: ScatterFn<Self, u64>;
 }
 
 macro_rules! hash_key {
-    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $usb:ident, $uins:ident, $upr:ident, $mix:ident, $s32:ident, $s64:ident) => {
+    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $usb:ident, $uins:ident, $upr:ident, $dins:ident, $dpr:ident, $range:ident, $mix:ident, $s32:ident, $s64:ident) => {
         impl HashKey for $t {
             const OFFSETS: OffsetsFn<Self> = ffi::$o;
             const COUNT: CountFn<Self> = ffi::$c;
@@ -263,14 +280,22 @@ macro_rules! hash_key {
             const UNIQUE_SLOT_BYTES: SlotBytesFn = ffi::$usb;
             const UNIQUE_INSERT: UniqueInsertFn<Self> = ffi::$uins;
             const UNIQUE_PROBE: UniqueProbeFn<Self> = ffi::$upr;
+            const DIRECT_INSERT: DirectInsertFn<Self> = ffi::$dins;
+            const DIRECT_PROBE: DirectProbeFn<Self> = ffi::$dpr;
+            const RANGE: RangeFn<Self> = crate::kernels::sys::join::$range;
+            const MAX: Self = <$t>::MAX;
+            const MIN: Self = <$t>::MIN;
+            fn wide(self) -> u64 {
+                self as u64
+            }
             const MIX: MixFn<Self> = ffi::$mix;
             const SCATTER32: ScatterFn<Self, u32> = ffi::$s32;
             const SCATTER64: ScatterFn<Self, u64> = ffi::$s64;
         }
     };
 }
-hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_unique_slot_bytes_u32, gj_h_unique_insert_u32, gj_h_unique_probe_u32, gj_h_mix_u32, gj_h_chunk_scatter_u32_u32, gj_h_chunk_scatter_u32_u64);
-hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_unique_slot_bytes_u64, gj_h_unique_insert_u64, gj_h_unique_probe_u64, gj_h_mix_u64, gj_h_chunk_scatter_u64_u32, gj_h_chunk_scatter_u64_u64);
+hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_unique_slot_bytes_u32, gj_h_unique_insert_u32, gj_h_unique_probe_u32, gj_h_direct_insert_u32, gj_h_direct_probe_u32, gj_j_key_range_u32, gj_h_mix_u32, gj_h_chunk_scatter_u32_u32, gj_h_chunk_scatter_u32_u64);
+hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_unique_slot_bytes_u64, gj_h_unique_insert_u64, gj_h_unique_probe_u64, gj_h_direct_insert_u64, gj_h_direct_probe_u64, gj_j_key_range_u64, gj_h_mix_u64, gj_h_chunk_scatter_u64_u32, gj_h_chunk_scatter_u64_u64);
 
 // ---------------------------------------------------------------------------------------------
 // Payload columns as raw bits
@@ -1262,13 +1287,13 @@ pub fn partitioned_hash_join_with_payloads(
 // Non-partitioned hash join
 // ---------------------------------------------------------------------------------------------
 
-fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, mut clock: Clock) -> Result<HashJoinOutput> {
+fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, direct_from: Option<usize>, mut clock: Clock) -> Result<HashJoinOutput> {
     let (nl, nr) = (p.left.kept_len(), p.right.kept_len());
     // The left side builds on ties (the probe side is the larger one, the right one on ties).
     let build_left = nl <= nr;
     let (bs, ps) = if build_left { (&p.left, &p.right) } else { (&p.right, &p.left) };
     let mut stats = JoinStats { build_side: Some(if build_left { Side::Left } else { Side::Right }), mixed_keys: p.mixed, ..JoinStats::default() };
-    let (probe_rows, build_rows) = match unique_build_pairs(stream, bs, ps, &mut clock)? {
+    let (probe_rows, build_rows) = match unique_build_pairs(stream, bs, ps, direct_from, &mut clock)? {
         Some(pairs) => pairs,
         None => sorted_build_pairs(stream, bs, ps, &mut clock)?,
     };
@@ -1286,15 +1311,22 @@ fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, mu
 /// The unique-build path of the non-partitioned hash join: one table slot a build row (no sort),
 /// one lookup a probe row, the hits compacted in probe order. The `(probe, build)` row pairs, or
 /// `None` when a build key repeats or has every bit set (the sorted path then runs; the attempt
-/// costs one pass over the build keys and one host read).
-fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
+/// costs one pass over the build keys and one host read). From `direct_from` build rows
+/// ([`JoinOptions`]'s testing options; 2^18 otherwise), dense build keys take the direct-address
+/// table ([`dense_span`]: one more reduction and host read).
+fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, direct_from: Option<usize>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
     let nb = bs.kept_len();
     let capacity = (2 * nb).max(2).next_power_of_two();
     // SAFETY: a constant of the C side.
     let slot = unsafe { K::UNIQUE_SLOT_BYTES() } as usize;
+    let mut flags = stream.alloc_zeroed::<u32>(1)?;
+    if direct_from.is_some_and(|rows| nb >= rows) {
+        if let Some((min, span)) = dense_span(stream, bs, capacity * slot)? {
+            return direct_pairs(stream, bs, ps, min, span, flags, clock);
+        }
+    }
     let mut table = stream.alloc::<u8>(capacity * slot)?;
     stream.memset_bytes(&mut table.view_mut(), 0xff)?;
-    let mut flags = stream.alloc_zeroed::<u32>(1)?;
     {
         let (k, t, f) = (bs.keys.view().as_ptr(), table.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
         let ids = bs.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr());
@@ -1314,6 +1346,12 @@ fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &Si
         launch(stream, "unique hash table probe", || unsafe { K::UNIQUE_PROBE(t.cast(), capacity as i64, pk, np as i64, m, h, stream.raw()) })?;
     }
     drop(table);
+    compact_hits(stream, ps, matched, hit).map(Some)
+}
+
+/// The `(probe, build)` row pairs of the probe rows whose `hit` is set, in probe order, from each
+/// probe row's build row (`matched`).
+fn compact_hits<K: HashKey>(stream: &Stream, ps: &SideKeys<'_, K>, matched: DeviceBuffer<u32>, hit: DeviceBuffer<u8>) -> Result<(DeviceBuffer<u32>, DeviceBuffer<u32>)> {
     let at = rows_where(stream, &hit.view(), true, None)?;
     drop(hit);
     let build = gpujoin_primitives::gather(stream, &matched.view(), &at.view(), 0)?;
@@ -1322,7 +1360,58 @@ fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &Si
         Some(k) => gpujoin_primitives::gather(stream, &k.view(), &at.view(), 0)?,
         None => at,
     };
-    Ok(Some((probe, build)))
+    Ok((probe, build))
+}
+
+/// The smallest build key and the span `max - min + 1` of the build keys, when a direct-address
+/// table of that many 4-byte slots takes at most `hash_table_bytes` (the unique-build hash
+/// table's size): build keys `[12, 10, 13]` give `(10, 4)`. One reduction over the build keys
+/// and one host read.
+fn dense_span<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, hash_table_bytes: usize) -> Result<Option<(K, u64)>> {
+    let nb = bs.kept_len();
+    if nb == 0 {
+        return Ok(None);
+    }
+    let mut range = stream.copy_from_host(&[K::MAX, K::MIN])?;
+    {
+        let (k, r) = (bs.keys.view().as_ptr(), range.view_mut().as_mut_ptr());
+        // SAFETY: nb keys, no validity (the kept keys); two words of range, the empty range.
+        launch(stream, "build key range", || unsafe { K::RANGE(k, std::ptr::null(), nb as i64, r, stream.raw()) })?;
+    }
+    let folded = stream.copy_to_host(&range.view())?;
+    let (min, max) = (folded[0], folded[1]);
+    // At least one key: min <= max.
+    let span = (max.wide() - min.wide()).checked_add(1);
+    Ok(span.filter(|&s| s.saturating_mul(4) <= hash_table_bytes as u64).map(|s| (min, s)))
+}
+
+/// The unique-build path on a direct-address table (`span` slots from key `min`): build row
+/// `r` of key `k` in slot `k - min`, no hashing and no key stored; `None` when a build key
+/// repeats. Same output as the hash table.
+fn direct_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, min: K, span: u64, mut flags: DeviceBuffer<u32>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
+    let nb = bs.kept_len();
+    let mut table = stream.alloc::<u32>(span as usize)?;
+    stream.memset_bytes(&mut table.view_mut(), 0xff)?;
+    {
+        let (k, t, f) = (bs.keys.view().as_ptr(), table.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
+        let ids = bs.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr());
+        // SAFETY: nb keys (and row ids), each in [min, min + span); the table holds span slots.
+        launch(stream, "direct-address table insert", || unsafe { K::DIRECT_INSERT(k, ids, nb as i64, min, t, span as i64, f, stream.raw()) })?;
+    }
+    if stream.copy_to_host(&flags.view())?[0] != 0 {
+        return Ok(None);
+    }
+    clock.mark(stream)?;
+    let np = ps.kept_len();
+    let mut matched = stream.alloc::<u32>(np)?;
+    let mut hit = stream.alloc::<u8>(np)?;
+    {
+        let (t, pk, m, h) = (table.view().as_ptr(), ps.keys.view().as_ptr(), matched.view_mut().as_mut_ptr(), hit.view_mut().as_mut_ptr());
+        // SAFETY: np probe keys, np outputs each; the table as inserted above.
+        launch(stream, "direct-address table probe", || unsafe { K::DIRECT_PROBE(t, min, span as i64, pk, np as i64, m, h, stream.raw()) })?;
+    }
+    drop(table);
+    compact_hits(stream, ps, matched, hit).map(Some)
 }
 
 /// The sorted path of the non-partitioned hash join (any build keys): the build side sorted by
@@ -1391,8 +1480,8 @@ pub(crate) fn nphj_with(stream: &Stream, left: &TableView<'_>, right: &TableView
     crate::common::check_output_budget(stream, left, right, join_type, opts)?;
     let clock = Clock::start(stream, opts.stats)?;
     match prepare(stream, left, right, opts)? {
-        AnyPrepared::U32(p) => nphj::<u32>(stream, p, join_type, clock),
-        AnyPrepared::U64(p) => nphj::<u64>(stream, p, join_type, clock),
+        AnyPrepared::U32(p) => nphj::<u32>(stream, p, join_type, opts.direct_address_min_rows(), clock),
+        AnyPrepared::U64(p) => nphj::<u64>(stream, p, join_type, opts.direct_address_min_rows(), clock),
     }
 }
 

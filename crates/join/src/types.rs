@@ -198,6 +198,22 @@ impl JoinOptions {
         None
     }
 
+    /// The fewest build rows for which the non-partitioned hash join looks for dense keys (the
+    /// direct-address table), `None`: never ([`TestingOptions::unique_build_table`]). Below
+    /// 2^18 rows the hash table (at most 4 MiB of 4-byte keys) stays in L2, and the search for
+    /// the keys' span (a reduction and a host read) would cost more than the table saves.
+    pub(crate) fn direct_address_min_rows(&self) -> Option<usize> {
+        const DIRECT_ADDRESS_MIN_BUILD_ROWS: usize = 1 << 18;
+        #[cfg(feature = "testing")]
+        return match self.testing.unique_build_table {
+            UniqueBuildTable::Auto => Some(DIRECT_ADDRESS_MIN_BUILD_ROWS),
+            UniqueBuildTable::Hash => None,
+            UniqueBuildTable::DirectWhereDense => Some(0),
+        };
+        #[cfg(not(feature = "testing"))]
+        Some(DIRECT_ADDRESS_MIN_BUILD_ROWS)
+    }
+
     /// The most probe rows per work item of the partitioned hash join, when forced
     /// ([`TestingOptions`]).
     pub(crate) fn forced_probe_split(&self) -> Option<u32> {
@@ -239,6 +255,25 @@ pub struct TestingOptions {
     /// How the sort-based theta join's aggregates sort the right side and build their structure
     /// ([`ThetaAggregatePath`]; `Auto`, the default: the small path where it applies).
     pub theta_aggregate_path: ThetaAggregatePath,
+    /// Which table the non-partitioned hash join's unique-build path takes
+    /// ([`UniqueBuildTable`]; `Auto`, the default: the direct-address table for dense keys from
+    /// 2^18 build rows).
+    pub unique_build_table: UniqueBuildTable,
+}
+
+/// The table of the non-partitioned hash join's unique-build path a test forces
+/// ([`TestingOptions::unique_build_table`]).
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum UniqueBuildTable {
+    /// The direct-address table where the build keys are dense and at least 2^18, else the
+    /// hash table.
+    #[default]
+    Auto,
+    /// The hash table always.
+    Hash,
+    /// The direct-address table wherever the build keys are dense, at any size.
+    DirectWhereDense,
 }
 
 /// The aggregate path of the sort-based theta join a test forces
@@ -267,6 +302,7 @@ impl TestingOptions {
         no_key_compression: false,
         theta_poison_outputs: false,
         theta_aggregate_path: ThetaAggregatePath::Auto,
+        unique_build_table: UniqueBuildTable::Auto,
     };
 }
 

@@ -8,7 +8,11 @@
 //! Shapes: unique build keys with matches, none, all; the all-ones key in the build side (falls
 //! back) and only in the probe side (must match nothing: it marks empty slots); one repeated
 //! build key among unique ones (falls back); all-equal keys; sizes 0, 1, odd and about 3000;
-//! `UInt32`, `UInt64` spanning more than 2^32 (never compressed), nullable `Int32` under both
+//! Dense unique build keys (a span of at most 4 slots a row, the `distinct` draws and the
+//! `dense` shapes) take the direct-address table, sparse ones (`U64Wide`, the all-ones key) the
+//! hash table; both fall back to the sorted path on a repeated key.
+//! `UInt32`, `UInt64` spanning more than 2^32 (never compressed) and `UInt64` over a small span
+//! above 2^40 (not compressed here either), nullable `Int32` under both
 //! NULL equalities, `(Int64, Int64)` (hashed to 64 bits, candidates verified) and `Float64` with
 //! NaN and -0.0. Order is checked exactly where no key can be set aside (no nulls, no NaN).
 
@@ -19,7 +23,7 @@ use gpujoin_device::testing::pick;
 use gpujoin_device::Stream;
 use gpujoin_join::plan::{Algorithm, Join};
 use gpujoin_join::table::{HostColumn, HostTable, Table};
-use gpujoin_join::{JoinType, NanEquality, NullEquality, RowId, TestingOptions};
+use gpujoin_join::{JoinType, NanEquality, NullEquality, RowId, TestingOptions, UniqueBuildTable};
 use gpujoin_testkit::table_reference;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -32,6 +36,8 @@ const JOIN_TYPES: [JoinType; 8] = JoinType::ALL;
 enum Kind {
     U32,
     U64Wide,
+    /// `2^40 + draw`: 8-byte keys over a small span (dense: the direct-address table).
+    U64Dense,
     NullableI32,
     I64Pair,
     F64,
@@ -45,6 +51,7 @@ fn table(kind: Kind, draws: &[Option<u64>]) -> HostTable {
     let cols = match kind {
         Kind::U32 => vec![("k", HostColumn::from_values(draws.iter().map(|d| if v(d) == u64::MAX { u32::MAX } else { v(d) as u32 }).collect::<Vec<u32>>()))],
         Kind::U64Wide => vec![("k", HostColumn::from_values(draws.iter().map(|d| if v(d) == u64::MAX { u64::MAX } else { v(d) * 0x1_0000_0001 }).collect::<Vec<u64>>()))],
+        Kind::U64Dense => vec![("k", HostColumn::from_values(draws.iter().map(|d| if v(d) == u64::MAX { u64::MAX } else { (1u64 << 40) + v(d) }).collect::<Vec<u64>>()))],
         Kind::NullableI32 => vec![("k", HostColumn::from_options(draws.iter().map(|d| d.map(|x| if x == u64::MAX { -1 } else { x as i32 })).collect::<Vec<Option<i32>>>()))],
         Kind::I64Pair => vec![
             ("k", HostColumn::from_values(draws.iter().map(|d| (v(d) % 5) as i64 - 2).collect::<Vec<i64>>())),
@@ -92,12 +99,20 @@ fn opt(r: RowId) -> Option<u32> {
     r.get()
 }
 
-/// Runs the hash join and compares with the reference (exact order when `ordered`).
+/// Runs the hash join with each unique-build table and compares with the reference (exact order
+/// when `ordered`).
 #[allow(clippy::too_many_arguments)]
 fn check(s: &Stream, kind: Kind, l: &[Option<u64>], r: &[Option<u64>], jt: JoinType, nulls: NullEquality, ordered: bool, what: &str) {
+    for build_table in [UniqueBuildTable::Hash, UniqueBuildTable::DirectWhereDense] {
+        check_with(s, kind, l, r, jt, nulls, ordered, &format!("{what} ({build_table:?})"), build_table);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_with(s: &Stream, kind: Kind, l: &[Option<u64>], r: &[Option<u64>], jt: JoinType, nulls: NullEquality, ordered: bool, what: &str, build_table: UniqueBuildTable) {
     let (hl, hr) = (table(kind, l), table(kind, r));
     let (tl, tr) = (Table::upload(s, &hl).unwrap(), Table::upload(s, &hr).unwrap());
-    let testing = TestingOptions { no_key_compression: true, ..TestingOptions::DEFAULT };
+    let testing = TestingOptions { no_key_compression: true, unique_build_table: build_table, ..TestingOptions::DEFAULT };
     let out = Join::new(jt)
         .on(&tl, names(kind), &tr, names(kind))
         .algorithm(Algorithm::Hash)
@@ -147,7 +162,7 @@ fn unique_and_sorted_builds_match_the_reference_in_the_documented_order() {
     let Some(s) = stream("unique_and_sorted_builds_match_the_reference_in_the_documented_order") else { return };
     let mut rng = StdRng::seed_from_u64(0x4A5E_0001);
     let big = pick(3001usize, 301);
-    for kind in [Kind::U32, Kind::U64Wide, Kind::NullableI32, Kind::I64Pair, Kind::F64] {
+    for kind in [Kind::U32, Kind::U64Wide, Kind::U64Dense, Kind::NullableI32, Kind::I64Pair, Kind::F64] {
         // (what, left, right): the smaller side builds (the left one where strictly smaller).
         let mut shapes: Vec<(&str, Vec<Option<u64>>, Vec<Option<u64>>)> = vec![
             ("empty both", vec![], vec![]),
@@ -162,6 +177,11 @@ fn unique_and_sorted_builds_match_the_reference_in_the_documented_order() {
             ("unique, no matches", (0..97).map(|i| Some(2 * i)).collect(), (0..301).map(|i| Some(2 * i + 1)).collect()),
             ("one repeated build key", { let mut v = distinct(&mut rng, 499, 5000); v[17] = v[400]; v }, draws(&mut rng, 1501, 5000)),
             ("all-equal keys", vec![Some(5); 40], vec![Some(5); 61]),
+            // Dense build keys (the direct-address table): probe keys below, inside and above
+            // the build keys' span; one repeated key among dense ones (falls back).
+            ("dense build, probe around its span", (100..300).map(Some).collect(), draws(&mut rng, 901, 400)),
+            ("dense build, one repeated key", { let mut v: Vec<Option<u64>> = (0..400).map(Some).collect(); v.shuffle(&mut rng); v[17] = v[300]; v }, draws(&mut rng, 777, 450)),
+            ("dense build of one key, probe of others", vec![Some(9)], vec![Some(8), Some(10), Some(9), Some(0)]),
         ];
         // The all-ones key: in the build side (the unique table cannot store it), and only in
         // the probe side (it must not match an empty slot).

@@ -281,6 +281,54 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_h_direct_insert_u32(
+        keys: *const u32,
+        ids: *const u32,
+        n: i64,
+        min: u32,
+        table: *mut u32,
+        span: i64,
+        flags: *mut u32,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_direct_probe_u32(
+        table: *const u32,
+        min: u32,
+        span: i64,
+        probe: *const u32,
+        n: i64,
+        match_: *mut u32,
+        hit: *mut u8,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_direct_insert_u64(
+        keys: *const u64,
+        ids: *const u32,
+        n: i64,
+        min: u64,
+        table: *mut u32,
+        span: i64,
+        flags: *mut u32,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn gj_h_direct_probe_u64(
+        table: *const u32,
+        min: u64,
+        span: i64,
+        probe: *const u64,
+        n: i64,
+        match_: *mut u32,
+        hit: *mut u8,
+        stream: gj_h_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_h_expand(
         temp: *mut ::std::os::raw::c_void,
         temp_bytes: *mut usize,

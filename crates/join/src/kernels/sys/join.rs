@@ -416,6 +416,15 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
+    pub fn gj_j_key_range_u32(
+        col: *const u32,
+        validity: *const u32,
+        n: i64,
+        range: *mut u32,
+        stream: gj_j_stream_t,
+    ) -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
     pub fn gj_j_key_offsets(
         col: *const u64,
         validity: *const u32,
