@@ -31,7 +31,7 @@
 //! | [`Algorithm::SortedMerge`] | inputs already sorted by one integer key without nulls (ModernGPU) | by key; left rows, then right rows, in input order |
 //! | [`Algorithm::SortMerge`] | any keys; the paper's SMJ-UM / SMJ-OM (SMJ-OM: some keys as ranks, below) | by key (SMJ-OM with ranks: by rank) |
 //! | [`Algorithm::Interleave`] | any keys (seed 001) | by key |
-//! | [`Algorithm::Hash`] | one global hash table (NPHJ): unique build keys need no sort; small build sides | by probe row (the side with more rows whose keys can match; the right one on ties) in row order, each with its build matches in row order; then unmatched left rows, then unmatched right rows |
+//! | [`Algorithm::Hash`] | one global hash table (NPHJ): unique build keys need no sort (dense ones from 2^18 rows: a direct-address table, slot = key - min); small build sides | by probe row (the side with more rows whose keys can match; the right one on ties) in row order, each with its build matches in row order; then unmatched left rows, then unmatched right rows |
 //! | [`Algorithm::PartitionedHash`] | radix-partitioned hash join; PHJ-UM / PHJ-OM (PHJ-OM: some keys as ranks, below) | by partition |
 //! | [`Algorithm::IndexedNestedLoop`] | a sorted index of the right side probed by binary search; any keys (some as ranks, below) | left row order; within a left row its right rows in row order; then the unmatched right rows in row order |
 //! | [`Join::many`] (not an [`Algorithm`]) | the interleave join of 2 to 16 tables: inner, on keys equal in every table; one map a table | by key; within a key, table 0's row slowest, the last table's fastest |
