@@ -1319,34 +1319,63 @@ fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &Si
     let capacity = (2 * nb).max(2).next_power_of_two();
     // SAFETY: a constant of the C side.
     let slot = unsafe { K::UNIQUE_SLOT_BYTES() } as usize;
-    let mut flags = stream.alloc_zeroed::<u32>(1)?;
-    if direct_from.is_some_and(|rows| nb >= rows) {
-        if let Some((min, span)) = dense_span(stream, bs, capacity * slot)? {
-            return direct_pairs(stream, bs, ps, min, span, flags, clock);
+    let table = match direct_from.filter(|&rows| nb >= rows).map(|_| dense_span(stream, bs, capacity * slot)).transpose()?.flatten() {
+        Some((min, span)) => UniqueTable::Direct { min, span },
+        None => UniqueTable::Hash { capacity, slot },
+    };
+    table.pairs(stream, bs, ps, clock)
+}
+
+/// The table of the unique-build path: one slot a build row.
+enum UniqueTable<K> {
+    /// Open addressing on the key's hash: `capacity` slots of `slot` bytes (key and row).
+    Hash { capacity: usize, slot: usize },
+    /// Direct addressing: `span` slots of a `u32` row, key `k` in slot `k - min`.
+    Direct { min: K, span: u64 },
+}
+
+impl<K: HashKey> UniqueTable<K> {
+    /// Inserts every build row, reads the repeat flag (`None`: a key repeats, or the hash table
+    /// met the all-ones key), looks every probe key up and compacts the hits in probe order.
+    fn pairs(&self, stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
+        let bytes = match *self {
+            UniqueTable::Hash { capacity, slot } => capacity * slot,
+            UniqueTable::Direct { span, .. } => span as usize * 4,
+        };
+        let mut table = stream.alloc::<u8>(bytes)?;
+        stream.memset_bytes(&mut table.view_mut(), 0xff)?;
+        let mut flags = stream.alloc_zeroed::<u32>(1)?;
+        let nb = bs.kept_len();
+        {
+            let (k, t, f) = (bs.keys.view().as_ptr(), table.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
+            let ids = bs.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr());
+            match *self {
+                // SAFETY: nb keys (and row ids); the table holds `capacity` slots of `slot` bytes.
+                UniqueTable::Hash { capacity, .. } => launch(stream, "unique hash table insert", || unsafe { K::UNIQUE_INSERT(k, ids, nb as i64, t.cast(), capacity as i64, f, stream.raw()) })?,
+                // SAFETY: nb keys (and row ids), each in [min, min + span); the table holds span
+                // 4-byte slots.
+                UniqueTable::Direct { min, span } => launch(stream, "direct-address table insert", || unsafe { K::DIRECT_INSERT(k, ids, nb as i64, min, t.cast(), span as i64, f, stream.raw()) })?,
+            }
         }
+        if stream.copy_to_host(&flags.view())?[0] != 0 {
+            return Ok(None);
+        }
+        clock.mark(stream)?;
+        let np = ps.kept_len();
+        let mut matched = stream.alloc::<u32>(np)?;
+        let mut hit = stream.alloc::<u8>(np)?;
+        {
+            let (t, pk, m, h) = (table.view().as_ptr(), ps.keys.view().as_ptr(), matched.view_mut().as_mut_ptr(), hit.view_mut().as_mut_ptr());
+            match *self {
+                // SAFETY: np probe keys, np outputs each; the table as inserted above.
+                UniqueTable::Hash { capacity, .. } => launch(stream, "unique hash table probe", || unsafe { K::UNIQUE_PROBE(t.cast(), capacity as i64, pk, np as i64, m, h, stream.raw()) })?,
+                // SAFETY: as above.
+                UniqueTable::Direct { min, span } => launch(stream, "direct-address table probe", || unsafe { K::DIRECT_PROBE(t.cast(), min, span as i64, pk, np as i64, m, h, stream.raw()) })?,
+            }
+        }
+        drop(table);
+        compact_hits(stream, ps, matched, hit).map(Some)
     }
-    let mut table = stream.alloc::<u8>(capacity * slot)?;
-    stream.memset_bytes(&mut table.view_mut(), 0xff)?;
-    {
-        let (k, t, f) = (bs.keys.view().as_ptr(), table.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
-        let ids = bs.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr());
-        // SAFETY: nb keys (and row ids); the table holds `capacity` slots of `slot` bytes.
-        launch(stream, "unique hash table insert", || unsafe { K::UNIQUE_INSERT(k, ids, nb as i64, t.cast(), capacity as i64, f, stream.raw()) })?;
-    }
-    if stream.copy_to_host(&flags.view())?[0] != 0 {
-        return Ok(None);
-    }
-    clock.mark(stream)?;
-    let np = ps.kept_len();
-    let mut matched = stream.alloc::<u32>(np)?;
-    let mut hit = stream.alloc::<u8>(np)?;
-    {
-        let (t, pk, m, h) = (table.view().as_ptr(), ps.keys.view().as_ptr(), matched.view_mut().as_mut_ptr(), hit.view_mut().as_mut_ptr());
-        // SAFETY: np probe keys, np outputs each; the table as inserted above.
-        launch(stream, "unique hash table probe", || unsafe { K::UNIQUE_PROBE(t.cast(), capacity as i64, pk, np as i64, m, h, stream.raw()) })?;
-    }
-    drop(table);
-    compact_hits(stream, ps, matched, hit).map(Some)
 }
 
 /// The `(probe, build)` row pairs of the probe rows whose `hit` is set, in probe order, from each
@@ -1383,35 +1412,6 @@ fn dense_span<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, hash_table_byte
     // At least one key: min <= max.
     let span = (max.wide() - min.wide()).checked_add(1);
     Ok(span.filter(|&s| s.saturating_mul(4) <= hash_table_bytes as u64).map(|s| (min, s)))
-}
-
-/// The unique-build path on a direct-address table (`span` slots from key `min`): build row
-/// `r` of key `k` in slot `k - min`, no hashing and no key stored; `None` when a build key
-/// repeats. Same output as the hash table.
-fn direct_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, min: K, span: u64, mut flags: DeviceBuffer<u32>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
-    let nb = bs.kept_len();
-    let mut table = stream.alloc::<u32>(span as usize)?;
-    stream.memset_bytes(&mut table.view_mut(), 0xff)?;
-    {
-        let (k, t, f) = (bs.keys.view().as_ptr(), table.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
-        let ids = bs.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr());
-        // SAFETY: nb keys (and row ids), each in [min, min + span); the table holds span slots.
-        launch(stream, "direct-address table insert", || unsafe { K::DIRECT_INSERT(k, ids, nb as i64, min, t, span as i64, f, stream.raw()) })?;
-    }
-    if stream.copy_to_host(&flags.view())?[0] != 0 {
-        return Ok(None);
-    }
-    clock.mark(stream)?;
-    let np = ps.kept_len();
-    let mut matched = stream.alloc::<u32>(np)?;
-    let mut hit = stream.alloc::<u8>(np)?;
-    {
-        let (t, pk, m, h) = (table.view().as_ptr(), ps.keys.view().as_ptr(), matched.view_mut().as_mut_ptr(), hit.view_mut().as_mut_ptr());
-        // SAFETY: np probe keys, np outputs each; the table as inserted above.
-        launch(stream, "direct-address table probe", || unsafe { K::DIRECT_PROBE(t, min, span as i64, pk, np as i64, m, h, stream.raw()) })?;
-    }
-    drop(table);
-    compact_hits(stream, ps, matched, hit).map(Some)
 }
 
 /// The sorted path of the non-partitioned hash join (any build keys): the build side sorted by
