@@ -29,6 +29,9 @@
 //! Group `auto_cost` (`GPUJOIN_WIDE_ONLY=auto_cost` only): Auto's own cost on `wide_4b4b`, see
 //! `fn auto_cost`.
 //!
+//! Group `dense` (`GPUJOIN_WIDE_ONLY=dense` only): dense unique build keys from 2^20 to 2^25
+//! rows, maps only and narrow, where NPHJ's direct-address table wins; see `fn dense`.
+//!
 //! Group `libcudf`: libcudf's nvbench join workload (`cpp/benchmarks/join/`, its
 //! `generate_input_tables`: unique `INT64` build keys, selectivity 0.3, multiplicity 1), maps
 //! only, 10M x 10M; published on the H100: `inner_join` 3.06 ms, `distinct_inner_join` 1.54 ms.
@@ -349,12 +352,53 @@ fn auto_cost(h: &mut Harness) {
     });
 }
 
+/// Group `dense` (only with `GPUJOIN_WIDE_ONLY=dense`): PK-FK joins of dense unique build keys
+/// (a permutation of `0..nb`, `u32`) and twice as many probe rows drawn from them, `nb` from
+/// 2^20 to 2^25: where NPHJ's direct-address table (slot = key) beats the partitioned hash join
+/// and where it stops, maps only (`maps_<log2 nb>_*`) and with one 4-byte payload a side
+/// (`narrow_<log2 nb>_*`). Auto, PHJ-UM, PHJ-OM (narrow), NPHJ.
+fn dense(h: &mut Harness) {
+    const G: &str = "dense";
+    let s = h.stream.clone();
+    for log in [20u32, 22, 24, 25] {
+        let (nb, np) = (1usize << log, 2usize << log);
+        let (r, f) = datagen::PkFkWorkload::uniform(nb, np, 17 + log as u64).generate().unwrap();
+        let (rr, ff) = (Rel::upload(&s, &r, 1), Rel::upload(&s, &f, 1));
+        drop((r, f));
+        for (kind, cols, opts) in [("maps", 0usize, WideJoinOptions::maps_only()), ("narrow", 1, WideJoinOptions::default())] {
+            let (wr, wf) = (rr.wide(cols), ff.wide(cols));
+            let algos: &[Algorithm] = if cols == 0 { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::Nphj] } else { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] };
+            let bytes = if cols == 0 { ((nb + np) * 4 + np * 8) as u64 } else { floor_bytes(nb, np, 4, 4, cols, np) };
+            for &a in algos {
+                wide::join(&s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap(); // untimed: steady state
+                let case = format!("{kind}_2p{log}_{}", if a == Algorithm::Auto { "auto" } else { a.suffix() });
+                h.case(G, &case, bytes, (nb + np) as u64, |s| {
+                    let out = wide::join(s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap();
+                    assert_eq!(out.rows, np as u64);
+                });
+                let out = wide::join(&s, wr.pair(), wf.pair(), JoinType::Inner, a, opts.with_stats()).unwrap();
+                let st = out.stats;
+                println!(
+                    "STATS {G}/{case}: algorithm {} | transform {:.3} ms, match {:.3} ms, materialize {:.3} ms, total {:.3} ms | peak {:.0} MiB",
+                    out.algorithm.name(),
+                    st.transform_ms,
+                    st.match_ms,
+                    st.materialize_ms,
+                    st.total_ms,
+                    mb(st.peak_memory_bytes)
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     let Some(mut h) = Harness::new("wide joins") else { return };
-    // GPUJOIN_WIDE_ONLY=libcudf or auto_cost: only that group (quick runs while tuning).
+    // GPUJOIN_WIDE_ONLY=libcudf, auto_cost or dense: only that group (quick runs while tuning).
     match std::env::var("GPUJOIN_WIDE_ONLY").as_deref() {
         Ok("libcudf") => return libcudf(&mut h),
         Ok("auto_cost") => return auto_cost(&mut h),
+        Ok("dense") => return dense(&mut h),
         _ => {}
     }
     let s = h.stream.clone();
