@@ -11,6 +11,9 @@ using namespace gj::hash;
 constexpr int SAMPLE_MAX = 4096, SAMPLE_SLOTS = 2 * SAMPLE_MAX, SNT = 256, SVT = 8;
 // The bit filter of the sample keys: 2^16 bits (8 KiB).
 constexpr int FILTER_BITS = 1 << 16;
+// One wave: each block holds the sample set and the filter (40 KiB of shared memory for 4-byte
+// keys, 56 KiB for 8-byte ones); three fit an SM either way.
+constexpr int SAMPLE_BLOCKS_PER_SM = 3;
 
 // out[i] = keys[i * n / m].
 template <class K>
@@ -46,13 +49,10 @@ __device__ __forceinline__ bool canon(K k, int mode, int nan_never, K &out) {
   return true;
 }
 
-// One hash of a canonical key (32-bit arithmetic for 4-byte keys): its low 13 bits pick the
-// set's slot, the 16 above them the filter's bit.
-__device__ __forceinline__ uint32_t sample_hash(uint32_t k) { return fmix32(k ^ 0x51ED27A3u); }
-__device__ __forceinline__ uint32_t sample_hash(uint64_t k) { return (uint32_t)(fmix64(k ^ 0x51ED27A3C4B2F6D1ull) >> 32); }
-__device__ __forceinline__ uint32_t sample_slot(uint32_t h) { return h & (SAMPLE_SLOTS - 1); }
-__device__ __forceinline__ uint32_t filter_bit(uint32_t h) { return (h >> 13) & (FILTER_BITS - 1); }
-static_assert(SAMPLE_SLOTS == 1 << 13 && FILTER_BITS <= 1 << 19, "the slot and filter bits of one 32-bit hash");
+// One hash of a canonical key: its low bits pick the set's slot, its high bits the filter's bit.
+__device__ __forceinline__ uint64_t sample_hash(uint64_t k) { return fmix64(k ^ 0x51ED27A3C4B2F6D1ull); }
+__device__ __forceinline__ uint32_t sample_slot(uint64_t h) { return (uint32_t)h & (SAMPLE_SLOTS - 1); }
+__device__ __forceinline__ uint32_t filter_bit(uint64_t h) { return (uint32_t)(h >> 40) & (FILTER_BITS - 1); }
 
 // The dynamic shared memory of a block: the sample keys, the set's slots and the filter's words.
 template <class K>
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(SNT) sample_match_kernel(const K *sample, int6
   for (int i = threadIdx.x; i < m; i += SNT) {
     K k;
     if (!canon<K>(skey[i], mode, nan_never, k)) continue;
-    const uint32_t h = sample_hash(k);
+    const uint64_t h = sample_hash((uint64_t)k);
     const uint32_t b = filter_bit(h);
     atomicOr(&filter[b >> 5], 1u << (b & 31));
     uint32_t s = sample_slot(h);
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(SNT) sample_match_kernel(const K *sample, int6
     for (int v = 0; v < SVT; ++v) {
       K k;
       if (j0 + v * stride >= n || !canon<K>(kv[v], mode, nan_never, k)) continue;
-      const uint32_t h = sample_hash(k);
+      const uint64_t h = sample_hash((uint64_t)k);
       const uint32_t b = filter_bit(h);
       if (!(filter[b >> 5] & (1u << (b & 31)))) continue;
       uint32_t s = sample_slot(h);
@@ -145,15 +145,11 @@ extern "C" int64_t gj_h_sample_max(void) { return SAMPLE_MAX; }
                                         int nan_never, uint8_t *flags, gj_h_stream_t s) {                 \
     if (m < 0 || m > SAMPLE_MAX || n < 0 || mode < 0 || mode > 2) return (int)cudaErrorInvalidValue;      \
     if (m == 0 || n == 0) return 0;                                                                       \
+    const int blocks = blocks_for_sms(n, SNT * 16, SAMPLE_BLOCKS_PER_SM);                                 \
     const size_t smem = SampleSmem<K>::bytes;                                                             \
     cudaError_t e = cudaFuncSetAttribute(sample_match_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
                                          (int)smem);                                                      \
     if (e != cudaSuccess) return (int)e;                                                                  \
-    /* One wave: as many blocks as fit every SM of this device with their shared memory. */              \
-    int per_sm = 0;                                                                                       \
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sample_match_kernel<K>, SNT, smem);        \
-    if (e != cudaSuccess) return (int)e;                                                                  \
-    const int blocks = blocks_for_sms(n, SNT * 16, per_sm > 0 ? per_sm : 1);                              \
     sample_match_kernel<K><<<blocks, SNT, smem, (cudaStream_t)s>>>(sample, m, build, n, mode, nan_never,  \
                                                                flags);                                   \
     return launch_status();                                                                               \
