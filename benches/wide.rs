@@ -75,11 +75,18 @@ fn mb(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
 }
 
-/// Times one join case and prints its STATS line; returns the peak memory of the stats run.
+/// Times one `paper_pkfk` case (materialized output) and prints its STATS line; returns the
+/// peak memory of the stats run.
 fn case(h: &mut Harness, name: &str, r: &WideSide<'_>, f: &WideSide<'_>, algo: Algorithm, bytes: u64, rows: u64) -> u64 {
+    timed(h, GROUP, name, r, f, algo, WideJoinOptions::default(), bytes, rows)
+}
+
+/// Times one join case of `group` with `opts` (it must give `rows` rows) and prints its STATS
+/// line; returns the peak memory of the stats run.
+#[allow(clippy::too_many_arguments)]
+fn timed(h: &mut Harness, group: &str, name: &str, r: &WideSide<'_>, f: &WideSide<'_>, algo: Algorithm, opts: WideJoinOptions, bytes: u64, rows: u64) -> u64 {
     let elements = (r.rows() + f.rows()) as u64;
-    let opts = WideJoinOptions::default();
-    h.case(GROUP, name, bytes, elements, |s| {
+    h.case(group, name, bytes, elements, |s| {
         let out = wide::join(s, r.pair(), f.pair(), JoinType::Inner, algo, opts).unwrap();
         assert_eq!(out.rows, rows);
     });
@@ -88,7 +95,7 @@ fn case(h: &mut Harness, name: &str, r: &WideSide<'_>, f: &WideSide<'_>, algo: A
     let out = wide::join(&s, r.pair(), f.pair(), JoinType::Inner, algo, opts.with_stats()).unwrap();
     let st = out.stats;
     println!(
-        "STATS {GROUP}/{name}: algorithm {} | transform {:.3} ms, match {:.3} ms, materialize {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",
+        "STATS {group}/{name}: algorithm {} | transform {:.3} ms, match {:.3} ms, materialize {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",
         out.algorithm.name(),
         st.transform_ms,
         st.match_ms,
@@ -277,21 +284,7 @@ fn libcudf(h: &mut Harness) {
         s.synchronize().unwrap();
         for a in algos {
             let case = if a == Algorithm::Auto { name.to_string() } else { format!("{name}_{}", a.suffix()) };
-            h.case(GROUP, &case, bytes, (nb + np) as u64, |s| {
-                let out = wide::join(s, b.pair(), p.pair(), JoinType::Inner, a, opts).unwrap();
-                assert_eq!(out.rows, matching as u64);
-            });
-            let out = wide::join(&s, b.pair(), p.pair(), JoinType::Inner, a, opts.with_stats()).unwrap();
-            let st = out.stats;
-            println!(
-                "STATS {GROUP}/{case}: algorithm {} | transform {:.3} ms, match {:.3} ms, total {:.3} ms | peak {:.0} MiB | reason: {}",
-                out.algorithm.name(),
-                st.transform_ms,
-                st.match_ms,
-                st.total_ms,
-                mb(st.peak_memory_bytes),
-                out.reason
-            );
+            timed(h, GROUP, &case, &b, &p, a, opts, bytes, matching as u64);
         }
     }
 }
@@ -372,21 +365,7 @@ fn dense(h: &mut Harness) {
             for &a in algos {
                 wide::join(&s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap(); // untimed: steady state
                 let case = format!("{kind}_2p{log}_{}", if a == Algorithm::Auto { "auto" } else { a.suffix() });
-                h.case(G, &case, bytes, (nb + np) as u64, |s| {
-                    let out = wide::join(s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap();
-                    assert_eq!(out.rows, np as u64);
-                });
-                let out = wide::join(&s, wr.pair(), wf.pair(), JoinType::Inner, a, opts.with_stats()).unwrap();
-                let st = out.stats;
-                println!(
-                    "STATS {G}/{case}: algorithm {} | transform {:.3} ms, match {:.3} ms, materialize {:.3} ms, total {:.3} ms | peak {:.0} MiB",
-                    out.algorithm.name(),
-                    st.transform_ms,
-                    st.match_ms,
-                    st.materialize_ms,
-                    st.total_ms,
-                    mb(st.peak_memory_bytes)
-                );
+                timed(h, G, &case, &wr, &wf, a, opts, bytes, np as u64);
             }
         }
     }
