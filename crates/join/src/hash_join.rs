@@ -260,8 +260,8 @@ pub(crate) trait HashKey: PartitionKey + RadixKey + SortPairsWith<u32> + SortPai
     /// The largest and the smallest value (the empty range: minimum `MAX`, maximum `MIN`).
     const MAX: Self;
     const MIN: Self;
-    /// The value as an offset (`u64`).
-    fn wide(self) -> u64;
+    /// The value zero-extended to `u64` (to subtract two keys without overflow).
+    fn to_u64(self) -> u64;
     const MIX: MixFn<Self>;
     const SCATTER32: ScatterFn<Self, u32>;
     const SCATTER64: ScatterFn<Self, u64>;
@@ -285,7 +285,7 @@ macro_rules! hash_key {
             const RANGE: RangeFn<Self> = crate::kernels::sys::join::$range;
             const MAX: Self = <$t>::MAX;
             const MIN: Self = <$t>::MIN;
-            fn wide(self) -> u64 {
+            fn to_u64(self) -> u64 {
                 self as u64
             }
             const MIX: MixFn<Self> = ffi::$mix;
@@ -1319,7 +1319,11 @@ fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &Si
     let capacity = (2 * nb).max(2).next_power_of_two();
     // SAFETY: a constant of the C side.
     let slot = unsafe { K::UNIQUE_SLOT_BYTES() } as usize;
-    let table = match direct_from.filter(|&rows| nb >= rows).map(|_| dense_span(stream, bs, capacity * slot)).transpose()?.flatten() {
+    let dense = match direct_from {
+        Some(rows) if nb >= rows => dense_span(stream, bs, capacity * slot)?,
+        _ => None,
+    };
+    let table = match dense {
         Some((min, span)) => UniqueTable::Direct { min, span },
         None => UniqueTable::Hash { capacity, slot },
     };
@@ -1410,7 +1414,7 @@ fn dense_span<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, hash_table_byte
     let folded = stream.copy_to_host(&range.view())?;
     let (min, max) = (folded[0], folded[1]);
     // At least one key: min <= max.
-    let span = (max.wide() - min.wide()).checked_add(1);
+    let span = (max.to_u64() - min.to_u64()).checked_add(1);
     Ok(span.filter(|&s| s.saturating_mul(4) <= hash_table_bytes as u64).map(|s| (min, s)))
 }
 
