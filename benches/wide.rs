@@ -30,7 +30,7 @@
 //! `fn auto_cost`.
 //!
 //! Group `dense` (`GPUJOIN_WIDE_ONLY=dense` only): dense unique build keys from 2^20 to 2^25
-//! rows, maps only and narrow, where NPHJ's direct-address table wins; see `fn dense`.
+//! rows, maps only, narrow and two payloads a side, where NPHJ's direct-address table wins; see `fn dense`.
 //!
 //! Group `libcudf`: libcudf's nvbench join workload (`cpp/benchmarks/join/`, its
 //! `generate_input_tables`: unique `INT64` build keys, selectivity 0.3, multiplicity 1), maps
@@ -348,17 +348,18 @@ fn auto_cost(h: &mut Harness) {
 /// Group `dense` (only with `GPUJOIN_WIDE_ONLY=dense`): PK-FK joins of dense unique build keys
 /// (a permutation of `0..nb`, `u32`) and twice as many probe rows drawn from them, `nb` from
 /// 2^20 to 2^25: where NPHJ's direct-address table (slot = key) beats the partitioned hash join
-/// and where it stops, maps only (`maps_<log2 nb>_*`) and with one 4-byte payload a side
-/// (`narrow_<log2 nb>_*`). Auto, PHJ-UM, PHJ-OM (narrow), NPHJ.
+/// and where it stops, maps only (`maps_<log2 nb>_*`), with one 4-byte payload a side
+/// (`narrow_<log2 nb>_*`) and with two (`wide_<log2 nb>_*`). Auto (which takes the table where it
+/// fits in half the L2), PHJ-UM, PHJ-OM (with payloads), NPHJ.
 fn dense(h: &mut Harness) {
     const G: &str = "dense";
     let s = h.stream.clone();
-    for log in [20u32, 22, 24, 25] {
+    for log in [20u32, 22, 23, 24, 25] {
         let (nb, np) = (1usize << log, 2usize << log);
         let (r, f) = datagen::PkFkWorkload::uniform(nb, np, 17 + log as u64).generate().unwrap();
-        let (rr, ff) = (Rel::upload(&s, &r, 1), Rel::upload(&s, &f, 1));
+        let (rr, ff) = (Rel::upload(&s, &r, 2), Rel::upload(&s, &f, 2));
         drop((r, f));
-        for (kind, cols, opts) in [("maps", 0usize, WideJoinOptions::maps_only()), ("narrow", 1, WideJoinOptions::default())] {
+        for (kind, cols, opts) in [("maps", 0usize, WideJoinOptions::maps_only()), ("narrow", 1, WideJoinOptions::default()), ("wide", 2, WideJoinOptions::default())] {
             let (wr, wf) = (rr.wide(cols), ff.wide(cols));
             let algos: &[Algorithm] = if cols == 0 { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::Nphj] } else { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] };
             let bytes = if cols == 0 { ((nb + np) * 4 + np * 8) as u64 } else { floor_bytes(nb, np, 4, 4, cols, np) };

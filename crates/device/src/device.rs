@@ -190,6 +190,11 @@ impl Device {
         self.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map(|v| v as u32)
     }
 
+    /// Size of the L2 cache in bytes (50 MiB on an H100 SXM).
+    pub fn l2_cache_bytes(&self) -> Result<u64> {
+        self.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).map(|v| v as u64)
+    }
+
     /// Shared memory per block available with opt-in, in bytes.
     pub fn max_shared_memory_per_block(&self) -> Result<u32> {
         self.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)

@@ -1292,11 +1292,17 @@ fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, di
     // The left side builds on ties (the probe side is the larger one, the right one on ties).
     let build_left = nl <= nr;
     let (bs, ps) = if build_left { (&p.left, &p.right) } else { (&p.right, &p.left) };
-    let mut stats = JoinStats { build_side: Some(if build_left { Side::Left } else { Side::Right }), mixed_keys: p.mixed, ..JoinStats::default() };
-    let (probe_rows, build_rows) = match unique_build_pairs(stream, bs, ps, direct_from, &mut clock)? {
+    let pairs = match unique_build_pairs(stream, bs, ps, direct_from, &mut clock)? {
         Some(pairs) => pairs,
         None => sorted_build_pairs(stream, bs, ps, &mut clock)?,
     };
+    nphj_output(stream, &p, build_left, pairs, join_type, clock)
+}
+
+/// The non-partitioned hash join's output from its `(probe, build)` row pairs: verified against
+/// hashed keys, turned into the join type's maps, the statistics finished.
+fn nphj_output<K: HashKey>(stream: &Stream, p: &Prepared<'_, K>, build_left: bool, (probe_rows, build_rows): (DeviceBuffer<u32>, DeviceBuffer<u32>), join_type: JoinType, mut clock: Clock) -> Result<HashJoinOutput> {
+    let mut stats = JoinStats { build_side: Some(if build_left { Side::Left } else { Side::Right }), mixed_keys: p.mixed, ..JoinStats::default() };
     let (a, b) = if build_left { (build_rows, probe_rows) } else { (probe_rows, build_rows) };
     let (a, b) = match &p.verify {
         Some((il, ir)) => verify(stream, &a.view(), &b.view(), il, ir)?,
@@ -1308,6 +1314,65 @@ fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, di
     Ok(HashJoinOutput { maps, stats })
 }
 
+/// `Algorithm::Auto`'s direct-address join: the non-partitioned hash join on a direct-address
+/// table, run only where that table is known to win, `None` (after at most a reduction, an
+/// insert pass and two host reads) where it does not apply:
+/// - a single key column without nulls of a 4- or 8-byte integer type (its raw bits);
+/// - at least `opts`' direct-address minimum of build rows (2^18), not more than `max_table_bytes
+///   / 4`;
+/// - dense build keys: the span `max - min + 1` takes at most `max_table_bytes` of 4-byte slots
+///   (and at most the unique-build hash table's size, as in the join itself);
+/// - unique build keys (a repeated key stops the attempt after the insert pass);
+/// - no output budget in `opts`.
+///
+/// The output is [`non_partitioned_hash_join`]'s (order included). Build keys `[12, 10, 13]`
+/// with `max_table_bytes` 16: table `[1, -, 0, 2]` from 10, probe rows in order.
+pub(crate) fn nphj_where_dense_unique(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions, max_table_bytes: usize) -> Result<Option<DirectJoin>> {
+    check_comparable(left, right)?;
+    // With an output budget the algorithm that runs instead counts the output first.
+    let Some(min_rows) = opts.direct_address_min_rows().filter(|_| opts.output_budget.is_none()) else { return Ok(None) };
+    let Some(prepared) = prepare_fast(left, right) else { return Ok(None) };
+    let bs_rows = left.rows().min(right.rows());
+    if bs_rows < min_rows.max(1) || bs_rows.saturating_mul(4) > max_table_bytes {
+        return Ok(None);
+    }
+    let clock = Clock::start(stream, opts.stats)?;
+    match prepared {
+        AnyPrepared::U32(p) => nphj_direct::<u32>(stream, p, join_type, max_table_bytes, clock),
+        AnyPrepared::U64(p) => nphj_direct::<u64>(stream, p, join_type, max_table_bytes, clock),
+    }
+}
+
+/// What [`nphj_where_dense_unique`] ran: the join's output and the span of the build keys (the
+/// direct-address table's slots).
+pub(crate) struct DirectJoin {
+    pub out: HashJoinOutput,
+    pub span: u64,
+}
+
+fn nphj_direct<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, max_table_bytes: usize, mut clock: Clock) -> Result<Option<DirectJoin>> {
+    let build_left = p.left.kept_len() <= p.right.kept_len();
+    let (bs, ps) = if build_left { (&p.left, &p.right) } else { (&p.right, &p.left) };
+    let Some((min, span)) = dense_span(stream, bs, unique_hash_table_bytes::<K>(bs.kept_len()).min(max_table_bytes))? else { return Ok(None) };
+    let Some(pairs) = (UniqueTable::Direct { min, span }).pairs(stream, bs, ps, &mut clock)? else { return Ok(None) };
+    let out = nphj_output(stream, &p, build_left, pairs, join_type, clock)?;
+    Ok(Some(DirectJoin { out, span }))
+}
+
+/// Slots and slot bytes of the unique-build hash table for `nb` build rows (at least twice as
+/// many slots as rows, a power of two).
+fn unique_hash_table<K: HashKey>(nb: usize) -> (usize, usize) {
+    // SAFETY: a constant of the C side.
+    let slot = unsafe { K::UNIQUE_SLOT_BYTES() } as usize;
+    ((2 * nb).max(2).next_power_of_two(), slot)
+}
+
+/// Bytes of the unique-build hash table for `nb` build rows.
+fn unique_hash_table_bytes<K: HashKey>(nb: usize) -> usize {
+    let (capacity, slot) = unique_hash_table::<K>(nb);
+    capacity * slot
+}
+
 /// The unique-build path of the non-partitioned hash join: one table slot a build row (no sort),
 /// one lookup a probe row, the hits compacted in probe order. The `(probe, build)` row pairs, or
 /// `None` when a build key repeats or has every bit set (the sorted path then runs; the attempt
@@ -1316,9 +1381,7 @@ fn nphj<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, di
 /// table ([`dense_span`]: one more reduction and host read).
 fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, direct_from: Option<usize>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
     let nb = bs.kept_len();
-    let capacity = (2 * nb).max(2).next_power_of_two();
-    // SAFETY: a constant of the C side.
-    let slot = unsafe { K::UNIQUE_SLOT_BYTES() } as usize;
+    let (capacity, slot) = unique_hash_table::<K>(nb);
     let dense = match direct_from {
         Some(rows) if nb >= rows => dense_span(stream, bs, capacity * slot)?,
         _ => None,

@@ -270,9 +270,10 @@ pub enum UniqueBuildTable {
     /// hash table.
     #[default]
     Auto,
-    /// The hash table always.
+    /// The hash table always; `Auto` never joins on a direct-address table.
     Hash,
-    /// The direct-address table wherever the build keys are dense, at any size.
+    /// The direct-address table wherever the build keys are dense, at any size; `Auto` looks for
+    /// dense unique build keys at any size too.
     DirectWhereDense,
 }
 

@@ -36,7 +36,7 @@ use gpujoin_device::testing::{cases, reduced, rows};
 use gpujoin_device::{DeviceBuffer, Error, Stream};
 use gpujoin_join::plan::{Algorithm, Gather, Join};
 use gpujoin_join::table::{Column, HostColumn, HostTable, NativeValue, Table};
-use gpujoin_join::{JoinType, NanEquality, NullEquality, RowId};
+use gpujoin_join::{JoinType, NanEquality, NullEquality, RowId, TestingOptions, UniqueBuildTable};
 use gpujoin_testkit::datagen;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
@@ -758,7 +758,10 @@ fn auto_follows_the_decision_tree_on_sampled_workloads() {
         };
         let (left, right) = (table(&r), table(&f));
         let sel: Vec<&str> = names.iter().map(String::as_str).collect();
-        let out = Join::new(JoinType::Inner).on(&left, &["k"], &right, &["k"]).algorithm(Algorithm::Auto).select(&sel, &sel).run(&s).unwrap();
+        // The build keys are dense and unique (a permutation of 0..nr): the direct-address join,
+        // Auto's question before the tree, is switched off here (the tree is under test).
+        let tree_only = TestingOptions { unique_build_table: UniqueBuildTable::Hash, ..TestingOptions::DEFAULT };
+        let out = Join::new(JoinType::Inner).on(&left, &["k"], &right, &["k"]).algorithm(Algorithm::Auto).select(&sel, &sel).testing(tree_only).run(&s).unwrap();
         (out.algorithm, out.reason)
     };
     let (a, why) = run_auto(1.0, None, 1);
@@ -771,6 +774,99 @@ fn auto_follows_the_decision_tree_on_sampled_workloads() {
     let (a, why) = run_auto(1.0 / 16.0, Some(1.5), 2);
     assert_eq!(a, PHJ_OM, "{why}");
     assert!(why.contains("skewed"), "{why}");
+}
+
+/// Build keys `base..base + nb` shuffled, and `2 nb` probe keys: three quarters drawn from the
+/// build keys, the rest just outside their span on either end.
+fn dense_keys(rng: &mut StdRng, nb: usize, base: u64) -> (Vec<u64>, Vec<u64>) {
+    use rand::seq::SliceRandom;
+    let mut build: Vec<u64> = (base..base + nb as u64).collect();
+    build.shuffle(rng);
+    let probe = (0..2 * nb)
+        .map(|_| match rng.gen_range(0..8) {
+            0 => base - 1 - rng.gen_range(0..base.min(500)),
+            1 => base + nb as u64 + rng.gen_range(0..1000),
+            _ => build[rng.gen_range(0..nb)],
+        })
+        .collect();
+    (build, probe)
+}
+
+#[test]
+fn auto_joins_dense_unique_build_keys_on_a_direct_address_table() {
+    let Some(s) = stream("auto_joins_dense_unique_build_keys_on_a_direct_address_table") else { return };
+    let _l = lock();
+    let mut rng = StdRng::seed_from_u64(0xD1_2EC7);
+    // 2^18 build rows: the fewest for which the direct-address table is looked for.
+    let nb = 1usize << 18;
+    let (build, probe) = dense_keys(&mut rng, nb, 1000);
+    let u32s = |v: &[u64]| HostColumn::from_values(v.iter().map(|&k| k as u32).collect::<Vec<u32>>());
+    let direct = |snap: &Snapshot, what: &str| assert_eq!(snap.algorithm, Algorithm::Hash, "{what}: Auto ran {}", snap.algorithm.name());
+    // Maps only, one and two payload columns a side; every join type; either side building.
+    for cols in [0usize, 1, 2] {
+        let (l, r) = (key_table(vec![u32s(&build)]), key_table(vec![u32s(&probe)]));
+        let (lp, rp) = (payloads(&mut rng, nb, cols, None, 10), payloads(&mut rng, 2 * nb, cols, None, 20));
+        let c = Case { l, lp, r, rp, opts: DEFAULT };
+        for jt in JoinType::ALL {
+            let what = format!("dense u32, {cols} payloads a side");
+            direct(&check(&s, &c, jt, Algorithm::Auto, false, &what).unwrap_or_else(|e| panic!("{e}")), &format!("{what} {jt:?}"));
+        }
+        let swapped = Case { l: c.r, lp: c.rp, r: c.l, rp: c.lp, opts: c.opts };
+        for jt in [JoinType::Inner, JoinType::Left, JoinType::Full, JoinType::RightAnti, JoinType::LeftSemi] {
+            let what = format!("dense u32 swapped, {cols} payloads a side");
+            direct(&check(&s, &swapped, jt, Algorithm::Auto, false, &what).unwrap_or_else(|e| panic!("{e}")), &format!("{what} {jt:?}"));
+        }
+    }
+    // Maps only through the front door: the reason names the table.
+    let (dl, dr) = (up(&s, &key_table(vec![u32s(&build)])), up(&s, &key_table(vec![u32s(&probe)])));
+    let out = Join::new(JoinType::Inner).on(&dl, &["k0"], &dr, &["k0"]).run(&s).unwrap();
+    assert_eq!(out.algorithm, Algorithm::Hash, "{}", out.reason);
+    assert!(out.reason.contains("dense unique build keys"), "{}", out.reason);
+    // Where it does not apply the tree decides, and the output is still right.
+    let not_direct = |what: &str, c: &Case, jts: &[JoinType]| {
+        for &jt in jts {
+            let snap = check(&s, c, jt, Algorithm::Auto, false, what).unwrap_or_else(|e| panic!("{e}"));
+            assert_ne!(snap.algorithm, Algorithm::Hash, "{what} {jt:?}: Auto took NPHJ");
+        }
+    };
+    let both = [JoinType::Inner, JoinType::Full];
+    // A repeated build key (found by the insert).
+    let mut repeated = build.clone();
+    repeated[nb / 2] = repeated[7];
+    not_direct("one repeated build key", &Case { l: key_table(vec![u32s(&repeated)]), lp: vec![], r: key_table(vec![u32s(&probe)]), rp: vec![], opts: DEFAULT }, &both);
+    // Spread keys: a span of 64 slots a row, 64 MiB, more than half of any L2 cache.
+    let spread = |v: &[u64]| v.iter().map(|&k| k * 64).collect::<Vec<u64>>();
+    not_direct("spread build keys", &Case { l: key_table(vec![u32s(&spread(&build))]), lp: vec![], r: key_table(vec![u32s(&spread(&probe))]), rp: vec![], opts: DEFAULT }, &both);
+    // Three payload columns a side.
+    let (lp, rp) = (payloads(&mut rng, nb, 3, Some(4), 30), payloads(&mut rng, 2 * nb, 3, Some(4), 40));
+    not_direct("three payload columns a side", &Case { l: key_table(vec![u32s(&build)]), lp, r: key_table(vec![u32s(&probe)]), rp, opts: DEFAULT }, &[JoinType::Inner]);
+    // 8-byte keys above 2^40: as 32-bit offsets (key compression), and as they are.
+    let (b64, p64) = dense_keys(&mut rng, nb, 1 << 40);
+    let (dl, dr) = (up(&s, &key_table(vec![HostColumn::from_values(b64.iter().map(|&k| k as i64).collect::<Vec<i64>>())])), up(&s, &key_table(vec![HostColumn::from_values(p64.iter().map(|&k| k as i64).collect::<Vec<i64>>())])));
+    let (hl, hr) = (key_table(vec![HostColumn::from_values(b64.iter().map(|&k| k as i64).collect::<Vec<i64>>())]), key_table(vec![HostColumn::from_values(p64.iter().map(|&k| k as i64).collect::<Vec<i64>>())]));
+    for (testing, what) in [(TestingOptions::DEFAULT, "i64 keys, compressed"), (TestingOptions { no_key_compression: true, ..TestingOptions::DEFAULT }, "i64 keys as they are")] {
+        for jt in [JoinType::Inner, JoinType::Left, JoinType::RightAnti] {
+            poison_for(&s, 3 * nb);
+            let out = Join::new(jt).on(&dl, &["k0"], &dr, &["k0"]).testing(testing).run(&s).unwrap();
+            assert_eq!(out.algorithm, Algorithm::Hash, "{what} {jt:?}: {}", out.reason);
+            let want = reference(&hl, &["k0"], &hr, &["k0"], jt, DEFAULT.nulls, DEFAULT.nans);
+            let got = canonical_pairs(out.maps.as_ref().unwrap(), jt).unwrap();
+            assert!(got == want, "{what} {jt:?}: {}", diff(&got, &want));
+        }
+    }
+    // The testing options: the hash table only (no direct-address join), or the direct-address
+    // table from any size.
+    let hash_only = TestingOptions { unique_build_table: UniqueBuildTable::Hash, ..TestingOptions::DEFAULT };
+    let out = Join::new(JoinType::Inner).on(&dl, &["k0"], &dr, &["k0"]).testing(hash_only).run(&s).unwrap();
+    assert_ne!(out.algorithm, Algorithm::Hash, "{}", out.reason);
+    let (small_b, small_p) = dense_keys(&mut rng, 5000, 10);
+    let (sl, sr) = (up(&s, &key_table(vec![u32s(&small_b)])), up(&s, &key_table(vec![u32s(&small_p)])));
+    let anywhere = TestingOptions { unique_build_table: UniqueBuildTable::DirectWhereDense, ..TestingOptions::DEFAULT };
+    let out = Join::new(JoinType::Inner).on(&sl, &["k0"], &sr, &["k0"]).testing(anywhere).run(&s).unwrap();
+    assert_eq!(out.algorithm, Algorithm::Hash, "{}", out.reason);
+    assert!(out.reason.contains("dense unique build keys"), "{}", out.reason);
+    let out = Join::new(JoinType::Inner).on(&sl, &["k0"], &sr, &["k0"]).run(&s).unwrap();
+    assert_ne!(out.algorithm, Algorithm::Hash, "below 2^18 build rows: {}", out.reason);
 }
 
 /// A fact table with `k` foreign keys joined with `k` dimension tables in sequence

@@ -43,7 +43,11 @@
 //! without nulls travel through the join, every other selected column is gathered by row ids
 //! that travel in its place. [`Algorithm::Auto`] runs the paper's decision tree only where at
 //! least one selected column travels as it is: otherwise every column would be gathered by row
-//! id anyway, which is what PHJ-UM does without a row-id column to carry. With a filter, the
+//! id anyway, which is what PHJ-UM does without a row-id column to carry. Before the tree, and
+//! also when no column is selected, Auto asks whether a single integer key column has dense,
+//! unique build keys whose direct-address table fits in half the L2 cache (one reduction over
+//! them): then NPHJ joins on that table (see [`wide::DIRECT_TABLE_L2_DIVISOR`]); without selected
+//! columns it otherwise returns the partitioned hash join's maps. With a filter, the
 //! clustered joins carry each side's row ids only: the output rows are the key pairs, the filter
 //! runs on them, and the selected columns are gathered by the pairs that pass (a filter must see
 //! a pair before its columns are materialized).
@@ -585,7 +589,10 @@ impl<'a> Join<'a> {
             None if selected > 0 => {
                 (Algorithm::Auto, "the paper's decision tree over the sizes, the payload widths and a sampled match ratio and skew, at run time".into())
             }
-            None => (Algorithm::PartitionedHash(Gather::Unclustered), "no payload to materialize: the partitioned hash join's maps".into()),
+            None => (
+                Algorithm::Auto,
+                "no payload to materialize, at run time: NPHJ on a direct-address table where the build keys are dense and unique (one reduction over them), otherwise the partitioned hash join's maps".into(),
+            ),
             Some(why) => (Algorithm::PartitionedHash(Gather::Unclustered), format!("the partitioned hash join with unclustered gathers ({why}: the clustered gathers would join the keys as ranks)")),
         }
     }
@@ -1165,7 +1172,10 @@ fn equi_maps(stream: &Stream, i: &Inputs<'_>, l: &TableView<'_>, r: &TableView<'
 /// explicit one did not run.
 fn clustered_join<'a>(stream: &Stream, l: (&'a TableView<'a>, &'a [ColumnView<'a>]), r: (&'a TableView<'a>, &'a [ColumnView<'a>]), jt: JoinType, algorithm: Algorithm, options: JoinOptions) -> Result<wide::WideJoinOutput> {
     let wa = algorithm.wide().unwrap_or(wide::Algorithm::Auto);
-    let opts = wide::WideJoinOptions { keys: options, output: wide::Output::Relation };
+    // Auto without a selected column asks for the maps only (an explicit clustered algorithm
+    // runs as asked, on no payloads).
+    let output = if wa == wide::Algorithm::Auto && l.1.is_empty() && r.1.is_empty() { wide::Output::MapsOnly } else { wide::Output::Relation };
+    let opts = wide::WideJoinOptions { keys: options, output };
     // The keys are prepared (compressed where they can be): not again.
     let out = wide::join_as_given(stream, &wide::Relation::of("left", l)?, &wide::Relation::of("right", r)?, jt, wa, opts)?;
     let ran = Algorithm::from_wide(out.algorithm);

@@ -67,7 +67,7 @@ mod smj;
 
 #[cfg(feature = "testing")]
 pub use auto::sample_for_tests;
-pub use auto::{choose, choose_sort_merge, Features, SampledSkew, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, NPHJ_ORDERED_MAX_BUILD_ROWS, NPHJ_PROBE_PAYLOADS, NPHJ_PROBE_RATIO, SAMPLE_ROWS, TINY_ROWS};
+pub use auto::{choose, choose_sort_merge, Features, SampledSkew, DIRECT_TABLE_L2_DIVISOR, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, NPHJ_ORDERED_MAX_BUILD_ROWS, NPHJ_PROBE_PAYLOADS, NPHJ_PROBE_RATIO, SAMPLE_ROWS, TINY_ROWS};
 pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
 
 use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
@@ -262,11 +262,16 @@ pub fn join<'a>(stream: &Stream, left: (&'a TableView<'a>, &'a [ColumnView<'a>])
 /// itself, compressed where they can be).
 pub(crate) fn join_as_given(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, join_type: JoinType, algorithm: Algorithm, opts: WideJoinOptions) -> Result<WideJoinOutput> {
     check_comparable(left.keys, right.keys)?;
+    let maps_only = opts.output == Output::MapsOnly;
     let (algorithm, reason) = match algorithm {
-        Algorithm::Auto => auto::decide(stream, left, right, join_type, opts)?,
+        Algorithm::Auto => {
+            if let Some((out, reason)) = auto::join_where_dense_unique(stream, left, right, join_type, opts)? {
+                return nphj_relation(stream, left, right, join_type, maps_only, out, reason);
+            }
+            auto::decide(stream, left, right, join_type, opts)?
+        }
         a => (a, "requested".to_string()),
     };
-    let maps_only = opts.output == Output::MapsOnly;
     match algorithm {
         Algorithm::Auto => Err(Error::invalid("internal: Auto chose Auto")),
         Algorithm::SmjUm | Algorithm::SmjOm => {
@@ -289,22 +294,28 @@ pub(crate) fn join_as_given(stream: &Stream, left: &Relation<'_>, right: &Relati
         }
         Algorithm::Nphj => {
             let out = crate::hash_join::nphj_with(stream, left.keys, right.keys, join_type, opts.keys)?;
-            let (maps, mut stats) = (out.maps, out.stats);
-            if maps_only {
-                return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: None, right: None, maps: Some(maps), stats, algorithm, reason });
-            }
-            let start = Event::new(stream.device(), true)?;
-            start.record(stream)?;
-            let (l, r) = gather_sides(stream, &maps, left.payloads, right.payloads)?;
-            let end = Event::new(stream.device(), true)?;
-            end.record(stream)?;
-            end.synchronize()?;
-            stats.materialize_ms = start.elapsed_ms(&end)?;
-            stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
-            stats.peak_memory_bytes = stream.device().peak_memory()?;
-            Ok(WideJoinOutput { join_type, rows: maps.rows(), left: l, right: r, maps: Some(maps), stats, algorithm, reason })
+            nphj_relation(stream, left, right, join_type, maps_only, out, reason)
         }
     }
+}
+
+/// NPHJ's output relation: its maps, and the payloads gathered through them (unclustered)
+/// unless only the maps are asked for.
+fn nphj_relation(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, join_type: JoinType, maps_only: bool, out: crate::hash_join::HashJoinOutput, reason: String) -> Result<WideJoinOutput> {
+    let (maps, mut stats, algorithm) = (out.maps, out.stats, Algorithm::Nphj);
+    if maps_only {
+        return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: None, right: None, maps: Some(maps), stats, algorithm, reason });
+    }
+    let start = Event::new(stream.device(), true)?;
+    start.record(stream)?;
+    let (l, r) = gather_sides(stream, &maps, left.payloads, right.payloads)?;
+    let end = Event::new(stream.device(), true)?;
+    end.record(stream)?;
+    end.synchronize()?;
+    stats.materialize_ms = start.elapsed_ms(&end)?;
+    stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
+    stats.peak_memory_bytes = stream.device().peak_memory()?;
+    Ok(WideJoinOutput { join_type, rows: maps.rows(), left: l, right: r, maps: Some(maps), stats, algorithm, reason })
 }
 
 // ---------------------------------------------------------------------------------------------
