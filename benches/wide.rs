@@ -350,7 +350,7 @@ fn auto_cost(h: &mut Harness) {
 /// 2^20 to 2^25: where NPHJ's direct-address table (slot = key) beats the partitioned hash join
 /// and where it stops, maps only (`maps_<log2 nb>_*`), with one 4-byte payload a side
 /// (`narrow_<log2 nb>_*`) and with two (`wide_<log2 nb>_*`). Auto (which takes the table where it
-/// fits in half the L2), PHJ-UM, PHJ-OM (with payloads), NPHJ.
+/// fits in three quarters of the L2), PHJ-UM, PHJ-OM (with payloads), NPHJ.
 fn dense(h: &mut Harness) {
     const G: &str = "dense";
     let s = h.stream.clone();

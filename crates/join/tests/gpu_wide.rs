@@ -834,9 +834,23 @@ fn auto_joins_dense_unique_build_keys_on_a_direct_address_table() {
     let mut repeated = build.clone();
     repeated[nb / 2] = repeated[7];
     not_direct("one repeated build key", &Case { l: key_table(vec![u32s(&repeated)]), lp: vec![], r: key_table(vec![u32s(&probe)]), rp: vec![], opts: DEFAULT }, &both);
-    // Spread keys: a span of 64 slots a row, 64 MiB, more than half of any L2 cache.
+    // Spread keys: a span of 64 slots a row (more than the hash table would take).
     let spread = |v: &[u64]| v.iter().map(|&k| k * 64).collect::<Vec<u64>>();
     not_direct("spread build keys", &Case { l: key_table(vec![u32s(&spread(&build))]), lp: vec![], r: key_table(vec![u32s(&spread(&probe))]), rp: vec![], opts: DEFAULT }, &both);
+    // Dense unique keys whose table passes three quarters of the L2 cache: build keys two
+    // slots apart, so that the span (2 slots a row) still counts as dense for the join itself
+    // (at most 4 slots a row for a power-of-two row count).
+    if !reduced() {
+        let l2 = s.device().l2_cache_bytes().unwrap() as usize;
+        let big = (l2 / 4 * 3 / 4 + 1).next_power_of_two() / 2;
+        let (bb, bp) = dense_keys(&mut rng, big, 1);
+        let sparse = |v: &[u64]| v.iter().map(|&k| k * 2).collect::<Vec<u64>>();
+        let (dl, dr) = (up(&s, &key_table(vec![u32s(&sparse(&bb))])), up(&s, &key_table(vec![u32s(&sparse(&bp))])));
+        let out = Join::new(JoinType::Inner).on(&dl, &["k0"], &dr, &["k0"]).run(&s).unwrap();
+        assert_ne!(out.algorithm, Algorithm::Hash, "a table larger than 3/4 of the {l2}-byte L2: {}", out.reason);
+        let want = bp.iter().filter(|&&k| k >= 1 && k < 1 + big as u64).count() as u64;
+        assert_eq!(out.rows, want, "{}", out.reason);
+    }
     // Three payload columns a side.
     let (lp, rp) = (payloads(&mut rng, nb, 3, Some(4), 30), payloads(&mut rng, 2 * nb, 3, Some(4), 40));
     not_direct("three payload columns a side", &Case { l: key_table(vec![u32s(&build)]), lp, r: key_table(vec![u32s(&probe)]), rp, opts: DEFAULT }, &[JoinType::Inner]);

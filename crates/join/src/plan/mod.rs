@@ -45,8 +45,8 @@
 //! least one selected column travels as it is: otherwise every column would be gathered by row
 //! id anyway, which is what PHJ-UM does without a row-id column to carry. Before the tree, and
 //! also when no column is selected, Auto asks whether a single integer key column has dense,
-//! unique build keys whose direct-address table fits in half the L2 cache (one reduction over
-//! them): then NPHJ joins on that table (see [`wide::DIRECT_TABLE_L2_DIVISOR`]); without selected
+//! unique build keys whose direct-address table fits in three quarters of the L2 cache (one reduction over
+//! them): then NPHJ joins on that table (see [`wide::DIRECT_TABLE_L2_QUARTERS`]); without selected
 //! columns it otherwise returns the partitioned hash join's maps. With a filter, the
 //! clustered joins carry each side's row ids only: the output rows are the key pairs, the filter
 //! runs on them, and the selected columns are gathered by the pairs that pass (a filter must see

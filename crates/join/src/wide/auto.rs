@@ -8,9 +8,9 @@
 //! join of the sample, a pass over the build keys) and their first key column's frequencies are
 //! counted on the host ([`SampledSkew`]).
 //!
-//! Before the tree, one question the paper does not ask ([`DIRECT_TABLE_L2_DIVISOR`]): a single
+//! Before the tree, one question the paper does not ask ([`DIRECT_TABLE_L2_QUARTERS`]): a single
 //! integer key column whose build keys are dense and unique, in a span whose direct-address
-//! table (4 bytes a slot, slot = key - min) fits in half the L2 cache, joins by NPHJ on that
+//! table (4 bytes a slot, slot = key - min) fits in three quarters of the L2 cache, joins by NPHJ on that
 //! table (no partitioning pass; one reduction over the build keys finds the span, the insert
 //! finds a repeated key, and the tree decides then). For example 2^22 build keys that are a
 //! permutation of `0..2^22`: a 16 MiB table.
@@ -500,18 +500,20 @@ fn sample_by_join(stream: &Stream, build: &TableView<'_>, probe: &TableView<'_>,
     Ok((matched as f64 / m as f64, SampledSkew::from_sample(&first)))
 }
 
-/// The share of the L2 cache (its size read from the device) that a direct-address table may
-/// take for [`Algorithm::Auto`] to join on it: measured on the H100 (50 MiB of L2; dense `u32`
-/// build keys, twice as many probe rows, bench group `dense`), NPHJ's direct-address table wins
-/// while it sits in the L2 (a 16 MiB table at 2^22 build rows: maps only 0.345 ms against
-/// PHJ-UM's 0.660, one 4-byte payload a side 0.476 against PHJ-OM's 0.626) and loses once it
-/// does not (64 MiB at 2^24: 2.00 against 1.69, 2.96 against 1.60).
-pub const DIRECT_TABLE_L2_DIVISOR: u64 = 2;
+/// Quarters of the L2 cache (its size read from the device) that a direct-address table may take
+/// for [`Algorithm::Auto`] to join on it. Measured on the H100 (50 MiB of L2; dense `u32` build
+/// keys, twice as many probe rows, bench group `dense`): NPHJ's direct-address table wins while
+/// it sits in the L2 and loses once every access goes to DRAM. Maps only, NPHJ against PHJ-UM:
+/// 0.151 / 0.299 ms at 2^20 build rows (a 4 MiB table), 0.33 / 0.66 at 2^22 (16 MiB), 0.648 /
+/// 0.970 at 2^23 (32 MiB), 1.97 / 1.64 at 2^24 (64 MiB). One 4-byte payload a side, against
+/// PHJ-OM: 0.201 / 0.293, 0.479 / 0.626, 0.949 / 0.922, 2.89 / 1.55. Two a side, against the
+/// faster PHJ: 0.247 / 0.396, 0.578 / 1.011, 1.231 / 2.092, 3.85 / 4.26.
+pub const DIRECT_TABLE_L2_QUARTERS: u64 = 3;
 
 /// Auto's first question, before the tree: are the build keys dense and unique? One integer key
 /// column without nulls, more than [`TINY_ROWS`] rows together, at most [`OM_FUSED_COLUMNS`]
 /// payload columns a side, and build keys whose span `max - min + 1` takes at most
-/// `1 / DIRECT_TABLE_L2_DIVISOR` of the L2 cache in 4-byte slots and that do not repeat: the
+/// [`DIRECT_TABLE_L2_QUARTERS`] quarters of the L2 cache in 4-byte slots and that do not repeat: the
 /// non-partitioned hash join on a direct-address table (slot = key - min) runs, with its reason.
 /// `None` otherwise, after at most a reduction over the build keys and, for dense keys, one
 /// insert pass that found a repeated key (two host reads).
@@ -521,11 +523,11 @@ pub(crate) fn join_where_dense_unique(stream: &Stream, left: &Relation<'_>, righ
         return Ok(None);
     }
     let l2 = stream.device().l2_cache_bytes()?;
-    let max_table = (l2 / DIRECT_TABLE_L2_DIVISOR) as usize;
+    let max_table = (l2 / 4 * DIRECT_TABLE_L2_QUARTERS) as usize;
     let Some(direct) = crate::hash_join::nphj_where_dense_unique(stream, left.keys, right.keys, jt, opts.keys, max_table)? else { return Ok(None) };
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     let why = format!(
-        "dense unique build keys: NPHJ on a direct-address table (slot = key - min), no partitioning pass; its {:.1} MiB ({} slots for {} build rows) fit in 1/{DIRECT_TABLE_L2_DIVISOR} of the {:.0} MiB L2 (H100, 2^22 x 2^23 maps only: 0.345 ms against PHJ-UM's 0.660) [build {} rows, probe {} rows, {} payload columns, {}-byte keys]",
+        "dense unique build keys: NPHJ on a direct-address table (slot = key - min), no partitioning pass; its {:.1} MiB ({} slots for {} build rows) fit in {DIRECT_TABLE_L2_QUARTERS}/4 of the {:.0} MiB L2 (H100, 2^22 x 2^23 maps only: 0.33 ms against PHJ-UM's 0.66) [build {} rows, probe {} rows, {} payload columns, {}-byte keys]",
         mib(direct.span * 4),
         direct.span,
         f.build_rows,

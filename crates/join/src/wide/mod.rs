@@ -67,7 +67,7 @@ mod smj;
 
 #[cfg(feature = "testing")]
 pub use auto::sample_for_tests;
-pub use auto::{choose, choose_sort_merge, Features, SampledSkew, DIRECT_TABLE_L2_DIVISOR, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, NPHJ_ORDERED_MAX_BUILD_ROWS, NPHJ_PROBE_PAYLOADS, NPHJ_PROBE_RATIO, SAMPLE_ROWS, TINY_ROWS};
+pub use auto::{choose, choose_sort_merge, Features, SampledSkew, DIRECT_TABLE_L2_QUARTERS, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, NPHJ_ORDERED_MAX_BUILD_ROWS, NPHJ_PROBE_PAYLOADS, NPHJ_PROBE_RATIO, SAMPLE_ROWS, TINY_ROWS};
 pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
 
 use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
