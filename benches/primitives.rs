@@ -127,6 +127,27 @@ fn main() {
     h.case("partition", "cub_sort_pairs_u32_u32_16bits_2p27", floor_u32, nb, |s| {
         sort_pairs(s, &keys.view(), &vals.view(), &mut ko.view_mut(), &mut vo.view_mut(), SortOrder::Ascending, Some(0..16)).unwrap()
     });
+
+    // --- One-pass stable partition by up to 12 bits (partition_pairs_wide): keys read twice
+    // (histogram, scatter), values once, both written once. Plain rows write through L2 (the L2
+    // combines the partial sectors of the write fronts), `_wc` rows combine them in shared
+    // memory first; CUB's radix sort on the same bit range for comparison.
+    let floor_wide_u32 = nb * (2 * 4 + 4) + nb * (4 + 4);
+    {
+        let l2 = WideOptions { writes: WideWrites::L2, blocks: 0 };
+        let wc = WideOptions { writes: WideWrites::Shared, blocks: 0 };
+        for bits in [8u32, 11, 12] {
+            let mut offsets = s.alloc::<u64>((1 << bits) + 1).unwrap();
+            for (suffix, options) in [("", l2), ("_wc", wc)] {
+                h.case("partition", &format!("partition_wide_u32_u32_{bits}bits_2p27{suffix}"), floor_wide_u32, nb, |s| {
+                    partition_pairs_wide_into(s, &keys.view(), &vals.view(), &mut ko.view_mut(), &mut vo.view_mut(), &mut offsets.view_mut(), 0..bits, options).unwrap()
+                });
+            }
+        }
+    }
+    h.case("partition", "cub_sort_pairs_u32_u32_12bits_2p27", floor_wide_u32, nb, |s| {
+        sort_pairs(s, &keys.view(), &vals.view(), &mut ko.view_mut(), &mut vo.view_mut(), SortOrder::Ascending, Some(0..12)).unwrap()
+    });
     {
         let k64 = s.copy_from_host(&random_u32(n, 5).iter().zip(random_u32(n, 6)).map(|(&a, b)| (a as u64) << 32 | b as u64).collect::<Vec<_>>()).unwrap();
         let v64 = s.copy_from_host(&(0..n as u64).collect::<Vec<_>>()).unwrap();
@@ -137,6 +158,16 @@ fn main() {
         });
         h.case("partition", "cub_sort_pairs_u64_u64_16bits_2p27", floor_u64, nb, |s| {
             sort_pairs(s, &k64.view(), &v64.view(), &mut ko64.view_mut(), &mut vo64.view_mut(), SortOrder::Ascending, Some(0..16)).unwrap()
+        });
+        // One pass by 12 bits (u64/u64 write-combining buffers do not fit at 12 bits: L2 only).
+        let floor_wide_u64 = nb * (2 * 8 + 8) + nb * (8 + 8);
+        let mut offsets = s.alloc::<u64>((1 << 12) + 1).unwrap();
+        let l2 = WideOptions { writes: WideWrites::L2, blocks: 0 };
+        h.case("partition", "partition_wide_u64_u64_12bits_2p27", floor_wide_u64, nb, |s| {
+            partition_pairs_wide_into(s, &k64.view(), &v64.view(), &mut ko64.view_mut(), &mut vo64.view_mut(), &mut offsets.view_mut(), 0..12, l2).unwrap()
+        });
+        h.case("partition", "cub_sort_pairs_u64_u64_12bits_2p27", floor_wide_u64, nb, |s| {
+            sort_pairs(s, &k64.view(), &v64.view(), &mut ko64.view_mut(), &mut vo64.view_mut(), SortOrder::Ascending, Some(0..12)).unwrap()
         });
     }
 

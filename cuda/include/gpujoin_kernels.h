@@ -87,6 +87,41 @@ GJ_K_DECL_PART(k64, uint64_t, v64, uint64_t)
 /* Items per onesweep tile for keys of key_bytes (4 or 8) bytes (host-only; for tests). */
 int gj_k_part_tile_items(int key_bytes);
 
+/* Stable one-pass radix partition of (key, value) pairs by a digit of 1 to 12 bits, the key bits
+ * [begin_bit, end_bit) (cuda/kernels/partition_wide.cu): a histogram of each block's chunk, an
+ * exclusive sum, and one scatter in which every block writes each digit's rows of its chunk to
+ * one contiguous region. The same output as gj_cub_sort_pairs_* ascending on that bit range;
+ * deterministic. offsets (device, 2^(end_bit - begin_bit) + 1 entries) receives the partition
+ * offsets: partition d is [offsets[d], offsets[d + 1]). 0 <= n <= 2^32. Two-phase temporary
+ * storage (about 12 bytes per digit per block). The inputs are never written; inputs and outputs
+ * must not overlap.
+ * writes: how the scatter combines partial sectors, one of GJ_K_PARTW_WRITES_*: AUTO (SHARED
+ * above 8 bits where it can run, else L2), L2 (straight to global memory; the L2 combines the
+ * sectors of each block's write fronts), SHARED (software write-combining in shared-memory
+ * buffers; runs only when n < 2^32, keys_out and vals_out are 16-byte aligned and the buffers
+ * fit, and falls back to L2 otherwise).
+ * blocks: 0 (the device's SM count times the tuning's blocks per SM), or (tests) the number of
+ * chunks; capped at the number of tiles, and at least 2 when there are 2 tiles or more. */
+#define GJ_K_PARTW_WRITES_AUTO 0
+#define GJ_K_PARTW_WRITES_L2 1
+#define GJ_K_PARTW_WRITES_SHARED 2
+#define GJ_K_DECL_PARTW(KN, K, VN, V)                                                              \
+  int gj_k_partw_partition_pairs_##KN##_##VN(void *temp, size_t *temp_bytes, const K *keys_in,      \
+                                             const V *vals_in, K *keys_out, V *vals_out,           \
+                                             uint64_t *offsets, int64_t n, int begin_bit,          \
+                                             int end_bit, int writes, int blocks,                  \
+                                             gj_k_stream_t stream);
+GJ_K_DECL_PARTW(k32, uint32_t, v32, uint32_t)
+GJ_K_DECL_PARTW(k32, uint32_t, v64, uint64_t)
+GJ_K_DECL_PARTW(k64, uint64_t, v32, uint32_t)
+GJ_K_DECL_PARTW(k64, uint64_t, v64, uint64_t)
+/* The plan gj_k_partw_partition_pairs_* follows for these arguments (host-only; asks the current
+ * device): the write mode it runs (L2 or SHARED), the items per write-combining group (1 for L2),
+ * the items per tile and the number of blocks (chunks). Any output may be NULL. */
+int gj_k_partw_plan(int key_bytes, int value_bytes, int64_t n, int bits, int writes,
+                    int outputs_aligned, int blocks, int *writes_used, int *group, int *tile_items,
+                    int *grid_blocks);
+
 #ifdef __cplusplus
 }
 #endif

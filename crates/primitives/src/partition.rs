@@ -34,6 +34,23 @@ type HistFn<K> = unsafe extern "C" fn(*mut c_void, *mut usize, *const K, *mut u3
 type PartitionPairsFn<K, V> =
     unsafe extern "C" fn(*mut c_void, *mut usize, *const K, *const V, *mut K, *mut V, i64, i32, i32, i64, ffi::gj_k_stream_t) -> i32;
 
+/// The C ABI of the one-pass wide partition (cuda/kernels/partition_wide.cu).
+type PartitionWideFn<K, V> = unsafe extern "C" fn(
+    *mut c_void,
+    *mut usize,
+    *const K,
+    *const V,
+    *mut K,
+    *mut V,
+    *mut u64,
+    i64,
+    i32,
+    i32,
+    i32,
+    i32,
+    ffi::gj_k_stream_t,
+) -> i32;
+
 /// A key type for radix partitioning: `u32`, `u64` (partition on the raw bits).
 pub trait PartitionKey: SortPairsWith<u32> + SortPairsWith<u64> {
     #[doc(hidden)]
@@ -42,16 +59,24 @@ pub trait PartitionKey: SortPairsWith<u32> + SortPairsWith<u64> {
     const PARTITION_PAIRS_V32: PartitionPairsFn<Self, u32>;
     #[doc(hidden)]
     const PARTITION_PAIRS_V64: PartitionPairsFn<Self, u64>;
+    #[doc(hidden)]
+    const PARTITION_WIDE_V32: PartitionWideFn<Self, u32>;
+    #[doc(hidden)]
+    const PARTITION_WIDE_V64: PartitionWideFn<Self, u64>;
 }
 impl PartitionKey for u32 {
     const HIST: HistFn<u32> = sys::gj_cub_radix_histogram_u32;
     const PARTITION_PAIRS_V32: PartitionPairsFn<u32, u32> = ffi::gj_k_part_partition_pairs_k32_v32;
     const PARTITION_PAIRS_V64: PartitionPairsFn<u32, u64> = ffi::gj_k_part_partition_pairs_k32_v64;
+    const PARTITION_WIDE_V32: PartitionWideFn<u32, u32> = ffi::gj_k_partw_partition_pairs_k32_v32;
+    const PARTITION_WIDE_V64: PartitionWideFn<u32, u64> = ffi::gj_k_partw_partition_pairs_k32_v64;
 }
 impl PartitionKey for u64 {
     const HIST: HistFn<u64> = sys::gj_cub_radix_histogram_u64;
     const PARTITION_PAIRS_V32: PartitionPairsFn<u64, u32> = ffi::gj_k_part_partition_pairs_k64_v32;
     const PARTITION_PAIRS_V64: PartitionPairsFn<u64, u64> = ffi::gj_k_part_partition_pairs_k64_v64;
+    const PARTITION_WIDE_V32: PartitionWideFn<u64, u32> = ffi::gj_k_partw_partition_pairs_k64_v32;
+    const PARTITION_WIDE_V64: PartitionWideFn<u64, u64> = ffi::gj_k_partw_partition_pairs_k64_v64;
 }
 
 /// The most digit bits one partition pass takes.
