@@ -101,7 +101,16 @@ impl Harness {
     /// Benchmarks one case: `f` queues the work on the stream (it must not synchronize unless
     /// the algorithm itself does). `bytes` is the case's byte floor numerator; Criterion reports
     /// elements per second, and the RESULT line adds bytes per second. Returns the median in ms.
+    ///
+    /// `GPUJOIN_BENCH_CASES=a,b` runs only the cases whose `group/case` name contains `a` or `b`
+    /// (the others return NaN and print nothing), for example to profile one case's kernels.
     pub fn case(&mut self, group: &str, case: &str, bytes: u64, elements: u64, mut f: impl FnMut(&Stream)) -> f64 {
+        if let Ok(only) = std::env::var("GPUJOIN_BENCH_CASES") {
+            let name = format!("{group}/{case}");
+            if !only.split(',').map(str::trim).filter(|p| !p.is_empty()).any(|p| name.contains(p)) {
+                return f64::NAN;
+            }
+        }
         let stream = self.stream.clone();
         for _ in 0..2 {
             f(&stream); // warm-up: module load, pool growth
