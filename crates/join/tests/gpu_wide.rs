@@ -851,9 +851,12 @@ fn auto_joins_dense_unique_build_keys_on_a_direct_address_table() {
         let want = bp.iter().filter(|&&k| k >= 1 && k < 1 + big as u64).count() as u64;
         assert_eq!(out.rows, want, "{}", out.reason);
     }
-    // Three payload columns a side.
-    let (lp, rp) = (payloads(&mut rng, nb, 3, Some(4), 30), payloads(&mut rng, 2 * nb, 3, Some(4), 40));
-    not_direct("three payload columns a side", &Case { l: key_table(vec![u32s(&build)]), lp, r: key_table(vec![u32s(&probe)]), rp, opts: DEFAULT }, &[JoinType::Inner]);
+    // Four payload columns a side of both widths: the table too.
+    let (lp, rp) = (payloads(&mut rng, nb, 4, None, 30), payloads(&mut rng, 2 * nb, 4, None, 40));
+    let c = Case { l: key_table(vec![u32s(&build)]), lp, r: key_table(vec![u32s(&probe)]), rp, opts: DEFAULT };
+    for jt in [JoinType::Inner, JoinType::Right] {
+        direct(&check(&s, &c, jt, Algorithm::Auto, false, "four payload columns a side").unwrap_or_else(|e| panic!("{e}")), &format!("four payload columns a side {jt:?}"));
+    }
     // 8-byte keys above 2^40: as 32-bit offsets (key compression), and as they are.
     let (b64, p64) = dense_keys(&mut rng, nb, 1 << 40);
     let (dl, dr) = (up(&s, &key_table(vec![HostColumn::from_values(b64.iter().map(|&k| k as i64).collect::<Vec<i64>>())])), up(&s, &key_table(vec![HostColumn::from_values(p64.iter().map(|&k| k as i64).collect::<Vec<i64>>())])));

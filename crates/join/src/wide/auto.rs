@@ -507,19 +507,22 @@ fn sample_by_join(stream: &Stream, build: &TableView<'_>, probe: &TableView<'_>,
 /// 0.151 / 0.299 ms at 2^20 build rows (a 4 MiB table), 0.33 / 0.66 at 2^22 (16 MiB), 0.648 /
 /// 0.970 at 2^23 (32 MiB), 1.97 / 1.64 at 2^24 (64 MiB). One 4-byte payload a side, against
 /// PHJ-OM: 0.201 / 0.293, 0.479 / 0.626, 0.949 / 0.922, 2.89 / 1.55. Two a side, against the
-/// faster PHJ: 0.247 / 0.396, 0.578 / 1.011, 1.231 / 2.092, 3.85 / 4.26.
+/// faster PHJ: 0.247 / 0.396, 0.578 / 1.011, 1.231 / 2.092, 3.85 / 4.26. More payload columns
+/// favour the table further (NPHJ's output follows the probe side, whose columns are gathered in
+/// order): the seed paper's J3 (TPC-H Q19 at SF10, 2M dense part keys, several columns a side)
+/// NPHJ 0.33 ms against PHJ-UM's 0.54.
 pub const DIRECT_TABLE_L2_QUARTERS: u64 = 3;
 
 /// Auto's first question, before the tree: are the build keys dense and unique? One integer key
-/// column without nulls, more than [`TINY_ROWS`] rows together, at most [`OM_FUSED_COLUMNS`]
-/// payload columns a side, and build keys whose span `max - min + 1` takes at most
+/// column without nulls, more than [`TINY_ROWS`] rows together, and build keys whose span
+/// `max - min + 1` takes at most
 /// [`DIRECT_TABLE_L2_QUARTERS`] quarters of the L2 cache in 4-byte slots and that do not repeat: the
 /// non-partitioned hash join on a direct-address table (slot = key - min) runs, with its reason.
 /// `None` otherwise, after at most a reduction over the build keys and, for dense keys, one
 /// insert pass that found a repeated key (two host reads).
 pub(crate) fn join_where_dense_unique(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions) -> Result<Option<(crate::hash_join::HashJoinOutput, String)>> {
     let f = Features::of(left, right, jt, opts);
-    if !f.simple_keys || f.tiny() || f.max_side_payloads > OM_FUSED_COLUMNS {
+    if !f.simple_keys || f.tiny() {
         return Ok(None);
     }
     let l2 = stream.device().l2_cache_bytes()?;
