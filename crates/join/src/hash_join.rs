@@ -1460,10 +1460,10 @@ fn compact_hits<K: HashKey>(stream: &Stream, ps: &SideKeys<'_, K>, matched: Devi
 }
 
 /// The smallest build key and the span `max - min + 1` of the build keys, when a direct-address
-/// table of that many 4-byte slots takes at most `hash_table_bytes` (the unique-build hash
-/// table's size): build keys `[12, 10, 13]` give `(10, 4)`. One reduction over the build keys
-/// and one host read.
-fn dense_span<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, hash_table_bytes: usize) -> Result<Option<(K, u64)>> {
+/// table of that many 4-byte slots takes at most `max_table_bytes` (the unique-build hash
+/// table's size, and for Auto also its share of the L2): build keys `[12, 10, 13]` give
+/// `(10, 4)`. One reduction over the build keys and one host read.
+fn dense_span<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, max_table_bytes: usize) -> Result<Option<(K, u64)>> {
     let nb = bs.kept_len();
     if nb == 0 {
         return Ok(None);
@@ -1478,7 +1478,7 @@ fn dense_span<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, hash_table_byte
     let (min, max) = (folded[0], folded[1]);
     // At least one key: min <= max.
     let span = (max.to_u64() - min.to_u64()).checked_add(1);
-    Ok(span.filter(|&s| s.saturating_mul(4) <= hash_table_bytes as u64).map(|s| (min, s)))
+    Ok(span.filter(|&s| s.saturating_mul(4) <= max_table_bytes as u64).map(|s| (min, s)))
 }
 
 /// The sorted path of the non-partitioned hash join (any build keys): the build side sorted by
