@@ -46,7 +46,18 @@ int gj_j_merge_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, i
  * descent in A, 2 for one in B, 3 where the partitions themselves show unsorted keys (which also
  * sets *over_cap; the maps of such a pass mean nothing).
  * Pass 2 writes the maps at tile_offsets (exclusive scan of tile_rows, one more entry holding the
- * total); it needs every tile's rows <= 4 * gj_j_merge_tile_items() (else use merge_expand). */
+ * total); it needs every tile's rows <= 4 * gj_j_merge_tile_items() (else use merge_expand).
+ * One pass (single): tiles taken in order from ctl[0] count their rows, learn where they start by
+ * decoupled look-back and write them into maps of `capacity` rows. ctl: tiles + 3 words, zeroed:
+ * [0] ticket, [1] flags (below), [2] the rows in all when no flag is set, then one look-back
+ * status word per tile. A flag set means the maps mean nothing: GJ_J_MERGE_OVER_CAP (a tile's rows
+ * pass `cap`, or unsorted partitions), GJ_J_MERGE_OVERFLOW (the rows pass `capacity`; ctl[2] is
+ * not written), GJ_J_MERGE_UNSORTED_A / _B (check_order: a descent in A / B). b_match as for the
+ * count pass. */
+#define GJ_J_MERGE_UNSORTED_A 1u
+#define GJ_J_MERGE_UNSORTED_B 2u
+#define GJ_J_MERGE_OVER_CAP 4u
+#define GJ_J_MERGE_OVERFLOW 8u
 int64_t gj_j_merge_tile_items(void);
 #define GJ_J_DECL_FUSED(KN, K)                                                                   \
   int gj_j_merge_count_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,               \
@@ -57,7 +68,12 @@ int64_t gj_j_merge_tile_items(void);
                             const int64_t *parts, int keep_unmatched,                           \
                             const uint64_t *tile_offsets, const uint32_t *a_rows,               \
                             const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b,           \
-                            gj_j_stream_t stream);
+                            gj_j_stream_t stream);                                              \
+  int gj_j_merge_single_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,              \
+                             const int64_t *parts, int keep_unmatched, uint64_t *ctl,           \
+                             uint64_t cap, uint64_t capacity, uint8_t *b_match,                 \
+                             int check_order, const uint32_t *a_rows, const uint32_t *b_rows,   \
+                             uint32_t *out_a, uint32_t *out_b, gj_j_stream_t stream);
 GJ_J_DECL_FUSED(u32, uint32_t)
 GJ_J_DECL_FUSED(u64, uint64_t)
 GJ_J_DECL_FUSED(i32, int32_t)

@@ -1,5 +1,6 @@
 // Hash join: the partitioned join's match passes, one block per work item building a
 // shared-memory table on its build chunk and probing it (see hash.cuh).
+#include "gpujoin/look_back.cuh"
 #include "hash.cuh"
 
 namespace {
@@ -399,42 +400,8 @@ __global__ void __launch_bounds__(MNT, 4) match_write_kernel(const K *build_keys
 // order from a ticket counter, each counts its pairs, learns its output offset from its
 // predecessors by decoupled look-back over `status` (zeroed; flag bits 63 = inclusive prefix,
 // 62 = own count), and writes. A chunk with a duplicate key sets *overflow and writes nothing
-// (the caller then runs the two passes); status[num_items - 1] ends as the total.
-constexpr uint64_t ST_PREFIX = 1ull << 63, ST_AGG = 1ull << 62, ST_VALUE = ST_AGG - 1;
-
-// Warp 0's decoupled look-back over `status` for item `item`, whose own count is `total`:
-// 32 predecessors per step, up to the nearest one that has published its inclusive prefix (a
-// virtual prefix of 0 before item 0). Publishes this item's inclusive prefix; returns (on lane 0)
-// the exclusive one. Waiting lanes back off so that the other blocks on the SM keep issuing.
-__device__ __forceinline__ uint64_t look_back(unsigned long long *status, uint32_t item, uint32_t total) {
-  const int lane = threadIdx.x;
-  uint64_t excl = 0;
-  if (item > 0) {
-    if (lane == 0) atomicExch(&status[item], ST_AGG | (unsigned long long)total);
-    int64_t end = (int64_t)item - 1;
-    while (true) {
-      const int64_t j = end - lane;
-      unsigned long long st = j >= 0 ? ((volatile unsigned long long *)status)[j] : ST_PREFIX;
-      unsigned sleep = 32;
-      while (__any_sync(FULL, st == 0)) {
-        __nanosleep(sleep);
-        sleep = sleep < 512 ? sleep * 2 : sleep;
-        if (st == 0) st = ((volatile unsigned long long *)status)[j];
-      }
-      const unsigned pmask = __ballot_sync(FULL, (st & ST_PREFIX) != 0);
-      uint64_t v = st & ST_VALUE;
-      if (pmask && lane > __ffs(pmask) - 1) v = 0;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-      excl += v;
-      if (pmask) break;
-      end -= 32;
-    }
-  }
-  if (lane == 0) atomicExch(&status[item], ST_PREFIX | (unsigned long long)(excl + total));
-  return excl;
-}
-
+// (the caller then runs the two passes); status[num_items - 1] ends as the total
+// (gpujoin/look_back.cuh).
 template <class K>
 __global__ void __launch_bounds__(MNT, 4) match_spec_kernel(const K *build_keys, const K *probe_keys,
                                                          const gj_h_item *items, uint32_t *ticket,
@@ -449,7 +416,7 @@ __global__ void __launch_bounds__(MNT, 4) match_spec_kernel(const K *build_keys,
     // Once some chunk has overflowed, the output is thrown away: publish an empty prefix (so
     // that later items never wait on this one) and stop.
     s_abort = *(volatile uint32_t *)overflow != 0;
-    if (s_abort) atomicExch(&status[s_item], ST_PREFIX);
+    if (s_abort) look_back_abandon(status, s_item);
   }
   __syncthreads();
   if (s_abort) return;

@@ -2,6 +2,7 @@
 // by load-balancing search.
 #include "gpujoin/launch.cuh"
 #include "gpujoin/lbs.cuh"
+#include "gpujoin/look_back.cuh"
 #include "gpujoin_join.h"
 
 namespace {
@@ -52,10 +53,13 @@ extern "C" int gj_j_merge_expand(void *temp, size_t *temp_bytes, const uint64_t 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fused two-pass merge join on sorted keys (the fast path of the ModernGPU join).
+// Fused merge join on sorted keys (the fast path of the ModernGPU join).
 // Tiles are merge-path tiles of (A, B) with A first on ties, so the B items consumed before A[i]
-// number lower_bound(A[i] in B). Pass 1 counts each tile's output rows (and flags matched B
-// rows); pass 2 recomputes the counts, scans them in the CTA and writes the tile's rows.
+// number lower_bound(A[i] in B). One pass (fused_single_kernel): each tile counts its rows,
+// scans them in the CTA, learns where its rows start by decoupled look-back and writes them,
+// into maps of a guessed capacity. Two passes (when the output passes that capacity): pass 1
+// counts each tile's output rows (and flags matched B rows); pass 2 recomputes the counts, scans
+// them in the CTA and writes the tile's rows at offsets scanned between the passes.
 namespace {
 constexpr int FNT = 256, FVT = 8, FNV = FNT * FVT;
 
@@ -72,6 +76,7 @@ struct FusedShared {
 template <class K>
 struct FusedWriteShared : FusedShared<K> {
   uint32_t scan[FNV];   // exclusive scan of output rows per A item
+  uint64_t warp_rows[FNT / 32];
 };
 
 template <class K>
@@ -89,9 +94,8 @@ __device__ __forceinline__ bool keq(K x, K y) { return !less(x, y) && !less(y, x
 // false (block-uniform) before the counts, which assume sorted keys.
 template <class K, bool CHECK>
 __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b, int64_t b_len, const int64_t *parts,
-                                           FusedShared<K> &sh, int64_t &a0, int &na, uint8_t *b_match,
+                                           int64_t tile, FusedShared<K> &sh, int64_t &a0, int &na, uint8_t *b_match,
                                            uint32_t *unsorted) {
-  const int64_t tile = blockIdx.x;
   const int tid = threadIdx.x;
   int64_t d0 = tile * FNV, d1 = d0 + FNV;
   if (d1 > a_len + b_len) d1 = a_len + b_len;
@@ -234,6 +238,16 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
   return true;
 }
 
+// Merge-path partitions of unsorted keys need not be monotone; such a tile would not fit its
+// shared memory. Block-uniform.
+__device__ __forceinline__ bool tile_parts_fit(const int64_t *parts, int64_t tile, int64_t a_len, int64_t b_len) {
+  const int64_t p0 = parts[tile], p1 = parts[tile + 1];
+  const int64_t d0 = tile * FNV;
+  int64_t d1 = d0 + FNV;
+  if (d1 > a_len + b_len) d1 = a_len + b_len;
+  return !(p1 < p0 || (d1 - p1) < (d0 - p0));
+}
+
 __device__ __forceinline__ uint64_t block_sum(uint64_t v, uint64_t *red) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
@@ -250,26 +264,18 @@ __global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_
                                                           uint8_t *b_match, uint64_t cap, uint32_t *over_cap,
                                                           uint32_t *unsorted) {
   __shared__ FusedShared<K> sh;
-  {
-    // Merge-path partitions of unsorted keys need not be monotone; such a tile would not fit
-    // its shared memory. Block-uniform, before any barrier.
-    const int64_t p0 = parts[blockIdx.x], p1 = parts[blockIdx.x + 1];
-    const int64_t d0 = (int64_t)blockIdx.x * FNV;
-    int64_t d1 = d0 + FNV;
-    if (d1 > a_len + b_len) d1 = a_len + b_len;
-    if (p1 < p0 || (d1 - p1) < (d0 - p0)) {
-      if (threadIdx.x == 0) {
-        if (unsorted) atomicOr(unsorted, 3u);
-        atomicOr(over_cap, 1u);
-        tile_rows[blockIdx.x] = 0;
-      }
-      return;
+  if (!tile_parts_fit(parts, blockIdx.x, a_len, b_len)) {
+    if (threadIdx.x == 0) {
+      if (unsorted) atomicOr(unsorted, 3u);
+      atomicOr(over_cap, 1u);
+      tile_rows[blockIdx.x] = 0;
     }
+    return;
   }
   int64_t a0;
   int na;
-  const bool counted = unsorted ? fused_tile<K, true>(a, a_len, b, b_len, parts, sh, a0, na, b_match, unsorted)
-                                 : fused_tile<K, false>(a, a_len, b, b_len, parts, sh, a0, na, b_match, nullptr);
+  const bool counted = unsorted ? fused_tile<K, true>(a, a_len, b, b_len, parts, blockIdx.x, sh, a0, na, b_match, unsorted)
+                                 : fused_tile<K, false>(a, a_len, b, b_len, parts, blockIdx.x, sh, a0, na, b_match, nullptr);
   if (!counted) {
     if (threadIdx.x == 0) tile_rows[blockIdx.x] = 0;
     return;
@@ -286,50 +292,55 @@ __global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_
   }
 }
 
+// After fused_tile: the exclusive scan of the tile's output rows per A item into sh.scan (each
+// thread a run of FNV / FNT items, then the warps); returns the tile's rows on every thread.
+// 64-bit: counts may sum past 2^32; sh.scan is exact when the rows fit 32 bits (the callers write
+// only tiles of at most `cap` rows).
+// Example: counts 2, 0, 3 (left join: the 0 counts 1) give scan 0, 2, 3 and 6 rows.
 template <class K>
-__global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
-                                                          const int64_t *parts, bool keep_unmatched,
-                                                          const uint64_t *tile_offsets, const uint32_t *a_rows,
-                                                          const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
-  __shared__ FusedWriteShared<K> sh;
-  int64_t a0;
-  int na;
-  fused_tile<K, false>(a, a_len, b, b_len, parts, sh, a0, na, nullptr, nullptr);
-  // CTA-wide exclusive scan of output rows per A item (serial per warp chunk, then warps).
+__device__ __forceinline__ uint64_t tile_row_scan(FusedWriteShared<K> &sh, int na, bool keep_unmatched) {
   const int tid = threadIdx.x;
   constexpr int PER = FNV / FNT;  // items per thread, contiguous
   uint32_t local[PER];
-  uint32_t run = 0;
+  uint64_t run = 0;
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
     int i = tid * PER + k;
     uint32_t c = i < na ? sh.cnt[i] : 0;
     if (c == 0 && keep_unmatched && i < na) c = 1;
-    local[k] = run;
+    local[k] = (uint32_t)run;
     run += c;
   }
-  // Exclusive scan of `run` across the block.
-  uint32_t x = run;
+  uint64_t x = run;
   const int lane = tid & 31, warp = tid >> 5;
   for (int o = 1; o < 32; o <<= 1) {
-    uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
+    uint64_t y = __shfl_up_sync(0xffffffffu, x, o);
     if (lane >= o) x += y;
   }
-  __shared__ uint32_t warp_tot[FNT / 32];
-  if (lane == 31) warp_tot[warp] = x;
+  if (lane == 31) sh.warp_rows[warp] = x;
   __syncthreads();
-  uint32_t warp_off = 0;
-  for (int w = 0; w < warp; ++w) warp_off += warp_tot[w];
-  uint32_t thread_off = warp_off + x - run;
+  uint64_t warp_off = 0, rows = 0;
+  for (int w = 0; w < FNT / 32; ++w) {
+    if (w < warp) warp_off += sh.warp_rows[w];
+    rows += sh.warp_rows[w];
+  }
+  const uint32_t thread_off = (uint32_t)(warp_off + x - run);
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
     int i = tid * PER + k;
     if (i < na) sh.scan[i] = thread_off + local[k];
   }
   __syncthreads();
-  const uint64_t base = tile_offsets[blockIdx.x];
-  const uint32_t rows = (uint32_t)(tile_offsets[blockIdx.x + 1] - base);
-  for (uint32_t k = tid; k < rows; k += FNT) {
+  return rows;
+}
+
+// After tile_row_scan: writes the tile's `rows` output rows from `base` on, each row finding the A
+// item whose range holds it by a binary search of the scan.
+template <class K>
+__device__ __forceinline__ void tile_write(const FusedWriteShared<K> &sh, int na, int64_t a0, uint64_t base,
+                                           uint32_t rows, const uint32_t *a_rows, const uint32_t *b_rows,
+                                           uint32_t *out_a, uint32_t *out_b) {
+  for (uint32_t k = threadIdx.x; k < rows; k += FNT) {
     // The A item whose output range holds k: last i with scan[i] <= k.
     int l = 0, h = na;
     while (h - l > 1) {
@@ -343,6 +354,77 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
     out_a[base + k] = a_rows ? a_rows[ai] : ai;
     out_b[base + k] = sh.cnt[l] ? (b_rows ? b_rows[bj] : bj) : kNone;
   }
+}
+
+template <class K>
+__global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
+                                                          const int64_t *parts, bool keep_unmatched,
+                                                          const uint64_t *tile_offsets, const uint32_t *a_rows,
+                                                          const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
+  __shared__ FusedWriteShared<K> sh;
+  int64_t a0;
+  int na;
+  fused_tile<K, false>(a, a_len, b, b_len, parts, blockIdx.x, sh, a0, na, nullptr, nullptr);
+  tile_row_scan(sh, na, keep_unmatched);
+  const uint64_t base = tile_offsets[blockIdx.x];
+  const uint32_t rows = (uint32_t)(tile_offsets[blockIdx.x + 1] - base);
+  tile_write(sh, na, a0, base, rows, a_rows, b_rows, out_a, out_b);
+}
+
+// The one pass. ctl (zeroed): [0] ticket, [1] flags (GJ_J_MERGE_* of gpujoin_join.h), [2] rows
+// in all (written by the last tile), then one look-back status word per tile. Once a flag is set
+// the output is thrown away: later tiles abandon their look-back and stop.
+template <class K, bool CHECK>
+__global__ void __launch_bounds__(FNT) fused_single_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
+                                                           const int64_t *parts, bool keep_unmatched,
+                                                           unsigned long long *ctl, uint64_t cap, uint64_t capacity,
+                                                           uint8_t *b_match, const uint32_t *a_rows,
+                                                           const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
+  __shared__ FusedWriteShared<K> sh;
+  __shared__ uint32_t s_tile;
+  __shared__ int s_abort;
+  __shared__ uint64_t s_base;
+  unsigned long long *const flags = ctl + 1, *const status = ctl + 3;
+  if (threadIdx.x == 0) {
+    s_tile = (uint32_t)atomicAdd(ctl, 1ull);
+    s_abort = *(volatile unsigned long long *)flags != 0;
+    if (!s_abort && !tile_parts_fit(parts, s_tile, a_len, b_len)) {
+      atomicOr(flags, (unsigned long long)(GJ_J_MERGE_OVER_CAP | (CHECK ? GJ_J_MERGE_UNSORTED_A | GJ_J_MERGE_UNSORTED_B : 0)));
+      s_abort = 1;
+    }
+    if (s_abort) look_back_abandon(status, s_tile);
+  }
+  __syncthreads();
+  if (s_abort) return;
+  const uint32_t tile = s_tile;
+  int64_t a0;
+  int na;
+  // The unsorted bits are the flag word's low bits (little-endian: its first 32-bit word).
+  uint32_t *const unsorted = CHECK ? reinterpret_cast<uint32_t *>(flags) : nullptr;
+  if (!fused_tile<K, CHECK>(a, a_len, b, b_len, parts, tile, sh, a0, na, b_match, unsorted)) {
+    if (threadIdx.x == 0) look_back_abandon(status, tile);
+    return;
+  }
+  const uint64_t rows = tile_row_scan(sh, na, keep_unmatched);
+  if (rows > cap) {
+    if (threadIdx.x == 0) {
+      atomicOr(flags, (unsigned long long)GJ_J_MERGE_OVER_CAP);
+      look_back_abandon(status, tile);
+    }
+    return;
+  }
+  if (threadIdx.x < 32) {
+    const uint64_t excl = look_back(status, tile, rows);
+    if (threadIdx.x == 0) {
+      s_base = excl;
+      if (excl + rows > capacity) atomicOr(flags, (unsigned long long)GJ_J_MERGE_OVERFLOW);
+      if ((int64_t)tile == (a_len + b_len - 1) / FNV) ctl[2] = excl + rows;
+    }
+  }
+  __syncthreads();
+  const uint64_t base = s_base;
+  if (base + rows > capacity) return;
+  tile_write(sh, na, a0, base, (uint32_t)rows, a_rows, b_rows, out_a, out_b);
 }
 }  // namespace
 
@@ -367,6 +449,25 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
     if (tiles == 0) return 0;                                                                          \
     fused_write_kernel<K><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(                               \
         a, a_len, b, b_len, parts, keep_unmatched != 0, tile_offsets, a_rows, b_rows, out_a, out_b);   \
+    return launch_status();                                                                            \
+  }                                                                                                    \
+  extern "C" int gj_j_merge_single_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,         \
+                                        const int64_t *parts, int keep_unmatched, uint64_t *ctl,      \
+                                        uint64_t cap, uint64_t capacity, uint8_t *b_match,            \
+                                        int check_order, const uint32_t *a_rows,                      \
+                                        const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b,     \
+                                        gj_j_stream_t s) {                                            \
+    int64_t tiles = (a_len + b_len + FNV - 1) / FNV;                                                   \
+    if (tiles == 0) return 0;                                                                          \
+    auto *c = (unsigned long long *)ctl;                                                               \
+    if (check_order)                                                                                   \
+      fused_single_kernel<K, true><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(                      \
+          a, a_len, b, b_len, parts, keep_unmatched != 0, c, cap, capacity, b_match, a_rows, b_rows,   \
+          out_a, out_b);                                                                               \
+    else                                                                                               \
+      fused_single_kernel<K, false><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(                     \
+          a, a_len, b, b_len, parts, keep_unmatched != 0, c, cap, capacity, b_match, a_rows, b_rows,   \
+          out_a, out_b);                                                                               \
     return launch_status();                                                                            \
   }
 GJ_J_DEF_FUSED(u32, uint32_t)

@@ -73,7 +73,9 @@
 //! The partitioned hash join counts `kN` of mixed keys throughout: keys whose low bits crowd one
 //! partition are mixed and partitioned again, which the data decide. The merge terms
 //! (`20L`, `16L + 8O`) are the general merge path's; the fused one, taken when no merge tile's
-//! output is too large, needs less.
+//! output is too large, needs less. Its one pass allocates maps for a bound of the output before
+//! it runs (`max(L, R)` rows for inner joins, `L + R` for outer ones), only where that bound is
+//! at most `2L`: `16L` bytes, within the same terms.
 //!
 //! PHJ-OM ([`Materialization::Clustered`]) with one 4-byte payload column a side: the transform
 //! partitions the keys with that column (`(k + 4)` bytes a row and the sort's alternate buffers),

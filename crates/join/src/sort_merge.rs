@@ -9,6 +9,14 @@
 //!    and takes B row `lower_bound + rank` (or no row for a left-join row);
 //! 5. right joins append the B rows that matched nothing.
 //!
+//! Steps 1-4 run fused over merge-path tiles: in one pass where a bound of the output is known
+//! (`max(|A|, |B|)` rows for inner joins, `|A| + |B|` for outer ones: exact bounds when either
+//! side's keys are unique) and at most `2|A|`; each tile learns where its rows start from the
+//! tiles before it by decoupled look-back. Otherwise, or when the output passes the bound, in
+//! two passes (count, then write); the general path (every step a pass of its own) where one
+//! tile's output is too large for one block. Maps of the one pass hold at most twice their rows'
+//! memory (they are copied to their exact size when they would hold more).
+//!
 //! Output order: [`sorted_merge_join`] returns rows sorted by A, then by B, with the unmatched
 //! B rows last in B order (ModernGPU's contract). [`sort_merge_join`] returns matches by key,
 //! then by left row, then by right row; unmatched left rows at their key's place; unmatched right
@@ -32,6 +40,24 @@ use crate::types::{JoinOptions, JoinType, RowId};
 type CountFn<K> = unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *mut u64, *mut u8, u64, *mut u32, *mut u32, ffi::gj_j_stream_t) -> i32;
 type WriteFn<K> =
     unsafe extern "C" fn(*const K, i64, *const K, i64, *const i64, i32, *const u64, *const u32, *const u32, *mut u32, *mut u32, ffi::gj_j_stream_t) -> i32;
+type SingleFn<K> = unsafe extern "C" fn(
+    *const K,
+    i64,
+    *const K,
+    i64,
+    *const i64,
+    i32,
+    *mut u64,
+    u64,
+    u64,
+    *mut u8,
+    i32,
+    *const u32,
+    *const u32,
+    *mut u32,
+    *mut u32,
+    ffi::gj_j_stream_t,
+) -> i32;
 
 /// Key types the sorted entry point takes: `u32, u64, i32, i64`, sorted ascending.
 pub trait SortedKey: SearchKey {
@@ -39,19 +65,22 @@ pub trait SortedKey: SearchKey {
     const COUNT: CountFn<Self>;
     #[doc(hidden)]
     const WRITE: WriteFn<Self>;
+    #[doc(hidden)]
+    const SINGLE: SingleFn<Self>;
 }
 macro_rules! sorted_key {
-    ($t:ty, $c:ident, $w:ident) => {
+    ($t:ty, $c:ident, $w:ident, $o:ident) => {
         impl SortedKey for $t {
             const COUNT: CountFn<Self> = ffi::$c;
             const WRITE: WriteFn<Self> = ffi::$w;
+            const SINGLE: SingleFn<Self> = ffi::$o;
         }
     };
 }
-sorted_key!(u32, gj_j_merge_count_u32, gj_j_merge_write_u32);
-sorted_key!(u64, gj_j_merge_count_u64, gj_j_merge_write_u64);
-sorted_key!(i32, gj_j_merge_count_i32, gj_j_merge_write_i32);
-sorted_key!(i64, gj_j_merge_count_i64, gj_j_merge_write_i64);
+sorted_key!(u32, gj_j_merge_count_u32, gj_j_merge_write_u32, gj_j_merge_single_u32);
+sorted_key!(u64, gj_j_merge_count_u64, gj_j_merge_write_u64, gj_j_merge_single_u64);
+sorted_key!(i32, gj_j_merge_count_i32, gj_j_merge_write_i32, gj_j_merge_single_i32);
+sorted_key!(i64, gj_j_merge_count_i64, gj_j_merge_write_i64, gj_j_merge_single_i64);
 
 fn check_rows(side: &str, n: usize) -> Result<()> {
     if n as u64 > RowId::MAX_ROWS {
@@ -76,7 +105,20 @@ fn check_rows(side: &str, n: usize) -> Result<()> {
 pub fn sorted_merge_join<K: SortedKey>(stream: &Stream, a: &DeviceView<'_, K>, b: &DeviceView<'_, K>, join_type: JoinType) -> Result<GatherMaps> {
     check_rows("left", a.len())?;
     check_rows("right", b.len())?;
-    merge_sorted(stream, a, b, None, None, join_type, false)
+    merge_sorted(stream, a, b, None, None, join_type, MergeRoute::Auto)
+}
+
+/// The path of the merge on sorted keys: its own choice, or one a test forces
+/// ([`TestingOptions`](crate::TestingOptions)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MergeRoute {
+    /// Fused over merge-path tiles (one pass where a bound of the output applies, else count then
+    /// write), the general path where a tile's output is too large.
+    Auto,
+    /// Fused, always count then write.
+    TwoPass,
+    /// Always the general path: every step a pass of its own.
+    General,
 }
 
 /// What [`sorted_merge_join_checked`] found.
@@ -91,22 +133,25 @@ pub(crate) enum CheckedMerge {
 /// (semi and anti joins are an `InvalidArgument`: check their order first): the order of both
 /// sides is checked in the merge's own counting pass (every adjacent pair; no pass of its own and
 /// no extra host wait).
-pub(crate) fn sorted_merge_join_checked<K: SortedKey>(stream: &Stream, a: &DeviceView<'_, K>, b: &DeviceView<'_, K>, join_type: JoinType) -> Result<CheckedMerge> {
+pub(crate) fn sorted_merge_join_checked<K: SortedKey>(stream: &Stream, a: &DeviceView<'_, K>, b: &DeviceView<'_, K>, join_type: JoinType, route: MergeRoute) -> Result<CheckedMerge> {
     check_rows("left", a.len())?;
     check_rows("right", b.len())?;
     if !(join_type.has_left_map() && join_type.has_right_map()) {
         return Err(Error::invalid("internal: the checked sorted merge of a semi or anti join"));
     }
-    match merge_fused(stream, a, b, None, None, join_type, true)? {
+    if route == MergeRoute::General {
+        return Err(Error::invalid("internal: the checked sorted merge on the general path"));
+    }
+    match merge_fused(stream, a, b, None, None, join_type, true, route)? {
         Fused::Maps(m) => Ok(CheckedMerge::Maps(m)),
         Fused::Unsorted => Ok(CheckedMerge::Unsorted),
         // Sorted (checked), but a tile too large for one block: the general path.
-        Fused::OverCap => merge_sorted(stream, a, b, None, None, join_type, true).map(CheckedMerge::Maps),
+        Fused::OverCap => merge_sorted(stream, a, b, None, None, join_type, MergeRoute::General).map(CheckedMerge::Maps),
     }
 }
 
 /// [`sorted_merge_join`] with the test-only knobs of [`TestingOptions`](crate::TestingOptions) (of which it reads
-/// `force_general_merge_path`). Only with the feature `testing`.
+/// `force_general_merge_path` and `two_pass_merge`). Only with the feature `testing`.
 #[cfg(feature = "testing")]
 pub fn sorted_merge_join_with<K: SortedKey>(
     stream: &Stream,
@@ -117,11 +162,11 @@ pub fn sorted_merge_join_with<K: SortedKey>(
 ) -> Result<GatherMaps> {
     check_rows("left", a.len())?;
     check_rows("right", b.len())?;
-    merge_sorted(stream, a, b, None, None, join_type, testing.force_general_merge_path)
+    merge_sorted(stream, a, b, None, None, join_type, testing.merge_route())
 }
 
 /// The core on sorted keys; `a_rows`/`b_rows` map sorted positions to original rows.
-/// `force_general`: skip the fused per-tile path (tests, [`JoinOptions::force_general_merge_path`]).
+/// `route`: the fused per-tile path unless a test forces another ([`MergeRoute`]).
 fn merge_sorted<K: SortedKey>(
     stream: &Stream,
     a: &DeviceView<'_, K>,
@@ -129,7 +174,7 @@ fn merge_sorted<K: SortedKey>(
     a_rows: Option<&DeviceView<'_, u32>>,
     b_rows: Option<&DeviceView<'_, u32>>,
     join_type: JoinType,
-    force_general: bool,
+    route: MergeRoute,
 ) -> Result<GatherMaps> {
     let empty = || stream.alloc::<u32>(0);
     // Semi and anti joins need only the match flags of one side.
@@ -145,8 +190,8 @@ fn merge_sorted<K: SortedKey>(
         let rows = rows_where(stream, &flags.view(), join_type == JoinType::RightSemi, b_rows)?;
         return Ok(GatherMaps::new(join_type, empty()?, rows));
     }
-    if !force_general {
-        if let Fused::Maps(maps) = merge_fused(stream, a, b, a_rows, b_rows, join_type, false)? {
+    if route != MergeRoute::General {
+        if let Fused::Maps(maps) = merge_fused(stream, a, b, a_rows, b_rows, join_type, false, route)? {
             return Ok(maps);
         }
     }
@@ -221,9 +266,11 @@ enum Fused {
     Unsorted,
 }
 
-/// Steps 1-4 fused into two passes over merge-path tiles (count, then write), when no tile's
-/// output is too large for one block to expand. `check_order`: the counting pass also checks
-/// that both sides are sorted ascending.
+/// Steps 1-4 fused over merge-path tiles, when no tile's output is too large for one block to
+/// expand: one pass ([`merge_one_pass`]) where a bound of the output is known and small enough,
+/// else (or when the output passes that bound) two passes, count then write. `check_order`: the
+/// (first) pass also checks that both sides are sorted ascending.
+#[allow(clippy::too_many_arguments)]
 fn merge_fused<K: SortedKey>(
     stream: &Stream,
     a: &DeviceView<'_, K>,
@@ -232,18 +279,29 @@ fn merge_fused<K: SortedKey>(
     b_rows: Option<&DeviceView<'_, u32>>,
     join_type: JoinType,
     check_order: bool,
+    route: MergeRoute,
 ) -> Result<Fused> {
     let mut ph = Phases::new(stream, "merge_fused");
     // SAFETY: a constant.
     let tile = unsafe { ffi::gj_j_merge_tile_items() } as usize;
     let tiles = (a.len() + b.len()).div_ceil(tile);
     let parts = merge_path_partitions(stream, a, b, tile, true)?;
-    let mut tile_rows = stream.alloc::<u64>(tiles)?;
-    // [over cap, unsorted sides]
-    let mut flags = stream.alloc_zeroed::<u32>(2)?;
     let mut b_match = if join_type.keeps_unmatched_right() { Some(stream.alloc::<u8>(b.len())?) } else { None };
     let keep = join_type.keeps_unmatched_left() as i32;
     let cap = 4 * tile as u64;
+    if let Some(capacity) = one_pass_capacity(a.len(), b.len(), join_type).filter(|_| route == MergeRoute::Auto) {
+        let sides = Sides { a, b, a_rows, b_rows, parts: &parts.view(), keep, cap, check_order };
+        match merge_one_pass(stream, &sides, capacity, join_type, &mut b_match)? {
+            OnePass::Done(fused) => {
+                ph.mark("one pass");
+                return Ok(fused);
+            }
+            OnePass::PastCapacity => ph.mark("one pass (past its capacity)"),
+        }
+    }
+    let mut tile_rows = stream.alloc::<u64>(tiles)?;
+    // [over cap, unsorted sides]
+    let mut flags = stream.alloc_zeroed::<u32>(2)?;
     let (p, tr) = (parts.view().as_ptr(), tile_rows.view_mut().as_mut_ptr());
     let oc = flags.view_mut().as_mut_ptr();
     // SAFETY: two flag words.
@@ -278,6 +336,110 @@ fn merge_fused<K: SortedKey>(
     ph.mark("write");
     append_right_rows(stream, &mut out_a, &mut out_b, left_total as usize, right_rows)?;
     Ok(Fused::Maps(GatherMaps::new(join_type, out_a, out_b)))
+}
+
+/// The rows the one-pass merge allocates before it knows the output: a bound of the output
+/// whenever either side's keys are unique (PK-FK joins), `max(|A|, |B|)` for inner joins and
+/// `|A| + |B|` for the outer ones; `None` (count, then write) for semi and anti joins, empty
+/// outputs, and where that bound passes `2|A|`, so that the pass stays within the two passes'
+/// memory (`memory.rs`: `16|A|` bytes of the merge's own working memory).
+///
+/// Example: `|A| = |B| = 1000`: 1000 rows for an inner join, 2000 for a full one; `|A| = 10`,
+/// `|B| = 1000`: `None`.
+fn one_pass_capacity(a: usize, b: usize, join_type: JoinType) -> Option<u64> {
+    if !(join_type.has_left_map() && join_type.has_right_map()) {
+        return None;
+    }
+    let (a, b) = (a as u64, b as u64);
+    let bound = if join_type == JoinType::Inner { a.max(b) } else { a + b };
+    (bound > 0 && bound <= 2 * a).then_some(bound)
+}
+
+/// What the merge passes read: both sides, their row ids, the merge-path partitions, the kind of
+/// output rows.
+struct Sides<'s, 'v, K> {
+    a: &'s DeviceView<'v, K>,
+    b: &'s DeviceView<'v, K>,
+    a_rows: Option<&'s DeviceView<'v, u32>>,
+    b_rows: Option<&'s DeviceView<'v, u32>>,
+    parts: &'s DeviceView<'s, i64>,
+    /// 1 where A rows without a match give a row (left and full joins).
+    keep: i32,
+    /// The most rows one tile may write.
+    cap: u64,
+    check_order: bool,
+}
+
+/// What [`merge_one_pass`] did.
+enum OnePass {
+    Done(Fused),
+    /// The output has more rows than the capacity (or the maps could not be allocated): nothing
+    /// was kept; the two passes follow.
+    PastCapacity,
+}
+
+/// One pass over the merge-path tiles, into maps of `capacity` rows: each tile counts its rows,
+/// learns where they start from the tiles before it (decoupled look-back) and writes them.
+/// Right and full joins then append the unmatched B rows (`b_match`, written by the pass). Maps
+/// more than twice the output are copied to their exact size, so that a join holds at most twice
+/// its rows' memory.
+///
+/// Example: A = 1 2 3, B = 2 3 4, inner: capacity 3, tiles write (1, 0) (2, 1) and the maps are
+/// truncated to their 2 rows.
+fn merge_one_pass<K: SortedKey>(stream: &Stream, s: &Sides<'_, '_, K>, capacity: u64, join_type: JoinType, b_match: &mut Option<DeviceBuffer<u8>>) -> Result<OnePass> {
+    let n = usize::try_from(capacity).map_err(|_| Error::too_large("join output rows", capacity, usize::MAX as u64))?;
+    let alloc = |len: usize| match stream.alloc::<u32>(len) {
+        Err(Error::OutOfMemory { .. }) => Ok(None),
+        r => r.map(Some),
+    };
+    let (Some(mut out_a), Some(mut out_b)) = (alloc(n)?, alloc(n)?) else {
+        return Ok(OnePass::PastCapacity);
+    };
+    let tiles = s.parts.len() - 1;
+    // [ticket, flags, rows, one look-back word per tile]
+    let mut ctl = stream.alloc_zeroed::<u64>(tiles + 3)?;
+    {
+        let (a, b) = (s.a, s.b);
+        let (ar, br) = (s.a_rows.map_or(std::ptr::null(), |r| r.as_ptr()), s.b_rows.map_or(std::ptr::null(), |r| r.as_ptr()));
+        let bm = b_match.as_mut().map_or(std::ptr::null_mut(), |m| m.view_mut().as_mut_ptr());
+        let (oa, ob, c, p) = (out_a.view_mut().as_mut_ptr(), out_b.view_mut().as_mut_ptr(), ctl.view_mut().as_mut_ptr(), s.parts.as_ptr());
+        // SAFETY: parts has tiles + 1 entries, ctl tiles + 3, b_match |B|; the kernel writes at
+        // most `capacity` rows of each map.
+        launch(stream, "merge (one pass)", || unsafe {
+            K::SINGLE(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, s.keep, c, s.cap, capacity, bm, s.check_order as i32, ar, br, oa, ob, stream.raw())
+        })?;
+    }
+    let [flags, rows] = <[u64; 2]>::try_from(stream.copy_to_host(&ctl.slice(1..3))?).map_err(|_| Error::invalid("internal: merge flags"))?;
+    let flags = flags as u32;
+    if flags & (ffi::GJ_J_MERGE_UNSORTED_A | ffi::GJ_J_MERGE_UNSORTED_B) != 0 {
+        return Ok(OnePass::Done(Fused::Unsorted));
+    }
+    if flags & ffi::GJ_J_MERGE_OVER_CAP != 0 {
+        // Tiles after the one over its cap stopped unchecked: the two passes check the order.
+        return Ok(if s.check_order { OnePass::PastCapacity } else { OnePass::Done(Fused::OverCap) });
+    }
+    if flags & ffi::GJ_J_MERGE_OVERFLOW != 0 {
+        return Ok(OnePass::PastCapacity);
+    }
+    let left_total = rows as usize;
+    let right_rows = b_match.as_ref().map(|m| rows_where(stream, &m.view(), false, s.b_rows)).transpose()?;
+    let total = left_total + right_rows.as_ref().map_or(0, |r| r.len());
+    if total > n {
+        return Ok(OnePass::PastCapacity);
+    }
+    *b_match = None;
+    if 2 * total < n {
+        // Exact maps: the copy costs less than the memory it gives back.
+        let (mut ea, mut eb) = alloc_maps(stream, left_total as u64, right_rows.as_ref().map_or(0, |r| r.len()))?;
+        stream.copy_device_to_device(&out_a.slice(..left_total), &mut ea.slice_mut(..left_total))?;
+        stream.copy_device_to_device(&out_b.slice(..left_total), &mut eb.slice_mut(..left_total))?;
+        (out_a, out_b) = (ea, eb);
+    } else {
+        out_a.truncate(total);
+        out_b.truncate(total);
+    }
+    append_right_rows(stream, &mut out_a, &mut out_b, left_total, right_rows)?;
+    Ok(OnePass::Done(Fused::Maps(GatherMaps::new(join_type, out_a, out_b))))
 }
 
 /// Sorts `keys` with row ids `rows` (or `0..n`) on their low `bits` bits, in the keys' and
@@ -353,10 +515,10 @@ fn exact_side(stream: &Stream, keys: &TableView<'_>, plan: KeyPlan) -> Result<(S
 }
 
 fn merge_sides(stream: &Stream, l: &SortedSide, r: &SortedSide, join_type: JoinType, opts: JoinOptions) -> Result<GatherMaps> {
-    let general = opts.force_general_merge_path();
+    let route = opts.merge_route();
     match (l, r) {
-        (SortedSide::Narrow(kl, rl), SortedSide::Narrow(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type, general),
-        (SortedSide::Wide(kl, rl), SortedSide::Wide(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type, general),
+        (SortedSide::Narrow(kl, rl), SortedSide::Narrow(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type, route),
+        (SortedSide::Wide(kl, rl), SortedSide::Wide(kr, rr)) => merge_sorted(stream, &kl.view(), &kr.view(), Some(&rl.view()), Some(&rr.view()), join_type, route),
         _ => Err(Error::invalid("internal: sides sorted with different key widths")),
     }
 }

@@ -182,6 +182,14 @@ impl JoinOptions {
         false
     }
 
+    /// The merge join's path ([`TestingOptions`]; its own choice without the feature).
+    pub(crate) fn merge_route(&self) -> crate::sort_merge::MergeRoute {
+        #[cfg(feature = "testing")]
+        return self.testing.merge_route();
+        #[cfg(not(feature = "testing"))]
+        crate::sort_merge::MergeRoute::Auto
+    }
+
     /// The bits kept of every hashed key ([`TestingOptions`]; all of them without the feature).
     pub(crate) fn hash_mask(&self) -> u64 {
         #[cfg(feature = "testing")]
@@ -235,6 +243,10 @@ pub struct TestingOptions {
     /// the fused per-tile one, which otherwise runs whenever no tile produces more than 4 tiles'
     /// worth of rows.
     pub force_general_merge_path: bool,
+    /// The fused merge join skips its one pass (maps of a bound of the output, filled in one pass
+    /// over the tiles) and counts, then writes; `false`, the default: the one pass runs where the
+    /// bound applies.
+    pub two_pass_merge: bool,
     /// Only these bits of every hashed key are kept, so that composite keys collide massively and
     /// the verification of candidate matches is exercised; `u64::MAX` (the default): the full hash.
     pub hash_mask: u64,
@@ -297,6 +309,7 @@ impl TestingOptions {
     /// Nothing forced.
     pub const DEFAULT: TestingOptions = TestingOptions {
         force_general_merge_path: false,
+        two_pass_merge: false,
         hash_mask: u64::MAX,
         partition_bits: 0,
         probe_split: 0,
@@ -305,6 +318,16 @@ impl TestingOptions {
         theta_aggregate_path: ThetaAggregatePath::Auto,
         unique_build_table: UniqueBuildTable::Auto,
     };
+
+    /// The merge join's path these options force.
+    pub(crate) fn merge_route(&self) -> crate::sort_merge::MergeRoute {
+        use crate::sort_merge::MergeRoute;
+        match (self.force_general_merge_path, self.two_pass_merge) {
+            (true, _) => MergeRoute::General,
+            (false, true) => MergeRoute::TwoPass,
+            (false, false) => MergeRoute::Auto,
+        }
+    }
 }
 
 #[cfg(feature = "testing")]

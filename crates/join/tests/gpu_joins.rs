@@ -16,7 +16,8 @@
 //! inputs would not reach: `hash_mask` keeps 2 bits of every hashed key (a composite wider than
 //! 64 bits for the sort-merge join, wider than 63 bits for the interleave join, which includes
 //! single 64-bit columns), so that candidate matches collide massively ([`weak_hash`]);
-//! `force_general_merge_path` makes the merge join skip its fused per-tile path ([`MergePath`]).
+//! `force_general_merge_path` makes the merge join skip its fused per-tile path and
+//! `two_pass_merge` the fused path's one pass ([`MergePath`]).
 //! Every join here also sets `no_key_compression`: the front door would otherwise join a single
 //! 8-byte integer key column of a small span as 32-bit offsets, and these tests are about the
 //! 64-bit paths (compression has its own tests, `gpu_key_compression.rs`).
@@ -60,8 +61,11 @@ fn weak_hash(opts: JoinOptions) -> JoinOptions {
 /// Which path of the merge join a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MergePath {
-    /// The library's choice: the fused per-tile path unless a tile's output is too large.
+    /// The library's choice: the fused per-tile path unless a tile's output is too large; in one
+    /// pass where a bound of the output applies and holds.
     Default,
+    /// The fused path, always counting, then writing.
+    TwoPass,
     /// Always the general (load-balancing search) path.
     General,
 }
@@ -69,11 +73,12 @@ enum MergePath {
 impl MergePath {
     /// `opts` taking this path.
     fn opts(self, opts: JoinOptions) -> JoinOptions {
-        JoinOptions { testing: TestingOptions { force_general_merge_path: self == MergePath::General, ..opts.testing }, ..opts }
+        let testing = TestingOptions { force_general_merge_path: self == MergePath::General, two_pass_merge: self == MergePath::TwoPass, ..opts.testing };
+        JoinOptions { testing, ..opts }
     }
 }
 
-const MERGE_PATHS: [MergePath; 2] = [MergePath::Default, MergePath::General];
+const MERGE_PATHS: [MergePath; 3] = [MergePath::Default, MergePath::TwoPass, MergePath::General];
 
 /// Fills recently freed pool memory with POISON, so internally allocated buffers that a kernel
 /// fails to write show up as garbage rather than as stale correct-looking data.
@@ -264,25 +269,30 @@ fn describe(l: &HostTable, r: &HostTable) -> String {
 /// Runs `algo` and compares with the reference as a multiset; for the sorted merge also the
 /// documented output order.
 fn check_join(s: &Stream, algo: Algo, l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions, what: &str) -> Result<(), TestCaseError> {
-    let want = reference_pairs(l, r, jt, opts);
+    check_join_against(s, algo, l, r, jt, opts, &reference_pairs(l, r, jt, opts), what)
+}
+
+/// [`check_join`] against the reference's pairs `want` (computed once for several runs).
+#[allow(clippy::too_many_arguments)]
+fn check_join_against(s: &Stream, algo: Algo, l: &HostTable, r: &HostTable, jt: JoinType, opts: JoinOptions, want: &[(RowId, RowId)], what: &str) -> Result<(), TestCaseError> {
     let error = |e: Error| fail(format!("{algo:?} {jt:?} {opts:?} {what}: error {e}{}", describe(l, r)));
     if algo == Algo::Chunked {
         let got = chunked_pairs(s, l, r, jt, opts).map_err(error)?;
         if got != want {
-            return Err(fail(format!("{algo:?} {jt:?} {opts:?} {what}: {}{}", diff(&got, &want), describe(l, r))));
+            return Err(fail(format!("{algo:?} {jt:?} {opts:?} {what}: {}{}", diff(&got, want), describe(l, r))));
         }
         return Ok(());
     }
     let maps = gpu_join(s, algo, l, r, jt, opts).map_err(error)?;
     let got = canonical_pairs(&maps, jt)?;
     if got != want {
-        return Err(fail(format!("{algo:?} {jt:?} {opts:?} {what}: {}{}", diff(&got, &want), describe(l, r))));
+        return Err(fail(format!("{algo:?} {jt:?} {opts:?} {what}: {}{}", diff(&got, want), describe(l, r))));
     }
     if algo == Algo::SortedMerge {
         // ModernGPU's order is the canonical order.
         let in_order = maps.pairs().unwrap();
-        if in_order != want {
-            let k = in_order.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
+        if in_order != *want {
+            let k = in_order.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
             return Err(fail(format!(
                 "{algo:?} {jt:?} {what}: right rows, wrong order: first difference at output row {k}: {:?} instead of {:?}",
                 in_order.get(k),
@@ -788,6 +798,45 @@ fn sorted_merge_refuses_one_descent_anywhere() {
         }
     }
     assert!(refused > pick(500, 100), "{refused}");
+}
+
+/// The sorted merge's one pass (maps of a bound of the output, filled in one pass over the
+/// merge-path tiles by decoupled look-back) across many tiles (more than the 32 one look-back
+/// step reads): outputs that fill its capacity, half of it (kept, truncated), a sixteenth of it
+/// (copied to exact maps), none of it; and the outputs it hands on: past its capacity (many keys
+/// on both sides: count, then write) and one tile past its cap (a hot key: the general path).
+/// Every join type on every path, in order, against the reference.
+#[test]
+fn sorted_merge_one_pass_across_many_tiles() {
+    let Some(s) = stream("sorted_merge_one_pass_across_many_tiles") else { return };
+    // Reduced: 2^15 rows a side, 32 tiles a side.
+    let n = rows(1 << 18, 1 << 15) as u64;
+    let mut rng = StdRng::seed_from_u64(0x5047_ED03);
+    let mut foreign: Vec<u64> = (0..n).map(|_| rng.gen_range(0..n * 10 / 9)).collect();
+    foreign.sort();
+    let mut hot: Vec<u64> = (0..n - 20_000).map(|_| rng.gen_range(0..n)).chain(std::iter::repeat_n(n / 2, 20_000)).collect();
+    hot.sort();
+    let cases: Vec<(&str, Vec<u64>, Vec<u64>)> = vec![
+        ("equal unique keys", (0..n).collect(), (0..n).collect()),
+        ("half matching", (0..n).collect(), (n / 2..n / 2 + n).collect()),
+        ("foreign keys, a tenth missing", (0..n).collect(), foreign),
+        ("a sixteenth matching", (0..n).map(|k| 16 * k).collect(), (0..n).map(|k| 16 * k + (k % 16 != 0) as u64).collect()),
+        ("no matches", (0..n).map(|k| 2 * k).collect(), (0..n).map(|k| 2 * k + 1).collect()),
+        ("four rows a key on both sides", (0..n).map(|k| k / 4).collect(), (0..n).map(|k| k / 4).collect()),
+        ("a hot key", (0..n).collect(), hot),
+    ];
+    for (what, a, b) in &cases {
+        for ty in [DataType::UInt32, DataType::Int64] {
+            let (hl, hr) = (keys_table(vec![sort_column(&column(ty, a, false))]), keys_table(vec![sort_column(&column(ty, b, false))]));
+            for jt in JoinType::ALL {
+                let want = reference_pairs(&hl, &hr, jt, DEFAULT);
+                for path in MERGE_PATHS {
+                    check_join_against(&s, Algo::SortedMerge, &hl, &hr, jt, path.opts(DEFAULT), &want, &format!("{what} ({n} rows a side), {ty}, {path:?} path"))
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+        }
+    }
 }
 
 #[test]

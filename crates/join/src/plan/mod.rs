@@ -1276,7 +1276,7 @@ fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType, options: JoinOpti
     fn go<K: crate::sort_merge::SortedKey>(stream: &Stream, a: &gpujoin_device::DeviceView<'_, K>, b: &gpujoin_device::DeviceView<'_, K>, jt: JoinType, fused: bool, options: JoinOptions) -> Result<crate::sort_merge::CheckedMerge> {
         use crate::sort_merge::CheckedMerge;
         if fused {
-            return crate::sort_merge::sorted_merge_join_checked(stream, a, b, jt);
+            return crate::sort_merge::sorted_merge_join_checked(stream, a, b, jt, options.merge_route());
         }
         #[cfg(feature = "testing")]
         if options.testing != crate::types::TestingOptions::DEFAULT {
