@@ -1,6 +1,9 @@
 //! Join benchmarks (issue targets on the H100):
 //! - `sorted_merge/{inner,left,right,full}_2p26`: sorted unique keys, 2^26 per side, half of
 //!   them matching (ModernGPU 2.x `inner_join`: 1.92 ms; target 1.0 ms);
+//! - `sorted_merge/{inner,left,right,full}_2p26_two_pass`, each right after its twin: the same
+//!   join counting, then writing (`TestingOptions::two_pass_merge`), as it did before the one
+//!   pass (issue 14);
 //! - `sorted_merge/{inner,left,right,full}_2p26_front_door` (issue 9's before/after check), each
 //!   right after its twin: the same join of the same keys through the front door
 //!   (`plan::Join` over uploaded `UInt32` tables, `Algorithm::SortedMerge` forced, maps only, no
@@ -17,7 +20,7 @@ use common::Harness;
 use gpujoin::join::plan::{Algorithm, Join};
 use gpujoin::join::table::{HostColumn, HostTable, Table};
 use gpujoin::join::table::TableView;
-use gpujoin::join::{interleave_join, materialize_unchecked, sort_merge_join, sorted_merge_join, JoinOptions, JoinType};
+use gpujoin::join::{interleave_join, materialize_unchecked, sort_merge_join, sorted_merge_join, sorted_merge_join_with, JoinOptions, JoinType, TestingOptions};
 use gpujoin_testkit::datagen;
 
 /// Runs `f` once with per-phase tracing (GPUJOIN_TRACE) on, so the log shows where time goes.
@@ -54,6 +57,11 @@ fn main() {
         let bytes = (2 * n * 4 + out_rows * 8) as u64;
         h.case("sorted_merge", case, bytes, (2 * n) as u64, |s| {
             let m = sorted_merge_join(s, &da.view(), &db.view(), jt).unwrap();
+            assert_eq!(m.rows(), out_rows as u64);
+        });
+        let two_pass = TestingOptions { two_pass_merge: true, ..TestingOptions::DEFAULT };
+        h.case("sorted_merge", &format!("{case}_two_pass"), bytes, (2 * n) as u64, |s| {
+            let m = sorted_merge_join_with(s, &da.view(), &db.view(), jt, two_pass).unwrap();
             assert_eq!(m.rows(), out_rows as u64);
         });
         let join = Join::new(jt).on(&ta, &["k"], &tb, &["k"]).algorithm(Algorithm::SortedMerge);
