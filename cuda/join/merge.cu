@@ -112,7 +112,20 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
     next_b = b[b1];
     if (b1 + 1 < b_len) next_b1 = b[b1 + 1];
   }
-  for (int i = tid; i < na + nb; i += FNT) sh.keys[i] = i < na ? a[a0 + i] : b[b0 + (i - na)];
+  {
+    // All of a thread's loads in flight at once (a loop over them would wait for each in turn).
+    K v[FVT];
+#pragma unroll
+    for (int k = 0; k < FVT; ++k) {
+      const int i = tid + k * FNT;
+      if (i < na + nb) v[k] = i < na ? a[a0 + i] : b[b0 + (i - na)];
+    }
+#pragma unroll
+    for (int k = 0; k < FVT; ++k) {
+      const int i = tid + k * FNT;
+      if (i < na + nb) sh.keys[i] = v[k];
+    }
+  }
   if (tid == 0) {
     // Galloping count of the B run that continues past the tile (only its key can continue).
     uint64_t t = 0;
