@@ -348,11 +348,11 @@ __device__ __forceinline__ uint64_t tile_row_scan(FusedWriteShared<K> &sh, int n
 }
 
 // After tile_row_scan: writes the tile's `rows` output rows from `base` on, each row finding the A
-// item whose range holds it by a binary search of the scan.
+// item whose range holds it by a binary search of the scan (any number of rows).
 template <class K>
-__device__ __forceinline__ void tile_write(const FusedWriteShared<K> &sh, int na, int64_t a0, uint64_t base,
-                                           uint32_t rows, const uint32_t *a_rows, const uint32_t *b_rows,
-                                           uint32_t *out_a, uint32_t *out_b) {
+__device__ __forceinline__ void tile_write_searched(const FusedWriteShared<K> &sh, int na, int64_t a0, uint64_t base,
+                                                    uint32_t rows, const uint32_t *a_rows, const uint32_t *b_rows,
+                                                    uint32_t *out_a, uint32_t *out_b) {
   for (uint32_t k = threadIdx.x; k < rows; k += FNT) {
     // The A item whose output range holds k: last i with scan[i] <= k.
     int l = 0, h = na;
@@ -364,6 +364,46 @@ __device__ __forceinline__ void tile_write(const FusedWriteShared<K> &sh, int na
     uint32_t rank = k - sh.scan[l];
     uint32_t ai = (uint32_t)(a0 + l);
     uint32_t bj = sh.lb[l] + rank;
+    out_a[base + k] = a_rows ? a_rows[ai] : ai;
+    out_b[base + k] = sh.cnt[l] ? (b_rows ? b_rows[bj] : bj) : kNone;
+  }
+}
+
+// Tiles of at most FNV rows (every tile of a join where either side's keys are unique) stage
+// their rows in shared memory instead: each A item writes its own rows' (item, rank) words where
+// the scan puts them (the keys' space, dead once counted), then the rows go out in order,
+// coalesced. Example: counts 1, 0, 2 stage (0,0) (2,0) (2,1).
+constexpr uint32_t kStagedRows = FNV;
+
+template <class K>
+__device__ __forceinline__ uint32_t *staged_rows(FusedWriteShared<K> &sh) {
+  static_assert(sizeof(sh.keys) >= kStagedRows * sizeof(uint32_t), "staged rows fit the keys' space");
+  return reinterpret_cast<uint32_t *>(sh.keys);
+}
+
+// The staging half (no barrier): threads take A items in turn (consecutive threads, consecutive
+// items: their rows land in consecutive words).
+template <class K>
+__device__ __forceinline__ void tile_stage(FusedWriteShared<K> &sh, int na, bool keep_unmatched, int first_thread) {
+  uint32_t *st = staged_rows(sh);
+  for (int i = (int)threadIdx.x - first_thread; i < na; i += FNT - first_thread) {
+    if (i < 0) continue;
+    uint32_t c = sh.cnt[i];
+    if (c == 0 && keep_unmatched) c = 1;
+    const uint32_t at = sh.scan[i];
+    for (uint32_t r = 0; r < c; ++r) st[at + r] = (uint32_t)i | (r << 16);
+  }
+}
+
+// The writing half, after a barrier: the staged rows from `base` on.
+template <class K>
+__device__ __forceinline__ void tile_write_staged(FusedWriteShared<K> &sh, int64_t a0, uint64_t base, uint32_t rows,
+                                                  const uint32_t *a_rows, const uint32_t *b_rows, uint32_t *out_a,
+                                                  uint32_t *out_b) {
+  const uint32_t *st = staged_rows(sh);
+  for (uint32_t k = threadIdx.x; k < rows; k += FNT) {
+    const uint32_t w = st[k], l = w & 0xFFFFu, rank = w >> 16;
+    const uint32_t ai = (uint32_t)(a0 + l), bj = sh.lb[l] + rank;
     out_a[base + k] = a_rows ? a_rows[ai] : ai;
     out_b[base + k] = sh.cnt[l] ? (b_rows ? b_rows[bj] : bj) : kNone;
   }
@@ -381,7 +421,13 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
   tile_row_scan(sh, na, keep_unmatched);
   const uint64_t base = tile_offsets[blockIdx.x];
   const uint32_t rows = (uint32_t)(tile_offsets[blockIdx.x + 1] - base);
-  tile_write(sh, na, a0, base, rows, a_rows, b_rows, out_a, out_b);
+  if (rows > kStagedRows) {
+    tile_write_searched(sh, na, a0, base, rows, a_rows, b_rows, out_a, out_b);
+    return;
+  }
+  tile_stage(sh, na, keep_unmatched, 0);
+  __syncthreads();
+  tile_write_staged(sh, a0, base, rows, a_rows, b_rows, out_a, out_b);
 }
 
 // The one pass. ctl (zeroed): [0] ticket, [1] flags (GJ_J_MERGE_* of gpujoin_join.h), [2] rows
@@ -426,6 +472,8 @@ __global__ void __launch_bounds__(FNT) fused_single_kernel(const K *a, int64_t a
     }
     return;
   }
+  // Warp 0 learns where the rows start while the other warps stage them.
+  const bool staged = rows <= kStagedRows;
   if (threadIdx.x < 32) {
     const uint64_t excl = look_back(status, tile, rows);
     if (threadIdx.x == 0) {
@@ -433,11 +481,14 @@ __global__ void __launch_bounds__(FNT) fused_single_kernel(const K *a, int64_t a
       if (excl + rows > capacity) atomicOr(flags, (unsigned long long)GJ_J_MERGE_OVERFLOW);
       if ((int64_t)tile == (a_len + b_len - 1) / FNV) ctl[2] = excl + rows;
     }
+  } else if (staged) {
+    tile_stage(sh, na, keep_unmatched, 32);
   }
   __syncthreads();
   const uint64_t base = s_base;
   if (base + rows > capacity) return;
-  tile_write(sh, na, a0, base, (uint32_t)rows, a_rows, b_rows, out_a, out_b);
+  if (staged) tile_write_staged(sh, a0, base, (uint32_t)rows, a_rows, b_rows, out_a, out_b);
+  else tile_write_searched(sh, na, a0, base, (uint32_t)rows, a_rows, b_rows, out_a, out_b);
 }
 }  // namespace
 
