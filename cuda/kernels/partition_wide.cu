@@ -87,11 +87,6 @@ __device__ __forceinline__ uint32_t digit_of(K key, int shift, uint32_t mask) {
   return static_cast<uint32_t>(key >> shift) & mask;
 }
 
-__device__ __forceinline__ uint32_t lanemask_lt() {
-  uint32_t m;
-  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
-  return m;
-}
 
 // An L2 policy that evicts these lines first: the inputs are read once per pass.
 __device__ __forceinline__ uint64_t evict_first_policy() {

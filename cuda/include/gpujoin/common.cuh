@@ -48,6 +48,13 @@ __device__ __forceinline__ uint64_t fmix64(uint64_t k) {
   return k;
 }
 
+// The lanes of the warp below this one (bit i set for lane i < this lane).
+__device__ __forceinline__ uint32_t lanemask_lt() {
+  uint32_t m;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+  return m;
+}
+
 inline int blocks_for(int64_t n, int per_block, int cap = 1 << 30) {
   int64_t b = (n + per_block - 1) / per_block;
   if (b < 1) b = 1;
