@@ -207,6 +207,26 @@ pub fn partition_pairs<K: PartitionKey, V: Pod>(
     partition_pairs_in_portions(stream, keys_in, values_in, keys_out, values_out, bits, 0)
 }
 
+/// The argument checks every pair partition shares: inputs and outputs of one length, values of 4
+/// or 8 bytes (`what` names the function in the error).
+pub(crate) fn check_pair_lengths<K: Pod, V: Pod>(
+    what: &str,
+    keys_in: &DeviceView<'_, K>,
+    values_in: &DeviceView<'_, V>,
+    keys_out: &DeviceViewMut<'_, K>,
+    values_out: &DeviceViewMut<'_, V>,
+) -> Result<()> {
+    let n = keys_in.len();
+    check_same_len("keys_in", n, "values_in", values_in.len())?;
+    check_same_len("keys_in", n, "keys_out", keys_out.len())?;
+    check_same_len("keys_in", n, "values_out", values_out.len())?;
+    let value_bytes = std::mem::size_of::<V>();
+    if value_bytes != 4 && value_bytes != 8 {
+        return Err(Error::invalid(format!("{what} values of {value_bytes} bytes (4 or 8)")));
+    }
+    Ok(())
+}
+
 /// [`partition_pairs`] with at most `portion_tiles` tiles per kernel launch (0: the default,
 /// `2^30` items). For tests: small portions exercise the hand-over between launches that inputs
 /// of more than `2^30` rows need.
@@ -221,14 +241,8 @@ pub fn partition_pairs_in_portions<K: PartitionKey, V: Pod>(
     portion_tiles: u32,
 ) -> Result<()> {
     let n = keys_in.len();
-    check_same_len("keys_in", n, "values_in", values_in.len())?;
-    check_same_len("keys_in", n, "keys_out", keys_out.len())?;
-    check_same_len("keys_in", n, "values_out", values_out.len())?;
+    check_pair_lengths("partition_pairs", keys_in, values_in, keys_out, values_out)?;
     partition_passes(bits.clone(), K::BITS)?;
-    let value_bytes = std::mem::size_of::<V>();
-    if value_bytes != 4 && value_bytes != 8 {
-        return Err(Error::invalid(format!("partition_pairs values of {value_bytes} bytes (4 or 8)")));
-    }
     check_count("partition_pairs rows", n, PARTITION_PAIRS_MAX_ITEMS)?;
     if n == 0 {
         return Ok(());
@@ -239,7 +253,7 @@ pub fn partition_pairs_in_portions<K: PartitionKey, V: Pod>(
     // SAFETY: live device ranges of n items each (inputs borrowed shared, outputs exclusively, so
     // they do not overlap); values are moved as raw 4- or 8-byte words.
     with_temp(stream, "partition_pairs", |t, tb| unsafe {
-        if value_bytes == 4 {
+        if std::mem::size_of::<V>() == 4 {
             K::PARTITION_PAIRS_V32(t, tb, ki, vi as *const u32, ko, vo as *mut u32, n as i64, b0, b1, pt, s)
         } else {
             K::PARTITION_PAIRS_V64(t, tb, ki, vi as *const u64, ko, vo as *mut u64, n as i64, b0, b1, pt, s)
