@@ -520,8 +520,8 @@ pub const DIRECT_TABLE_L2_QUARTERS: u64 = 3;
 /// non-partitioned hash join on a direct-address table (slot = key - min) runs, with its reason.
 /// `None` otherwise, after at most a reduction over the build keys and, for dense keys, one
 /// insert pass that found a repeated key (two host reads).
-pub(crate) fn join_where_dense_unique(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions) -> Result<Option<(crate::hash_join::HashJoinOutput, String)>> {
-    let f = Features::of(left, right, jt, opts);
+/// `f`: the join's [`Features`] (measured once for this and [`decide`]).
+pub(crate) fn join_where_dense_unique(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions, f: &Features) -> Result<Option<(crate::hash_join::HashJoinOutput, String)>> {
     if !f.simple_keys || f.tiny() {
         return Ok(None);
     }
@@ -543,9 +543,9 @@ pub(crate) fn join_where_dense_unique(stream: &Stream, left: &Relation<'_>, righ
     Ok(Some((direct.out, why)))
 }
 
-/// Measures the features (sampling only where the tree needs it) and applies the tree.
-pub(crate) fn decide(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions) -> Result<(Algorithm, String)> {
-    let mut f = Features::of(left, right, jt, opts);
+/// Completes the features `f` (of [`Features::of`]; sampling only where the tree needs it) and
+/// applies the tree.
+pub(crate) fn decide(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, opts: WideJoinOptions, mut f: Features) -> Result<(Algorithm, String)> {
     if f.needs_sample() {
         let (build, probe) = if left.rows() < right.rows() { (left.keys(), right.keys()) } else { (right.keys(), left.keys()) };
         let (ratio, skew) = sample(stream, build, probe, opts.keys)?;

@@ -265,10 +265,11 @@ pub(crate) fn join_as_given(stream: &Stream, left: &Relation<'_>, right: &Relati
     let maps_only = opts.output == Output::MapsOnly;
     let (algorithm, reason) = match algorithm {
         Algorithm::Auto => {
-            if let Some((out, reason)) = auto::join_where_dense_unique(stream, left, right, join_type, opts)? {
-                return nphj_relation(stream, left, right, join_type, maps_only, out, reason);
+            let features = auto::Features::of(left, right, join_type, opts);
+            if let Some((out, reason)) = auto::join_where_dense_unique(stream, left, right, join_type, opts, &features)? {
+                return nphj_relation(stream, left, right, join_type, opts, out, reason);
             }
-            auto::decide(stream, left, right, join_type, opts)?
+            auto::decide(stream, left, right, opts, features)?
         }
         a => (a, "requested".to_string()),
     };
@@ -294,17 +295,22 @@ pub(crate) fn join_as_given(stream: &Stream, left: &Relation<'_>, right: &Relati
         }
         Algorithm::Nphj => {
             let out = crate::hash_join::nphj_with(stream, left.keys, right.keys, join_type, opts.keys)?;
-            nphj_relation(stream, left, right, join_type, maps_only, out, reason)
+            nphj_relation(stream, left, right, join_type, opts, out, reason)
         }
     }
 }
 
 /// NPHJ's output relation: its maps, and the payloads gathered through them (unclustered)
-/// unless only the maps are asked for.
-fn nphj_relation(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, join_type: JoinType, maps_only: bool, out: crate::hash_join::HashJoinOutput, reason: String) -> Result<WideJoinOutput> {
+/// unless only the maps are asked for. The gathers are timed (events, a wait for the device) only
+/// where statistics are asked for.
+fn nphj_relation(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, join_type: JoinType, opts: WideJoinOptions, out: crate::hash_join::HashJoinOutput, reason: String) -> Result<WideJoinOutput> {
     let (maps, mut stats, algorithm) = (out.maps, out.stats, Algorithm::Nphj);
-    if maps_only {
+    if opts.output == Output::MapsOnly {
         return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: None, right: None, maps: Some(maps), stats, algorithm, reason });
+    }
+    if !opts.keys.stats {
+        let (l, r) = gather_sides(stream, &maps, left.payloads, right.payloads)?;
+        return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: l, right: r, maps: Some(maps), stats, algorithm, reason });
     }
     let start = Event::new(stream.device(), true)?;
     start.record(stream)?;
