@@ -72,12 +72,22 @@ struct FusedShared {
   uint64_t red[FNT / 32];
 };
 
-// The write pass also scans the tile's output rows.
+// The write passes also scan the tile's output rows, in the counts' place (tile_row_scan).
 template <class K>
 struct FusedWriteShared : FusedShared<K> {
-  uint32_t scan[FNV];   // exclusive scan of output rows per A item
   uint64_t warp_rows[FNT / 32];
 };
+
+// Blocks an SM the fused passes are compiled for: 8 (all of an SM's threads) for 4-byte keys, at
+// most 32 registers (no spill on sm_90 but a few words in the order-checking pass) and 24.7 KiB
+// of shared memory a block, as the passes wait on shared-memory and barrier latency more than on
+// bytes; 6 for 8-byte keys, whose 33 KiB of shared memory allow no more.
+template <class K>
+constexpr int fused_blocks_per_sm() { return sizeof(K) == 4 ? 8 : 6; }
+
+// A scanned word (tile_row_scan): the A item's first output row in the tile, and this bit where
+// its one row has no B row (an unmatched A row of a left or full join).
+constexpr uint32_t kNoMatch = 0x80000000u;
 
 template <class K>
 __device__ __forceinline__ bool keq(K x, K y) { return !less(x, y) && !less(y, x); }
@@ -272,7 +282,7 @@ __device__ __forceinline__ uint64_t block_sum(uint64_t v, uint64_t *red) {
 }
 
 template <class K>
-__global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
+__global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_count_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
                                                           const int64_t *parts, bool keep_unmatched, uint64_t *tile_rows,
                                                           uint8_t *b_match, uint64_t cap, uint32_t *over_cap,
                                                           uint32_t *unsorted) {
@@ -305,11 +315,13 @@ __global__ void __launch_bounds__(FNT) fused_count_kernel(const K *a, int64_t a_
   }
 }
 
-// After fused_tile: the exclusive scan of the tile's output rows per A item into sh.scan (each
+// After fused_tile: the exclusive scan of the tile's output rows per A item (each
 // thread a run of FNV / FNT items, then the warps); returns the tile's rows on every thread.
-// 64-bit: counts may sum past 2^32; sh.scan is exact when the rows fit 32 bits (the callers write
-// only tiles of at most `cap` rows).
-// Example: counts 2, 0, 3 (left join: the 0 counts 1) give scan 0, 2, 3 and 6 rows.
+// 64-bit: counts may sum past 2^32; the scan is exact when the rows fit 31 bits (the callers
+// write only tiles of at most `cap` rows). The scan replaces the counts in sh.cnt, with
+// kNoMatch on the A items whose row has no B row; an item's rows run to the next one's start
+// (`rows` for the last).
+// Example: counts 2, 0, 3 give scan 0, 2, 2 and 5 rows; in a left join 0, 2, 3|kNoMatch, 6 rows.
 template <class K>
 __device__ __forceinline__ uint64_t tile_row_scan(FusedWriteShared<K> &sh, int na, bool keep_unmatched) {
   const int tid = threadIdx.x;
@@ -320,8 +332,9 @@ __device__ __forceinline__ uint64_t tile_row_scan(FusedWriteShared<K> &sh, int n
   for (int k = 0; k < PER; ++k) {
     int i = tid * PER + k;
     uint32_t c = i < na ? sh.cnt[i] : 0;
-    if (c == 0 && keep_unmatched && i < na) c = 1;
-    local[k] = (uint32_t)run;
+    const bool no_match = c == 0 && keep_unmatched && i < na;
+    if (no_match) c = 1;
+    local[k] = (uint32_t)run | (no_match ? kNoMatch : 0u);
     run += c;
   }
   uint64_t x = run;
@@ -341,7 +354,7 @@ __device__ __forceinline__ uint64_t tile_row_scan(FusedWriteShared<K> &sh, int n
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
     int i = tid * PER + k;
-    if (i < na) sh.scan[i] = thread_off + local[k];
+    if (i < na) sh.cnt[i] = thread_off + local[k];  // the flag bit passes through: offsets < 2^31
   }
   __syncthreads();
   return rows;
@@ -354,18 +367,19 @@ __device__ __forceinline__ void tile_write_searched(const FusedWriteShared<K> &s
                                                     uint32_t rows, const uint32_t *a_rows, const uint32_t *b_rows,
                                                     uint32_t *out_a, uint32_t *out_b) {
   for (uint32_t k = threadIdx.x; k < rows; k += FNT) {
-    // The A item whose output range holds k: last i with scan[i] <= k.
+    // The A item whose output range holds k: last i whose rows start at or before k.
     int l = 0, h = na;
     while (h - l > 1) {
       int m = (l + h) >> 1;
-      if (sh.scan[m] <= k) l = m;
+      if ((sh.cnt[m] & ~kNoMatch) <= k) l = m;
       else h = m;
     }
-    uint32_t rank = k - sh.scan[l];
+    const uint32_t w = sh.cnt[l];
+    uint32_t rank = k - (w & ~kNoMatch);
     uint32_t ai = (uint32_t)(a0 + l);
     uint32_t bj = sh.lb[l] + rank;
     out_a[base + k] = a_rows ? a_rows[ai] : ai;
-    out_b[base + k] = sh.cnt[l] ? (b_rows ? b_rows[bj] : bj) : kNone;
+    out_b[base + k] = (w & kNoMatch) ? kNone : (b_rows ? b_rows[bj] : bj);
   }
 }
 
@@ -384,14 +398,12 @@ __device__ __forceinline__ uint32_t *staged_rows(FusedWriteShared<K> &sh) {
 // The staging half (no barrier): threads take A items in turn (consecutive threads, consecutive
 // items: their rows land in consecutive words).
 template <class K>
-__device__ __forceinline__ void tile_stage(FusedWriteShared<K> &sh, int na, bool keep_unmatched, int first_thread) {
+__device__ __forceinline__ void tile_stage(FusedWriteShared<K> &sh, int na, uint32_t rows, int first_thread) {
   uint32_t *st = staged_rows(sh);
   for (int i = (int)threadIdx.x - first_thread; i < na; i += FNT - first_thread) {
     if (i < 0) continue;
-    uint32_t c = sh.cnt[i];
-    if (c == 0 && keep_unmatched) c = 1;
-    const uint32_t at = sh.scan[i];
-    for (uint32_t r = 0; r < c; ++r) st[at + r] = (uint32_t)i | (r << 16);
+    const uint32_t at = sh.cnt[i] & ~kNoMatch, end = i + 1 < na ? sh.cnt[i + 1] & ~kNoMatch : rows;
+    for (uint32_t r = 0; at + r < end; ++r) st[at + r] = (uint32_t)i | (r << 16);
   }
 }
 
@@ -405,12 +417,12 @@ __device__ __forceinline__ void tile_write_staged(FusedWriteShared<K> &sh, int64
     const uint32_t w = st[k], l = w & 0xFFFFu, rank = w >> 16;
     const uint32_t ai = (uint32_t)(a0 + l), bj = sh.lb[l] + rank;
     out_a[base + k] = a_rows ? a_rows[ai] : ai;
-    out_b[base + k] = sh.cnt[l] ? (b_rows ? b_rows[bj] : bj) : kNone;
+    out_b[base + k] = (sh.cnt[l] & kNoMatch) ? kNone : (b_rows ? b_rows[bj] : bj);
   }
 }
 
 template <class K>
-__global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
+__global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_write_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
                                                           const int64_t *parts, bool keep_unmatched,
                                                           const uint64_t *tile_offsets, const uint32_t *a_rows,
                                                           const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
@@ -425,7 +437,7 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
     tile_write_searched(sh, na, a0, base, rows, a_rows, b_rows, out_a, out_b);
     return;
   }
-  tile_stage(sh, na, keep_unmatched, 0);
+  tile_stage(sh, na, rows, 0);
   __syncthreads();
   tile_write_staged(sh, a0, base, rows, a_rows, b_rows, out_a, out_b);
 }
@@ -434,7 +446,7 @@ __global__ void __launch_bounds__(FNT) fused_write_kernel(const K *a, int64_t a_
 // in all (written by the last tile), then one look-back status word per tile. Once a flag is set
 // the output is thrown away: later tiles abandon their look-back and stop.
 template <class K, bool CHECK>
-__global__ void __launch_bounds__(FNT) fused_single_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
+__global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_single_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
                                                            const int64_t *parts, bool keep_unmatched,
                                                            unsigned long long *ctl, uint64_t cap, uint64_t capacity,
                                                            uint8_t *b_match, const uint32_t *a_rows,
@@ -482,7 +494,7 @@ __global__ void __launch_bounds__(FNT) fused_single_kernel(const K *a, int64_t a
       if ((int64_t)tile == (a_len + b_len - 1) / FNV) ctl[2] = excl + rows;
     }
   } else if (staged) {
-    tile_stage(sh, na, keep_unmatched, 32);
+    tile_stage(sh, na, (uint32_t)rows, 32);
   }
   __syncthreads();
   const uint64_t base = s_base;
