@@ -380,7 +380,8 @@ enum OnePass {
 
 /// One pass over the merge-path tiles, into maps of `capacity` rows: each tile counts its rows,
 /// learns where they start from the tiles before it (decoupled look-back) and writes them.
-/// Right and full joins then append the unmatched B rows (`b_match`, written by the pass). Maps
+/// Right and full joins then append the unmatched B rows (`b_match`, written by the pass),
+/// selected straight into the maps where every B row would fit. Maps
 /// more than twice the output are copied to their exact size, so that a join holds at most twice
 /// its rows' memory.
 ///
@@ -422,23 +423,34 @@ fn merge_one_pass<K: SortedKey>(stream: &Stream, s: &Sides<'_, '_, K>, capacity:
         return Ok(OnePass::PastCapacity);
     }
     let left_total = rows as usize;
-    let right_rows = b_match.as_ref().map(|m| rows_where(stream, &m.view(), false, s.b_rows)).transpose()?;
-    let total = left_total + right_rows.as_ref().map_or(0, |r| r.len());
-    if total > n {
-        return Ok(OnePass::PastCapacity);
+    let mut total = left_total;
+    if let Some(m) = b_match.as_ref() {
+        let nb = m.len();
+        let unmatched = if left_total + nb <= n {
+            // Every B row fits after the pass's rows: the unmatched ones go straight there.
+            gpujoin_primitives::select_by_flag_into(stream, s.b_rows, &m.view(), false, &mut out_b.slice_mut(left_total..left_total + nb))?
+        } else {
+            let rr = rows_where(stream, &m.view(), false, s.b_rows)?;
+            if left_total + rr.len() > n {
+                return Ok(OnePass::PastCapacity);
+            }
+            stream.copy_device_to_device(&rr.view(), &mut out_b.slice_mut(left_total..left_total + rr.len()))?;
+            rr.len()
+        };
+        stream.fill_u32_bits(&mut out_a.slice_mut(left_total..left_total + unmatched), gpujoin_primitives::NO_ROW)?;
+        total += unmatched;
     }
     *b_match = None;
     if 2 * total < n {
         // Exact maps: the copy costs less than the memory it gives back.
-        let (mut ea, mut eb) = alloc_maps(stream, left_total as u64, right_rows.as_ref().map_or(0, |r| r.len()))?;
-        stream.copy_device_to_device(&out_a.slice(..left_total), &mut ea.slice_mut(..left_total))?;
-        stream.copy_device_to_device(&out_b.slice(..left_total), &mut eb.slice_mut(..left_total))?;
+        let (mut ea, mut eb) = alloc_maps(stream, total as u64, 0)?;
+        stream.copy_device_to_device(&out_a.slice(..total), &mut ea.view_mut())?;
+        stream.copy_device_to_device(&out_b.slice(..total), &mut eb.view_mut())?;
         (out_a, out_b) = (ea, eb);
     } else {
         out_a.truncate(total);
         out_b.truncate(total);
     }
-    append_right_rows(stream, &mut out_a, &mut out_b, left_total, right_rows)?;
     Ok(OnePass::Done(Fused::Maps(GatherMaps::new(join_type, out_a, out_b))))
 }
 

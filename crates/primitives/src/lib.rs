@@ -35,5 +35,5 @@ pub use reduce::{reduce_sum, SumItem};
 pub use rle::{run_length_encode, run_length_encode_cub_into, run_length_encode_into, run_length_encode_single_pass_into, RleKey, Runs, CUB_RLE_MAX_ITEMS, RLE_MAX_ITEMS};
 pub use scan::{exclusive_sum, exclusive_sum_in_place, inclusive_sum, ScanInto};
 pub use search::{merge_path_partitions, sorted_search, Bound, SearchKey, SearchOutputs, SearchResult};
-pub use select::{partition_flagged, select_by_flag, select_flagged, select_if, Compare, SelectItem};
+pub use select::{partition_flagged, select_by_flag, select_by_flag_into, select_flagged, select_if, Compare, SelectItem};
 pub use sort::{sort_keys, sort_keys_new, sort_pairs, sort_pairs_new, sort_pairs_owned, RadixKey, SortOrder, SortPairsOwned, SortPairsWith};

@@ -13,7 +13,7 @@
 
 use gpujoin_cub_sys as sys;
 use gpujoin_cub_sys::result::{read_scalar, with_temp};
-use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, Pod, Result, Stream};
+use gpujoin_device::{check_same_len, DeviceBuffer, DeviceView, DeviceViewMut, Error, Pod, Result, Stream};
 
 /// Comparison of a selection predicate: `item OP value`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,18 +128,37 @@ pub fn select_if<T: SelectItem>(stream: &Stream, input: &DeviceView<'_, T>, op: 
 /// # Ok(()) }
 /// ```
 pub fn select_by_flag(stream: &Stream, rows: Option<&DeviceView<'_, u32>>, flags: &DeviceView<'_, u8>, want: bool) -> Result<DeviceBuffer<u32>> {
+    let mut out = stream.alloc::<u32>(flags.len())?;
+    let k = select_by_flag_into(stream, rows, flags, want, &mut out.view_mut())?;
+    out.truncate(k);
+    Ok(out)
+}
+
+/// [`select_by_flag`] into the first rows of `out` (at least `flags.len()` of them, so that every
+/// row fits); returns how many it wrote. Waits for the stream (to learn the count).
+///
+/// ```no_run
+/// # use gpujoin_primitives::*; use gpujoin_device::*;
+/// # fn f(s: &Stream) -> Result<()> {
+/// let flags = s.copy_from_host(&[1u8, 0, 0, 1])?;
+/// let mut out = s.alloc::<u32>(6)?;
+/// assert_eq!(select_by_flag_into(s, None, &flags.view(), true, &mut out.slice_mut(2..))?, 2);
+/// assert_eq!(out.to_vec()?[2..4], [0, 3]);
+/// # Ok(()) }
+/// ```
+pub fn select_by_flag_into(stream: &Stream, rows: Option<&DeviceView<'_, u32>>, flags: &DeviceView<'_, u8>, want: bool, out: &mut DeviceViewMut<'_, u32>) -> Result<usize> {
     let n = flags.len();
     if let Some(r) = rows {
         check_same_len("rows", r.len(), "flags", n)?;
     }
-    let mut out = stream.alloc::<u32>(n)?;
+    if out.len() < n {
+        return Err(Error::invalid(format!("select_by_flag_into: {} output rows for {n} flags", out.len())));
+    }
     let mut num = stream.alloc_zeroed::<i64>(1)?;
     if n > 0 {
-        let (i, fl, o, c) = (rows.map_or(std::ptr::null(), |r| r.as_ptr()), flags.as_ptr(), out.view_mut().as_mut_ptr(), num.view_mut().as_mut_ptr());
-        // SAFETY: live device ranges of n items (rows may be null: indices).
+        let (i, fl, o, c) = (rows.map_or(std::ptr::null(), |r| r.as_ptr()), flags.as_ptr(), out.as_mut_ptr(), num.view_mut().as_mut_ptr());
+        // SAFETY: live device ranges of n items (rows may be null: indices); out holds n or more.
         with_temp(stream, "cub::DeviceSelect::Flagged", |t, tb| unsafe { sys::gj_cub_select_by_flag_u32(t, tb, i, fl, want as i32, o, c, n as i64, stream.raw()) })?;
     }
-    let k = read_scalar(stream, &num)? as usize;
-    out.truncate(k);
-    Ok(out)
+    Ok(read_scalar(stream, &num)? as usize)
 }
