@@ -70,7 +70,6 @@ struct FusedShared {
   uint32_t cnt[FNV];    // equal B items per A item
   uint64_t tail;        // B items equal to the first B key after the tile, from there on
   uint64_t red[FNT / 32];
-  uint16_t walk_start[FNT];  // CHECK: the A item each thread's merge walk starts at
 };
 
 // The write passes also scan the tile's output rows, in the counts' place (tile_row_scan).
@@ -94,11 +93,6 @@ template <class K>
 __device__ __forceinline__ bool keq(K x, K y) { return !less(x, y) && !less(y, x); }
 
 // Loads the tile, merges it (lower bounds, B match flags) and counts equal B items per A item.
-// The counts come from the merge walk itself: with A first on ties, the B items equal to a key
-// come right after the last A item of that key, so each B step equal to the A item before it
-// adds one to that item's count (a shared-memory atomic); B items past the tile are the tail's;
-// then each A item of a run of equal keys takes the count of the run's last item.
-// Example: A = 3 5 5, B = 3 3 5 merge as A3 B3 B3 A5 A5 B5: counts 2, 0, 1, then 2, 1, 1.
 // CHECK (the count pass asked to check the order; `unsorted` not null): the merge walk also
 // checks the order, and holds its lower bounds in registers until the check passed (the walks of
 // unsorted keys may overlap; their writes would race). Each thread compares every key it merges with the one before it on its side
@@ -128,7 +122,6 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
     next_b = b[b1];
     if (b1 + 1 < b_len) next_b1 = b[b1 + 1];
   }
-  for (int i = tid; i < na; i += FNT) sh.cnt[i] = 0;
   {
     // All of a thread's loads in flight at once (a loop over them would wait for each in turn).
     K v[FVT];
@@ -219,20 +212,19 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
         prev_b = vb;
         has_prev_b = true;
       }
-      // An A item of the tile before this B item, of its key: one more match of that item (of
-      // the last item of its run). B items matching the tile before's last A item are its tail.
-      const bool eq = pa > 0 && keq(ta[pa - 1], vb);
-      if (eq) atomicAdd(&sh.cnt[pa - 1], 1u);
-      if (b_match) b_match[b0 + pb] = pa > 0 ? eq : (a0 > 0 && keq(a[a0 - 1], vb));
+      if (b_match) {
+        int64_t i = a0 + pa - 1;
+        b_match[b0 + pb] = i >= 0 && keq(pa > 0 ? ta[pa - 1] : a[i], vb);
+      }
       ++pb;
       if (pb < nb) vb = tb[pb];
     }
   }
-  if (CHECK) sh.walk_start[tid] = (uint16_t)pa_start;
+  if (CHECK) sh.cnt[tid] = (uint32_t)pa_start;  // cnt is written by the counts below, after barriers
   __syncthreads();
   if (CHECK) {
     // The walks tile the merge: this one ends where the next starts, the last at the end of A.
-    if (pa != (tid + 1 < FNT ? (int)sh.walk_start[tid + 1] : na)) bad |= 3u;
+    if (pa != (tid + 1 < FNT ? (int)sh.cnt[tid + 1] : na)) bad |= 3u;
     if (bad) atomicOr(unsorted, bad);  // rare: unsorted input only
     if (__syncthreads_or(bad != 0)) return false;
 #pragma unroll
@@ -240,27 +232,30 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
       if (held_at[s] >= 0) sh.lb[held_at[s]] = held_lb[s];
     __syncthreads();
   }
-  // The B items past the tile equal to its last A key (the tail's, counted by thread 0).
-  if (tid == 0 && na > 0) sh.cnt[na - 1] += (uint32_t)sh.tail;  // counts <= |B| < 2^32
-  __syncthreads();
-  // A runs of equal keys: every item takes the count of the run's last one (one comparison an
-  // item where keys are unique; a galloping search to the run's end otherwise).
-  for (int i = tid; i + 1 < na; i += FNT) {
-    const K key = ta[i];
-    if (!keq(ta[i + 1], key)) continue;
-    int lo = i + 1, step = 1, hi = i + 2;  // ta[lo] == key
-    while (hi < na && keq(ta[hi], key)) {
-      lo = hi;
-      step <<= 1;
-      hi = lo + step;
+  // Equal B items per A item: a galloping search from the lower bound (one or two probes when
+  // keys are unique, O(log run) otherwise).
+  for (int i = tid; i < na; i += FNT) {
+    K key = ta[i];
+    int j0 = (int)(sh.lb[i] - b0);
+    int l = j0;  // one past the last tile B item equal to key
+    if (j0 < nb && keq(tb[j0], key)) {
+      int lo = j0, step = 1, hi = j0 + 1;  // tb[lo] == key
+      while (hi < nb && keq(tb[hi], key)) {
+        lo = hi;
+        step <<= 1;
+        hi = lo + step;
+      }
+      if (hi > nb) hi = nb;
+      while (hi - lo > 1) {
+        int m = (lo + hi) >> 1;
+        if (keq(tb[m], key)) lo = m;
+        else hi = m;
+      }
+      l = lo + 1;
     }
-    if (hi > na) hi = na;
-    while (hi - lo > 1) {
-      int m = (lo + hi) >> 1;
-      if (keq(ta[m], key)) lo = m;
-      else hi = m;
-    }
-    sh.cnt[i] = sh.cnt[lo];  // lo: the run's last item, written by no thread here
+    uint64_t c = (uint64_t)(l - j0);
+    if (l == nb && b1 < b_len && keq(key, b[b1])) c += sh.tail;
+    sh.cnt[i] = (uint32_t)c;  // <= |B| < 2^32
   }
   __syncthreads();
   return true;
