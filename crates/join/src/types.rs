@@ -174,14 +174,6 @@ impl JoinOptions {
         testing: TestingOptions::DEFAULT,
     };
 
-    /// Whether the merge join must skip its fused per-tile path ([`TestingOptions`]).
-    pub(crate) fn force_general_merge_path(&self) -> bool {
-        #[cfg(feature = "testing")]
-        return self.testing.force_general_merge_path;
-        #[cfg(not(feature = "testing"))]
-        false
-    }
-
     /// The merge join's path ([`TestingOptions`]; its own choice without the feature).
     pub(crate) fn merge_route(&self) -> crate::sort_merge::MergeRoute {
         #[cfg(feature = "testing")]

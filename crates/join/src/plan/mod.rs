@@ -1258,9 +1258,8 @@ fn sorted_merge(stream: &Stream, i: &Inputs<'_>, jt: JoinType, options: JoinOpti
         }
         Ok(None)
     };
-    let force_general = options.force_general_merge_path();
     // The fused merge checks the order in its counting pass; the other paths by a pass first.
-    let fused = !force_general && jt.has_left_map() && jt.has_right_map();
+    let fused = options.merge_route() != crate::sort_merge::MergeRoute::General && jt.has_left_map() && jt.has_right_map();
     if !fused {
         if let Some(e) = unsorted()? {
             return Err(e);
