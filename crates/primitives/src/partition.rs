@@ -207,10 +207,8 @@ pub fn partition_pairs<K: PartitionKey, V: Pod>(
     partition_pairs_in_portions(stream, keys_in, values_in, keys_out, values_out, bits, 0)
 }
 
-/// The argument checks every pair partition shares: inputs and outputs of one length, values of 4
-/// or 8 bytes (`what` names the function in the error).
+/// The length check every pair partition shares: inputs and outputs of one length.
 pub(crate) fn check_pair_lengths<K: Pod, V: Pod>(
-    what: &str,
     keys_in: &DeviceView<'_, K>,
     values_in: &DeviceView<'_, V>,
     keys_out: &DeviceViewMut<'_, K>,
@@ -219,7 +217,12 @@ pub(crate) fn check_pair_lengths<K: Pod, V: Pod>(
     let n = keys_in.len();
     check_same_len("keys_in", n, "values_in", values_in.len())?;
     check_same_len("keys_in", n, "keys_out", keys_out.len())?;
-    check_same_len("keys_in", n, "values_out", values_out.len())?;
+    check_same_len("keys_in", n, "values_out", values_out.len())
+}
+
+/// The value check every pair partition shares: 4- or 8-byte values (`what` names the function
+/// in the error).
+pub(crate) fn check_value_bytes<V: Pod>(what: &str) -> Result<()> {
     let value_bytes = std::mem::size_of::<V>();
     if value_bytes != 4 && value_bytes != 8 {
         return Err(Error::invalid(format!("{what} values of {value_bytes} bytes (4 or 8)")));
@@ -241,8 +244,9 @@ pub fn partition_pairs_in_portions<K: PartitionKey, V: Pod>(
     portion_tiles: u32,
 ) -> Result<()> {
     let n = keys_in.len();
-    check_pair_lengths("partition_pairs", keys_in, values_in, keys_out, values_out)?;
+    check_pair_lengths(keys_in, values_in, keys_out, values_out)?;
     partition_passes(bits.clone(), K::BITS)?;
+    check_value_bytes::<V>("partition_pairs")?;
     check_count("partition_pairs rows", n, PARTITION_PAIRS_MAX_ITEMS)?;
     if n == 0 {
         return Ok(());

@@ -108,9 +108,7 @@ fn check_wide_args<K: PartitionKey, V: Pod>(n: usize, bits: &Range<u32>) -> Resu
             K::BITS
         )));
     }
-    if !matches!(std::mem::size_of::<V>(), 4 | 8) {
-        return Err(Error::invalid(format!("partition_pairs_wide values of {} bytes (4 or 8)", std::mem::size_of::<V>())));
-    }
+    crate::partition::check_value_bytes::<V>("partition_pairs_wide")?;
     check_count("partition_pairs_wide rows", n, PARTITION_WIDE_MAX_ITEMS)
 }
 
@@ -190,7 +188,7 @@ pub fn partition_pairs_wide_into<K: PartitionKey, V: Pod>(
 ) -> Result<()> {
     let n = keys_in.len();
     check_wide_args::<K, V>(n, &bits)?;
-    crate::partition::check_pair_lengths("partition_pairs_wide", keys_in, values_in, keys_out, values_out)?;
+    crate::partition::check_pair_lengths(keys_in, values_in, keys_out, values_out)?;
     check_same_len("partitions + 1", (1usize << (bits.end - bits.start)) + 1, "offsets", offsets.len())?;
     let (ki, ko) = (keys_in.as_ptr(), keys_out.as_mut_ptr());
     let (vi, vo) = (values_in.as_ptr() as *const c_void, values_out.as_mut_ptr() as *mut c_void);
