@@ -308,19 +308,20 @@ fn nphj_relation(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, joi
     if opts.output == Output::MapsOnly {
         return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: None, right: None, maps: Some(maps), stats, algorithm, reason });
     }
-    if !opts.keys.stats {
-        let (l, r) = gather_sides(stream, &maps, left.payloads, right.payloads)?;
-        return Ok(WideJoinOutput { join_type, rows: maps.rows(), left: l, right: r, maps: Some(maps), stats, algorithm, reason });
-    }
-    let start = Event::new(stream.device(), true)?;
-    start.record(stream)?;
+    let recorded = || -> Result<Event> {
+        let e = Event::new(stream.device(), true)?;
+        e.record(stream)?;
+        Ok(e)
+    };
+    let start = if opts.keys.stats { Some(recorded()?) } else { None };
     let (l, r) = gather_sides(stream, &maps, left.payloads, right.payloads)?;
-    let end = Event::new(stream.device(), true)?;
-    end.record(stream)?;
-    end.synchronize()?;
-    stats.materialize_ms = start.elapsed_ms(&end)?;
-    stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
-    stats.peak_memory_bytes = stream.device().peak_memory()?;
+    if let Some(start) = start {
+        let end = recorded()?;
+        end.synchronize()?;
+        stats.materialize_ms = start.elapsed_ms(&end)?;
+        stats.total_ms = stats.transform_ms + stats.match_ms + stats.materialize_ms;
+        stats.peak_memory_bytes = stream.device().peak_memory()?;
+    }
     Ok(WideJoinOutput { join_type, rows: maps.rows(), left: l, right: r, maps: Some(maps), stats, algorithm, reason })
 }
 
