@@ -426,19 +426,21 @@ fn merge_one_pass<K: SortedKey>(stream: &Stream, s: &Sides<'_, '_, K>, capacity:
     let mut total = left_total;
     if let Some(m) = b_match.as_ref() {
         let nb = m.len();
-        let unmatched = if left_total + nb <= n {
+        if left_total + nb <= n {
             // Every B row fits after the pass's rows: the unmatched ones go straight there.
-            gpujoin_primitives::select_by_flag_into(stream, s.b_rows, &m.view(), false, &mut out_b.slice_mut(left_total..left_total + nb))?
+            let unmatched = gpujoin_primitives::select_by_flag_into(stream, s.b_rows, &m.view(), false, &mut out_b.slice_mut(left_total..left_total + nb))?;
+            stream.fill_u32_bits(&mut out_a.slice_mut(left_total..left_total + unmatched), gpujoin_primitives::NO_ROW)?;
+            total += unmatched;
         } else {
             let rr = rows_where(stream, &m.view(), false, s.b_rows)?;
-            if left_total + rr.len() > n {
+            total += rr.len();
+            if total > n {
                 return Ok(OnePass::PastCapacity);
             }
-            stream.copy_device_to_device(&rr.view(), &mut out_b.slice_mut(left_total..left_total + rr.len()))?;
-            rr.len()
-        };
-        stream.fill_u32_bits(&mut out_a.slice_mut(left_total..left_total + unmatched), gpujoin_primitives::NO_ROW)?;
-        total += unmatched;
+            out_a.truncate(total);
+            out_b.truncate(total);
+            append_right_rows(stream, &mut out_a, &mut out_b, left_total, Some(rr))?;
+        }
     }
     *b_match = None;
     if 2 * total < n {
