@@ -4,6 +4,9 @@
 //! - `sorted_merge/{inner,left,right,full}_2p26_two_pass`, each right after its twin: the same
 //!   join counting, then writing (`TestingOptions::two_pass_merge`), as it did before the one
 //!   pass (issue 14);
+//! - `sorted_merge/{inner,left,right,full}_2p26_any_match`, the same join in the one pass for
+//!   keys of any multiplicity (`TestingOptions::any_match_one_pass`), as it ran before the pass
+//!   for keys with at most one row on one side;
 //! - `sorted_merge/{inner,left,right,full}_2p26_front_door` (issue 9's before/after check), each
 //!   right after its twin: the same join of the same keys through the front door
 //!   (`plan::Join` over uploaded `UInt32` tables, `Algorithm::SortedMerge` forced, maps only, no
@@ -62,6 +65,11 @@ fn main() {
         let two_pass = TestingOptions { two_pass_merge: true, ..TestingOptions::DEFAULT };
         h.case("sorted_merge", &format!("{case}_two_pass"), bytes, (2 * n) as u64, |s| {
             let m = sorted_merge_join_with(s, &da.view(), &db.view(), jt, two_pass).unwrap();
+            assert_eq!(m.rows(), out_rows as u64);
+        });
+        let any_match = TestingOptions { any_match_one_pass: true, ..TestingOptions::DEFAULT };
+        h.case("sorted_merge", &format!("{case}_any_match"), bytes, (2 * n) as u64, |s| {
+            let m = sorted_merge_join_with(s, &da.view(), &db.view(), jt, any_match).unwrap();
             assert_eq!(m.rows(), out_rows as u64);
         });
         let join = Join::new(jt).on(&ta, &["k"], &tb, &["k"]).algorithm(Algorithm::SortedMerge);

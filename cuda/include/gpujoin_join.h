@@ -53,11 +53,15 @@ int gj_j_merge_expand(void *temp, size_t *temp_bytes, const uint64_t *offsets, i
  * status word per tile. A flag set means the maps mean nothing: GJ_J_MERGE_OVER_CAP (a tile's rows
  * pass `cap`, or unsorted partitions), GJ_J_MERGE_OVERFLOW (the rows pass `capacity`; ctl[2] is
  * not written), GJ_J_MERGE_UNSORTED_A / _B (check_order: a descent in A / B). b_match as for the
- * count pass. */
+ * count pass. single_match: the pass for keys of which one side has at most one row (key by key:
+ * PK-FK joins, either side the key), each merged item giving at most one row; a key with several
+ * rows on both sides sets GJ_J_MERGE_MANY_TO_MANY (and nothing else is meant: run the pass again
+ * with single_match 0, on zeroed ctl). Both write the same rows in the same order. */
 #define GJ_J_MERGE_UNSORTED_A 1u
 #define GJ_J_MERGE_UNSORTED_B 2u
 #define GJ_J_MERGE_OVER_CAP 4u
 #define GJ_J_MERGE_OVERFLOW 8u
+#define GJ_J_MERGE_MANY_TO_MANY 16u
 int64_t gj_j_merge_tile_items(void);
 #define GJ_J_DECL_FUSED(KN, K)                                                                   \
   int gj_j_merge_count_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,               \
@@ -72,8 +76,9 @@ int64_t gj_j_merge_tile_items(void);
   int gj_j_merge_single_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,              \
                              const int64_t *parts, int keep_unmatched, uint64_t *ctl,           \
                              uint64_t cap, uint64_t capacity, uint8_t *b_match,                 \
-                             int check_order, const uint32_t *a_rows, const uint32_t *b_rows,   \
-                             uint32_t *out_a, uint32_t *out_b, gj_j_stream_t stream);
+                             int check_order, int single_match, const uint32_t *a_rows,         \
+                             const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b,          \
+                             gj_j_stream_t stream);
 GJ_J_DECL_FUSED(u32, uint32_t)
 GJ_J_DECL_FUSED(u64, uint64_t)
 GJ_J_DECL_FUSED(i32, int32_t)

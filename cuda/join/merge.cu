@@ -92,6 +92,56 @@ constexpr uint32_t kNoMatch = 0x80000000u;
 template <class K>
 __device__ __forceinline__ bool keq(K x, K y) { return !less(x, y) && !less(y, x); }
 
+// A merge-path tile's parts of A and B: A[a0, a1) and B[b0, b1), na + nb <= FNV items.
+struct TileParts {
+  int64_t a0, a1, b0, b1;
+  int na, nb;
+};
+
+__device__ __forceinline__ TileParts tile_parts(const int64_t *parts, int64_t tile, int64_t a_len, int64_t b_len) {
+  int64_t d0 = tile * FNV, d1 = d0 + FNV;
+  if (d1 > a_len + b_len) d1 = a_len + b_len;
+  TileParts t;
+  t.a0 = parts[tile];
+  t.a1 = parts[tile + 1];
+  t.b0 = d0 - t.a0;
+  t.b1 = d1 - t.a1;
+  t.na = (int)(t.a1 - t.a0);
+  t.nb = (int)(t.b1 - t.b0);
+  return t;
+}
+
+// The tile's keys into `keys` (its A part, then its B part); no barrier. All of a thread's loads
+// are in flight at once (a loop over them would wait for each in turn).
+template <class K>
+__device__ __forceinline__ void tile_load_keys(const K *a_part, int na, const K *b_part, int nb, K *keys) {
+  K v[FVT];
+#pragma unroll
+  for (int k = 0; k < FVT; ++k) {
+    const int i = threadIdx.x + k * FNT;
+    if (i < na + nb) v[k] = i < na ? a_part[i] : b_part[i - na];
+  }
+#pragma unroll
+  for (int k = 0; k < FVT; ++k) {
+    const int i = threadIdx.x + k * FNT;
+    if (i < na + nb) keys[i] = v[k];
+  }
+}
+
+// Where this thread's FVT merged items start in the tile (A first on ties): the A items before
+// its diagonal; the B items before it are the diagonal less those. (fused_tile keeps the same
+// search written out: as a call, ptxas spills more of its count and order-checking passes.)
+template <class K>
+__device__ __forceinline__ int thread_split(const K *ta, int na, const K *tb, int nb, int diag) {
+  int lo = diag > nb ? diag - nb : 0, hi = diag < na ? diag : na;
+  while (lo < hi) {
+    int mid = (lo + hi) >> 1;
+    if (!less(tb[diag - 1 - mid], ta[mid])) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 // Loads the tile, merges it (lower bounds, B match flags) and counts equal B items per A item.
 // CHECK (the count pass asked to check the order; `unsorted` not null): the merge walk also
 // checks the order, and holds its lower bounds in registers until the check passed (the walks of
@@ -122,20 +172,7 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
     next_b = b[b1];
     if (b1 + 1 < b_len) next_b1 = b[b1 + 1];
   }
-  {
-    // All of a thread's loads in flight at once (a loop over them would wait for each in turn).
-    K v[FVT];
-#pragma unroll
-    for (int k = 0; k < FVT; ++k) {
-      const int i = tid + k * FNT;
-      if (i < na + nb) v[k] = i < na ? a[a0 + i] : b[b0 + (i - na)];
-    }
-#pragma unroll
-    for (int k = 0; k < FVT; ++k) {
-      const int i = tid + k * FNT;
-      if (i < na + nb) sh.keys[i] = v[k];
-    }
-  }
+  tile_load_keys(a + a0, na, b + b0, nb, sh.keys);
   if (tid == 0) {
     // Galloping count of the B run that continues past the tile (only its key can continue).
     uint64_t t = 0;
@@ -502,6 +539,173 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_single_ke
   if (staged) tile_write_staged(sh, a0, base, (uint32_t)rows, a_rows, b_rows, out_a, out_b);
   else tile_write_searched(sh, na, a0, base, (uint32_t)rows, a_rows, b_rows, out_a, out_b);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The one pass where, key by key, one side has at most one row (PK-FK joins, either side the
+// key). Key k's items in the merge (A first on ties) are a run a_1..a_α, then b_1..b_β. Its
+// rows fall where the general pass puts them (by A, then B), each at one merged item:
+//   α == 1:          each B item b_j gives (a_1, b_j), at b_j (a_1 is the A item before it);
+//   α >= 2, β == 1:  each A item a_i gives (a_i, b_1), at a_i (b_1 is the head of B there);
+//   β == 0:          each A item gives (a_i, none) in left and full joins, at a_i.
+// A key with α >= 2 and β >= 2 (seen at its second B item) sets GJ_J_MERGE_MANY_TO_MANY: the
+// maps mean nothing and the general one pass runs instead. So each merged item gives at most one
+// row and a tile at most FNV: each thread keeps its rows in shared memory as it walks, the block
+// scans one count a thread, and the rows go out coalesced; no lower bounds, no equal-range
+// searches, no tail run.
+// Example: A = 1 2 2 3, B = 2 3 3 merge as 1a 2a 2a 2b 3a 3b 3b; the rows are (1,0) (2,0) at the
+// A items of key 2 (α = 2, β = 1) and (3,1) (3,2) at the B items of key 3 (α = 1).
+template <class K>
+struct SingleMatchShared {
+  K keys[FNV];                 // the tile's keys; then its staged rows (u32 words)
+  uint32_t rows[FVT][FNT];     // thread t's s-th row at [s][t] (no bank conflicts)
+  int walk_start[FNT];         // CHECK: the A item where each thread's walk starts
+  uint32_t warp_rows[FNT / 32];
+  K a_before[2], a_after, b_before, b_after;  // the keys next to the tile's parts (that exist)
+};
+
+// A row word: the A item + 1 relative to the tile's first (0: the A item before the tile) in
+// the low half, the B item relative to the tile's first (nb: the one after it) or kNoRow above.
+constexpr uint32_t kNoRow = 0xFFFFu;
+
+template <class K, bool CHECK>
+__global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) single_match_kernel(const K *a, int64_t a_len, const K *b, int64_t b_len,
+                                                           const int64_t *parts, bool keep_unmatched,
+                                                           unsigned long long *ctl, uint64_t capacity,
+                                                           uint8_t *b_match, const uint32_t *a_rows,
+                                                           const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
+  __shared__ SingleMatchShared<K> sh;
+  __shared__ uint32_t s_tile;
+  __shared__ int s_abort;
+  __shared__ uint64_t s_base;
+  unsigned long long *const flags = ctl + 1, *const status = ctl + 3;
+  // The flag bits are the flag word's low bits (little-endian: its first 32-bit word).
+  uint32_t *const flag_bits = reinterpret_cast<uint32_t *>(flags);
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    s_tile = (uint32_t)atomicAdd(ctl, 1ull);
+    s_abort = *(volatile unsigned long long *)flags != 0;
+    if (!s_abort && !tile_parts_fit(parts, s_tile, a_len, b_len)) {
+      atomicOr(flags, (unsigned long long)(GJ_J_MERGE_OVER_CAP | (CHECK ? GJ_J_MERGE_UNSORTED_A | GJ_J_MERGE_UNSORTED_B : 0)));
+      s_abort = 1;
+    }
+    if (s_abort) look_back_abandon(status, s_tile);
+  }
+  __syncthreads();
+  if (s_abort) return;
+  const uint32_t tile = s_tile;
+  const TileParts t = tile_parts(parts, tile, a_len, b_len);
+  const int na = t.na, nb = t.nb;
+  const K *ta = sh.keys, *tb = sh.keys + na;
+  if (tid == 0) {
+    if (t.a0 >= 1) sh.a_before[0] = a[t.a0 - 1];
+    if (t.a0 >= 2) sh.a_before[1] = a[t.a0 - 2];
+    if (t.a1 < a_len) sh.a_after = a[t.a1];
+    if (t.b0 >= 1) sh.b_before = b[t.b0 - 1];
+    if (t.b1 < b_len) sh.b_after = b[t.b1];
+  }
+  tile_load_keys(a + t.a0, na, b + t.b0, nb, sh.keys);
+  __syncthreads();
+  int diag = tid * FVT;
+  if (diag > na + nb) diag = na + nb;
+  int pa = thread_split(ta, na, tb, nb, diag), pb = diag - pa;
+  if (CHECK) sh.walk_start[tid] = pa;
+  // A items by tile index, -2 and -1 before the tile, na after it (where they exist).
+  auto key_a = [&](int i) { return i >= 0 ? (i < na ? ta[i] : sh.a_after) : sh.a_before[-1 - i]; };
+  const bool has_a_after = t.a1 < a_len, has_b_after = t.b1 < b_len;
+  // The merge heads; the A item before this walk's (`last_a`), whether it ends a run of two or
+  // more (`last_a_run`); the B item before this walk's (`last_b`).
+  K va = pa < na ? ta[pa] : K(), vb = pb < nb ? tb[pb] : K();
+  bool has_last_a = t.a0 + pa >= 1, has_last_b = t.b0 + pb >= 1;
+  K last_a = has_last_a ? key_a(pa - 1) : K();
+  bool last_a_run = t.a0 + pa >= 2 && keq(key_a(pa - 2), last_a);
+  K last_b = has_last_b ? (pb > 0 ? tb[pb - 1] : sh.b_before) : K();
+  const K b_after = sh.b_after;
+  uint32_t n = 0, bad = 0;
+  bool many = false;
+#pragma unroll
+  for (int s = 0; s < FVT; ++s) {
+    if (pa + pb >= na + nb) continue;
+    if (pb >= nb || (pa < na && !less(vb, va))) {
+      // A step: the next A key (the run's look-ahead) and the head of B.
+      const bool has_next = pa + 1 < na || has_a_after;
+      const K next = pa + 1 < na ? ta[pa + 1] : sh.a_after;
+      const bool match = (pb < nb || has_b_after) && keq(pb < nb ? vb : b_after, va);
+      const bool run = (has_last_a && keq(last_a, va)) || (has_next && keq(next, va));
+      if (CHECK && has_last_a && less(va, last_a)) bad |= GJ_J_MERGE_UNSORTED_A;
+      if (match ? run : keep_unmatched) sh.rows[n++][tid] = (uint32_t)(pa + 1) | ((match ? (uint32_t)pb : kNoRow) << 16);
+      last_a_run = has_last_a && keq(last_a, va);
+      last_a = va;
+      has_last_a = true;
+      ++pa;
+      va = next;
+    } else {
+      // B step: the A item before it is its only match unless its key's A run is longer.
+      const bool match = has_last_a && keq(last_a, vb);
+      if (CHECK && has_last_b && less(vb, last_b)) bad |= GJ_J_MERGE_UNSORTED_B;
+      if (match) {
+        if (!last_a_run) sh.rows[n++][tid] = (uint32_t)pa | ((uint32_t)pb << 16);
+        else if (has_last_b && keq(last_b, vb)) many = true;
+      }
+      if (b_match) b_match[t.b0 + pb] = match;
+      last_b = vb;
+      has_last_b = true;
+      ++pb;
+      if (pb < nb) vb = tb[pb];
+    }
+  }
+  // The block's scan of the rows, one count a thread.
+  const int lane = tid & 31, warp = tid >> 5;
+  uint32_t x = n;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) sh.warp_rows[warp] = x;
+  if (many) atomicOr(flag_bits, GJ_J_MERGE_MANY_TO_MANY);  // once a thread, where a key has many rows on both sides
+  bool give_up = many;
+  if (CHECK) {
+    __syncthreads();
+    // The walks tile the merge: this one ends where the next starts, the last at the end of A.
+    if (pa != (tid + 1 < FNT ? sh.walk_start[tid + 1] : na)) bad |= GJ_J_MERGE_UNSORTED_A | GJ_J_MERGE_UNSORTED_B;
+    if (bad) atomicOr(flag_bits, bad);  // rare: unsorted input only
+    give_up |= bad != 0;
+  }
+  if (__syncthreads_or(give_up)) {
+    if (tid == 0) look_back_abandon(status, tile);
+    return;
+  }
+  uint32_t warp_off = 0, rows = 0;
+#pragma unroll
+  for (int w = 0; w < FNT / 32; ++w) {
+    const uint32_t r = sh.warp_rows[w];
+    if (w < warp) warp_off += r;
+    rows += r;
+  }
+  // Staged in the keys' space, dead now that every walk is done.
+  uint32_t *const staged = reinterpret_cast<uint32_t *>(sh.keys);
+  const uint32_t at = warp_off + x - n;
+#pragma unroll
+  for (int s = 0; s < FVT; ++s)
+    if ((uint32_t)s < n) staged[at + s] = sh.rows[s][tid];
+  if (tid < 32) {
+    const uint64_t excl = look_back(status, tile, rows);
+    if (tid == 0) {
+      s_base = excl;
+      if (excl + rows > capacity) atomicOr(flags, (unsigned long long)GJ_J_MERGE_OVERFLOW);
+      if ((int64_t)tile == (a_len + b_len - 1) / FNV) ctl[2] = excl + rows;
+    }
+  }
+  __syncthreads();
+  const uint64_t base = s_base;
+  if (base + rows > capacity) return;
+  for (uint32_t k = tid; k < rows; k += FNT) {
+    const uint32_t w = staged[k], bi = w >> 16;
+    const uint32_t ai = (uint32_t)(t.a0 + (w & 0xFFFFu) - 1);
+    out_a[base + k] = a_rows ? a_rows[ai] : ai;
+    out_b[base + k] = bi == kNoRow ? kNone : (b_rows ? b_rows[t.b0 + bi] : (uint32_t)(t.b0 + bi));
+  }
+}
 }  // namespace
 
 #define GJ_J_DEF_FUSED(KN, K)                                                                          \
@@ -530,13 +734,21 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_single_ke
   extern "C" int gj_j_merge_single_##KN(const K *a, int64_t a_len, const K *b, int64_t b_len,         \
                                         const int64_t *parts, int keep_unmatched, uint64_t *ctl,      \
                                         uint64_t cap, uint64_t capacity, uint8_t *b_match,            \
-                                        int check_order, const uint32_t *a_rows,                      \
+                                        int check_order, int single_match, const uint32_t *a_rows,    \
                                         const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b,     \
                                         gj_j_stream_t s) {                                            \
     int64_t tiles = (a_len + b_len + FNV - 1) / FNV;                                                   \
     if (tiles == 0) return 0;                                                                          \
     auto *c = (unsigned long long *)ctl;                                                               \
-    if (check_order)                                                                                   \
+    if (single_match && check_order)                                                                   \
+      single_match_kernel<K, true><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(                      \
+          a, a_len, b, b_len, parts, keep_unmatched != 0, c, capacity, b_match, a_rows, b_rows, out_a, \
+          out_b);                                                                                      \
+    else if (single_match)                                                                             \
+      single_match_kernel<K, false><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(                     \
+          a, a_len, b, b_len, parts, keep_unmatched != 0, c, capacity, b_match, a_rows, b_rows, out_a, \
+          out_b);                                                                                      \
+    else if (check_order)                                                                              \
       fused_single_kernel<K, true><<<(unsigned)tiles, FNT, 0, (cudaStream_t)s>>>(                      \
           a, a_len, b, b_len, parts, keep_unmatched != 0, c, cap, capacity, b_match, a_rows, b_rows,   \
           out_a, out_b);                                                                               \

@@ -52,6 +52,7 @@ type SingleFn<K> = unsafe extern "C" fn(
     u64,
     *mut u8,
     i32,
+    i32,
     *const u32,
     *const u32,
     *mut u32,
@@ -113,8 +114,11 @@ pub fn sorted_merge_join<K: SortedKey>(stream: &Stream, a: &DeviceView<'_, K>, b
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MergeRoute {
     /// Fused over merge-path tiles (one pass where a bound of the output applies, else count then
-    /// write), the general path where a tile's output is too large.
+    /// write), the general path where a tile's output is too large. The one pass first assumes
+    /// that each key has at most one row on one side or the other ([`merge_one_pass`]).
     Auto,
+    /// As `Auto`, but the one pass runs at once for keys of any multiplicity.
+    AnyMatchOnePass,
     /// Fused, always count then write.
     TwoPass,
     /// Always the general path: every step a pass of its own.
@@ -151,7 +155,7 @@ pub(crate) fn sorted_merge_join_checked<K: SortedKey>(stream: &Stream, a: &Devic
 }
 
 /// [`sorted_merge_join`] with the test-only knobs of [`TestingOptions`](crate::TestingOptions) (of which it reads
-/// `force_general_merge_path` and `two_pass_merge`). Only with the feature `testing`.
+/// `force_general_merge_path`, `two_pass_merge` and `any_match_one_pass`). Only with the feature `testing`.
 #[cfg(feature = "testing")]
 pub fn sorted_merge_join_with<K: SortedKey>(
     stream: &Stream,
@@ -289,9 +293,9 @@ fn merge_fused<K: SortedKey>(
     let mut b_match = if join_type.keeps_unmatched_right() { Some(stream.alloc::<u8>(b.len())?) } else { None };
     let keep = join_type.keeps_unmatched_left() as i32;
     let cap = 4 * tile as u64;
-    if let Some(capacity) = one_pass_capacity(a.len(), b.len(), join_type).filter(|_| route == MergeRoute::Auto) {
+    if let Some(capacity) = one_pass_capacity(a.len(), b.len(), join_type).filter(|_| matches!(route, MergeRoute::Auto | MergeRoute::AnyMatchOnePass)) {
         let sides = Sides { a, b, a_rows, b_rows, parts: &parts.view(), keep, cap, check_order };
-        match merge_one_pass(stream, &sides, capacity, join_type, &mut b_match)? {
+        match merge_one_pass(stream, &sides, capacity, join_type, route == MergeRoute::Auto, &mut b_match)? {
             OnePass::Done(fused) => {
                 ph.mark("one pass");
                 return Ok(fused);
@@ -385,9 +389,22 @@ enum OnePass {
 /// more than twice the output are copied to their exact size, so that a join holds at most twice
 /// its rows' memory.
 ///
+/// `single_match`: the pass first assumes that each key has at most one row on one side or the
+/// other (PK-FK joins, either side the key), so that every item of the merge gives at most one
+/// row where it falls (no equal-range searches, one count a thread); a key with several rows on
+/// both sides stops it (the tiles after the one that saw it stop at once) and the pass for any
+/// keys runs instead. Both write the same rows in the same order.
+///
 /// Example: A = 1 2 3, B = 2 3 4, inner: capacity 3, tiles write (1, 0) (2, 1) and the maps are
 /// truncated to their 2 rows.
-fn merge_one_pass<K: SortedKey>(stream: &Stream, s: &Sides<'_, '_, K>, capacity: u64, join_type: JoinType, b_match: &mut Option<DeviceBuffer<u8>>) -> Result<OnePass> {
+fn merge_one_pass<K: SortedKey>(
+    stream: &Stream,
+    s: &Sides<'_, '_, K>,
+    capacity: u64,
+    join_type: JoinType,
+    single_match: bool,
+    b_match: &mut Option<DeviceBuffer<u8>>,
+) -> Result<OnePass> {
     let n = usize::try_from(capacity).map_err(|_| Error::too_large("join output rows", capacity, usize::MAX as u64))?;
     let alloc = |len: usize| match stream.alloc::<u32>(len) {
         Err(Error::OutOfMemory { .. }) => Ok(None),
@@ -399,19 +416,29 @@ fn merge_one_pass<K: SortedKey>(stream: &Stream, s: &Sides<'_, '_, K>, capacity:
     let tiles = s.parts.len() - 1;
     // [ticket, flags, rows, one look-back word per tile]
     let mut ctl = stream.alloc_zeroed::<u64>(tiles + 3)?;
-    {
-        let (a, b) = (s.a, s.b);
-        let (ar, br) = (s.a_rows.map_or(std::ptr::null(), |r| r.as_ptr()), s.b_rows.map_or(std::ptr::null(), |r| r.as_ptr()));
-        let bm = b_match.as_mut().map_or(std::ptr::null_mut(), |m| m.view_mut().as_mut_ptr());
-        let (oa, ob, c, p) = (out_a.view_mut().as_mut_ptr(), out_b.view_mut().as_mut_ptr(), ctl.view_mut().as_mut_ptr(), s.parts.as_ptr());
-        // SAFETY: parts has tiles + 1 entries, ctl tiles + 3, b_match |B|; the kernel writes at
-        // most `capacity` rows of each map.
-        launch(stream, "merge (one pass)", || unsafe {
-            K::SINGLE(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, s.keep, c, s.cap, capacity, bm, s.check_order as i32, ar, br, oa, ob, stream.raw())
-        })?;
-    }
-    let [flags, rows] = <[u64; 2]>::try_from(stream.copy_to_host(&ctl.slice(1..3))?).map_err(|_| Error::invalid("internal: merge flags"))?;
-    let flags = flags as u32;
+    let mut single = single_match;
+    let (flags, rows) = loop {
+        {
+            let (a, b) = (s.a, s.b);
+            let (ar, br) = (s.a_rows.map_or(std::ptr::null(), |r| r.as_ptr()), s.b_rows.map_or(std::ptr::null(), |r| r.as_ptr()));
+            let bm = b_match.as_mut().map_or(std::ptr::null_mut(), |m| m.view_mut().as_mut_ptr());
+            let (oa, ob, c, p) = (out_a.view_mut().as_mut_ptr(), out_b.view_mut().as_mut_ptr(), ctl.view_mut().as_mut_ptr(), s.parts.as_ptr());
+            // SAFETY: parts has tiles + 1 entries, ctl tiles + 3, b_match |B|; the kernel writes at
+            // most `capacity` rows of each map.
+            launch(stream, "merge (one pass)", || unsafe {
+                K::SINGLE(a.as_ptr(), a.len() as i64, b.as_ptr(), b.len() as i64, p, s.keep, c, s.cap, capacity, bm, s.check_order as i32, single as i32, ar, br, oa, ob, stream.raw())
+            })?;
+        }
+        let [flags, rows] = <[u64; 2]>::try_from(stream.copy_to_host(&ctl.slice(1..3))?).map_err(|_| Error::invalid("internal: merge flags"))?;
+        let flags = flags as u32;
+        if single && flags & ffi::GJ_J_MERGE_MANY_TO_MANY != 0 && flags & (ffi::GJ_J_MERGE_UNSORTED_A | ffi::GJ_J_MERGE_UNSORTED_B) == 0 {
+            // A key with several rows on both sides: the pass for any keys, from a clean slate.
+            stream.memset_bytes(&mut ctl.view_mut(), 0)?;
+            single = false;
+            continue;
+        }
+        break (flags, rows);
+    };
     if flags & (ffi::GJ_J_MERGE_UNSORTED_A | ffi::GJ_J_MERGE_UNSORTED_B) != 0 {
         return Ok(OnePass::Done(Fused::Unsorted));
     }

@@ -239,6 +239,10 @@ pub struct TestingOptions {
     /// over the tiles) and counts, then writes; `false`, the default: the one pass runs where the
     /// bound applies.
     pub two_pass_merge: bool,
+    /// The fused merge join's one pass runs at once for keys of any multiplicity, skipping the
+    /// pass that first assumes at most one row a key on one side (which otherwise runs first and
+    /// hands over where a key has several rows on both sides).
+    pub any_match_one_pass: bool,
     /// Only these bits of every hashed key are kept, so that composite keys collide massively and
     /// the verification of candidate matches is exercised; `u64::MAX` (the default): the full hash.
     pub hash_mask: u64,
@@ -302,6 +306,7 @@ impl TestingOptions {
     pub const DEFAULT: TestingOptions = TestingOptions {
         force_general_merge_path: false,
         two_pass_merge: false,
+        any_match_one_pass: false,
         hash_mask: u64::MAX,
         partition_bits: 0,
         probe_split: 0,
@@ -314,10 +319,11 @@ impl TestingOptions {
     /// The merge join's path these options force.
     pub(crate) fn merge_route(&self) -> crate::sort_merge::MergeRoute {
         use crate::sort_merge::MergeRoute;
-        match (self.force_general_merge_path, self.two_pass_merge) {
-            (true, _) => MergeRoute::General,
-            (false, true) => MergeRoute::TwoPass,
-            (false, false) => MergeRoute::Auto,
+        match (self.force_general_merge_path, self.two_pass_merge, self.any_match_one_pass) {
+            (true, _, _) => MergeRoute::General,
+            (false, true, _) => MergeRoute::TwoPass,
+            (false, false, true) => MergeRoute::AnyMatchOnePass,
+            (false, false, false) => MergeRoute::Auto,
         }
     }
 }

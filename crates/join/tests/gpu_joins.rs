@@ -16,8 +16,9 @@
 //! inputs would not reach: `hash_mask` keeps 2 bits of every hashed key (a composite wider than
 //! 64 bits for the sort-merge join, wider than 63 bits for the interleave join, which includes
 //! single 64-bit columns), so that candidate matches collide massively ([`weak_hash`]);
-//! `force_general_merge_path` makes the merge join skip its fused per-tile path and
-//! `two_pass_merge` the fused path's one pass ([`MergePath`]).
+//! `force_general_merge_path` makes the merge join skip its fused per-tile path,
+//! `two_pass_merge` the fused path's one pass and `any_match_one_pass` the one pass's first try
+//! that assumes at most one row a key on one side ([`MergePath`]).
 //! Every join here also sets `no_key_compression`: the front door would otherwise join a single
 //! 8-byte integer key column of a small span as 32-bit offsets, and these tests are about the
 //! 64-bit paths (compression has its own tests, `gpu_key_compression.rs`).
@@ -62,8 +63,11 @@ fn weak_hash(opts: JoinOptions) -> JoinOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum MergePath {
     /// The library's choice: the fused per-tile path unless a tile's output is too large; in one
-    /// pass where a bound of the output applies and holds.
+    /// pass where a bound of the output applies and holds, first the pass for keys with at most
+    /// one row on one side.
     Default,
+    /// The one pass for keys of any multiplicity at once.
+    AnyMatchOnePass,
     /// The fused path, always counting, then writing.
     TwoPass,
     /// Always the general (load-balancing search) path.
@@ -73,12 +77,17 @@ enum MergePath {
 impl MergePath {
     /// `opts` taking this path.
     fn opts(self, opts: JoinOptions) -> JoinOptions {
-        let testing = TestingOptions { force_general_merge_path: self == MergePath::General, two_pass_merge: self == MergePath::TwoPass, ..opts.testing };
+        let testing = TestingOptions {
+            force_general_merge_path: self == MergePath::General,
+            two_pass_merge: self == MergePath::TwoPass,
+            any_match_one_pass: self == MergePath::AnyMatchOnePass,
+            ..opts.testing
+        };
         JoinOptions { testing, ..opts }
     }
 }
 
-const MERGE_PATHS: [MergePath; 3] = [MergePath::Default, MergePath::TwoPass, MergePath::General];
+const MERGE_PATHS: [MergePath; 4] = [MergePath::Default, MergePath::AnyMatchOnePass, MergePath::TwoPass, MergePath::General];
 
 /// Fills recently freed pool memory with POISON, so internally allocated buffers that a kernel
 /// fails to write show up as garbage rather than as stale correct-looking data.
@@ -804,7 +813,11 @@ fn sorted_merge_refuses_one_descent_anywhere() {
 /// merge-path tiles by decoupled look-back) across many tiles (more than the 32 one look-back
 /// step reads): outputs that fill its capacity, half of it (kept, truncated), a sixteenth of it
 /// (copied to exact maps), none of it; and the outputs it hands on: past its capacity (many keys
-/// on both sides: count, then write) and one tile past its cap (a hot key: the general path).
+/// on both sides: count, then write) and one tile past its cap (a hot key on both sides, or on
+/// one side for the pass for any keys: the general path). The first pass, for keys with at most
+/// one row on one side: keys repeated on the right (rows at the B items), on the left (rows at
+/// the A items), both kinds in one join, and one key with two rows on both sides at the start or
+/// near the end (it hands over to the pass for any keys).
 /// Every join type on every path, in order, against the reference.
 #[test]
 fn sorted_merge_one_pass_across_many_tiles() {
@@ -816,6 +829,10 @@ fn sorted_merge_one_pass_across_many_tiles() {
     foreign.sort();
     let mut hot: Vec<u64> = (0..n - 20_000).map(|_| rng.gen_range(0..n)).chain(std::iter::repeat_n(n / 2, 20_000)).collect();
     hot.sort();
+    let mut foreign_left: Vec<u64> = (0..n).map(|_| rng.gen_range(0..n * 10 / 9)).collect();
+    foreign_left.sort();
+    // 0..n with key `at` twice (and n - 1 gone).
+    let dup_at = |at: u64| -> Vec<u64> { (0..n).map(|k| if k > at { k - 1 } else { k }).collect() };
     let cases: Vec<(&str, Vec<u64>, Vec<u64>)> = vec![
         ("equal unique keys", (0..n).collect(), (0..n).collect()),
         ("half matching", (0..n).collect(), (n / 2..n / 2 + n).collect()),
@@ -823,7 +840,15 @@ fn sorted_merge_one_pass_across_many_tiles() {
         ("a sixteenth matching", (0..n).map(|k| 16 * k).collect(), (0..n).map(|k| 16 * k + (k % 16 != 0) as u64).collect()),
         ("no matches", (0..n).map(|k| 2 * k).collect(), (0..n).map(|k| 2 * k + 1).collect()),
         ("four rows a key on both sides", (0..n).map(|k| k / 4).collect(), (0..n).map(|k| k / 4).collect()),
-        ("a hot key", (0..n).collect(), hot),
+        ("a hot key", (0..n).collect(), hot.clone()),
+        // Keys repeated on the left, unique on the right: rows at the A items of a key.
+        ("foreign keys on the left", foreign_left.clone(), (0..n).collect()),
+        ("a hot key on the left", hot, (0..n).collect()),
+        ("pairs on the left, one row a key on the right", (0..n).map(|k| k / 2).collect(), (0..n).map(|k| k + n / 4).collect()),
+        // One key with two rows a side, at the start and near the end: the first pass hands over.
+        ("one key repeated on both sides first", dup_at(0), dup_at(0)),
+        ("one key repeated on both sides last", dup_at(n - 3), dup_at(n - 3)),
+        ("one key twice on the left, another twice on the right", dup_at(n / 3), dup_at(n / 2)),
     ];
     for (what, a, b) in &cases {
         for ty in [DataType::UInt32, DataType::Int64] {

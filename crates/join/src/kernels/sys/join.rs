@@ -7,6 +7,7 @@ pub const GJ_J_MERGE_UNSORTED_A: u32 = 1;
 pub const GJ_J_MERGE_UNSORTED_B: u32 = 2;
 pub const GJ_J_MERGE_OVER_CAP: u32 = 4;
 pub const GJ_J_MERGE_OVERFLOW: u32 = 8;
+pub const GJ_J_MERGE_MANY_TO_MANY: u32 = 16;
 pub const GJ_J_AGG_MAX_BLOCKS: u32 = 1024;
 pub type gj_j_stream_t = *mut ::std::os::raw::c_void;
 pub const gj_j_kind_GJ_J_INNER: gj_j_kind = 0;
@@ -92,6 +93,7 @@ unsafe extern "C" {
         capacity: u64,
         b_match: *mut u8,
         check_order: ::std::os::raw::c_int,
+        single_match: ::std::os::raw::c_int,
         a_rows: *const u32,
         b_rows: *const u32,
         out_a: *mut u32,
@@ -144,6 +146,7 @@ unsafe extern "C" {
         capacity: u64,
         b_match: *mut u8,
         check_order: ::std::os::raw::c_int,
+        single_match: ::std::os::raw::c_int,
         a_rows: *const u32,
         b_rows: *const u32,
         out_a: *mut u32,
@@ -196,6 +199,7 @@ unsafe extern "C" {
         capacity: u64,
         b_match: *mut u8,
         check_order: ::std::os::raw::c_int,
+        single_match: ::std::os::raw::c_int,
         a_rows: *const u32,
         b_rows: *const u32,
         out_a: *mut u32,
@@ -248,6 +252,7 @@ unsafe extern "C" {
         capacity: u64,
         b_match: *mut u8,
         check_order: ::std::os::raw::c_int,
+        single_match: ::std::os::raw::c_int,
         a_rows: *const u32,
         b_rows: *const u32,
         out_a: *mut u32,
