@@ -111,9 +111,9 @@ __device__ __forceinline__ TileParts tile_parts(const int64_t *parts, int64_t ti
   return t;
 }
 
-// The tile's keys into `keys`: its A part, GAP free slots, its B part; no barrier. All of a
-// thread's loads are in flight at once (a loop over them would wait for each in turn).
-template <int GAP, class K>
+// The tile's keys into `keys` (its A part, then its B part); no barrier. All of a thread's loads
+// are in flight at once (a loop over them would wait for each in turn).
+template <class K>
 __device__ __forceinline__ void tile_load_keys(const K *a_part, int na, const K *b_part, int nb, K *keys) {
   K v[FVT];
 #pragma unroll
@@ -124,7 +124,7 @@ __device__ __forceinline__ void tile_load_keys(const K *a_part, int na, const K 
 #pragma unroll
   for (int k = 0; k < FVT; ++k) {
     const int i = threadIdx.x + k * FNT;
-    if (i < na + nb) keys[i < na ? i : i + GAP] = v[k];
+    if (i < na + nb) keys[i] = v[k];
   }
 }
 
@@ -172,7 +172,7 @@ __device__ __forceinline__ bool fused_tile(const K *a, int64_t a_len, const K *b
     next_b = b[b1];
     if (b1 + 1 < b_len) next_b1 = b[b1 + 1];
   }
-  tile_load_keys<0>(a + a0, na, b + b0, nb, sh.keys);
+  tile_load_keys(a + a0, na, b + b0, nb, sh.keys);
   if (tid == 0) {
     // Galloping count of the B run that continues past the tile (only its key can continue).
     uint64_t t = 0;
@@ -556,13 +556,11 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_single_ke
 // A items of key 2 (α = 2, β = 1) and (3,1) (3,2) at the B items of key 3 (α = 1).
 template <class K>
 struct SingleMatchShared {
-  // The tile's A part, the A key after it, its B part, the B key after it (the keys after the
-  // parts where they exist); then the tile's staged rows (u32 words).
-  K keys[FNV + 2];
+  K keys[FNV];                 // the tile's keys; then its staged rows (u32 words)
   uint32_t rows[FVT][FNT];     // thread t's s-th row at [s][t] (no bank conflicts)
   int walk_start[FNT];         // CHECK: the A item where each thread's walk starts
   uint32_t warp_rows[FNT / 32];
-  K a_before[2], b_before;     // the keys before the tile's parts (that exist)
+  K a_before[2], a_after, b_before, b_after;  // the keys next to the tile's parts (that exist)
 };
 
 // A row word: the A item + 1 relative to the tile's first (0: the A item before the tile) in
@@ -597,70 +595,62 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) single_match_ke
   const uint32_t tile = s_tile;
   const TileParts t = tile_parts(parts, tile, a_len, b_len);
   const int na = t.na, nb = t.nb;
-  K *const ta = sh.keys, *const tb = sh.keys + na + 1;  // ta[na], tb[nb]: the keys after the parts
-  const bool has_a_after = t.a1 < a_len, has_b_after = t.b1 < b_len;
+  const K *ta = sh.keys, *tb = sh.keys + na;
   if (tid == 0) {
     if (t.a0 >= 1) sh.a_before[0] = a[t.a0 - 1];
     if (t.a0 >= 2) sh.a_before[1] = a[t.a0 - 2];
+    if (t.a1 < a_len) sh.a_after = a[t.a1];
     if (t.b0 >= 1) sh.b_before = b[t.b0 - 1];
-    if (has_a_after) ta[na] = a[t.a1];
-    if (has_b_after) tb[nb] = b[t.b1];
+    if (t.b1 < b_len) sh.b_after = b[t.b1];
   }
-  tile_load_keys<1>(a + t.a0, na, b + t.b0, nb, sh.keys);
+  tile_load_keys(a + t.a0, na, b + t.b0, nb, sh.keys);
   __syncthreads();
   int diag = tid * FVT;
   if (diag > na + nb) diag = na + nb;
   int pa = thread_split(ta, na, tb, nb, diag), pb = diag - pa;
   if (CHECK) sh.walk_start[tid] = pa;
-  // A items by tile index, -2 and -1 before the tile.
-  auto key_a = [&](int i) { return i >= 0 ? ta[i] : sh.a_before[-1 - i]; };
-  // Where the items next to the current ones exist, as 32-bit bounds of the walk's positions
-  // (kept in registers; the 64-bit expressions would be recomputed each step): an A item before
-  // position pa where pa >= a_lo, a B item before pb where pb >= b_lo, an A item after pa where
-  // pa + 1 < na_hi, a B head at pb where pb < nb_hi.
-  const int a_lo = t.a0 >= 1 ? 0 : 1, b_lo = t.b0 >= 1 ? 0 : 1;
-  const int na_hi = na + (int)has_a_after, nb_hi = nb + (int)has_b_after;
-  // The merge heads (ta[na] and tb[nb] where a side is done: read only where they exist); the
-  // A item before this walk's (`last_a`), whether it ends a run of two or more (`last_a_run`);
-  // the B item before this walk's (`last_b`).
-  K va = ta[pa], vb = tb[pb];
-  K last_a = pa >= a_lo ? key_a(pa - 1) : K();
-  uint32_t last_a_run = t.a0 + pa >= 2 && keq(key_a(pa - 2), last_a);
-  K last_b = pb >= b_lo ? (pb > 0 ? tb[pb - 1] : sh.b_before) : K();
-  uint8_t *const tile_b_match = b_match ? b_match + t.b0 : nullptr;
-  uint32_t n = 0, bad = 0, many = 0;
-  // Each step, A or B, takes the same instructions (no divergence within a warp): the item's
-  // comparisons, then selects.
+  // A items by tile index, -2 and -1 before the tile, na after it (where they exist).
+  auto key_a = [&](int i) { return i >= 0 ? (i < na ? ta[i] : sh.a_after) : sh.a_before[-1 - i]; };
+  const bool has_a_after = t.a1 < a_len, has_b_after = t.b1 < b_len;
+  // The merge heads; the A item before this walk's (`last_a`), whether it ends a run of two or
+  // more (`last_a_run`); the B item before this walk's (`last_b`).
+  K va = pa < na ? ta[pa] : K(), vb = pb < nb ? tb[pb] : K();
+  bool has_last_a = t.a0 + pa >= 1, has_last_b = t.b0 + pb >= 1;
+  K last_a = has_last_a ? key_a(pa - 1) : K();
+  bool last_a_run = t.a0 + pa >= 2 && keq(key_a(pa - 2), last_a);
+  K last_b = has_last_b ? (pb > 0 ? tb[pb - 1] : sh.b_before) : K();
+  const K b_after = sh.b_after;
+  uint32_t n = 0, bad = 0;
+  bool many = false;
 #pragma unroll
   for (int s = 0; s < FVT; ++s) {
     if (pa + pb >= na + nb) continue;
-    const bool take_a = pb >= nb || (pa < na && !less(vb, va));
-    const K item = take_a ? va : vb;
-    // The item after this one on its side (the A key after the tile's part where pa + 1 == na).
-    const K next = sh.keys[take_a ? pa + 1 : na + 2 + pb];
-    // A step: the key before it is its own (a run); B step: the A item before it matches it.
-    const bool eq_last_a = pa >= a_lo && keq(last_a, item);
-    // A step: the head of B matches it; the next A key is its own (a run).
-    const bool head = pb < nb_hi && keq(vb, va);
-    const bool next_eq = pa + 1 < na_hi && keq(next, va);
-    const bool emit = take_a ? (head ? eq_last_a || next_eq : keep_unmatched) : eq_last_a && !last_a_run;
-    const uint32_t word = (uint32_t)(take_a ? pa + 1 : pa) | ((take_a && !head ? kNoRow : (uint32_t)pb) << 16);
-    many |= !take_a && eq_last_a && last_a_run && pb >= b_lo && keq(last_b, vb);
-    if (CHECK) {
-      if (take_a && pa >= a_lo && less(va, last_a)) bad |= GJ_J_MERGE_UNSORTED_A;
-      if (!take_a && pb >= b_lo && less(vb, last_b)) bad |= GJ_J_MERGE_UNSORTED_B;
-    }
-    if (tile_b_match && !take_a) tile_b_match[pb] = eq_last_a;
-    if (emit) sh.rows[n++][tid] = word;
-    if (take_a) {
-      last_a_run = eq_last_a;
+    if (pb >= nb || (pa < na && !less(vb, va))) {
+      // A step: the next A key (the run's look-ahead) and the head of B.
+      const bool has_next = pa + 1 < na || has_a_after;
+      const K next = pa + 1 < na ? ta[pa + 1] : sh.a_after;
+      const bool match = (pb < nb || has_b_after) && keq(pb < nb ? vb : b_after, va);
+      const bool run = (has_last_a && keq(last_a, va)) || (has_next && keq(next, va));
+      if (CHECK && has_last_a && less(va, last_a)) bad |= GJ_J_MERGE_UNSORTED_A;
+      if (match ? run : keep_unmatched) sh.rows[n++][tid] = (uint32_t)(pa + 1) | ((match ? (uint32_t)pb : kNoRow) << 16);
+      last_a_run = has_last_a && keq(last_a, va);
       last_a = va;
-      va = next;
+      has_last_a = true;
       ++pa;
+      va = next;
     } else {
+      // B step: the A item before it is its only match unless its key's A run is longer.
+      const bool match = has_last_a && keq(last_a, vb);
+      if (CHECK && has_last_b && less(vb, last_b)) bad |= GJ_J_MERGE_UNSORTED_B;
+      if (match) {
+        if (!last_a_run) sh.rows[n++][tid] = (uint32_t)pa | ((uint32_t)pb << 16);
+        else if (has_last_b && keq(last_b, vb)) many = true;
+      }
+      if (b_match) b_match[t.b0 + pb] = match;
       last_b = vb;
-      vb = next;
+      has_last_b = true;
       ++pb;
+      if (pb < nb) vb = tb[pb];
     }
   }
   // The block's scan of the rows, one count a thread.
