@@ -12,6 +12,12 @@
 //!   (`plan::Join` over uploaded `UInt32` tables, `Algorithm::SortedMerge` forced, maps only, no
 //!   column selected), same byte floor; it adds the front door's checks (two descent counts, read
 //!   back) to the merge;
+//! - `sorted_merge/fk_left_inner_2p26` (and `_any_match`): 2^26 sorted foreign keys (uniform over
+//!   2^25 values) on the left, 2^26 unique keys on the right, every left row matching once: the
+//!   rows at the left side's items;
+//! - `sorted_merge/late_many_left_2p26` (and `_any_match`): 2^26 unique keys a side but for one
+//!   key with two rows on both sides near the end, a left join: the single-match pass runs almost
+//!   to the end before it hands over to the pass for any keys (its worst case);
 //! - `unsorted/pkfk_inner_r2p26_s2p27_materialized`: |R| = 2^26 shuffled unique keys,
 //!   |S| = 2^27 foreign keys, a 4-byte payload each, both payloads gathered;
 //! - `interleave/composite3_2p26`: 3-column composite keys, 2^26 rows per side, one match per
@@ -79,6 +85,26 @@ fn main() {
         });
     }
     drop((da, db, ta, tb));
+
+    // The single-match pass at the left side's items, and its worst-case handover.
+    let mut fk = datagen::foreign_keys_uniform(n / 2, n, 13).unwrap();
+    fk.sort_unstable();
+    let pk: Vec<u32> = (0..n as u32).collect();
+    let late: Vec<u32> = (0..n as u32).map(|k| if k > n as u32 - 3 { k - 1 } else { k }).collect();
+    let any_match = TestingOptions { any_match_one_pass: true, ..TestingOptions::DEFAULT };
+    for (case, a, b, jt, out_rows) in [("fk_left_inner_2p26", &fk, &pk, JoinType::Inner, n), ("late_many_left_2p26", &late, &late, JoinType::Left, n + 2)] {
+        let (da, db) = (s.copy_from_host(a).unwrap(), s.copy_from_host(b).unwrap());
+        let bytes = (2 * n * 4 + out_rows * 8) as u64;
+        h.case("sorted_merge", case, bytes, (2 * n) as u64, |s| {
+            let m = sorted_merge_join(s, &da.view(), &db.view(), jt).unwrap();
+            assert_eq!(m.rows(), out_rows as u64);
+        });
+        h.case("sorted_merge", &format!("{case}_any_match"), bytes, (2 * n) as u64, |s| {
+            let m = sorted_merge_join_with(s, &da.view(), &db.view(), jt, any_match).unwrap();
+            assert_eq!(m.rows(), out_rows as u64);
+        });
+    }
+    drop((fk, pk, late));
 
     // Unsorted PK-FK join with one 4-byte payload per side, output materialized.
     let (nr, ns) = (1usize << 26, 1usize << 27);
