@@ -479,6 +479,44 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_write_ker
   tile_write_staged(sh, a0, base, rows, a_rows, b_rows, out_a, out_b);
 }
 
+// The one passes' start: the block takes its tile from the ticket (ctl[0]), so that every tile
+// before it has started, broadcast through the kernel's `s_tile` (a shared word of the kernel's
+// own: ptxas then allocates the passes as before). kNoTile (block-uniform) where a flag is up
+// already or the tile's partitions show unsorted keys (flagged here); the tile has then given
+// up its look-back.
+constexpr uint32_t kNoTile = 0xFFFFFFFFu;
+
+template <bool CHECK>
+__device__ __forceinline__ uint32_t take_tile(unsigned long long *ctl, const int64_t *parts, int64_t a_len, int64_t b_len,
+                                              uint32_t &s_tile) {
+  unsigned long long *const flags = ctl + 1, *const status = ctl + 3;
+  if (threadIdx.x == 0) {
+    uint32_t t = (uint32_t)atomicAdd(ctl, 1ull);
+    bool abort = *(volatile unsigned long long *)flags != 0;
+    if (!abort && !tile_parts_fit(parts, t, a_len, b_len)) {
+      atomicOr(flags, (unsigned long long)(GJ_J_MERGE_OVER_CAP | (CHECK ? GJ_J_MERGE_UNSORTED_A | GJ_J_MERGE_UNSORTED_B : 0)));
+      abort = true;
+    }
+    if (abort) look_back_abandon(status, t);
+    s_tile = abort ? kNoTile : t;
+  }
+  __syncthreads();
+  return s_tile;
+}
+
+// Warp 0 of a one pass's tile of `rows` rows: where they start (decoupled look-back, into
+// *base on thread 0), GJ_J_MERGE_OVERFLOW where they pass `capacity`, and the rows in all
+// (ctl[2]) from the last tile.
+__device__ __forceinline__ void tile_rows_start(unsigned long long *ctl, uint32_t tile, uint64_t rows, uint64_t capacity,
+                                                int64_t items, uint64_t *base) {
+  const uint64_t excl = look_back(ctl + 3, tile, rows);
+  if (threadIdx.x == 0) {
+    *base = excl;
+    if (excl + rows > capacity) atomicOr(ctl + 1, (unsigned long long)GJ_J_MERGE_OVERFLOW);
+    if ((int64_t)tile == (items - 1) / FNV) ctl[2] = excl + rows;
+  }
+}
+
 // The one pass. ctl (zeroed): [0] ticket, [1] flags (GJ_J_MERGE_* of gpujoin_join.h), [2] rows
 // in all (written by the last tile), then one look-back status word per tile. Once a flag is set
 // the output is thrown away: later tiles abandon their look-back and stop.
@@ -489,22 +527,11 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_single_ke
                                                            uint8_t *b_match, const uint32_t *a_rows,
                                                            const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
   __shared__ FusedWriteShared<K> sh;
-  __shared__ uint32_t s_tile;
-  __shared__ int s_abort;
   __shared__ uint64_t s_base;
   unsigned long long *const flags = ctl + 1, *const status = ctl + 3;
-  if (threadIdx.x == 0) {
-    s_tile = (uint32_t)atomicAdd(ctl, 1ull);
-    s_abort = *(volatile unsigned long long *)flags != 0;
-    if (!s_abort && !tile_parts_fit(parts, s_tile, a_len, b_len)) {
-      atomicOr(flags, (unsigned long long)(GJ_J_MERGE_OVER_CAP | (CHECK ? GJ_J_MERGE_UNSORTED_A | GJ_J_MERGE_UNSORTED_B : 0)));
-      s_abort = 1;
-    }
-    if (s_abort) look_back_abandon(status, s_tile);
-  }
-  __syncthreads();
-  if (s_abort) return;
-  const uint32_t tile = s_tile;
+  __shared__ uint32_t s_tile;
+  const uint32_t tile = take_tile<CHECK>(ctl, parts, a_len, b_len, s_tile);
+  if (tile == kNoTile) return;
   int64_t a0;
   int na;
   // The unsorted bits are the flag word's low bits (little-endian: its first 32-bit word).
@@ -524,12 +551,7 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) fused_single_ke
   // Warp 0 learns where the rows start while the other warps stage them.
   const bool staged = rows <= kStagedRows;
   if (threadIdx.x < 32) {
-    const uint64_t excl = look_back(status, tile, rows);
-    if (threadIdx.x == 0) {
-      s_base = excl;
-      if (excl + rows > capacity) atomicOr(flags, (unsigned long long)GJ_J_MERGE_OVERFLOW);
-      if ((int64_t)tile == (a_len + b_len - 1) / FNV) ctl[2] = excl + rows;
-    }
+    tile_rows_start(ctl, tile, rows, capacity, a_len + b_len, &s_base);
   } else if (staged) {
     tile_stage(sh, na, (uint32_t)rows, 32);
   }
@@ -574,25 +596,14 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) single_match_ke
                                                            uint8_t *b_match, const uint32_t *a_rows,
                                                            const uint32_t *b_rows, uint32_t *out_a, uint32_t *out_b) {
   __shared__ SingleMatchShared<K> sh;
-  __shared__ uint32_t s_tile;
-  __shared__ int s_abort;
   __shared__ uint64_t s_base;
   unsigned long long *const flags = ctl + 1, *const status = ctl + 3;
   // The flag bits are the flag word's low bits (little-endian: its first 32-bit word).
   uint32_t *const flag_bits = reinterpret_cast<uint32_t *>(flags);
   const int tid = threadIdx.x;
-  if (tid == 0) {
-    s_tile = (uint32_t)atomicAdd(ctl, 1ull);
-    s_abort = *(volatile unsigned long long *)flags != 0;
-    if (!s_abort && !tile_parts_fit(parts, s_tile, a_len, b_len)) {
-      atomicOr(flags, (unsigned long long)(GJ_J_MERGE_OVER_CAP | (CHECK ? GJ_J_MERGE_UNSORTED_A | GJ_J_MERGE_UNSORTED_B : 0)));
-      s_abort = 1;
-    }
-    if (s_abort) look_back_abandon(status, s_tile);
-  }
-  __syncthreads();
-  if (s_abort) return;
-  const uint32_t tile = s_tile;
+  __shared__ uint32_t s_tile;
+  const uint32_t tile = take_tile<CHECK>(ctl, parts, a_len, b_len, s_tile);
+  if (tile == kNoTile) return;
   const TileParts t = tile_parts(parts, tile, a_len, b_len);
   const int na = t.na, nb = t.nb;
   const K *ta = sh.keys, *tb = sh.keys + na;
@@ -688,14 +699,7 @@ __global__ void __launch_bounds__(FNT, fused_blocks_per_sm<K>()) single_match_ke
 #pragma unroll
   for (int s = 0; s < FVT; ++s)
     if ((uint32_t)s < n) staged[at + s] = sh.rows[s][tid];
-  if (tid < 32) {
-    const uint64_t excl = look_back(status, tile, rows);
-    if (tid == 0) {
-      s_base = excl;
-      if (excl + rows > capacity) atomicOr(flags, (unsigned long long)GJ_J_MERGE_OVERFLOW);
-      if ((int64_t)tile == (a_len + b_len - 1) / FNV) ctl[2] = excl + rows;
-    }
-  }
+  if (tid < 32) tile_rows_start(ctl, tile, rows, capacity, a_len + b_len, &s_base);
   __syncthreads();
   const uint64_t base = s_base;
   if (base + rows > capacity) return;
