@@ -17,6 +17,13 @@
 //! tile's output is too large for one block. Maps of the one pass hold at most twice their rows'
 //! memory (they are copied to their exact size when they would hold more).
 //!
+//! The one pass first assumes that, key by key, one side has at most one row (PK-FK joins,
+//! either side the key): then every item of the merge gives at most one row, where it falls, and
+//! a tile needs no equal-range search (H100, 2^26 sorted keys a side: 0.68 ms against 0.82 for
+//! the pass for any keys). A key with several rows on both sides stops that pass at the tile
+//! that meets it, and the pass for any keys runs from the start: where such a key comes only in
+//! the last tiles, the join costs one pass more (1.59 against 0.91 ms at that size).
+//!
 //! Output order: [`sorted_merge_join`] returns rows sorted by A, then by B, with the unmatched
 //! B rows last in B order (ModernGPU's contract). [`sort_merge_join`] returns matches by key,
 //! then by left row, then by right row; unmatched left rows at their key's place; unmatched right
