@@ -813,8 +813,9 @@ fn sorted_merge_refuses_one_descent_anywhere() {
 /// merge-path tiles by decoupled look-back) across many tiles (more than the 32 one look-back
 /// step reads): outputs that fill its capacity, half of it (kept, truncated), a sixteenth of it
 /// (copied to exact maps), none of it; and the outputs it hands on: past its capacity (many keys
-/// on both sides: count, then write) and one tile past its cap (a hot key on both sides, or on
-/// one side for the pass for any keys: the general path). The first pass, for keys with at most
+/// on both sides: count, then write) and, on the paths that count rows per left item (the pass
+/// for any keys, the two passes), one tile past its cap (a hot key on the right: the general
+/// path; on the default path the single-match pass takes that key). The first pass, for keys with at most
 /// one row on one side: keys repeated on the right (rows at the B items), on the left (rows at
 /// the A items), both kinds in one join, and one key with two rows on both sides at the start or
 /// near the end (it hands over to the pass for any keys).
