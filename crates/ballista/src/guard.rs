@@ -121,9 +121,10 @@ fn stage_attempt(stage: &ExecutionStage) -> usize {
 }
 
 /// Answers every connection on `addr` with `events`' instance and count, until the process
-/// ends.
-pub async fn serve(addr: SocketAddr, events: Arc<Events>) -> std::io::Result<()> {
+/// ends; returns the address it listens on (the port the system chose where `addr`'s is 0).
+pub async fn serve(addr: SocketAddr, events: Arc<Events>) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
     tokio::spawn(async move {
         loop {
             let Ok((mut socket, _)) = listener.accept().await else { continue };
@@ -133,7 +134,7 @@ pub async fn serve(addr: SocketAddr, events: Arc<Events>) -> std::io::Result<()>
             });
         }
     });
-    Ok(())
+    Ok(bound)
 }
 
 /// A reading of a guard: which scheduler instance, and its event count.

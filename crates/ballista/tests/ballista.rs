@@ -266,8 +266,9 @@ async fn gpu_joins_planned_on_the_client_reach_the_executors() {
 async fn the_guard_counts_losses_and_refuses_a_result_across_one() {
     use gpujoin_ballista::guard::{read, refused, serve, Events, Reading};
     let events = std::sync::Arc::new(Events::default());
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    serve(addr, std::sync::Arc::clone(&events)).await.unwrap();
+    // Port 0: the guard binds a free port itself (a port chosen first and bound later may be
+    // taken by another test's cluster in between).
+    let addr = serve("127.0.0.1:0".parse().unwrap(), std::sync::Arc::clone(&events)).await.unwrap();
     let a = read(addr).await.unwrap();
     assert_eq!(a.events, 0);
     events.executor_removed("e1");
