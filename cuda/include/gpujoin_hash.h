@@ -110,16 +110,22 @@ GJ_H_DECL_GLOBAL(u64, uint64_t)
  * the first sorted position and the number of equal build keys (0 where none). */
 
 /* ---- Non-partitioned hash join, unique build keys: one slot a build row, no sort. ----
- * table: capacity (a power of two, at least n) slots of gj_h_unique_slot_bytes_KN() bytes,
- * every byte 0xff (empty). Insert puts build row ids[i] (or i when ids is null) under keys[i];
- * it raises bit 0 of *flags when a key repeats and bit 1 when a key has every bit set (neither
- * can be stored: take the sorted path). Probe writes for every probe key the build row of an
- * equal key (match) and hit = 1, or hit = 0 where none. */
+ * table: buckets (a power of two, with 8 * buckets >= n) buckets of 8 uint32 slots (one 32-byte
+ * sector each), every byte 0xff (empty). A slot holds a build position i (the index into keys)
+ * in its low bits and up to 8 bits of the key's hash above them (a tag: only keys of equal tags
+ * are compared); the key itself stays in keys. Insert puts every position i of keys[0..n) into
+ * the first bucket from its key's home bucket on that has a free slot; it raises bit 0 of *flags
+ * when a key repeats (take the sorted path). Probe writes for every probe key the build row of
+ * an equal build key (build_ids[i], or i when build_ids is null) in match and hit = 1, or hit =
+ * 0 where none; build_keys / nb are the keys inserted. Same n (nb) for insert and probe: the
+ * slot layout depends on it.
+ * Example: keys [12, 10] -> two slots holding 0 and 1 (with their tags), anywhere in the
+ * table; probe [10, 7] -> match [1, 0], hit [1, 0]. */
 #define GJ_H_DECL_UNIQUE(KN, K)                                                                   \
-  int64_t gj_h_unique_slot_bytes_##KN(void);                                                      \
-  int gj_h_unique_insert_##KN(const K *keys, const uint32_t *ids, int64_t n, void *table,        \
-                              int64_t capacity, uint32_t *flags, gj_h_stream_t stream);           \
-  int gj_h_unique_probe_##KN(const void *table, int64_t capacity, const K *probe, int64_t n,     \
+  int gj_h_unique_insert_##KN(const K *keys, int64_t n, uint32_t *table, int64_t buckets,        \
+                              uint32_t *flags, gj_h_stream_t stream);                             \
+  int gj_h_unique_probe_##KN(const uint32_t *table, int64_t buckets, const K *build_keys,        \
+                             int64_t nb, const uint32_t *build_ids, const K *probe, int64_t n,   \
                              uint32_t *match, uint8_t *hit, gj_h_stream_t stream);
 GJ_H_DECL_UNIQUE(u32, uint32_t)
 GJ_H_DECL_UNIQUE(u64, uint64_t)

@@ -66,87 +66,111 @@ __global__ void table_probe_kernel(const GSlot *table, uint64_t mask, const K *p
 // ---------------------------------------------------------------------------------------------
 // Non-partitioned hash join, unique build keys: one slot a build row, no sort
 // ---------------------------------------------------------------------------------------------
-// A slot holds a build key and its row; a key of all ones marks an empty slot (the table is
-// filled with 0xff bytes). Insertion claims a slot by compare-and-swap on the key, so two rows
-// of one key meet in the same slot: the second raises bit 0 of *flags (a build key repeats)
-// and a key of all ones raises bit 1 (it cannot be stored); the caller then takes the sorted
-// path. Probing stops at the key or at the first empty slot.
-template <class K>
-struct UniqueSlot;
-template <>
-struct __align__(8) UniqueSlot<uint32_t> {
-  uint32_t key;
-  uint32_t row;
-};
-template <>
-struct __align__(16) UniqueSlot<uint64_t> {
-  unsigned long long key;
-  uint32_t row;
-  uint32_t pad;
+// Buckets of 8 four-byte slots (one 32-byte sector: a lookup is one sector read); a slot holds
+// a build position (the index into the build keys) in its low `row_bits` and a tag of the key's
+// hash (its top bits, at most 8) above; every bit set marks an empty slot, which no slot can hold
+// since the positions stay below 2^row_bits - 1. Only slots of the probe key's tag compare keys,
+// loaded from the build keys themselves (no key in the table: 4 bytes a build row instead of 12
+// or 16, so that more of the table stays in the L2). The home bucket is the hash's low bits;
+// where it is full the next bucket takes the row, and a lookup stops at the key or at the first
+// bucket with an empty slot.
+struct SlotLayout {
+  int row_bits;  // positions below 2^row_bits - 1
+  int tag_bits;  // 0..8
+  __device__ __forceinline__ uint32_t tag(uint64_t h) const {
+    return (uint32_t)(((h >> 56) >> (8 - tag_bits)) << row_bits);
+  }
+  __device__ __forceinline__ uint32_t row(uint32_t slot) const {
+    return (uint32_t)(slot & ((1ull << row_bits) - 1));
+  }
 };
 
-__device__ __forceinline__ uint32_t cas_key(uint32_t *at, uint32_t expected, uint32_t key) {
-  return atomicCAS(at, expected, key);
+inline SlotLayout slot_layout(int64_t n) {
+  int bits = 1;
+  while (bits < 32 && (1ll << bits) <= n) ++bits;  // 2^bits > n: positions < n <= 2^bits - 1
+  return SlotLayout{bits, 32 - bits < 8 ? 32 - bits : 8};
 }
-__device__ __forceinline__ uint64_t cas_key(unsigned long long *at, uint64_t expected, uint64_t key) {
-  return (uint64_t)atomicCAS(at, (unsigned long long)expected, (unsigned long long)key);
+
+constexpr int kBucketSlots = 8;
+constexpr uint32_t kEmptySlot = 0xFFFFFFFFu;
+
+__device__ __forceinline__ void load_bucket(const uint32_t *at, uint32_t (&v)[kBucketSlots], bool coherent) {
+  const uint4 *q = reinterpret_cast<const uint4 *>(at);
+  // Insert reads through the L2 (other blocks' claims land there); probe after the insert.
+  const uint4 lo = coherent ? __ldcg(q) : __ldg(q), hi = coherent ? __ldcg(q + 1) : __ldg(q + 1);
+  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
 }
 
 template <class K>
-__global__ void unique_insert_kernel(const K *keys, const uint32_t *ids, int64_t n, UniqueSlot<K> *table,
-                                     uint64_t mask, uint32_t *flags) {
-  constexpr K EMPTY = ~K(0);
+__global__ void unique_insert_kernel(const K *keys, int64_t n, uint32_t *table, uint64_t bucket_mask, SlotLayout L,
+                                     uint32_t *flags) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   const volatile uint32_t *seen = flags;
+  const uint32_t tag_mask = ~(uint32_t)((1ull << L.row_bits) - 1);
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     // Once a flag is up the table is dropped: stop. Flags are raised only where not yet up, so
     // that many repeated keys do not serialize on one word.
     if (*seen != 0u) return;
     const K key = keys[i];
-    if (key == EMPTY) {
-      atomicOr(flags, 2u);
-      continue;
-    }
-    uint64_t s = global_hash((uint64_t)key) & mask;
-    while (true) {
-      const K prev = (K)cas_key(&table[s].key, EMPTY, key);
-      if (prev == EMPTY) {
-        table[s].row = ids ? ids[i] : (uint32_t)i;
-        break;
+    const uint64_t h = global_hash((uint64_t)key);
+    const uint32_t tag = L.tag(h), mine = (uint32_t)i | tag;
+    uint64_t b = h & bucket_mask;
+    bool placed = false;
+    while (!placed) {
+      uint32_t *bucket = table + b * kBucketSlots;
+      uint32_t v[kBucketSlots];
+      load_bucket(bucket, v, true);
+#pragma unroll
+      for (int j = 0; j < kBucketSlots; ++j) {
+        uint32_t w = v[j];
+        if (w == kEmptySlot) {
+          w = atomicCAS(bucket + j, kEmptySlot, mine);
+          if (w == kEmptySlot) {
+            placed = true;
+            break;
+          }
+        }
+        // Taken (before, or by the claim that beat this one): the same key there repeats.
+        if ((w & tag_mask) == tag && keys[L.row(w)] == key) {
+          if ((*seen & 1u) == 0u) atomicOr(flags, 1u);
+          return;
+        }
       }
-      if (prev == key) {
-        if ((*seen & 1u) == 0u) atomicOr(flags, 1u);
-        break;
-      }
-      s = (s + 1) & mask;
+      b = (b + 1) & bucket_mask;
     }
   }
 }
 
 template <class K>
-__global__ void unique_probe_kernel(const UniqueSlot<K> *table, uint64_t mask, const K *probe, int64_t n,
-                                    uint32_t *match, uint8_t *hit) {
-  constexpr K EMPTY = ~K(0);
+__global__ void unique_probe_kernel(const uint32_t *table, uint64_t bucket_mask, SlotLayout L, const K *build_keys,
+                                    const uint32_t *build_ids, const K *probe, int64_t n, uint32_t *match,
+                                    uint8_t *hit) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  const uint32_t tag_mask = ~(uint32_t)((1ull << L.row_bits) - 1);
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     const K key = probe[i];
+    const uint64_t h = global_hash((uint64_t)key);
+    const uint32_t tag = L.tag(h);
+    uint64_t b = h & bucket_mask;
     uint32_t m = 0;
-    uint8_t h = 0;
-    if (key != EMPTY) {
-      uint64_t s = global_hash((uint64_t)key) & mask;
-      while (true) {
-        const UniqueSlot<K> e = table[s];
-        if ((K)e.key == EMPTY) break;
-        if ((K)e.key == key) {
-          m = e.row;
-          h = 1;
-          break;
+    uint8_t found = 0;
+    while (true) {
+      uint32_t v[kBucketSlots];
+      load_bucket(table + b * kBucketSlots, v, false);
+      bool empty = false;
+#pragma unroll
+      for (int j = 0; j < kBucketSlots; ++j) {
+        if (v[j] == kEmptySlot) empty = true;
+        else if (!found && (v[j] & tag_mask) == tag && build_keys[L.row(v[j])] == key) {
+          found = 1;
+          m = L.row(v[j]);
         }
-        s = (s + 1) & mask;
       }
+      if (found || empty) break;
+      b = (b + 1) & bucket_mask;
     }
-    match[i] = m;
-    hit[i] = h;
+    match[i] = found && build_ids ? build_ids[m] : m;
+    hit[i] = found;
   }
 }
 
@@ -211,22 +235,23 @@ GJ_H_DEF_GLOBAL(u32, uint32_t)
 GJ_H_DEF_GLOBAL(u64, uint64_t)
 
 #define GJ_H_DEF_UNIQUE(KN, K)                                                                            \
-  extern "C" int64_t gj_h_unique_slot_bytes_##KN(void) { return (int64_t)sizeof(UniqueSlot<K>); }       \
-  extern "C" int gj_h_unique_insert_##KN(const K *keys, const uint32_t *ids, int64_t n, void *table,      \
-                                         int64_t capacity, uint32_t *flags, gj_h_stream_t s) {            \
-    if (capacity <= 0 || (capacity & (capacity - 1)) || n > capacity) return (int)cudaErrorInvalidValue;  \
+  extern "C" int gj_h_unique_insert_##KN(const K *keys, int64_t n, uint32_t *table, int64_t buckets,       \
+                                         uint32_t *flags, gj_h_stream_t s) {                              \
+    if (buckets <= 0 || (buckets & (buckets - 1)) || n > buckets * kBucketSlots || n >= 0xFFFFFFFFll)     \
+      return (int)cudaErrorInvalidValue;                                                                  \
     if (n <= 0) return 0;                                                                                 \
-    unique_insert_kernel<K><<<grid(n), 256, 0, (cudaStream_t)s>>>(keys, ids, n, (UniqueSlot<K> *)table,   \
-                                                                 (uint64_t)(capacity - 1), flags);        \
+    unique_insert_kernel<K><<<grid(n), 256, 0, (cudaStream_t)s>>>(keys, n, table, (uint64_t)(buckets - 1), \
+                                                                 slot_layout(n), flags);                  \
     return launch_status();                                                                               \
   }                                                                                                       \
-  extern "C" int gj_h_unique_probe_##KN(const void *table, int64_t capacity, const K *probe, int64_t n,  \
+  extern "C" int gj_h_unique_probe_##KN(const uint32_t *table, int64_t buckets, const K *build_keys,      \
+                                        int64_t nb, const uint32_t *build_ids, const K *probe, int64_t n, \
                                         uint32_t *match, uint8_t *hit, gj_h_stream_t s) {                 \
-    if (capacity <= 0 || (capacity & (capacity - 1))) return (int)cudaErrorInvalidValue;                  \
+    if (buckets <= 0 || (buckets & (buckets - 1)) || nb >= 0xFFFFFFFFll) return (int)cudaErrorInvalidValue; \
     if (n <= 0) return 0;                                                                                 \
-    unique_probe_kernel<K><<<grid(n), 256, 0, (cudaStream_t)s>>>((const UniqueSlot<K> *)table,            \
-                                                                (uint64_t)(capacity - 1), probe, n,       \
-                                                                match, hit);                              \
+    unique_probe_kernel<K><<<grid(n), 256, 0, (cudaStream_t)s>>>(table, (uint64_t)(buckets - 1),          \
+                                                                slot_layout(nb), build_keys, build_ids,   \
+                                                                probe, n, match, hit);                    \
     return launch_status();                                                                               \
   }
 GJ_H_DEF_UNIQUE(u32, uint32_t)

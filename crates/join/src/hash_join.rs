@@ -59,12 +59,15 @@
 //!
 //! # Non-partitioned hash join ([`non_partitioned_hash_join`])
 //!
-//! First the unique-build table: every build (smaller side) row claims one slot of a global
-//! open-addressing table (at least twice the build rows) by compare-and-swap on its key; every
-//! probe row looks its key up once, and the hits are compacted in probe order. No sort, one
-//! random access a row on each side. Dense build keys (one reduction finds their span `max -
-//! min + 1`; dense where that many 4-byte slots take no more memory than the hash table, i.e. a
-//! span of at most 4-8 slots a build row for 4-byte keys) take a direct-address table instead:
+//! First the unique-build table: every build (smaller side) row claims one 4-byte slot of a
+//! global open-addressing table of 32-byte buckets (8 slots, at most 60% of them used) by
+//! compare-and-swap; a slot holds the row's position and a tag of its key's hash, not the key,
+//! so the table takes 4 bytes a slot whatever the key and more of it stays in the L2. Every
+//! probe row reads its home bucket (one sector), compares its key with the build keys of equal
+//! tags only, and the hits are compacted in probe order. No sort, about one random sector a row
+//! on each side. Dense build keys (one reduction finds their span `max - min + 1`; dense where
+//! that many 4-byte slots take no more memory than the hash table, i.e. a span of at most 5/3 to
+//! 10/3 slots a build row) take a direct-address table instead:
 //! the build row of key `k` sits in slot `k - min`, so nothing is hashed or stored but the row,
 //! and a probe key outside the span is a miss without a memory access (keys `[12, 10, 13]`:
 //! table `[1, -, 0, 2]` from 10); from 2^18 build rows, below which the hash table stays in L2.
@@ -233,9 +236,8 @@ type SpecFn<K> = unsafe extern "C" fn(
 type RunFlagsFn<K> = unsafe extern "C" fn(*const K, i64, *mut u8, ffi::gj_h_stream_t) -> i32;
 type InsertFn<K> = unsafe extern "C" fn(*const K, i64, *const u32, i64, *mut u32, i64, ffi::gj_h_stream_t) -> i32;
 type ProbeFn<K> = unsafe extern "C" fn(*const u32, i64, *const K, i64, *mut u32, *mut u32, ffi::gj_h_stream_t) -> i32;
-type SlotBytesFn = unsafe extern "C" fn() -> i64;
-type UniqueInsertFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut std::ffi::c_void, i64, *mut u32, ffi::gj_h_stream_t) -> i32;
-type UniqueProbeFn<K> = unsafe extern "C" fn(*const std::ffi::c_void, i64, *const K, i64, *mut u32, *mut u8, ffi::gj_h_stream_t) -> i32;
+type UniqueInsertFn<K> = unsafe extern "C" fn(*const K, i64, *mut u32, i64, *mut u32, ffi::gj_h_stream_t) -> i32;
+type UniqueProbeFn<K> = unsafe extern "C" fn(*const u32, i64, *const K, i64, *const u32, *const K, i64, *mut u32, *mut u8, ffi::gj_h_stream_t) -> i32;
 type DirectInsertFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, K, *mut u32, i64, *mut u32, ffi::gj_h_stream_t) -> i32;
 type DirectProbeFn<K> = unsafe extern "C" fn(*const u32, K, i64, *const K, i64, *mut u32, *mut u8, ffi::gj_h_stream_t) -> i32;
 type RangeFn<K> = unsafe extern "C" fn(*const K, *const u32, i64, *mut K, crate::kernels::sys::join::gj_j_stream_t) -> i32;
@@ -251,7 +253,6 @@ pub(crate) trait HashKey: PartitionKey + RadixKey + SortPairsWith<u32> + SortPai
     const RUN_FLAGS: RunFlagsFn<Self>;
     const INSERT: InsertFn<Self>;
     const PROBE: ProbeFn<Self>;
-    const UNIQUE_SLOT_BYTES: SlotBytesFn;
     const UNIQUE_INSERT: UniqueInsertFn<Self>;
     const UNIQUE_PROBE: UniqueProbeFn<Self>;
     const DIRECT_INSERT: DirectInsertFn<Self>;
@@ -268,7 +269,7 @@ pub(crate) trait HashKey: PartitionKey + RadixKey + SortPairsWith<u32> + SortPai
 }
 
 macro_rules! hash_key {
-    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $usb:ident, $uins:ident, $upr:ident, $dins:ident, $dpr:ident, $range:ident, $mix:ident, $s32:ident, $s64:ident) => {
+    ($t:ty, $o:ident, $c:ident, $w:ident, $sp:ident, $rf:ident, $ins:ident, $pr:ident, $uins:ident, $upr:ident, $dins:ident, $dpr:ident, $range:ident, $mix:ident, $s32:ident, $s64:ident) => {
         impl HashKey for $t {
             const OFFSETS: OffsetsFn<Self> = ffi::$o;
             const COUNT: CountFn<Self> = ffi::$c;
@@ -277,7 +278,6 @@ macro_rules! hash_key {
             const RUN_FLAGS: RunFlagsFn<Self> = ffi::$rf;
             const INSERT: InsertFn<Self> = ffi::$ins;
             const PROBE: ProbeFn<Self> = ffi::$pr;
-            const UNIQUE_SLOT_BYTES: SlotBytesFn = ffi::$usb;
             const UNIQUE_INSERT: UniqueInsertFn<Self> = ffi::$uins;
             const UNIQUE_PROBE: UniqueProbeFn<Self> = ffi::$upr;
             const DIRECT_INSERT: DirectInsertFn<Self> = ffi::$dins;
@@ -294,8 +294,8 @@ macro_rules! hash_key {
         }
     };
 }
-hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_unique_slot_bytes_u32, gj_h_unique_insert_u32, gj_h_unique_probe_u32, gj_h_direct_insert_u32, gj_h_direct_probe_u32, gj_j_key_range_u32, gj_h_mix_u32, gj_h_chunk_scatter_u32_u32, gj_h_chunk_scatter_u32_u64);
-hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_unique_slot_bytes_u64, gj_h_unique_insert_u64, gj_h_unique_probe_u64, gj_h_direct_insert_u64, gj_h_direct_probe_u64, gj_j_key_range_u64, gj_h_mix_u64, gj_h_chunk_scatter_u64_u32, gj_h_chunk_scatter_u64_u64);
+hash_key!(u32, gj_h_part_offsets_u32, gj_h_match_count_u32, gj_h_match_write_u32, gj_h_match_spec_u32, gj_h_run_flags_u32, gj_h_table_insert_u32, gj_h_table_probe_u32, gj_h_unique_insert_u32, gj_h_unique_probe_u32, gj_h_direct_insert_u32, gj_h_direct_probe_u32, gj_j_key_range_u32, gj_h_mix_u32, gj_h_chunk_scatter_u32_u32, gj_h_chunk_scatter_u32_u64);
+hash_key!(u64, gj_h_part_offsets_u64, gj_h_match_count_u64, gj_h_match_write_u64, gj_h_match_spec_u64, gj_h_run_flags_u64, gj_h_table_insert_u64, gj_h_table_probe_u64, gj_h_unique_insert_u64, gj_h_unique_probe_u64, gj_h_direct_insert_u64, gj_h_direct_probe_u64, gj_j_key_range_u64, gj_h_mix_u64, gj_h_chunk_scatter_u64_u32, gj_h_chunk_scatter_u64_u64);
 
 // ---------------------------------------------------------------------------------------------
 // Payload columns as raw bits
@@ -1353,60 +1353,61 @@ pub(crate) struct DirectJoin {
 fn nphj_direct<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, max_table_bytes: usize, mut clock: Clock) -> Result<Option<DirectJoin>> {
     let build_left = p.left.kept_len() <= p.right.kept_len();
     let (bs, ps) = if build_left { (&p.left, &p.right) } else { (&p.right, &p.left) };
-    let Some((min, span)) = dense_span(stream, bs, unique_hash_table_bytes::<K>(bs.kept_len()).min(max_table_bytes))? else { return Ok(None) };
+    let Some((min, span)) = dense_span(stream, bs, unique_hash_table_bytes(bs.kept_len()).min(max_table_bytes))? else { return Ok(None) };
     let Some(pairs) = (UniqueTable::Direct { min, span }).pairs(stream, bs, ps, &mut clock)? else { return Ok(None) };
     let out = nphj_output(stream, &p, build_left, pairs, join_type, clock)?;
     Ok(Some(DirectJoin { out, span }))
 }
 
-/// Slots and slot bytes of the unique-build hash table for `nb` build rows (at least twice as
-/// many slots as rows, a power of two).
-fn unique_hash_table<K: HashKey>(nb: usize) -> (usize, usize) {
-    // SAFETY: a constant of the C side.
-    let slot = unsafe { K::UNIQUE_SLOT_BYTES() } as usize;
-    ((2 * nb).max(2).next_power_of_two(), slot)
+/// Buckets of the unique-build hash table for `nb` build rows: 8 four-byte slots a bucket (one
+/// 32-byte sector), at least 5/3 slots a build row (at most 60% full), a power of two: 10M build
+/// rows take 2^21 buckets, 64 MiB.
+fn unique_hash_buckets(nb: usize) -> usize {
+    (nb.saturating_mul(5).div_ceil(3)).div_ceil(UNIQUE_BUCKET_SLOTS).max(1).next_power_of_two()
 }
 
+/// Slots of a bucket of the unique-build hash table (`hash_global.cu`).
+const UNIQUE_BUCKET_SLOTS: usize = 8;
+
 /// Bytes of the unique-build hash table for `nb` build rows.
-fn unique_hash_table_bytes<K: HashKey>(nb: usize) -> usize {
-    let (capacity, slot) = unique_hash_table::<K>(nb);
-    capacity * slot
+fn unique_hash_table_bytes(nb: usize) -> usize {
+    unique_hash_buckets(nb) * UNIQUE_BUCKET_SLOTS * 4
 }
 
 /// The unique-build path of the non-partitioned hash join: one table slot a build row (no sort),
 /// one lookup a probe row, the hits compacted in probe order. The `(probe, build)` row pairs, or
-/// `None` when a build key repeats or has every bit set (the sorted path then runs; the attempt
+/// `None` when a build key repeats (the sorted path then runs; the attempt
 /// costs one pass over the build keys and one host read). From `direct_from` build rows
 /// ([`JoinOptions`]'s testing options; 2^18 otherwise), dense build keys take the direct-address
 /// table ([`dense_span`]: one more reduction and host read).
 fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, direct_from: Option<usize>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
     let nb = bs.kept_len();
-    let (capacity, slot) = unique_hash_table::<K>(nb);
     let dense = match direct_from {
-        Some(rows) if nb >= rows => dense_span(stream, bs, capacity * slot)?,
+        Some(rows) if nb >= rows => dense_span(stream, bs, unique_hash_table_bytes(nb))?,
         _ => None,
     };
     let table = match dense {
         Some((min, span)) => UniqueTable::Direct { min, span },
-        None => UniqueTable::Hash { capacity, slot },
+        None => UniqueTable::Hash { buckets: unique_hash_buckets(nb) },
     };
     table.pairs(stream, bs, ps, clock)
 }
 
 /// The table of the unique-build path: one slot a build row.
 enum UniqueTable<K> {
-    /// Open addressing on the key's hash: `capacity` slots of `slot` bytes (key and row).
-    Hash { capacity: usize, slot: usize },
+    /// Open addressing on the key's hash: `buckets` buckets of 8 four-byte slots, each slot a
+    /// build position and a tag of its key's hash (the keys stay in the build side's column).
+    Hash { buckets: usize },
     /// Direct addressing: `span` slots of a `u32` row, key `k` in slot `k - min`.
     Direct { min: K, span: u64 },
 }
 
 impl<K: HashKey> UniqueTable<K> {
-    /// Inserts every build row, reads the repeat flag (`None`: a key repeats, or the hash table
-    /// met the all-ones key), looks every probe key up and compacts the hits in probe order.
+    /// Inserts every build row, reads the repeat flag (`None`: a key repeats), looks every probe
+    /// key up and compacts the hits in probe order.
     fn pairs(&self, stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
         let bytes = match *self {
-            UniqueTable::Hash { capacity, slot } => capacity * slot,
+            UniqueTable::Hash { buckets } => buckets * UNIQUE_BUCKET_SLOTS * 4,
             UniqueTable::Direct { span, .. } => span as usize * 4,
         };
         let mut table = stream.alloc::<u8>(bytes)?;
@@ -1417,8 +1418,9 @@ impl<K: HashKey> UniqueTable<K> {
             let (k, t, f) = (bs.keys.view().as_ptr(), table.view_mut().as_mut_ptr(), flags.view_mut().as_mut_ptr());
             let ids = bs.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr());
             match *self {
-                // SAFETY: nb keys (and row ids); the table holds `capacity` slots of `slot` bytes.
-                UniqueTable::Hash { capacity, .. } => launch(stream, "unique hash table insert", || unsafe { K::UNIQUE_INSERT(k, ids, nb as i64, t.cast(), capacity as i64, f, stream.raw()) })?,
+                // SAFETY: nb keys; the table holds `buckets` buckets of 8 four-byte slots, at
+                // least 5/3 slots a key.
+                UniqueTable::Hash { buckets } => launch(stream, "unique hash table insert", || unsafe { K::UNIQUE_INSERT(k, nb as i64, t.cast(), buckets as i64, f, stream.raw()) })?,
                 // SAFETY: nb keys (and row ids), each in [min, min + span); the table holds span
                 // 4-byte slots.
                 UniqueTable::Direct { min, span } => launch(stream, "direct-address table insert", || unsafe { K::DIRECT_INSERT(k, ids, nb as i64, min, t.cast(), span as i64, f, stream.raw()) })?,
@@ -1433,9 +1435,11 @@ impl<K: HashKey> UniqueTable<K> {
         let mut hit = stream.alloc::<u8>(np)?;
         {
             let (t, pk, m, h) = (table.view().as_ptr(), ps.keys.view().as_ptr(), matched.view_mut().as_mut_ptr(), hit.view_mut().as_mut_ptr());
+            let (bk, ids) = (bs.keys.view().as_ptr(), bs.kept.as_ref().map_or(std::ptr::null(), |k| k.view().as_ptr()));
             match *self {
-                // SAFETY: np probe keys, np outputs each; the table as inserted above.
-                UniqueTable::Hash { capacity, .. } => launch(stream, "unique hash table probe", || unsafe { K::UNIQUE_PROBE(t.cast(), capacity as i64, pk, np as i64, m, h, stream.raw()) })?,
+                // SAFETY: np probe keys, np outputs each; the table as inserted above from the nb
+                // build keys (and their row ids where some rows were set aside).
+                UniqueTable::Hash { buckets } => launch(stream, "unique hash table probe", || unsafe { K::UNIQUE_PROBE(t.cast(), buckets as i64, bk, nb as i64, ids, pk, np as i64, m, h, stream.raw()) })?,
                 // SAFETY: as above.
                 UniqueTable::Direct { min, span } => launch(stream, "direct-address table probe", || unsafe { K::DIRECT_PROBE(t.cast(), min, span as i64, pk, np as i64, m, h, stream.raw()) })?,
             }

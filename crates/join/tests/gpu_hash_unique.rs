@@ -1,15 +1,17 @@
 //! The non-partitioned hash join's two build paths (`Algorithm::Hash` through the front door):
 //! the unique-build table (every build row its own slot, no sort) and the sorted path it falls
-//! back to when a build key repeats or has every bit set (`u32::MAX` / `u64::MAX` prepared keys
-//! mark empty slots). Both must give the reference's pairs in the documented order: inner pairs
+//! back to when a build key repeats. The hash table's slots hold build positions and 8-bit tags
+//! of the keys' hashes, so that keys of equal tags (about one in 256 slots a probe reads)
+//! compare their keys in the build column; the shapes of about 3000 rows meet dozens of such
+//! pairs a join. Both must give the reference's pairs in the documented order: inner pairs
 //! by probe row (the larger side; the right side on ties), each with its build matches in row
 //! order; then unmatched left rows, then unmatched right rows; semi and anti rows in row order.
 //!
-//! Shapes: unique build keys with matches, none, all; the all-ones key in the build side (falls
-//! back) and only in the probe side (must match nothing: it marks empty slots); one repeated
+//! Shapes: unique build keys with matches, none, all; the all-ones key in the build side and only
+//! in the probe side (an empty slot is all ones: it must match nothing); one repeated
 //! build key among unique ones (falls back); all-equal keys; sizes 0, 1, odd and about 3000;
-//! Dense unique build keys (a span of at most 4 slots a row, the `distinct` draws and the
-//! `dense` shapes) take the direct-address table, sparse ones (`U64Wide`, the all-ones key) the
+//! Dense unique build keys (a span within the hash table's slots, 5/3 to 10/3 a build row: the
+//! `dense` shapes and the denser `distinct` draws) take the direct-address table, sparse ones (`U64Wide`, the all-ones key) the
 //! hash table; both fall back to the sorted path on a repeated key.
 //! `UInt32`, `UInt64` spanning more than 2^32 (never compressed) and `UInt64` over a small span
 //! above 2^40 (not compressed here either), nullable `Int32` under both
@@ -183,8 +185,8 @@ fn unique_and_sorted_builds_match_the_reference_in_the_documented_order() {
             ("dense build, one repeated key", { let mut v: Vec<Option<u64>> = (0..400).map(Some).collect(); v.shuffle(&mut rng); v[17] = v[300]; v }, draws(&mut rng, 777, 450)),
             ("dense build of one key, probe of others", vec![Some(9)], vec![Some(8), Some(10), Some(9), Some(0)]),
         ];
-        // The all-ones key: in the build side (the unique table cannot store it), and only in
-        // the probe side (it must not match an empty slot).
+        // The all-ones key: in the build side, and only in the probe side (it must not match an
+        // empty slot, whose bits are all set).
         let mut with_max = distinct(&mut rng, 200, 1000);
         with_max[33] = Some(u64::MAX);
         shapes.push(("all-ones key in the build", with_max.clone(), draws(&mut rng, 900, 1000)));

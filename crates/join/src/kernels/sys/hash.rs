@@ -231,23 +231,22 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
-    pub fn gj_h_unique_slot_bytes_u32() -> i64;
-}
-unsafe extern "C" {
     pub fn gj_h_unique_insert_u32(
         keys: *const u32,
-        ids: *const u32,
         n: i64,
-        table: *mut ::std::os::raw::c_void,
-        capacity: i64,
+        table: *mut u32,
+        buckets: i64,
         flags: *mut u32,
         stream: gj_h_stream_t,
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
     pub fn gj_h_unique_probe_u32(
-        table: *const ::std::os::raw::c_void,
-        capacity: i64,
+        table: *const u32,
+        buckets: i64,
+        build_keys: *const u32,
+        nb: i64,
+        build_ids: *const u32,
         probe: *const u32,
         n: i64,
         match_: *mut u32,
@@ -256,23 +255,22 @@ unsafe extern "C" {
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
-    pub fn gj_h_unique_slot_bytes_u64() -> i64;
-}
-unsafe extern "C" {
     pub fn gj_h_unique_insert_u64(
         keys: *const u64,
-        ids: *const u32,
         n: i64,
-        table: *mut ::std::os::raw::c_void,
-        capacity: i64,
+        table: *mut u32,
+        buckets: i64,
         flags: *mut u32,
         stream: gj_h_stream_t,
     ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
     pub fn gj_h_unique_probe_u64(
-        table: *const ::std::os::raw::c_void,
-        capacity: i64,
+        table: *const u32,
+        buckets: i64,
+        build_keys: *const u64,
+        nb: i64,
+        build_ids: *const u32,
         probe: *const u64,
         n: i64,
         match_: *mut u32,
