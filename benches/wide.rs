@@ -345,6 +345,41 @@ fn auto_cost(h: &mut Harness) {
     });
 }
 
+/// Group `spread` (only with `GPUJOIN_WIDE_ONLY=spread`): `dense`'s joins with every key `k`
+/// replaced by `spread32(k)` (a bijection of `u32`: unique build keys over the whole range, so no
+/// direct-address table), `nb` = 2^20 to 2^24, maps only and with one 4-byte payload a side:
+/// where NPHJ's unique-build hash table (4 bytes a slot, 5/3 to 10/3 slots a build row) beats the
+/// partitioned hash join. Auto, PHJ-UM, PHJ-OM (with payloads), NPHJ.
+fn spread(h: &mut Harness) {
+    const G: &str = "spread";
+    /// A bijection of `u32` (odd multipliers and xor-shifts are invertible): `0..n` spread over
+    /// the range.
+    fn spread32(k: u32) -> u32 {
+        let mut x = k.wrapping_mul(0x9E37_79B1);
+        x ^= x >> 16;
+        x = x.wrapping_mul(0x85EB_CA6B);
+        x ^ (x >> 13)
+    }
+    let s = h.stream.clone();
+    for log in [20u32, 22, 23, 24] {
+        let (nb, np) = (1usize << log, 2usize << log);
+        let (mut r, mut f) = datagen::PkFkWorkload::uniform(nb, np, 17 + log as u64).generate().unwrap();
+        r.iter_mut().chain(f.iter_mut()).for_each(|k| *k = spread32(*k));
+        let (rr, ff) = (Rel::upload(&s, &r, 1), Rel::upload(&s, &f, 1));
+        drop((r, f));
+        for (kind, cols, opts) in [("maps", 0usize, WideJoinOptions::maps_only()), ("narrow", 1, WideJoinOptions::default())] {
+            let (wr, wf) = (rr.wide(cols), ff.wide(cols));
+            let algos: &[Algorithm] = if cols == 0 { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::Nphj] } else { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] };
+            let bytes = if cols == 0 { ((nb + np) * 4 + np * 8) as u64 } else { floor_bytes(nb, np, 4, 4, cols, np) };
+            for &a in algos {
+                wide::join(&s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap(); // untimed: steady state
+                let case = format!("{kind}_2p{log}_{}", if a == Algorithm::Auto { "auto" } else { a.suffix() });
+                timed(h, G, &case, &wr, &wf, a, opts, bytes, np as u64);
+            }
+        }
+    }
+}
+
 /// Group `dense` (only with `GPUJOIN_WIDE_ONLY=dense`): PK-FK joins of dense unique build keys
 /// (a permutation of `0..nb`, `u32`) and twice as many probe rows drawn from them, `nb` from
 /// 2^20 to 2^25: where NPHJ's direct-address table (slot = key) beats the partitioned hash join
@@ -374,14 +409,15 @@ fn dense(h: &mut Harness) {
 
 fn main() {
     let Some(mut h) = Harness::new("wide joins") else { return };
-    // GPUJOIN_WIDE_ONLY=libcudf,dense (any of libcudf, auto_cost, dense, sequences, variations,
-    // families): only those groups, in that order (quick runs while tuning).
+    // GPUJOIN_WIDE_ONLY=libcudf,dense (any of libcudf, auto_cost, dense, spread, sequences,
+    // variations, families): only those groups, in that order (quick runs while tuning).
     if let Ok(only) = std::env::var("GPUJOIN_WIDE_ONLY") {
         for group in only.split(',').map(str::trim).filter(|g| !g.is_empty()) {
             match group {
                 "libcudf" => libcudf(&mut h),
                 "auto_cost" => auto_cost(&mut h),
                 "dense" => dense(&mut h),
+                "spread" => spread(&mut h),
                 "sequences" => sequences(&mut h),
                 "variations" => variations(&mut h),
                 "families" => families(&mut h),
