@@ -361,7 +361,7 @@ fn spread(h: &mut Harness) {
         x ^ (x >> 13)
     }
     let s = h.stream.clone();
-    for log in [20u32, 22, 23, 24] {
+    for log in [20u32, 21, 22, 23, 24] {
         let (nb, np) = (1usize << log, 2usize << log);
         let (mut r, mut f) = datagen::PkFkWorkload::uniform(nb, np, 17 + log as u64).generate().unwrap();
         r.iter_mut().chain(f.iter_mut()).for_each(|k| *k = spread32(*k));

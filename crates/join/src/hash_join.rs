@@ -66,13 +66,12 @@
 //! probe row reads its home bucket (one sector), compares its key with the build keys of equal
 //! tags only, and the hits are compacted in probe order. No sort, about one random sector a row
 //! on each side. Dense build keys (one reduction finds their span `max - min + 1`; dense where
-//! that many 4-byte slots take no more memory than the hash table, i.e. a span of at most 5/3 to
-//! 10/3 slots a build row) take a direct-address table instead:
-//! the build row of key `k` sits in slot `k - min`, so nothing is hashed or stored but the row,
-//! and a probe key outside the span is a miss without a memory access (keys `[12, 10, 13]`:
-//! table `[1, -, 0, 2]` from 10); from 2^18 build rows, below which the hash table stays in L2.
-//! When a build key repeats (the insert sees it already in a
-//! slot and raises a flag, read by one host wait), the table is dropped and the sorted path runs:
+//! that many 4-byte slots take at most 32 bytes a build row, a span of at most 8 keys a row)
+//! take a direct-address table instead: the build row of key `k` sits in slot `k - min`, so
+//! nothing is hashed or compared, and a probe key outside the span is a miss without a memory
+//! access (keys `[12, 10, 13]`: table `[1, -, 0, 2]` from 10); from 2^18 build rows, below which
+//! the hash table stays in L2. When a build key repeats (the insert sees it already in a slot
+//! and raises a flag, read by one host wait), the table is dropped and the sorted path runs:
 //! the build side is sorted by key with its row ids; each run of equal keys goes into one global
 //! open-addressing table as (key, first position, count). Every probe row looks its key up (count
 //! pass), a scan gives the offsets, and a load-balancing search writes the pairs. Both paths
@@ -1314,49 +1313,90 @@ fn nphj_output<K: HashKey>(stream: &Stream, p: &Prepared<'_, K>, build_left: boo
     Ok(HashJoinOutput { maps, stats })
 }
 
-/// `Algorithm::Auto`'s direct-address join: the non-partitioned hash join on a direct-address
-/// table, run only where that table is known to win, `None` (after at most a reduction, an
-/// insert pass and two host reads) where it does not apply:
+/// `Algorithm::Auto`'s unique-build join: the non-partitioned hash join on one of its two tables,
+/// run only where that table is known to win, `None` (after at most a reduction, an insert pass
+/// and two host reads) where neither applies:
 /// - a single key column without nulls of a 4- or 8-byte integer type (its raw bits);
-/// - at least `opts`' direct-address minimum of build rows (2^18), not more than `max_table_bytes
-///   / 4`;
-/// - dense build keys: the span `max - min + 1` takes at most `max_table_bytes` of 4-byte slots
-///   (and at most the unique-build hash table's size, as in the join itself);
-/// - unique build keys (a repeated key stops the attempt after the insert pass);
-/// - no output budget in `opts`.
+/// - no output budget in `opts`;
+/// - the direct-address table: at least `opts`' direct-address minimum of build rows (2^18), and
+///   dense build keys, whose span `max - min + 1` takes at most `max_direct_bytes` of 4-byte
+///   slots (and at most [`DIRECT_TABLE_BYTES_PER_BUILD_ROW`] a build row, as in the join itself);
+/// - otherwise the hash table, where it takes at most `max_hash_bytes`;
+/// - unique build keys (a repeated key stops the attempt after the insert pass).
 ///
 /// The output is [`non_partitioned_hash_join`]'s (order included). Build keys `[12, 10, 13]`
-/// with `max_table_bytes` 16: table `[1, -, 0, 2]` from 10, probe rows in order.
-pub(crate) fn nphj_where_dense_unique(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions, max_table_bytes: usize) -> Result<Option<DirectJoin>> {
+/// with `max_direct_bytes` 16: table `[1, -, 0, 2]` from 10, probe rows in order.
+pub(crate) fn nphj_where_unique(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions, max_direct_bytes: usize, max_hash_bytes: usize) -> Result<Option<UniqueJoin>> {
     check_comparable(left, right)?;
     // With an output budget the algorithm that runs instead counts the output first.
-    let Some(min_rows) = opts.direct_address_min_rows().filter(|_| opts.output_budget.is_none()) else { return Ok(None) };
-    let Some(prepared) = prepare_fast(left, right) else { return Ok(None) };
-    let bs_rows = left.rows().min(right.rows());
-    if bs_rows < min_rows.max(1) || bs_rows.saturating_mul(4) > max_table_bytes {
+    if opts.output_budget.is_some() {
         return Ok(None);
     }
+    let Some(prepared) = prepare_fast(left, right) else { return Ok(None) };
+    let bs_rows = left.rows().min(right.rows());
+    let direct = opts.direct_address_min_rows().is_some_and(|m| bs_rows >= m.max(1)) && bs_rows.saturating_mul(4) <= max_direct_bytes;
+    let hash = bs_rows > 0 && unique_hash_table_bytes(bs_rows) <= max_hash_bytes;
+    if !direct && !hash {
+        return Ok(None);
+    }
+    let limits = UniqueLimits { direct: direct.then_some(max_direct_bytes), hash };
     let clock = Clock::start(stream, opts.stats)?;
     match prepared {
-        AnyPrepared::U32(p) => nphj_direct::<u32>(stream, p, join_type, max_table_bytes, clock),
-        AnyPrepared::U64(p) => nphj_direct::<u64>(stream, p, join_type, max_table_bytes, clock),
+        AnyPrepared::U32(p) => nphj_unique::<u32>(stream, p, join_type, limits, clock),
+        AnyPrepared::U64(p) => nphj_unique::<u64>(stream, p, join_type, limits, clock),
     }
 }
 
-/// What [`nphj_where_dense_unique`] ran: the join's output and the span of the build keys (the
-/// direct-address table's slots).
-pub(crate) struct DirectJoin {
-    pub out: HashJoinOutput,
-    pub span: u64,
+/// Which tables [`nphj_where_unique`] may take: the direct-address table within `direct` bytes,
+/// the hash table.
+#[derive(Clone, Copy)]
+struct UniqueLimits {
+    direct: Option<usize>,
+    hash: bool,
 }
 
-fn nphj_direct<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, max_table_bytes: usize, mut clock: Clock) -> Result<Option<DirectJoin>> {
+/// What [`nphj_where_unique`] ran: the join's output and its table.
+pub(crate) struct UniqueJoin {
+    pub out: HashJoinOutput,
+    pub table: UniqueTableUsed,
+}
+
+/// The table of a [`UniqueJoin`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UniqueTableUsed {
+    /// The direct-address table of `span` 4-byte slots (the build keys' `max - min + 1`).
+    Direct { span: u64 },
+    /// The hash table of `bytes` bytes.
+    Hash { bytes: u64 },
+}
+
+fn nphj_unique<K: HashKey>(stream: &Stream, p: Prepared<'_, K>, join_type: JoinType, limits: UniqueLimits, mut clock: Clock) -> Result<Option<UniqueJoin>> {
     let build_left = p.left.kept_len() <= p.right.kept_len();
     let (bs, ps) = if build_left { (&p.left, &p.right) } else { (&p.right, &p.left) };
-    let Some((min, span)) = dense_span(stream, bs, unique_hash_table_bytes(bs.kept_len()).min(max_table_bytes))? else { return Ok(None) };
-    let Some(pairs) = (UniqueTable::Direct { min, span }).pairs(stream, bs, ps, &mut clock)? else { return Ok(None) };
+    let nb = bs.kept_len();
+    let dense = match limits.direct {
+        Some(max) => dense_span(stream, bs, direct_table_max_bytes(nb).min(max))?,
+        None => None,
+    };
+    let (table, used) = match dense {
+        Some((min, span)) => (UniqueTable::Direct { min, span }, UniqueTableUsed::Direct { span }),
+        None if limits.hash => (UniqueTable::Hash { buckets: unique_hash_buckets(nb) }, UniqueTableUsed::Hash { bytes: unique_hash_table_bytes(nb) as u64 }),
+        None => return Ok(None),
+    };
+    let Some(pairs) = table.pairs(stream, bs, ps, &mut clock)? else { return Ok(None) };
     let out = nphj_output(stream, &p, build_left, pairs, join_type, clock)?;
-    Ok(Some(DirectJoin { out, span }))
+    Ok(Some(UniqueJoin { out, table: used }))
+}
+
+/// The most bytes a build row the direct-address table may take (8 slots of 4 bytes: a span of
+/// at most 8 keys a build row). Measured on the H100 (`libcudf/i64_dense_10m_30pct_nphj`, 10M
+/// build keys over a span of 4 a row): the 160 MB direct-address table 1.03 ms, the 64 MiB hash
+/// table 1.33 ms.
+pub(crate) const DIRECT_TABLE_BYTES_PER_BUILD_ROW: usize = 32;
+
+/// The most bytes of a direct-address table for `nb` build rows.
+fn direct_table_max_bytes(nb: usize) -> usize {
+    nb.saturating_mul(DIRECT_TABLE_BYTES_PER_BUILD_ROW)
 }
 
 /// Buckets of the unique-build hash table for `nb` build rows: 8 four-byte slots a bucket (one
@@ -1383,7 +1423,7 @@ fn unique_hash_table_bytes(nb: usize) -> usize {
 fn unique_build_pairs<K: HashKey>(stream: &Stream, bs: &SideKeys<'_, K>, ps: &SideKeys<'_, K>, direct_from: Option<usize>, clock: &mut Clock) -> Result<Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>> {
     let nb = bs.kept_len();
     let dense = match direct_from {
-        Some(rows) if nb >= rows => dense_span(stream, bs, unique_hash_table_bytes(nb))?,
+        Some(rows) if nb >= rows => dense_span(stream, bs, direct_table_max_bytes(nb))?,
         _ => None,
     };
     let table = match dense {

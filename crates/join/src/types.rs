@@ -278,7 +278,8 @@ pub enum UniqueBuildTable {
     /// hash table.
     #[default]
     Auto,
-    /// The hash table always; `Auto` never joins on a direct-address table.
+    /// The hash table always; `Auto` never joins on a direct-address table (only on the hash
+    /// table, where the build keys are unique and it fits its share of the L2).
     Hash,
     /// The direct-address table wherever the build keys are dense, at any size; `Auto` looks for
     /// dense unique build keys at any size too.

@@ -10,8 +10,8 @@
 //! Shapes: unique build keys with matches, none, all; the all-ones key in the build side and only
 //! in the probe side (an empty slot is all ones: it must match nothing); one repeated
 //! build key among unique ones (falls back); all-equal keys; sizes 0, 1, odd and about 3000;
-//! Dense unique build keys (a span within the hash table's slots, 5/3 to 10/3 a build row: the
-//! `dense` shapes and the denser `distinct` draws) take the direct-address table, sparse ones (`U64Wide`, the all-ones key) the
+//! Dense unique build keys (a span of at most 8 keys a row, the `distinct` draws and the
+//! `dense` shapes) take the direct-address table, sparse ones (`U64Wide`, the all-ones key) the
 //! hash table; both fall back to the sorted path on a repeated key.
 //! `UInt32`, `UInt64` spanning more than 2^32 (never compressed) and `UInt64` over a small span
 //! above 2^40 (not compressed here either), nullable `Int32` under both

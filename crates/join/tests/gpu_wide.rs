@@ -792,9 +792,11 @@ fn dense_keys(rng: &mut StdRng, nb: usize, base: u64) -> (Vec<u64>, Vec<u64>) {
     (build, probe)
 }
 
+/// Auto on unique build keys: dense ones on NPHJ's direct-address table, spread ones on its hash
+/// table, each where it fits its share of the L2; the tree elsewhere, and after a repeated key.
 #[test]
-fn auto_joins_dense_unique_build_keys_on_a_direct_address_table() {
-    let Some(s) = stream("auto_joins_dense_unique_build_keys_on_a_direct_address_table") else { return };
+fn auto_joins_unique_build_keys_on_nphj_tables() {
+    let Some(s) = stream("auto_joins_unique_build_keys_on_nphj_tables") else { return };
     let _l = lock();
     let mut rng = StdRng::seed_from_u64(0xD1_2EC7);
     // 2^18 build rows: the fewest for which the direct-address table is looked for.
@@ -802,6 +804,10 @@ fn auto_joins_dense_unique_build_keys_on_a_direct_address_table() {
     let (build, probe) = dense_keys(&mut rng, nb, 1000);
     let u32s = |v: &[u64]| HostColumn::from_values(v.iter().map(|&k| k as u32).collect::<Vec<u32>>());
     let direct = |snap: &Snapshot, what: &str| assert_eq!(snap.algorithm, Algorithm::Hash, "{what}: Auto ran {}", snap.algorithm.name());
+    let hash_table = |out: &gpujoin_join::plan::JoinOutput, what: &str| {
+        assert_eq!(out.algorithm, Algorithm::Hash, "{what}: {}", out.reason);
+        assert!(out.reason.contains("NPHJ on its hash table"), "{what}: {}", out.reason);
+    };
     // Maps only, one and two payload columns a side; every join type; either side building.
     for cols in [0usize, 1, 2] {
         let (l, r) = (key_table(vec![u32s(&build)]), key_table(vec![u32s(&probe)]));
@@ -834,12 +840,31 @@ fn auto_joins_dense_unique_build_keys_on_a_direct_address_table() {
     let mut repeated = build.clone();
     repeated[nb / 2] = repeated[7];
     not_direct("one repeated build key", &Case { l: key_table(vec![u32s(&repeated)]), lp: vec![], r: key_table(vec![u32s(&probe)]), rp: vec![], opts: DEFAULT }, &both);
-    // Spread keys: a span of 64 slots a row (more than the hash table would take).
+    // Spread keys (a span of 64 slots a row, more than the direct-address table may take): the
+    // hash table, every join type; with a repeated key the tree.
     let spread = |v: &[u64]| v.iter().map(|&k| k * 64).collect::<Vec<u64>>();
-    not_direct("spread build keys", &Case { l: key_table(vec![u32s(&spread(&build))]), lp: vec![], r: key_table(vec![u32s(&spread(&probe))]), rp: vec![], opts: DEFAULT }, &both);
+    let spread_case = Case { l: key_table(vec![u32s(&spread(&build))]), lp: payloads(&mut rng, nb, 1, None, 50), r: key_table(vec![u32s(&spread(&probe))]), rp: payloads(&mut rng, 2 * nb, 1, None, 60), opts: DEFAULT };
+    for jt in JoinType::ALL {
+        direct(&check(&s, &spread_case, jt, Algorithm::Auto, false, "spread u32").unwrap_or_else(|e| panic!("{e}")), &format!("spread u32 {jt:?}"));
+    }
+    let (sl, sr) = (up(&s, &key_table(vec![u32s(&spread(&build))])), up(&s, &key_table(vec![u32s(&spread(&probe))])));
+    hash_table(&Join::new(JoinType::Inner).on(&sl, &["k0"], &sr, &["k0"]).run(&s).unwrap(), "spread u32 maps only");
+    not_direct("spread build keys, one repeated", &Case { l: key_table(vec![u32s(&spread(&repeated))]), lp: vec![], r: key_table(vec![u32s(&spread(&probe))]), rp: vec![], opts: DEFAULT }, &both);
+    // Spread unique keys whose hash table passes half of the L2 cache: the tree.
+    if !reduced() {
+        let l2 = s.device().l2_cache_bytes().unwrap() as usize;
+        // 4-byte slots, at least 5/3 a row: past half the L2 from l2 / 8 * 3 / 5 rows.
+        let big = l2 / 8 * 3 / 5 + 1;
+        let (bb, bp) = dense_keys(&mut rng, big, 1);
+        let (dl, dr) = (up(&s, &key_table(vec![u32s(&spread(&bb))])), up(&s, &key_table(vec![u32s(&spread(&bp))])));
+        let out = Join::new(JoinType::Inner).on(&dl, &["k0"], &dr, &["k0"]).run(&s).unwrap();
+        assert_ne!(out.algorithm, Algorithm::Hash, "a hash table larger than half of the {l2}-byte L2: {}", out.reason);
+        let want = bp.iter().filter(|&&k| k >= 1 && k < 1 + big as u64).count() as u64;
+        assert_eq!(out.rows, want, "{}", out.reason);
+    }
     // Dense unique keys whose table passes three quarters of the L2 cache: build keys two
     // slots apart, so that the span (2 slots a row) still counts as dense for the join itself
-    // (at most 4 slots a row for a power-of-two row count).
+    // (at most 8 slots a row), and a hash table larger than half of the L2.
     if !reduced() {
         let l2 = s.device().l2_cache_bytes().unwrap() as usize;
         let big = (l2 / 4 * 3 / 4 + 1).next_power_of_two() / 2;
@@ -874,16 +899,15 @@ fn auto_joins_dense_unique_build_keys_on_a_direct_address_table() {
     // The testing options: the hash table only (no direct-address join), or the direct-address
     // table from any size.
     let hash_only = TestingOptions { unique_build_table: UniqueBuildTable::Hash, ..TestingOptions::DEFAULT };
-    let out = Join::new(JoinType::Inner).on(&dl, &["k0"], &dr, &["k0"]).testing(hash_only).run(&s).unwrap();
-    assert_ne!(out.algorithm, Algorithm::Hash, "{}", out.reason);
+    hash_table(&Join::new(JoinType::Inner).on(&dl, &["k0"], &dr, &["k0"]).testing(hash_only).run(&s).unwrap(), "hash table only");
     let (small_b, small_p) = dense_keys(&mut rng, 5000, 10);
     let (sl, sr) = (up(&s, &key_table(vec![u32s(&small_b)])), up(&s, &key_table(vec![u32s(&small_p)])));
     let anywhere = TestingOptions { unique_build_table: UniqueBuildTable::DirectWhereDense, ..TestingOptions::DEFAULT };
     let out = Join::new(JoinType::Inner).on(&sl, &["k0"], &sr, &["k0"]).testing(anywhere).run(&s).unwrap();
     assert_eq!(out.algorithm, Algorithm::Hash, "{}", out.reason);
     assert!(out.reason.contains("dense unique build keys"), "{}", out.reason);
-    let out = Join::new(JoinType::Inner).on(&sl, &["k0"], &sr, &["k0"]).run(&s).unwrap();
-    assert_ne!(out.algorithm, Algorithm::Hash, "below 2^18 build rows: {}", out.reason);
+    // Below 2^18 build rows no direct-address table: the hash table.
+    hash_table(&Join::new(JoinType::Inner).on(&sl, &["k0"], &sr, &["k0"]).run(&s).unwrap(), "below 2^18 build rows");
 }
 
 /// A fact table with `k` foreign keys joined with `k` dimension tables in sequence

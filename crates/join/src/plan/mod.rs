@@ -591,7 +591,7 @@ impl<'a> Join<'a> {
             }
             None => (
                 Algorithm::Auto,
-                "no payload to materialize, at run time: NPHJ on a direct-address table where the build keys are dense and unique (one reduction over them), otherwise the partitioned hash join's maps".into(),
+                "no payload to materialize, at run time: NPHJ where the build keys are unique and its table stays in the L2 (a direct-address table for dense keys, found by one reduction, else its hash table), otherwise the partitioned hash join's maps".into(),
             ),
             Some(why) => (Algorithm::PartitionedHash(Gather::Unclustered), format!("the partitioned hash join with unclustered gathers ({why}: the clustered gathers would join the keys as ranks)")),
         }

@@ -8,12 +8,14 @@
 //! join of the sample, a pass over the build keys) and their first key column's frequencies are
 //! counted on the host ([`SampledSkew`]).
 //!
-//! Before the tree, one question the paper does not ask ([`DIRECT_TABLE_L2_QUARTERS`]): a single
-//! integer key column whose build keys are dense and unique, in a span whose direct-address
-//! table (4 bytes a slot, slot = key - min) fits in three quarters of the L2 cache, joins by NPHJ on that
-//! table (no partitioning pass; one reduction over the build keys finds the span, the insert
-//! finds a repeated key, and the tree decides then). For example 2^22 build keys that are a
-//! permutation of `0..2^22`: a 16 MiB table.
+//! Before the tree, one question the paper does not ask ([`DIRECT_TABLE_L2_QUARTERS`],
+//! [`UNIQUE_HASH_TABLE_L2_QUARTERS`]): a single integer key column whose build keys are unique
+//! joins by NPHJ where its table stays in the L2 cache: dense keys on a direct-address table (4
+//! bytes a slot, slot = key - min) within three quarters of the L2, others on the hash table (4
+//! bytes a slot, 5/3 to 10/3 slots a build row) within half of it (no partitioning pass; one
+//! reduction over the build keys finds the span, the insert finds a repeated key, and the tree
+//! decides then). For example 2^22 build keys that are a permutation of `0..2^22`: a 16 MiB
+//! direct-address table; 2^20 build keys spread over the `u32` range: an 8 MiB hash table.
 //!
 //! The tree ([`choose`]), as read from the paper and adapted to this implementation:
 //! 1. No payload to materialize (maps only): PHJ-UM (both PHJ variants carry row ids then).
@@ -513,34 +515,47 @@ fn sample_by_join(stream: &Stream, build: &TableView<'_>, probe: &TableView<'_>,
 /// NPHJ 0.33 ms against PHJ-UM's 0.54.
 pub const DIRECT_TABLE_L2_QUARTERS: u64 = 3;
 
-/// Auto's first question, before the tree: are the build keys dense and unique? One integer key
-/// column without nulls, more than [`TINY_ROWS`] rows together, and build keys whose span
-/// `max - min + 1` takes at most
-/// [`DIRECT_TABLE_L2_QUARTERS`] quarters of the L2 cache in 4-byte slots and that do not repeat: the
-/// non-partitioned hash join on a direct-address table (slot = key - min) runs, with its reason.
-/// `None` otherwise, after at most a reduction over the build keys and, for dense keys, one
+/// Quarters of the L2 cache that NPHJ's unique-build hash table (4-byte slots, 5/3 to 10/3 a
+/// build row) may take for [`Algorithm::Auto`] to join on it where the build keys are unique but
+/// not dense. Measured on the H100 (bench group `spread`: `u32` build keys spread over the whole
+/// range, twice as many probe rows). Maps only, NPHJ against PHJ-UM (Auto's choice): 0.222 /
+/// 0.358 ms at 2^20 build rows (an 8 MiB table), 0.634 / 0.694 at 2^22 (32 MiB), 1.60 / 1.06 at
+/// 2^23 (64 MiB). One 4-byte payload a side, against PHJ-OM: 0.249 / 0.346, 0.744 / 0.675, 1.89
+/// / 1.04; Auto, which sampled there, took 0.95 ms at 2^20.
+pub const UNIQUE_HASH_TABLE_L2_QUARTERS: u64 = 2;
+
+/// Auto's first question, before the tree: are the build keys unique? One integer key column
+/// without nulls, more than [`TINY_ROWS`] rows together, and build keys that do not repeat,
+/// either dense, in a span whose direct-address table (4-byte slots, slot = key - min) takes at
+/// most [`DIRECT_TABLE_L2_QUARTERS`] quarters of the L2 cache, or in a hash table that takes at
+/// most [`UNIQUE_HASH_TABLE_L2_QUARTERS`]: the non-partitioned hash join on that table runs,
+/// with its reason. `None` otherwise, after at most a reduction over the build keys and one
 /// insert pass that found a repeated key (two host reads).
 /// `f`: the join's [`Features`] (measured once for this and [`decide`]).
-pub(crate) fn join_where_dense_unique(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions, f: &Features) -> Result<Option<(crate::hash_join::HashJoinOutput, String)>> {
+pub(crate) fn join_where_unique(stream: &Stream, left: &Relation<'_>, right: &Relation<'_>, jt: JoinType, opts: WideJoinOptions, f: &Features) -> Result<Option<(crate::hash_join::HashJoinOutput, String)>> {
+    use crate::hash_join::UniqueTableUsed;
     if !f.simple_keys || f.tiny() {
         return Ok(None);
     }
     let l2 = stream.device().l2_cache_bytes()?;
-    let max_table = (l2 / 4 * DIRECT_TABLE_L2_QUARTERS) as usize;
-    let Some(direct) = crate::hash_join::nphj_where_dense_unique(stream, left.keys, right.keys, jt, opts.keys, max_table)? else { return Ok(None) };
+    let (max_direct, max_hash) = ((l2 / 4 * DIRECT_TABLE_L2_QUARTERS) as usize, (l2 / 4 * UNIQUE_HASH_TABLE_L2_QUARTERS) as usize);
+    let Some(joined) = crate::hash_join::nphj_where_unique(stream, left.keys, right.keys, jt, opts.keys, max_direct, max_hash)? else { return Ok(None) };
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-    let why = format!(
-        "dense unique build keys: NPHJ on a direct-address table (slot = key - min), no partitioning pass; its {:.1} MiB ({} slots for {} build rows) fit in {DIRECT_TABLE_L2_QUARTERS}/4 of the {:.0} MiB L2 (H100, 2^22 x 2^23 maps only: 0.33 ms against PHJ-UM's 0.66) [build {} rows, probe {} rows, {} payload columns, {}-byte keys]",
-        mib(direct.span * 4),
-        direct.span,
-        f.build_rows,
-        mib(l2),
-        f.build_rows,
-        f.probe_rows,
-        f.payload_columns,
-        f.key_bytes
-    );
-    Ok(Some((direct.out, why)))
+    let facts = format!("[build {} rows, probe {} rows, {} payload columns, {}-byte keys]", f.build_rows, f.probe_rows, f.payload_columns, f.key_bytes);
+    let why = match joined.table {
+        UniqueTableUsed::Direct { span } => format!(
+            "dense unique build keys: NPHJ on a direct-address table (slot = key - min), no partitioning pass; its {:.1} MiB ({span} slots for {} build rows) fit in {DIRECT_TABLE_L2_QUARTERS}/4 of the {:.0} MiB L2 (H100, 2^22 x 2^23 maps only: 0.33 ms against PHJ-UM's 0.66) {facts}",
+            mib(span * 4),
+            f.build_rows,
+            mib(l2),
+        ),
+        UniqueTableUsed::Hash { bytes } => format!(
+            "unique build keys: NPHJ on its hash table (4-byte slots: a build position and a tag), no partitioning pass; its {:.1} MiB fit in {UNIQUE_HASH_TABLE_L2_QUARTERS}/4 of the {:.0} MiB L2 (H100, 2^20 x 2^21 spread keys, maps only: 0.22 ms against PHJ-UM's 0.36) {facts}",
+            mib(bytes),
+            mib(l2),
+        ),
+    };
+    Ok(Some((joined.out, why)))
 }
 
 /// Completes the features `f` (of [`Features::of`]; sampling only where the tree needs it) and

@@ -67,7 +67,7 @@ mod smj;
 
 #[cfg(feature = "testing")]
 pub use auto::sample_for_tests;
-pub use auto::{choose, choose_sort_merge, Features, SampledSkew, DIRECT_TABLE_L2_QUARTERS, LOW_MATCH_RATIO, NPHJ_MAX_BUILD_ROWS, NPHJ_ORDERED_MAX_BUILD_ROWS, NPHJ_PROBE_PAYLOADS, NPHJ_PROBE_RATIO, SAMPLE_ROWS, TINY_ROWS};
+pub use auto::{choose, choose_sort_merge, Features, SampledSkew, DIRECT_TABLE_L2_QUARTERS, LOW_MATCH_RATIO, UNIQUE_HASH_TABLE_L2_QUARTERS, NPHJ_MAX_BUILD_ROWS, NPHJ_ORDERED_MAX_BUILD_ROWS, NPHJ_PROBE_PAYLOADS, NPHJ_PROBE_RATIO, SAMPLE_ROWS, TINY_ROWS};
 pub use sequence::{join_sequence, SequenceOutput, SequenceStep};
 
 use gpujoin_device::{DeviceView, Error, Event, Result, Stream};
@@ -266,7 +266,7 @@ pub(crate) fn join_as_given(stream: &Stream, left: &Relation<'_>, right: &Relati
     let (algorithm, reason) = match algorithm {
         Algorithm::Auto => {
             let features = auto::Features::of(left, right, join_type, opts);
-            if let Some((out, reason)) = auto::join_where_dense_unique(stream, left, right, join_type, opts, &features)? {
+            if let Some((out, reason)) = auto::join_where_unique(stream, left, right, join_type, opts, &features)? {
                 return nphj_relation(stream, left, right, join_type, opts, out, reason);
             }
             auto::decide(stream, left, right, opts, features)?
