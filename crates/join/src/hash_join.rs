@@ -1329,7 +1329,7 @@ fn nphj_output<K: HashKey>(stream: &Stream, p: &Prepared<'_, K>, build_left: boo
 pub(crate) fn nphj_where_unique(stream: &Stream, left: &TableView<'_>, right: &TableView<'_>, join_type: JoinType, opts: JoinOptions, max_direct_bytes: usize, max_hash_bytes: usize) -> Result<Option<UniqueJoin>> {
     check_comparable(left, right)?;
     // With an output budget the algorithm that runs instead counts the output first.
-    if opts.output_budget.is_some() {
+    if opts.output_budget.is_some() || !opts.auto_asks_unique() {
         return Ok(None);
     }
     let Some(prepared) = prepare_fast(left, right) else { return Ok(None) };

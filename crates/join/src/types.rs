@@ -214,6 +214,16 @@ impl JoinOptions {
         Some(DIRECT_ADDRESS_MIN_BUILD_ROWS)
     }
 
+    /// Whether `Algorithm::Auto` asks, before its decision tree, whether the build keys are
+    /// unique (NPHJ on its direct-address or hash table); not under
+    /// [`TestingOptions::unique_build_table`] `Hash`.
+    pub(crate) fn auto_asks_unique(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.testing.unique_build_table != UniqueBuildTable::Hash;
+        #[cfg(not(feature = "testing"))]
+        true
+    }
+
     /// The most probe rows per work item of the partitioned hash join, when forced
     /// ([`TestingOptions`]).
     pub(crate) fn forced_probe_split(&self) -> Option<u32> {
@@ -278,8 +288,8 @@ pub enum UniqueBuildTable {
     /// hash table.
     #[default]
     Auto,
-    /// The hash table always; `Auto` never joins on a direct-address table (only on the hash
-    /// table, where the build keys are unique and it fits its share of the L2).
+    /// The hash table always; `Auto` does not ask whether the build keys are unique (its
+    /// decision tree decides, as for repeated keys).
     Hash,
     /// The direct-address table wherever the build keys are dense, at any size; `Auto` looks for
     /// dense unique build keys at any size too.

@@ -758,8 +758,8 @@ fn auto_follows_the_decision_tree_on_sampled_workloads() {
         };
         let (left, right) = (table(&r), table(&f));
         let sel: Vec<&str> = names.iter().map(String::as_str).collect();
-        // The build keys are dense and unique (a permutation of 0..nr): the direct-address join,
-        // Auto's question before the tree, is switched off here (the tree is under test).
+        // The build keys are dense and unique (a permutation of 0..nr): Auto's question before
+        // the tree (unique build keys: NPHJ) is switched off here (the tree is under test).
         let tree_only = TestingOptions { unique_build_table: UniqueBuildTable::Hash, ..TestingOptions::DEFAULT };
         let out = Join::new(JoinType::Inner).on(&left, &["k"], &right, &["k"]).algorithm(Algorithm::Auto).select(&sel, &sel).testing(tree_only).run(&s).unwrap();
         (out.algorithm, out.reason)
@@ -896,10 +896,11 @@ fn auto_joins_unique_build_keys_on_nphj_tables() {
             assert!(got == want, "{what} {jt:?}: {}", diff(&got, &want));
         }
     }
-    // The testing options: the hash table only (no direct-address join), or the direct-address
-    // table from any size.
+    // The testing options: the hash table only (Auto does not ask, its tree decides), or the
+    // direct-address table from any size.
     let hash_only = TestingOptions { unique_build_table: UniqueBuildTable::Hash, ..TestingOptions::DEFAULT };
-    hash_table(&Join::new(JoinType::Inner).on(&dl, &["k0"], &dr, &["k0"]).testing(hash_only).run(&s).unwrap(), "hash table only");
+    let out = Join::new(JoinType::Inner).on(&dl, &["k0"], &dr, &["k0"]).testing(hash_only).run(&s).unwrap();
+    assert_ne!(out.algorithm, Algorithm::Hash, "{}", out.reason);
     let (small_b, small_p) = dense_keys(&mut rng, 5000, 10);
     let (sl, sr) = (up(&s, &key_table(vec![u32s(&small_b)])), up(&s, &key_table(vec![u32s(&small_p)])));
     let anywhere = TestingOptions { unique_build_table: UniqueBuildTable::DirectWhereDense, ..TestingOptions::DEFAULT };
