@@ -345,6 +345,26 @@ fn auto_cost(h: &mut Harness) {
     });
 }
 
+/// The rows of `dense` and `spread` for `2^log` build rows `rr` and twice as many probe rows
+/// `ff`: maps only (`maps_2p<log>_*`), one 4-byte payload a side (`narrow_...`) and, with
+/// `max_cols` 2, two (`wide_...`); Auto, PHJ-UM, PHJ-OM (with payloads), NPHJ, each after one
+/// untimed run.
+fn unique_build_cases(h: &mut Harness, group: &str, log: u32, rr: &Rel<u32>, ff: &Rel<u32>, max_cols: usize) {
+    let s = h.stream.clone();
+    let (nb, np) = (rr.keys.len(), ff.keys.len());
+    let kinds = [("maps", 0usize, WideJoinOptions::maps_only()), ("narrow", 1, WideJoinOptions::default()), ("wide", 2, WideJoinOptions::default())];
+    for (kind, cols, opts) in kinds.into_iter().filter(|k| k.1 <= max_cols) {
+        let (wr, wf) = (rr.wide(cols), ff.wide(cols));
+        let algos: &[Algorithm] = if cols == 0 { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::Nphj] } else { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] };
+        let bytes = if cols == 0 { ((nb + np) * 4 + np * 8) as u64 } else { floor_bytes(nb, np, 4, 4, cols, np) };
+        for &a in algos {
+            wide::join(&s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap(); // untimed: steady state
+            let case = format!("{kind}_2p{log}_{}", if a == Algorithm::Auto { "auto" } else { a.suffix() });
+            timed(h, group, &case, &wr, &wf, a, opts, bytes, np as u64);
+        }
+    }
+}
+
 /// Group `spread` (only with `GPUJOIN_WIDE_ONLY=spread`): `dense`'s joins with every key `k`
 /// replaced by `spread32(k)` (a bijection of `u32`: unique build keys over the whole range, so no
 /// direct-address table), `nb` = 2^20 to 2^24, maps only and with one 4-byte payload a side:
@@ -367,16 +387,7 @@ fn spread(h: &mut Harness) {
         r.iter_mut().chain(f.iter_mut()).for_each(|k| *k = spread32(*k));
         let (rr, ff) = (Rel::upload(&s, &r, 1), Rel::upload(&s, &f, 1));
         drop((r, f));
-        for (kind, cols, opts) in [("maps", 0usize, WideJoinOptions::maps_only()), ("narrow", 1, WideJoinOptions::default())] {
-            let (wr, wf) = (rr.wide(cols), ff.wide(cols));
-            let algos: &[Algorithm] = if cols == 0 { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::Nphj] } else { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] };
-            let bytes = if cols == 0 { ((nb + np) * 4 + np * 8) as u64 } else { floor_bytes(nb, np, 4, 4, cols, np) };
-            for &a in algos {
-                wide::join(&s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap(); // untimed: steady state
-                let case = format!("{kind}_2p{log}_{}", if a == Algorithm::Auto { "auto" } else { a.suffix() });
-                timed(h, G, &case, &wr, &wf, a, opts, bytes, np as u64);
-            }
-        }
+        unique_build_cases(h, G, log, &rr, &ff, 1);
     }
 }
 
@@ -394,16 +405,7 @@ fn dense(h: &mut Harness) {
         let (r, f) = datagen::PkFkWorkload::uniform(nb, np, 17 + log as u64).generate().unwrap();
         let (rr, ff) = (Rel::upload(&s, &r, 2), Rel::upload(&s, &f, 2));
         drop((r, f));
-        for (kind, cols, opts) in [("maps", 0usize, WideJoinOptions::maps_only()), ("narrow", 1, WideJoinOptions::default()), ("wide", 2, WideJoinOptions::default())] {
-            let (wr, wf) = (rr.wide(cols), ff.wide(cols));
-            let algos: &[Algorithm] = if cols == 0 { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::Nphj] } else { &[Algorithm::Auto, Algorithm::PhjUm, Algorithm::PhjOm, Algorithm::Nphj] };
-            let bytes = if cols == 0 { ((nb + np) * 4 + np * 8) as u64 } else { floor_bytes(nb, np, 4, 4, cols, np) };
-            for &a in algos {
-                wide::join(&s, wr.pair(), wf.pair(), JoinType::Inner, a, opts).unwrap(); // untimed: steady state
-                let case = format!("{kind}_2p{log}_{}", if a == Algorithm::Auto { "auto" } else { a.suffix() });
-                timed(h, G, &case, &wr, &wf, a, opts, bytes, np as u64);
-            }
-        }
+        unique_build_cases(h, G, log, &rr, &ff, 2);
     }
 }
 
