@@ -25,14 +25,15 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_array::{RecordBatch, RecordBatchReader, UInt32Array};
+use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType as ArrowType, Field, Schema, SchemaRef};
-use gpujoin_device::{Device, Error, Result, Stream};
+use gpujoin_device::{Device, DeviceBuffer, Error, Result, Stream};
 use gpujoin_join::chunked::ChunkBudget;
 use gpujoin_join::plan::{Algorithm, Join};
 use gpujoin_join::predicate::Predicate;
 use gpujoin_join::table::Table;
-use gpujoin_join::{JoinType, NanEquality, NullEquality};
+use gpujoin_join::{GatherMaps, JoinType, NanEquality, NullEquality};
 
 use crate::download::{DownloadOptions, Downloader};
 use crate::staging::StagingOptions;
@@ -404,6 +405,132 @@ fn produce(stream: &Stream, j: &Join<'_>, spec: &JoinSpec, times: &Mutex<JoinTim
         }
     }
     Ok(())
+}
+
+/// The rows of a join as indices into its two inputs: output row `k` joins left row `left[k]`
+/// with right row `right[k]`; a null index means no row on that side (an outer join's padding).
+/// A side the join type does not return has no indices: `RightSemi` / `RightAnti` have no left
+/// ones, `LeftSemi` / `LeftAnti` no right ones.
+///
+/// ```text
+/// left keys [7, 5], right keys [5, 5, 9]
+/// Inner:     left [1, 1],       right [0, 1]
+/// Full:      left [0, 1, 1, ∅], right [∅, 0, 1, 2]   (in the algorithm's order)
+/// LeftSemi:  left [1],          right None
+/// ```
+#[derive(Debug, Clone)]
+pub struct JoinIndices {
+    pub left: Option<UInt32Array>,
+    pub right: Option<UInt32Array>,
+}
+
+impl JoinIndices {
+    /// Output rows.
+    pub fn num_rows(&self) -> usize {
+        self.left.as_ref().or(self.right.as_ref()).map_or(0, |a| a.len())
+    }
+
+    /// Rows `offset .. offset + len` (zero-copy).
+    pub fn slice(&self, offset: usize, len: usize) -> JoinIndices {
+        JoinIndices { left: self.left.as_ref().map(|a| a.slice(offset, len)), right: self.right.as_ref().map(|a| a.slice(offset, len)) }
+    }
+
+    /// The device maps as host index arrays: [`RowId::NONE`](gpujoin_join::RowId::NONE) becomes
+    /// a null index (its value slot 0).
+    fn from_maps(maps: GatherMaps) -> Result<JoinIndices> {
+        let jt = maps.join_type();
+        let (has_left, has_right) = (jt.has_left_map(), jt.has_right_map());
+        let (l, r) = maps.into_raw();
+        let host = |present: bool, map: DeviceBuffer<u32>| -> Result<Option<UInt32Array>> {
+            if !present {
+                return Ok(None);
+            }
+            let mut v = map.to_vec()?;
+            drop(map);
+            let nulls = if v.contains(&u32::MAX) {
+                let valid = NullBuffer::from_iter(v.iter().map(|&x| x != u32::MAX));
+                v.iter_mut().filter(|x| **x == u32::MAX).for_each(|x| *x = 0);
+                Some(valid)
+            } else {
+                None
+            };
+            Ok(Some(UInt32Array::new(v.into(), nulls)))
+        };
+        Ok(JoinIndices { left: host(has_left, l)?, right: host(has_right, r)? })
+    }
+}
+
+/// Joins two inputs already on the device and hands the joined rows, as [`JoinIndices`] on the
+/// host, to `sink` (which returns `false` to stop): the whole output at once when its maps fit
+/// in device memory (and [`JoinSpec::force_chunks`] is not set), else in chunks of the spec's
+/// budget, in output order. Nothing but the maps is produced: the spec's selections are not
+/// read, and the caller takes its output columns from its own host batches
+/// (`arrow_select::take::take`), so only the key and filter columns need to be on the device.
+/// Returns the device join and the maps' copy times (`upload` zero).
+///
+/// Errors: those of [`join_on`]; and `Unsupported` for an explicit clustered algorithm
+/// (`SmjOm`, `PhjOm`) without a filter, whose output has no maps into the inputs (its gathers
+/// run inside the join: use [`join_on`] for it).
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use arrow_array::{Int64Array, RecordBatch, RecordBatchIterator};
+/// # use gpujoin_arrow::{join_indices_on, DeviceInput, JoinSpec, StagingOptions};
+/// # fn f(keys_l: RecordBatch, keys_r: RecordBatch) -> gpujoin_device::Result<()> {
+/// let stream = gpujoin_device::Device::new(0)?.new_stream()?;
+/// let up = |b: RecordBatch| { let s = b.schema(); DeviceInput::upload(&stream, RecordBatchIterator::new([Ok(b)], s), StagingOptions::default()) };
+/// let (l, r) = (up(keys_l)?, up(keys_r)?);
+/// let mut rows = 0;
+/// join_indices_on(&stream, &l, &r, &JoinSpec::new(gpujoin_join::JoinType::Inner, &["k"], &["k"]), &mut |ix| {
+///     rows += ix.num_rows(); // take the output columns through ix.left / ix.right here
+///     Ok(true)
+/// })?;
+/// # Ok(()) }
+/// ```
+pub fn join_indices_on(stream: &Stream, left: &DeviceInput, right: &DeviceInput, spec: &JoinSpec, sink: &mut dyn FnMut(JoinIndices) -> Result<bool>) -> Result<JoinTimes> {
+    let j = build(spec, &left.table, &right.table, &[], &[]);
+    j.explain()?;
+    let mut times = JoinTimes::default();
+    let mut emit = |maps: GatherMaps, times: &mut JoinTimes| -> Result<bool> {
+        let t = Instant::now();
+        let ix = JoinIndices::from_maps(maps)?;
+        times.download += t.elapsed();
+        times.chunks += 1;
+        sink(ix)
+    };
+    if !spec.force_chunks {
+        let start = Instant::now();
+        let run = j.run(stream).and_then(|out| {
+            stream.synchronize()?;
+            Ok(out)
+        });
+        times.join += start.elapsed();
+        match run {
+            Ok(out) => {
+                let maps = out.maps.ok_or_else(|| Error::Unsupported {
+                    what: format!("join indices by the {} join", out.algorithm.name()),
+                    reason: "its output has no maps into the inputs (its gathers run inside the join); use join_on".into(),
+                })?;
+                emit(maps, &mut times)?;
+                return Ok(times);
+            }
+            Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let budget = ChunkBudget::Bytes(spec.chunk_budget.resolve(stream.device())?);
+    let mut chunks = j.chunks(stream, budget)?;
+    loop {
+        let start = Instant::now();
+        let Some(c) = chunks.next() else { break };
+        let maps = c?.data;
+        stream.synchronize()?;
+        times.join += start.elapsed();
+        if !emit(maps, &mut times)? {
+            break;
+        }
+    }
+    Ok(times)
 }
 
 /// Join types whose output for a right row depends on that row and the left side alone, so the

@@ -10,6 +10,9 @@
 //!   straight into pinned blocks that become the batches' buffers (returned to a pool when the
 //!   batches are dropped).
 //! - [`join()`]: one call from two record batch readers to a reader of the joined batches.
+//! - [`join_indices_on`]: the joined rows as [`JoinIndices`] into inputs already on the device,
+//!   for callers that take their output columns on the host (only keys and filter columns
+//!   travel to the device).
 //!
 //! Which Arrow types a device table holds, and as what: see [`types`].
 
@@ -24,7 +27,7 @@ mod upload;
 
 pub use download::{download, DownloadOptions, Downloader};
 pub use host::{from_host_table, to_host_table};
-pub use join::{join, join_on, join_shared_on, join_streaming_on, DeviceInput, JoinReader, JoinSpec};
+pub use join::{join, join_indices_on, join_on, join_shared_on, join_streaming_on, DeviceInput, JoinIndices, JoinReader, JoinSpec};
 pub use pinned_blocks::to_pinned;
 pub use staging::{StagingOptions, StagingStats};
 

@@ -1,15 +1,16 @@
 //! Arrow through the device: round trips host -> device -> host for every type (NULLs at odd
 //! offsets, sliced arrays, empty and one-row batches, long and non-ASCII strings, dictionaries
 //! with unused entries), `gpujoin_arrow::join` against the CPU reference for every key type and
-//! join type (whole and chunked, with a filter, and a pure theta join), and typed errors.
+//! join type (whole and chunked, with a filter, and a pure theta join), `join_indices_on`'s row
+//! indices against the reference's pairs, and typed errors.
 
 mod common;
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float16Array, Int32Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray};
+use arrow_array::{Array, ArrayRef, Float16Array, Int32Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray};
 use arrow_select::concat::concat_batches;
-use gpujoin_arrow::{join_on, join_streaming_on, upload_batches_with, upload_batches_with_stats, upload_reader, DownloadOptions, Downloader, JoinSpec, StagingOptions};
+use gpujoin_arrow::{join_indices_on, join_on, join_streaming_on, DeviceInput, JoinIndices, upload_batches_with, upload_batches_with_stats, upload_reader, DownloadOptions, Downloader, JoinSpec, StagingOptions};
 use gpujoin_device::testing::{device_or_skip, pick, reduced, rows, Sample};
 use gpujoin_device::{Error, Stream};
 use gpujoin_join::predicate::{col_l, col_r};
@@ -204,6 +205,69 @@ fn join_matches_the_cpu_reference_for_every_key_type_and_join_type() {
         }
     }
     println!("{cases} Arrow joins matched the CPU reference");
+}
+
+/// `join_indices_on`'s pairs of row indices against the CPU reference's pairs (every key type
+/// and join type, NULLs equal or not, whole and chunked, keys with a filter, a pure theta
+/// join); a side the join type does not return has no indices, and an index is null exactly
+/// where an outer join pads.
+#[test]
+fn join_indices_match_the_cpu_reference() {
+    let Some(s) = stream("join_indices_match_the_cpu_reference") else { return };
+    let _pinned = ReleasePinnedAtEnd::new();
+    let mut rng = StdRng::seed_from_u64(29);
+    let l = common::every_type(&mut rng, 301, 10, 12);
+    let r = common::every_type(&mut rng, 203, 10, 12).slice(2, 200);
+    let up = |b: &RecordBatch| DeviceInput::upload(&s, reader(vec![b.clone()]), SMALL).unwrap();
+    let (ld, rd) = (up(&l), up(&r));
+    let (lh, rh) = (gpujoin_arrow::to_host_table(&l).unwrap(), gpujoin_arrow::to_host_table(&r).unwrap());
+    let mut sample = Sample::new(11);
+    let mut cases = 0;
+    let mut check = |key: &str, jt: JoinType, nulls: NullEquality, budget: Option<u64>, filter: Option<gpujoin_join::predicate::Predicate>| {
+        let keys: Vec<&str> = if key.is_empty() { vec![] } else { vec![key] };
+        let mut spec = JoinSpec::new(jt, &keys, &keys).null_equality(nulls);
+        if let Some(b) = budget {
+            spec = spec.chunks_of(b);
+        }
+        if let Some(f) = &filter {
+            spec = spec.filter(f.clone());
+        }
+        let mut got = Vec::new();
+        let mut chunks = 0;
+        join_indices_on(&s, &ld, &rd, &spec, &mut |ix: JoinIndices| {
+            chunks += 1;
+            assert_eq!(ix.left.is_some(), jt.has_left_map(), "{key} {jt:?}");
+            assert_eq!(ix.right.is_some(), jt.has_right_map(), "{key} {jt:?}");
+            let at = |a: &Option<arrow_array::UInt32Array>, k: usize| a.as_ref().and_then(|a| a.is_valid(k).then(|| a.value(k)));
+            got.extend((0..ix.num_rows()).map(|k| (at(&ix.left, k), at(&ix.right, k))));
+            Ok(true)
+        })
+        .unwrap_or_else(|e| panic!("{key} {jt:?} {budget:?}: {e}"));
+        got.sort();
+        let want = table_reference::join(&lh, &keys, &rh, &keys, filter.as_ref(), jt, nulls, NanEquality::NanEqualsNan);
+        assert_eq!(got, want, "key {key}, {jt:?}, {nulls:?}, budget {budget:?}, filter {filter:?}");
+        assert!(budget.is_some() || chunks == 1, "{chunks} chunks without a budget");
+        cases += 1;
+    };
+    for key in common::KEY_COLUMNS {
+        for jt in JOIN_TYPES {
+            for nulls in [NullEquality::NullEqualsNothing, NullEquality::NullEqualsNull] {
+                if sample.take() {
+                    check(key, jt, nulls, None, None);
+                }
+            }
+        }
+    }
+    for jt in JOIN_TYPES {
+        check("utf8", jt, NullEquality::NullEqualsNull, Some(2048), None);
+        check("i64", jt, NullEquality::NullEqualsNothing, None, Some(col_l(2).less(col_r(2))));
+        check("", jt, NullEquality::NullEqualsNothing, Some(4096), Some(col_l(3).less(col_r(3))));
+    }
+    println!("{cases} join index sets matched the CPU reference");
+    // An explicit clustered algorithm gathers inside the join: no indices, a typed error.
+    let clustered = JoinSpec::new(JoinType::Inner, &["i32"], &["i32"]).algorithm(gpujoin_join::plan::Algorithm::PartitionedHash(gpujoin_join::plan::Gather::Clustered));
+    let err = join_indices_on(&s, &ld, &rd, &clustered, &mut |_| Ok(true)).unwrap_err();
+    assert!(matches!(err, Error::Unsupported { .. }), "{err}");
 }
 
 #[test]

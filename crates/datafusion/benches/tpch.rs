@@ -6,8 +6,10 @@
 //! `GPUJOIN_TPCH_REPS` (default 3) runs of each, alternating, wall-clock medians. One more run of
 //! each with the physical plan kept gives the join operators' own time from their metrics (as
 //! `EXPLAIN ANALYZE` shows it, summed over partitions): `elapsed_compute` of the CPU joins and of
-//! the `GpuJoinExec`s, the latter split into upload / join / download. The answers of both
-//! sessions are compared (sorted rows).
+//! the `GpuJoinExec`s, the latter split into upload / join / download / host gather. The answers
+//! of both sessions are compared (sorted rows). `GPUJOIN_TPCH_GATHER=device` gathers the GPU
+//! joins' output columns on the device ([`OutputGather::Device`]; default: on the host), and
+//! names the CSV group `tpch_sf{SF}_device_gather`.
 //!
 //! Prints a table; appends CSV rows (`group,case,ms_median,floor_ms,device,commit`; no byte floor
 //! here) to `GPUJOIN_BENCH_CSV` when set.
@@ -16,7 +18,7 @@ use std::time::Instant;
 
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use gpujoin_datafusion::{tpch, GpuJoinConfig, SessionStateBuilderExt};
+use gpujoin_datafusion::{tpch, GpuJoinConfig, OutputGather, SessionStateBuilderExt};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -33,13 +35,18 @@ fn main() {
     let device = gpujoin_device::Device::new(0).ok();
     let device_name = device.as_ref().and_then(|d| d.name().ok()).unwrap_or_else(|| "no GPU".into());
     let commit = std::env::var("GPUJOIN_COMMIT").unwrap_or_default();
-    println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, device: {device_name}");
+    let gather = match std::env::var("GPUJOIN_TPCH_GATHER").ok().as_deref() {
+        None | Some("") | Some("host") => OutputGather::Host,
+        Some("device") => OutputGather::Device,
+        Some(other) => panic!("GPUJOIN_TPCH_GATHER: host or device, not {other:?}"),
+    };
+    println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gather:?}, device: {device_name}");
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let config = SessionConfig::new().with_target_partitions(cores);
         let plain = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).build());
-        let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig::default()).build();
+        let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig { gather, ..GpuJoinConfig::default() }).build();
         let gpu = SessionContext::new_with_state(gpu_state.clone());
         let t = Instant::now();
         let rows = tpch::register_tables(&plain, sf, cores).unwrap();
@@ -50,7 +57,7 @@ fn main() {
 
         let mut csv = Vec::new();
         let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
-        println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download) | join speed-up | answers");
+        println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | answers");
         for &q in &queries {
             let r = tpch::compare(&plain, &gpu, q, reps).await.unwrap();
             let (mp, mg, jp, jg) = (r.plain_ms, r.gpu_ms, r.plain_joins, r.gpu_joins);
@@ -59,7 +66,7 @@ fn main() {
             let replaced_cpu_ms = r.replaced_cpu_ms();
             let join_speedup = if jg.gpu_ms > 0.0 { replaced_cpu_ms / jg.gpu_ms } else { f64::NAN };
             println!(
-                "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {}",
+                "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {}",
                 mp / mg,
                 r.moved,
                 r.joins,
@@ -68,9 +75,10 @@ fn main() {
                 jg.upload_ms,
                 jg.join_ms,
                 jg.download_ms,
+                jg.gather_ms,
                 if r.same { "equal" } else { "DIFFER" }
             );
-            let group = format!("tpch_sf{sf}");
+            let group = if gather == OutputGather::Device { format!("tpch_sf{sf}_device_gather") } else { format!("tpch_sf{sf}") };
             for (case, ms) in [
                 ("plain", mp),
                 ("gpu_rule", mg),
@@ -80,6 +88,7 @@ fn main() {
                 ("gpu_join_upload", jg.upload_ms),
                 ("gpu_join_join", jg.join_ms),
                 ("gpu_join_download", jg.download_ms),
+                ("gpu_join_host_gather", jg.gather_ms),
             ] {
                 csv.push(format!("{group},q{q}_{case},{ms:.3},,{device_name},{commit}"));
             }

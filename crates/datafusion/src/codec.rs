@@ -37,7 +37,7 @@ use datafusion_proto::protobuf;
 use gpujoin_join::plan::Algorithm;
 use prost::Message;
 
-use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
+use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec, OutputGather};
 
 /// The first bytes of an encoded [`CpuJoinKeptExec`].
 const KEPT_MAGIC: &[u8] = b"CPUK";
@@ -103,6 +103,9 @@ struct ConfigNode {
     allow_float_semantics: bool,
     #[prost(uint64, optional, tag = "6")]
     chunk_bytes: Option<u64>,
+    /// `OutputGather::Device` (absent: `Host`).
+    #[prost(bool, tag = "7")]
+    gather_on_device: bool,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -197,6 +200,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             algorithm: algorithm_from_name(&c.algorithm)?,
             allow_float_semantics: c.allow_float_semantics,
             chunk_bytes: c.chunk_bytes,
+            gather: if c.gather_on_device { OutputGather::Device } else { OutputGather::Host },
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -240,6 +244,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 algorithm: c.algorithm.name().to_string(),
                 allow_float_semantics: c.allow_float_semantics,
                 chunk_bytes: c.chunk_bytes,
+                gather_on_device: c.gather == OutputGather::Device,
             }),
             replaces: exec.replaces().map(str::to_string),
         };

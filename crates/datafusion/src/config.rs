@@ -33,6 +33,9 @@ pub struct GpuJoinConfig {
     /// default: the whole output at once when it fits in device memory, else in chunks sized from
     /// the free memory).
     pub chunk_bytes: Option<u64>,
+    /// Where the output columns are gathered (default [`OutputGather::Host`]: only the key and
+    /// filter columns go to the device).
+    pub gather: OutputGather,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -50,10 +53,31 @@ impl Default for GpuJoinConfig {
             algorithm: Algorithm::Auto,
             allow_float_semantics: false,
             chunk_bytes: None,
+            gather: OutputGather::Host,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }
     }
+}
+
+/// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
+///
+/// Example: `orders(cust, total) JOIN customers(id, name) ON cust = id`, output `total, name`.
+/// With `Host`, `cust` and `id` go to the device and the joined rows come back as row indices
+/// (`[0, 2] x [1, 1]`: 4 bytes a row a side); the host takes `total` and `name` from the input
+/// batches. With `Device`, `total` and `name` go to the device too and come back gathered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputGather {
+    /// The device joins the key and filter columns and returns the joined rows' indices; the
+    /// host takes the output columns from the input batches (`arrow::compute::take`, on the
+    /// partition's thread, as DataFusion's own joins do). The least traffic over PCIe, and
+    /// output columns never leave host memory.
+    #[default]
+    Host,
+    /// Every output column goes to the device, is gathered there and comes back. The explicit
+    /// clustered algorithms (`SortMerge(Clustered)`, `PartitionedHash(Clustered)`) always run
+    /// so: their gathers are part of the join.
+    Device,
 }
 
 impl GpuJoinConfig {

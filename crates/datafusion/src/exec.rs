@@ -20,6 +20,17 @@
 //! ([`GpuJoinConfig::batch_rows`] overrides it). A partition where one input is empty is
 //! answered on the host, without the device.
 //!
+//! Where the output columns are gathered ([`GpuJoinConfig::gather`]):
+//!
+//! * [`OutputGather::Host`] (the default): only the key and filter columns go to the device
+//!   (a side with neither, as in a cross join, sends its output columns to carry its rows);
+//!   the join comes back as row indices ([`JoinIndices`], 4 bytes a row a side) and each output
+//!   batch is taken from the input batches on the partition's thread (`take`). Example: `orders
+//!   JOIN lineitem ON o_orderkey = l_orderkey` selecting five lineitem columns uploads
+//!   `l_orderkey` only.
+//! * [`OutputGather::Device`] (and the explicit clustered algorithms): every output column goes
+//!   to the device and comes back gathered.
+//!
 //! # Output
 //!
 //! The schema is the one DataFusion's join operators (`HashJoinExec`, `NestedLoopJoinExec`,
@@ -32,20 +43,23 @@
 //! # Metrics (`EXPLAIN ANALYZE`)
 //!
 //! `output_rows`, `elapsed_compute` (the device work of the partition), `build_input_rows`,
-//! `input_rows` (probe side), `upload_time` (both inputs to the device and the join's checks:
-//! the call of `join_on`), `join_time` (until the first output batch is on the host: the join and
-//! the first download window), `download_time` (the rest of the output), `device_joins`,
+//! `input_rows` (probe side), `upload_time` (both inputs to the device and the join's checks),
+//! `join_time` (host gathers: the device join; device gathers: until the first output batch is
+//! on the host, the join and the first download window), `download_time` (host gathers: the
+//! row indices' copy; device gathers: the rest of the output), `gather_time` (host gathers:
+//! taking the output batches from the input batches, their concatenation included), `device_joins`,
 //! `peak_device_memory` (bytes: the device pool's high-water mark when the partition's join
 //! ended; the pool is the process's, so joins running at once count together). The algorithm is
 //! in the operator's line (`algorithm=...`).
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchOptions};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchOptions};
+use datafusion::arrow::compute::{cast, concat, take};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{internal_err, plan_err, DataFusionError, JoinType as DfJoinType, NullEquality as DfNullEquality, Result};
@@ -66,13 +80,13 @@ use datafusion::physical_plan::{
 };
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use gpujoin_arrow::{join_on, join_shared_on, DeviceInput, JoinSpec, StagingOptions};
+use gpujoin_arrow::{join_indices_on, join_on, join_shared_on, DeviceInput, JoinIndices, JoinSpec, StagingOptions};
 use gpujoin_join::predicate::Side;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::OnceCell;
 
 use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan};
-use crate::GpuJoinConfig;
+use crate::{GpuJoinConfig, OutputGather};
 
 /// The build side of a partition's join: its batches on the host and, for a `CollectLeft` join
 /// (`shared`), its join columns uploaded once, by the first output partition that has probe rows,
@@ -81,12 +95,37 @@ struct BuildSide {
     host: Vec<RecordBatch>,
     shared: bool,
     device: OnceLock<std::result::Result<Arc<DeviceInput>, Arc<DataFusionError>>>,
+    /// The output columns of the build side, each in one array (host gathers), made once.
+    columns: OnceLock<std::result::Result<HostColumns, Arc<DataFusionError>>>,
 }
 
 impl BuildSide {
     fn new(host: Vec<RecordBatch>, shared: bool) -> Self {
-        BuildSide { host, shared, device: OnceLock::new() }
+        BuildSide { host, shared, device: OnceLock::new(), columns: OnceLock::new() }
     }
+}
+
+/// Input columns of one side, by index in its schema, each concatenated into one array (the
+/// host gathers take from them through the join's row indices).
+type HostColumns = HashMap<usize, ArrayRef>;
+
+/// The columns `wanted` of `batches` (indices into their schema), each in one array.
+fn host_columns(batches: &[RecordBatch], wanted: impl Iterator<Item = usize>) -> Result<HostColumns> {
+    let mut out = HashMap::new();
+    for i in wanted {
+        if out.contains_key(&i) {
+            continue;
+        }
+        let column = match batches {
+            [one] => Arc::clone(one.column(i)),
+            _ => {
+                let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
+                concat(&parts)?
+            }
+        };
+        out.insert(i, column);
+    }
+    Ok(out)
 }
 
 impl fmt::Debug for BuildSide {
@@ -291,6 +330,9 @@ impl DisplayAs for GpuJoinExec {
                     write!(f, ", NullsEqual: true")?;
                 }
                 write!(f, ", algorithm={:?}", self.config.algorithm)?;
+                if self.plan.gather == OutputGather::Device {
+                    write!(f, ", gather=device")?;
+                }
                 if let Some(r) = &self.replaces {
                     write!(f, ", replaces={r}")?;
                 }
@@ -439,6 +481,7 @@ struct GpuJoinMetrics {
     upload_time: Time,
     join_time: Time,
     download_time: Time,
+    gather_time: Time,
     device_joins: Count,
     /// The device memory pool's high-water mark at the end of this partition's join (the pool
     /// is the process's: joins running at the same time share it).
@@ -454,6 +497,7 @@ impl GpuJoinMetrics {
             upload_time: MetricBuilder::new(set).subset_time("upload_time", partition),
             join_time: MetricBuilder::new(set).subset_time("join_time", partition),
             download_time: MetricBuilder::new(set).subset_time("download_time", partition),
+            gather_time: MetricBuilder::new(set).subset_time("gather_time", partition),
             device_joins: MetricBuilder::new(set).counter("device_joins", partition),
             peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
         }
@@ -497,26 +541,17 @@ impl Job {
         }
         let p = &self.plan;
         let (rs, rb) = device_input(&right, &self.right_schema, &p.right_cols, Side::Right)?;
+        if p.gather == OutputGather::Host {
+            return self.run_host_gather(left, right, (rs, rb), tx);
+        }
         drop(right);
         let names = |side, cols: &mut dyn Iterator<Item = usize>| cols.map(|i| device_name(side, i)).collect::<Vec<_>>();
-        let lkeys = names(Side::Left, &mut p.keys.iter().map(|k| k.0));
-        let rkeys = names(Side::Right, &mut p.keys.iter().map(|k| k.1));
         let lsel = names(Side::Left, &mut p.select_left.iter().copied());
         let rsel = names(Side::Right, &mut p.select_right.iter().copied());
         fn as_str(v: &[String]) -> Vec<&str> {
             v.iter().map(String::as_str).collect()
         }
-        let mut spec = JoinSpec::new(p.join_type, &as_str(&lkeys), &as_str(&rkeys))
-            .select(&as_str(&lsel), &as_str(&rsel))
-            .null_equality(p.null_equality)
-            .algorithm(self.config.algorithm)
-            .batch_rows(self.batch_rows);
-        if let Some(pred) = &p.predicate {
-            spec = spec.filter(pred.clone());
-        }
-        if let Some(bytes) = self.config.chunk_bytes {
-            spec = spec.chunks_of(bytes);
-        }
+        let spec = self.spec().select(&as_str(&lsel), &as_str(&rsel));
 
         let t = Instant::now();
         let device = gpujoin_device::Device::new(self.config.device).map_err(external)?;
@@ -560,6 +595,116 @@ impl Job {
             self.metrics.peak_device_memory.set_max(usize::try_from(peak).unwrap_or(usize::MAX));
         }
         Ok(())
+    }
+
+    /// The join's spec: keys by their device names, the filter, NULL equality, the algorithm
+    /// and the chunking (output columns selected by the caller).
+    fn spec(&self) -> JoinSpec {
+        let p = &self.plan;
+        let lkeys: Vec<String> = p.keys.iter().map(|k| device_name(Side::Left, k.0)).collect();
+        let rkeys: Vec<String> = p.keys.iter().map(|k| device_name(Side::Right, k.1)).collect();
+        let (lk, rk): (Vec<&str>, Vec<&str>) = (lkeys.iter().map(String::as_str).collect(), rkeys.iter().map(String::as_str).collect());
+        let mut spec = JoinSpec::new(p.join_type, &lk, &rk)
+            .null_equality(p.null_equality)
+            .algorithm(self.config.algorithm)
+            .batch_rows(self.batch_rows);
+        if let Some(pred) = &p.predicate {
+            spec = spec.filter(pred.clone());
+        }
+        if let Some(bytes) = self.config.chunk_bytes {
+            spec = spec.chunks_of(bytes);
+        }
+        spec
+    }
+
+    /// [`OutputGather::Host`]: the key and filter columns (`device`) go to the device, the
+    /// joined rows come back as row indices, and the output columns are taken from the host
+    /// batches through them, a batch of `batch_rows` at a time.
+    fn run_host_gather(&self, left: &BuildSide, right: Vec<RecordBatch>, device: (SchemaRef, Vec<RecordBatch>), tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        let p = &self.plan;
+        let t = Instant::now();
+        let dev = gpujoin_device::Device::new(self.config.device).map_err(external)?;
+        let stream = dev.new_stream().map_err(external)?;
+        let build = if left.shared {
+            // The first partition here uploads the build side; the others wait for it and share it.
+            left.device
+                .get_or_init(|| upload_build_side(p, &self.left_schema, &left.host, &self.config).map(Arc::new).map_err(Arc::new))
+                .clone()
+                .map_err(DataFusionError::Shared)?
+        } else {
+            let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
+            Arc::new(DeviceInput::upload(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), StagingOptions::default()).map_err(external)?)
+        };
+        let (rs, rb) = device;
+        let probe = DeviceInput::upload(&stream, RecordBatchIterator::new(rb.into_iter().map(Ok), rs), StagingOptions::default()).map_err(external)?;
+        self.metrics.upload_time.add_elapsed(t);
+        self.metrics.device_joins.add(1);
+
+        // The output columns of each side, each in one array.
+        let t = Instant::now();
+        let wanted = |side: Side| p.sources.iter().filter(move |s| s.0 == side).map(|s| s.1);
+        let left_cols = if left.shared {
+            left.columns.get_or_init(|| host_columns(&left.host, wanted(Side::Left)).map_err(Arc::new)).clone().map_err(DataFusionError::Shared)?
+        } else {
+            host_columns(&left.host, wanted(Side::Left))?
+        };
+        let right_cols = host_columns(&right, wanted(Side::Right))?;
+        drop(right);
+        let mut gathering = t.elapsed();
+
+        let mut failed: Option<DataFusionError> = None;
+        let mut sink = |ix: JoinIndices| -> gpujoin_device::Result<bool> {
+            let rows = ix.num_rows();
+            let mut at = 0;
+            while at < rows {
+                let n = self.batch_rows.min(rows - at);
+                let t = Instant::now();
+                let batch = self.take_output(&ix.slice(at, n), n, &left_cols, &right_cols);
+                gathering += t.elapsed();
+                match batch {
+                    Ok(b) => {
+                        if !self.send(b, tx) {
+                            return Ok(false);
+                        }
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        return Ok(false);
+                    }
+                }
+                at += n;
+            }
+            Ok(true)
+        };
+        let times = join_indices_on(&stream, &build, &probe, &self.spec(), &mut sink).map_err(external)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        self.metrics.join_time.add_duration(times.join);
+        self.metrics.download_time.add_duration(times.download);
+        self.metrics.gather_time.add_duration(gathering);
+        if let Ok(peak) = dev.peak_memory() {
+            self.metrics.peak_device_memory.set_max(usize::try_from(peak).unwrap_or(usize::MAX));
+        }
+        Ok(())
+    }
+
+    /// One output batch of `rows` rows: each output column taken from its side's host column
+    /// through that side's indices (a null index: a null).
+    fn take_output(&self, ix: &JoinIndices, rows: usize, left: &HostColumns, right: &HostColumns) -> Result<RecordBatch> {
+        let mut columns = Vec::with_capacity(self.plan.sources.len());
+        for (field, &(side, i)) in self.schema.fields().iter().zip(&self.plan.sources) {
+            let (indices, cols) = match side {
+                Side::Left => (ix.left.as_ref(), left),
+                Side::Right => (ix.right.as_ref(), right),
+            };
+            let (Some(indices), Some(column)) = (indices, cols.get(&i)) else {
+                return internal_err!("GpuJoinExec: no {side:?} rows for output column {}", field.name());
+            };
+            columns.push(fit(&take(column.as_ref(), indices, None)?, field)?);
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        Ok(RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)?)
     }
 
     fn send(&self, batch: RecordBatch, tx: &Sender<Result<RecordBatch>>) -> bool {

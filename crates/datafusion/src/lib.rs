@@ -76,7 +76,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 
 #[cfg(feature = "proto")]
 pub use codec::GpuJoinCodec;
-pub use config::GpuJoinConfig;
+pub use config::{GpuJoinConfig, OutputGather};
 pub use exec::GpuJoinExec;
 pub use kept::CpuJoinKeptExec;
 pub use rule::{GpuJoinRule, JoinDecision};

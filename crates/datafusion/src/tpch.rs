@@ -129,8 +129,8 @@ pub const CPU_JOIN_OPERATORS: [&str; 6] = ["HashJoinExec", "SortMergeJoinExec", 
 /// shows them (summed over partitions), in ms.
 ///
 /// A plan with one `HashJoinExec` whose `elapsed_compute` is 12 ms and one `GpuJoinExec` of
-/// 3 ms (upload 1, join 1.5, download 0.5): `cpu_joins = 1, cpu_ms = 12, gpu_joins = 1,
-/// gpu_ms = 3, upload_ms = 1, join_ms = 1.5, download_ms = 0.5`.
+/// 3 ms (upload 1, join 1.5, download 0.3, host gathers 0.2): `cpu_joins = 1, cpu_ms = 12,
+/// gpu_joins = 1, gpu_ms = 3, upload_ms = 1, join_ms = 1.5, download_ms = 0.3, gather_ms = 0.2`.
 #[derive(Default, Debug, Clone, Copy, PartialEq)]
 pub struct JoinTimes {
     pub cpu_joins: usize,
@@ -140,6 +140,8 @@ pub struct JoinTimes {
     pub upload_ms: f64,
     pub join_ms: f64,
     pub download_ms: f64,
+    /// Output columns taken on the host ([`OutputGather::Host`](crate::OutputGather::Host)).
+    pub gather_ms: f64,
 }
 
 impl JoinTimes {
@@ -166,6 +168,7 @@ impl JoinTimes {
             self.upload_ms += ms("upload_time");
             self.join_ms += ms("join_time");
             self.download_ms += ms("download_time");
+            self.gather_ms += ms("gather_time");
         }
         for c in plan.children() {
             self.add(c);

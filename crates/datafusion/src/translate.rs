@@ -17,7 +17,8 @@ use datafusion::physical_plan::PhysicalExpr;
 use gpujoin_join::predicate::{CmpOp, DataType as P, Expr, Predicate, Scalar, Side};
 use gpujoin_join::{JoinType, NullEquality};
 
-use crate::GpuJoinConfig;
+use crate::{GpuJoinConfig, OutputGather};
+use gpujoin_join::plan::{Algorithm, Gather};
 
 /// Why a join stays on the CPU (or why [`GpuJoinExec::try_new`](crate::GpuJoinExec::try_new)
 /// refuses it).
@@ -87,6 +88,10 @@ pub struct JoinPlan {
     pub outputs: Vec<usize>,
     /// For each output field, its input column.
     pub sources: Vec<(Side, usize)>,
+    /// Where the output columns are gathered: with [`OutputGather::Host`], `left_cols` /
+    /// `right_cols` hold the key and filter columns only (a side without either uploads its
+    /// selected columns, to carry its rows), and the output is taken from `sources` on the host.
+    pub gather: OutputGather,
 }
 
 fn is_float(t: &ArrowType) -> bool {
@@ -231,8 +236,22 @@ pub fn plan_join(
         v.dedup();
         v
     };
-    let left_cols = cols(&mut keys.iter().map(|k| k.0), &refs[0], &select_left);
-    let right_cols = cols(&mut keys.iter().map(|k| k.1), &refs[1], &select_right);
+    // The explicit clustered algorithms gather inside the join: on the device.
+    let clustered = matches!(config.algorithm, Algorithm::SortMerge(Gather::Clustered) | Algorithm::PartitionedHash(Gather::Clustered));
+    let gather = if clustered { OutputGather::Device } else { config.gather };
+    let side_cols = |keys: &mut dyn Iterator<Item = usize>, refs: &[usize], sel: &[usize]| match gather {
+        OutputGather::Device => cols(keys, refs, sel),
+        OutputGather::Host => {
+            let joined = cols(keys, refs, &[]);
+            if joined.is_empty() {
+                cols(&mut std::iter::empty(), &[], sel)
+            } else {
+                joined
+            }
+        }
+    };
+    let left_cols = side_cols(&mut keys.iter().map(|k| k.0), &refs[0], &select_left);
+    let right_cols = side_cols(&mut keys.iter().map(|k| k.1), &refs[1], &select_right);
     // A device table without columns has no rows: a side the join neither keys on, filters on
     // nor outputs (a cross join counted, say) would lose its rows.
     for (cols, side) in [(&left_cols, "left"), (&right_cols, "right")] {
@@ -246,7 +265,7 @@ pub fn plan_join(
             cols.iter().position(|&c| c == i).expect("uploaded")
         })
     });
-    Ok(JoinPlan { df_join_type, join_type: jt, null_equality, left_cols, right_cols, keys, predicate, select_left, select_right, outputs, sources })
+    Ok(JoinPlan { df_join_type, join_type: jt, null_equality, left_cols, right_cols, keys, predicate, select_left, select_right, outputs, sources, gather })
 }
 
 fn side_index(s: Side) -> usize {

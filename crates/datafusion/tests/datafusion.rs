@@ -20,7 +20,7 @@ use datafusion::datasource::MemTable;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_plan::{displayable, ExecutionPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use gpujoin_datafusion::{GpuJoinConfig, GpuJoinExec, GpuJoinRule, SessionStateBuilderExt};
+use gpujoin_datafusion::{GpuJoinConfig, GpuJoinExec, GpuJoinRule, OutputGather, SessionStateBuilderExt};
 use gpujoin_device::testing::{device_or_skip, has_device, report_skip};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -710,9 +710,11 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     let mut rng = StdRng::seed_from_u64(7);
     let (l, r) = (table(&mut rng, 600, 200, true), table(&mut rng, 400, 200, true));
     let mut moved = 0;
-    for partitioned in [false, true] {
+    // Output columns taken on the host from the join's row indices (the default), and gathered
+    // on the device.
+    for (partitioned, gather) in [(false, OutputGather::Host), (true, OutputGather::Host), (false, OutputGather::Device), (true, OutputGather::Device)] {
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
-        let gpu = context(Some(GpuJoinConfig::default()), partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(GpuJoinConfig { gather, ..GpuJoinConfig::default() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for join in JOINS {
             for key in ["k_i32", "k_i64", "k_str", "k_dec", "k_date", "k_ts", "k_bool", "k_dict"] {
                 for filter in [None, Some("l.v < r.v"), Some("(l.v_nn < r.v_nn OR l.v_nn = 7)"), Some("(l.v < r.v OR NOT (r.v = 3))")] {
@@ -757,6 +759,8 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
         for m in ["GpuJoinExec", "upload_time", "join_time", "download_time", "output_rows"] {
             assert!(text.contains(m), "EXPLAIN ANALYZE lacks {m}:\n{text}");
         }
+        assert_eq!(text.contains("gather_time"), gather == OutputGather::Host, "{text}");
+        assert_eq!(text.contains("gather=device"), gather == OutputGather::Device, "{text}");
     }
     // Float keys where the data has no -0.0 and no NaN: the same answers once allowed.
     let plain = context(None, false, l.clone(), r.clone()).await.unwrap();
@@ -768,9 +772,9 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
         moved += count_nodes(&plan, "GpuJoinExec");
         assert_eq!(sorted_rows(&got), sorted_rows(&want), "{sql}");
     }
-    // Every query ran; 410 of them with a GPU join on the H100 (the rest stay on the CPU by the
-    // rule's decisions, checked without a GPU by the decision tests).
-    assert!(moved >= 410, "{moved} joins moved");
+    // Every query ran; 820 of them with a GPU join on the H100, 410 for each gather (the rest
+    // stay on the CPU by the rule's decisions, checked without a GPU by the decision tests).
+    assert!(moved >= 820, "{moved} joins moved");
 }
 
 /// Sort-merge joins (`prefer_hash_join = false`, as DataFusion's `sort_merge_join.slt`) and
@@ -1046,7 +1050,9 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
     ];
     let mut round_trips = 0;
     for partitioned in [false, true] {
-        let ctx = context(Some(config.clone()), partitioned, l.clone(), r.clone()).await.unwrap();
+        // The partitioned plans gather on the device (`gather=device` in the plan's text).
+        let gather = if partitioned { OutputGather::Device } else { OutputGather::Host };
+        let ctx = context(Some(GpuJoinConfig { gather, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();
             assert!(count_nodes(&plan, "GpuJoinExec") > 0, "{sql}: a GPU join to serialize\n{}", plan_text(&plan));
