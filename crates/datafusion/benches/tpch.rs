@@ -7,9 +7,10 @@
 //! each with the physical plan kept gives the join operators' own time from their metrics (as
 //! `EXPLAIN ANALYZE` shows it, summed over partitions): `elapsed_compute` of the CPU joins and of
 //! the `GpuJoinExec`s, the latter split into upload / join / download / host gather. The answers
-//! of both sessions are compared (sorted rows). `GPUJOIN_TPCH_GATHER=device` gathers the GPU
-//! joins' output columns on the device ([`OutputGather::Device`]; default: on the host), and
-//! names the CSV group `tpch_sf{SF}_device_gather`.
+//! of both sessions are compared (sorted rows). `GPUJOIN_TPCH_GATHER` names where the GPU joins
+//! gather their output columns: `host` (the default), `device` (CSV group
+//! `tpch_sf{SF}_device_gather`) or `host,device` (both in turn, on the same tables; each against
+//! plain DataFusion runs of its own).
 //!
 //! Prints a table; appends CSV rows (`group,case,ms_median,floor_ms,device,commit`; no byte floor
 //! here) to `GPUJOIN_BENCH_CSV` when set.
@@ -35,66 +36,73 @@ fn main() {
     let device = gpujoin_device::Device::new(0).ok();
     let device_name = device.as_ref().and_then(|d| d.name().ok()).unwrap_or_else(|| "no GPU".into());
     let commit = std::env::var("GPUJOIN_COMMIT").unwrap_or_default();
-    let gather = match std::env::var("GPUJOIN_TPCH_GATHER").ok().as_deref() {
-        None | Some("") | Some("host") => OutputGather::Host,
-        Some("device") => OutputGather::Device,
-        Some(other) => panic!("GPUJOIN_TPCH_GATHER: host or device, not {other:?}"),
-    };
-    println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gather:?}, device: {device_name}");
+    let gathers: Vec<OutputGather> = std::env::var("GPUJOIN_TPCH_GATHER")
+        .unwrap_or_else(|_| "host".into())
+        .split(',')
+        .map(|g| match g.trim() {
+            "host" => OutputGather::Host,
+            "device" => OutputGather::Device,
+            other => panic!("GPUJOIN_TPCH_GATHER: host, device or both separated by a comma, not {other:?}"),
+        })
+        .collect();
+    println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, device: {device_name}");
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let config = SessionConfig::new().with_target_partitions(cores);
         let plain = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).build());
-        let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig { gather, ..GpuJoinConfig::default() }).build();
-        let gpu = SessionContext::new_with_state(gpu_state.clone());
         let t = Instant::now();
         let rows = tpch::register_tables(&plain, sf, cores).unwrap();
-        for t in tpch::TABLES {
-            gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
-        }
         println!("generated {rows:?} in {:.1} s", t.elapsed().as_secs_f64());
 
         let mut csv = Vec::new();
-        let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
-        println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | answers");
-        for &q in &queries {
-            let r = tpch::compare(&plain, &gpu, q, reps).await.unwrap();
-            let (mp, mg, jp, jg) = (r.plain_ms, r.gpu_ms, r.plain_joins, r.gpu_joins);
-            sum_plain += mp;
-            sum_gpu += mg;
-            let replaced_cpu_ms = r.replaced_cpu_ms();
-            let join_speedup = if jg.gpu_ms > 0.0 { replaced_cpu_ms / jg.gpu_ms } else { f64::NAN };
-            println!(
-                "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {}",
-                mp / mg,
-                r.moved,
-                r.joins,
-                jp.cpu_ms,
-                jg.gpu_ms,
-                jg.upload_ms,
-                jg.join_ms,
-                jg.download_ms,
-                jg.gather_ms,
-                if r.same { "equal" } else { "DIFFER" }
-            );
-            let group = if gather == OutputGather::Device { format!("tpch_sf{sf}_device_gather") } else { format!("tpch_sf{sf}") };
-            for (case, ms) in [
-                ("plain", mp),
-                ("gpu_rule", mg),
-                ("cpu_join_compute", jp.cpu_ms),
-                ("replaced_cpu_join_compute", replaced_cpu_ms),
-                ("gpu_join_compute", jg.gpu_ms),
-                ("gpu_join_upload", jg.upload_ms),
-                ("gpu_join_join", jg.join_ms),
-                ("gpu_join_download", jg.download_ms),
-                ("gpu_join_host_gather", jg.gather_ms),
-            ] {
-                csv.push(format!("{group},q{q}_{case},{ms:.3},,{device_name},{commit}"));
+        for &gather in &gathers {
+            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, ..GpuJoinConfig::default() }).build();
+            let gpu = SessionContext::new_with_state(gpu_state);
+            for t in tpch::TABLES {
+                gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
             }
-            assert!(r.same, "Q{q}: the answers differ with the rule");
+            println!("output gathered on the {gather:?}");
+            let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
+            println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | answers");
+            for &q in &queries {
+                let r = tpch::compare(&plain, &gpu, q, reps).await.unwrap();
+                let (mp, mg, jp, jg) = (r.plain_ms, r.gpu_ms, r.plain_joins, r.gpu_joins);
+                sum_plain += mp;
+                sum_gpu += mg;
+                let replaced_cpu_ms = r.replaced_cpu_ms();
+                let join_speedup = if jg.gpu_ms > 0.0 { replaced_cpu_ms / jg.gpu_ms } else { f64::NAN };
+                println!(
+                    "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {}",
+                    mp / mg,
+                    r.moved,
+                    r.joins,
+                    jp.cpu_ms,
+                    jg.gpu_ms,
+                    jg.upload_ms,
+                    jg.join_ms,
+                    jg.download_ms,
+                    jg.gather_ms,
+                    if r.same { "equal" } else { "DIFFER" }
+                );
+                let group = if gather == OutputGather::Device { format!("tpch_sf{sf}_device_gather") } else { format!("tpch_sf{sf}") };
+                for (case, ms) in [
+                    ("plain", mp),
+                    ("gpu_rule", mg),
+                    ("cpu_join_compute", jp.cpu_ms),
+                    ("replaced_cpu_join_compute", replaced_cpu_ms),
+                    ("gpu_join_compute", jg.gpu_ms),
+                    ("gpu_join_upload", jg.upload_ms),
+                    ("gpu_join_join", jg.join_ms),
+                    ("gpu_join_download", jg.download_ms),
+                    ("gpu_join_host_gather", jg.gather_ms),
+                ] {
+                    csv.push(format!("{group},q{q}_{case},{ms:.3},,{device_name},{commit}"));
+                }
+                assert!(r.same, "Q{q}: the answers differ with the rule");
+            }
+            println!("together: plain {sum_plain:.1} ms, with the rule {sum_gpu:.1} ms ({:.2}x)", sum_plain / sum_gpu);
         }
-        println!("together: plain {sum_plain:.1} ms, with the rule {sum_gpu:.1} ms ({:.2}x)", sum_plain / sum_gpu);
         if let Ok(path) = std::env::var("GPUJOIN_BENCH_CSV") {
             use std::io::Write;
             let new = !std::path::Path::new(&path).exists();

@@ -864,7 +864,7 @@ mod translate {
     use datafusion::physical_expr::PhysicalExprRef;
     use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
     use gpujoin_datafusion::translate::{plan_join, JoinPlan};
-    use gpujoin_datafusion::GpuJoinConfig;
+    use gpujoin_datafusion::{GpuJoinConfig, OutputGather};
     use gpujoin_join::predicate::{col_l, col_r, lit, Predicate, Side};
 
     fn schema(fields: &[(&str, DataType, bool)]) -> Schema {
@@ -891,7 +891,17 @@ mod translate {
         let on = [(col("a", 0), col("a", 1))];
         // Join schema: l.a l.a l.x r.b r.a; out: r.b, l.a(1), r.b again, l.a(0).
         let p = plan(&l, &r, &on, None, JoinType::Inner, Some(&[3, 1, 3, 0])).unwrap();
-        assert_eq!((p.left_cols.clone(), p.right_cols.clone()), (vec![0, 1], vec![0, 1]), "the Float16 column is never uploaded");
+        assert_eq!((p.left_cols.clone(), p.right_cols.clone(), p.gather), (vec![0], vec![1], OutputGather::Host), "host gathers upload the keys only");
+        let device = GpuJoinConfig { gather: OutputGather::Device, ..GpuJoinConfig::default() };
+        let d = plan_join(&l, &r, &on, None, JoinType::Inner, NullEquality::NullEqualsNothing, Some(&[3, 1, 3, 0]), &device).unwrap();
+        assert_eq!((d.left_cols.clone(), d.right_cols.clone(), d.gather), (vec![0, 1], vec![0, 1], OutputGather::Device), "the Float16 column is never uploaded");
+        // The explicit clustered algorithms gather on the device whatever the configuration.
+        let clustered = GpuJoinConfig { algorithm: gpujoin_join::plan::Algorithm::PartitionedHash(gpujoin_join::plan::Gather::Clustered), ..GpuJoinConfig::default() };
+        let c = plan_join(&l, &r, &on, None, JoinType::Inner, NullEquality::NullEqualsNothing, Some(&[3, 1, 3, 0]), &clustered).unwrap();
+        assert_eq!((c.left_cols.clone(), c.gather), (vec![0, 1], OutputGather::Device));
+        // A side with no key or filter column (a cross join) sends its output columns.
+        let x = plan(&l, &r, &[], None, JoinType::Inner, Some(&[3, 1])).unwrap();
+        assert_eq!((x.left_cols.clone(), x.right_cols.clone()), (vec![1], vec![0]));
         assert_eq!((p.select_left.clone(), p.select_right.clone()), (vec![1, 0], vec![0]));
         assert_eq!(p.outputs, vec![2, 0, 2, 1]);
         assert_eq!(p.sources, vec![(Side::Right, 0), (Side::Left, 1), (Side::Right, 0), (Side::Left, 0)]);
