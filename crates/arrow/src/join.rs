@@ -33,7 +33,7 @@ use gpujoin_join::chunked::ChunkBudget;
 use gpujoin_join::plan::{Algorithm, Join};
 use gpujoin_join::predicate::Predicate;
 use gpujoin_join::table::Table;
-use gpujoin_join::{GatherMaps, JoinType, NanEquality, NullEquality};
+use gpujoin_join::{GatherMaps, JoinType, NanEquality, NullEquality, Side};
 
 use crate::download::{DownloadOptions, Downloader};
 use crate::staging::StagingOptions;
@@ -69,6 +69,10 @@ pub struct JoinSpec {
     /// Host bytes of each part of the right side in [`join_streaming_on`] (`None`: half the left
     /// side's device bytes, within 64 MiB .. 1 GiB).
     pub stream_part_bytes: Option<usize>,
+    /// [`join_indices_on`]: the rows ordered by this side's index (ascending, that side's
+    /// padding rows last; see [`GatherMaps::ordered_by`]), so that a host gather reads that
+    /// side in sequence. `None` (the default): the algorithm's order.
+    pub indices_order: Option<Side>,
 }
 
 impl JoinSpec {
@@ -90,6 +94,7 @@ impl JoinSpec {
             download: DownloadOptions::default(),
             staging: StagingOptions::default(),
             stream_part_bytes: None,
+            indices_order: None,
         }
     }
 
@@ -141,6 +146,12 @@ impl JoinSpec {
     /// left side's device bytes, within 64 MiB .. 1 GiB).
     pub fn stream_part_bytes(mut self, bytes: usize) -> JoinSpec {
         self.stream_part_bytes = Some(bytes);
+        self
+    }
+
+    /// [`join_indices_on`]'s rows ordered by `side`'s index ([`JoinSpec::indices_order`]).
+    pub fn indices_ordered_by(mut self, side: Side) -> JoinSpec {
+        self.indices_order = Some(side);
         self
     }
 
@@ -466,7 +477,9 @@ impl JoinIndices {
 /// budget, in output order. Nothing but the maps is produced: the spec's selections are not
 /// read, and the caller takes its output columns from its own host batches
 /// (`arrow_select::take::take`), so only the key and filter columns need to be on the device.
-/// Returns the device join and the maps' copy times (`upload` zero).
+/// With [`JoinSpec::indices_order`], each chunk's rows are sorted by that side's index on the
+/// device first. Returns the device join (the sort included) and the maps' copy times
+/// (`upload` zero).
 ///
 /// Errors: those of [`join_on`]; and `Unsupported` for an explicit clustered algorithm
 /// (`SmjOm`, `PhjOm`) without a filter, whose output has no maps into the inputs (its gathers
@@ -491,7 +504,18 @@ pub fn join_indices_on(stream: &Stream, left: &DeviceInput, right: &DeviceInput,
     let j = build(spec, &left.table, &right.table, &[], &[]);
     j.explain()?;
     let mut times = JoinTimes::default();
+    let order = spec.indices_order;
     let mut emit = |maps: GatherMaps, times: &mut JoinTimes| -> Result<bool> {
+        let t = Instant::now();
+        let maps = match order {
+            Some(side) => {
+                let m = maps.ordered_by(stream, side)?;
+                stream.synchronize()?;
+                times.join += t.elapsed();
+                m
+            }
+            None => maps,
+        };
         let t = Instant::now();
         let ix = JoinIndices::from_maps(maps)?;
         times.download += t.elapsed();

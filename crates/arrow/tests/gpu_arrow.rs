@@ -14,7 +14,7 @@ use gpujoin_arrow::{join_indices_on, join_on, join_streaming_on, DeviceInput, Jo
 use gpujoin_device::testing::{device_or_skip, pick, reduced, rows, Sample};
 use gpujoin_device::{Error, Stream};
 use gpujoin_join::predicate::{col_l, col_r};
-use gpujoin_join::{JoinType, NanEquality, NullEquality};
+use gpujoin_join::{JoinType, NanEquality, NullEquality, Side};
 use gpujoin_testkit::table_reference;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -226,6 +226,15 @@ fn join_indices_match_the_cpu_reference() {
     let mut check = |key: &str, jt: JoinType, nulls: NullEquality, budget: Option<u64>, filter: Option<gpujoin_join::predicate::Predicate>| {
         let keys: Vec<&str> = if key.is_empty() { vec![] } else { vec![key] };
         let mut spec = JoinSpec::new(jt, &keys, &keys).null_equality(nulls);
+        // Every other case ordered by one side's index (that side's padding last).
+        let order = match cases % 3 {
+            0 => None,
+            1 => Some(Side::Left),
+            _ => Some(Side::Right),
+        };
+        if let Some(side) = order {
+            spec = spec.indices_ordered_by(side);
+        }
         if let Some(b) = budget {
             spec = spec.chunks_of(b);
         }
@@ -239,7 +248,19 @@ fn join_indices_match_the_cpu_reference() {
             assert_eq!(ix.left.is_some(), jt.has_left_map(), "{key} {jt:?}");
             assert_eq!(ix.right.is_some(), jt.has_right_map(), "{key} {jt:?}");
             let at = |a: &Option<arrow_array::UInt32Array>, k: usize| a.as_ref().and_then(|a| a.is_valid(k).then(|| a.value(k)));
-            got.extend((0..ix.num_rows()).map(|k| (at(&ix.left, k), at(&ix.right, k))));
+            let rows: Vec<_> = (0..ix.num_rows()).map(|k| (at(&ix.left, k), at(&ix.right, k))).collect();
+            let ordered = match order {
+                Some(Side::Left) if jt.has_left_map() => Some(rows.iter().map(|r| r.0).collect::<Vec<_>>()),
+                Some(Side::Right) if jt.has_right_map() => Some(rows.iter().map(|r| r.1).collect()),
+                Some(_) => Some(rows.iter().map(|r| r.0.or(r.1)).collect()),
+                None => None,
+            };
+            if let Some(v) = ordered {
+                // Ascending, None (padding) last.
+                let rank = |x: &Option<u32>| x.map_or(u64::MAX, u64::from);
+                assert!(v.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])), "{key} {jt:?} ordered by {order:?}: {v:?}");
+            }
+            got.extend(rows);
             Ok(true)
         })
         .unwrap_or_else(|e| panic!("{key} {jt:?} {budget:?}: {e}"));

@@ -417,7 +417,7 @@ impl ExecutionPlan for GpuJoinExec {
             }
             _ => {}
         }
-        let metrics = GpuJoinMetrics::new(partition, &self.metrics);
+        let metrics = GpuJoinMetrics::new(partition, &self.metrics, self.plan.gather == OutputGather::Host);
         let left: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
             PartitionMode::CollectLeft => {
                 let (once, input, ctx, rows) = (Arc::clone(&self.left_once), Arc::clone(&self.left), Arc::clone(&context), metrics.build_input_rows.clone());
@@ -481,7 +481,8 @@ struct GpuJoinMetrics {
     upload_time: Time,
     join_time: Time,
     download_time: Time,
-    gather_time: Time,
+    /// Host gathers only.
+    gather_time: Option<Time>,
     device_joins: Count,
     /// The device memory pool's high-water mark at the end of this partition's join (the pool
     /// is the process's: joins running at the same time share it).
@@ -489,7 +490,7 @@ struct GpuJoinMetrics {
 }
 
 impl GpuJoinMetrics {
-    fn new(partition: usize, set: &ExecutionPlanMetricsSet) -> Self {
+    fn new(partition: usize, set: &ExecutionPlanMetricsSet, host_gather: bool) -> Self {
         GpuJoinMetrics {
             baseline: BaselineMetrics::new(set, partition),
             build_input_rows: MetricBuilder::new(set).counter("build_input_rows", partition),
@@ -497,7 +498,7 @@ impl GpuJoinMetrics {
             upload_time: MetricBuilder::new(set).subset_time("upload_time", partition),
             join_time: MetricBuilder::new(set).subset_time("join_time", partition),
             download_time: MetricBuilder::new(set).subset_time("download_time", partition),
-            gather_time: MetricBuilder::new(set).subset_time("gather_time", partition),
+            gather_time: host_gather.then(|| MetricBuilder::new(set).subset_time("gather_time", partition)),
             device_joins: MetricBuilder::new(set).counter("device_joins", partition),
             peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
         }
@@ -542,7 +543,9 @@ impl Job {
         let p = &self.plan;
         let (rs, rb) = device_input(&right, &self.right_schema, &p.right_cols, Side::Right)?;
         if p.gather == OutputGather::Host {
-            return self.run_host_gather(left, right, (rs, rb), tx);
+            // The larger side read in sequence, the smaller one at random.
+            let order = if rrows >= lrows { Side::Right } else { Side::Left };
+            return self.run_host_gather(left, right, (rs, rb), order, tx);
         }
         drop(right);
         let names = |side, cols: &mut dyn Iterator<Item = usize>| cols.map(|i| device_name(side, i)).collect::<Vec<_>>();
@@ -618,9 +621,10 @@ impl Job {
     }
 
     /// [`OutputGather::Host`]: the key and filter columns (`device`) go to the device, the
-    /// joined rows come back as row indices, and the output columns are taken from the host
-    /// batches through them, a batch of `batch_rows` at a time.
-    fn run_host_gather(&self, left: &BuildSide, right: Vec<RecordBatch>, device: (SchemaRef, Vec<RecordBatch>), tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+    /// joined rows come back as row indices, sorted on the device by `order`'s index (that side
+    /// is then read in sequence), and the output columns are taken from the host batches
+    /// through them, a batch of `batch_rows` at a time.
+    fn run_host_gather(&self, left: &BuildSide, right: Vec<RecordBatch>, device: (SchemaRef, Vec<RecordBatch>), order: Side, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let p = &self.plan;
         let t = Instant::now();
         let dev = gpujoin_device::Device::new(self.config.device).map_err(external)?;
@@ -676,13 +680,19 @@ impl Job {
             }
             Ok(true)
         };
-        let times = join_indices_on(&stream, &build, &probe, &self.spec(), &mut sink).map_err(external)?;
+        let spec = self.spec().indices_ordered_by(match order {
+            Side::Left => gpujoin_join::Side::Left,
+            Side::Right => gpujoin_join::Side::Right,
+        });
+        let times = join_indices_on(&stream, &build, &probe, &spec, &mut sink).map_err(external)?;
         if let Some(e) = failed {
             return Err(e);
         }
         self.metrics.join_time.add_duration(times.join);
         self.metrics.download_time.add_duration(times.download);
-        self.metrics.gather_time.add_duration(gathering);
+        if let Some(g) = &self.metrics.gather_time {
+            g.add_duration(gathering);
+        }
         if let Ok(peak) = dev.peak_memory() {
             self.metrics.peak_device_memory.set_max(usize::try_from(peak).unwrap_or(usize::MAX));
         }

@@ -89,6 +89,34 @@ impl GatherMaps {
         Ok((0..n).map(|k| (l.get(k).copied().unwrap_or(RowId::NONE), r.get(k).copied().unwrap_or(RowId::NONE))).collect())
     }
 
+    /// The same rows ordered by `side`'s row index, ascending; rows without a partner on that
+    /// side (an outer join's padding) come last. A join type without a map on `side` (the
+    /// semi and anti joins of the other side) is ordered by its one map. A caller that reads
+    /// its inputs through the maps (a host gather) then reads `side` in sequence.
+    ///
+    /// Example: left `[2, 0, 1]`, right `[5, 9, 3]` ordered by the right side: left `[1, 2, 0]`,
+    /// right `[3, 5, 9]`.
+    pub fn ordered_by(self, stream: &Stream, side: Side) -> Result<GatherMaps> {
+        let jt = self.join_type;
+        let side = match side {
+            Side::Left if !jt.has_left_map() => Side::Right,
+            Side::Right if !jt.has_right_map() => Side::Left,
+            s => s,
+        };
+        let (l, r) = self.into_raw();
+        let (l, r) = match (jt.has_left_map(), jt.has_right_map(), side) {
+            (true, true, Side::Left) => gpujoin_primitives::sort_pairs_owned(stream, l, r, None)?,
+            (true, true, Side::Right) => {
+                let (r, l) = gpujoin_primitives::sort_pairs_owned(stream, r, l, None)?;
+                (l, r)
+            }
+            (true, false, _) => (gpujoin_primitives::sort_keys_new(stream, &l.view(), gpujoin_primitives::SortOrder::Ascending)?, r),
+            (false, true, _) => (l, gpujoin_primitives::sort_keys_new(stream, &r.view(), gpujoin_primitives::SortOrder::Ascending)?),
+            (false, false, _) => (l, r),
+        };
+        Ok(GatherMaps::new(jt, l, r))
+    }
+
     /// Splits into the two maps as raw `u32` buffers (`u32::MAX` = no row).
     pub fn into_raw(self) -> (DeviceBuffer<u32>, DeviceBuffer<u32>) {
         (self.left.cast(), self.right.cast())
