@@ -44,10 +44,12 @@
 //!
 //! ## Batch size
 //!
-//! The GPU joins whole partitions and downloads the output in batches of the session's batch
-//! size (`datafusion.execution.batch_size`, 8192 by default). For GPU joins a larger one is
-//! better, for example 65536 (`SessionConfig::with_batch_size(65536)` or
-//! [`GpuJoinConfig::batch_rows`]): fewer batches and fewer, longer copies from the device.
+//! The GPU joins whole partitions and returns the output in batches of the session's batch
+//! size (`datafusion.execution.batch_size`, 8192 by default). With [`OutputGather::Device`] a
+//! larger one is better, for example 65536 (`SessionConfig::with_batch_size(65536)` or
+//! [`GpuJoinConfig::batch_rows`]): fewer batches and fewer, longer copies from the device. With
+//! the default [`OutputGather::Host`] only row indices come back, whole, and the batches are
+//! taken on the host.
 //!
 //! ## Not yet (issue 12)
 //!
