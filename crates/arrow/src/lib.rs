@@ -24,12 +24,14 @@ mod pinned_blocks;
 mod staging;
 pub mod types;
 mod upload;
+mod views;
 
 pub use download::{download, DownloadOptions, Downloader};
 pub use host::{from_host_table, to_host_table};
 pub use join::{join, join_indices_on, join_on, join_shared_on, join_streaming_on, DeviceInput, JoinIndices, JoinReader, JoinSpec};
 pub use pinned_blocks::to_pinned;
 pub use staging::{StagingOptions, StagingStats};
+pub use views::concat_views;
 
 /// Frees the page-locked host memory that uploads and downloads keep for reuse (the staging
 /// buffers and the free download blocks, of every device) and returns its bytes. Page-locking

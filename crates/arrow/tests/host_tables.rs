@@ -84,3 +84,40 @@ fn a_schema_that_does_not_fit_is_an_error() {
     assert!(from_host_table(&t, Some(&not_null)).is_err());
     assert_eq!(b.column(0).null_count(), 1);
 }
+
+/// `concat_views`: the same values as Arrow's `concat` (long and inline strings, NULLs, sliced
+/// arrays), each shared buffer listed once however many arrays point into it, and `None` for
+/// other types.
+#[test]
+fn concat_views_lists_shared_buffers_once() {
+    use arrow_array::{BinaryViewArray, StringViewArray};
+    use arrow_select::concat::concat;
+    use gpujoin_arrow::concat_views;
+    let words: Vec<Option<String>> = (0..300).map(|i| if i % 7 == 3 { None } else { Some(format!("{}-{i}", if i % 2 == 0 { "a long string past twelve bytes" } else { "short" })) }).collect();
+    let base = StringViewArray::from_iter(words.iter().map(|w| w.as_deref()));
+    assert!(!base.data_buffers().is_empty());
+    // Slices of one array share its buffers, as batches taken from one array do.
+    let parts: Vec<ArrayRef> = vec![Arc::new(base.slice(0, 100)), Arc::new(base.slice(100, 0)), Arc::new(base.slice(100, 150)), Arc::new(base.slice(250, 50)), Arc::new(base.clone())];
+    let refs: Vec<&dyn Array> = parts.iter().map(|p| p.as_ref()).collect();
+    let got = concat_views(&refs).unwrap().expect("a view type");
+    let want = concat(&refs).unwrap();
+    assert_eq!(got.as_ref(), want.as_ref());
+    let got = got.as_any().downcast_ref::<StringViewArray>().unwrap();
+    assert_eq!(got.data_buffers().len(), base.data_buffers().len(), "each buffer once");
+    assert!(want.as_any().downcast_ref::<StringViewArray>().unwrap().data_buffers().len() > base.data_buffers().len(), "arrow's concat lists them again");
+    // Arrays of their own buffers keep them all; binary views too; no NULLs: no validity.
+    let other = StringViewArray::from_iter_values(["another string past twelve", "x"]);
+    let refs: Vec<&dyn Array> = vec![&base, &other];
+    let got = concat_views(&refs).unwrap().unwrap();
+    assert_eq!(got.as_ref(), concat(&refs).unwrap().as_ref());
+    let bins = BinaryViewArray::from_iter_values([b"bytes past the inline twelve".as_slice(), b"b"]);
+    let refs: Vec<&dyn Array> = vec![&bins, &bins];
+    let got = concat_views(&refs).unwrap().unwrap();
+    assert_eq!(got.as_ref(), concat(&refs).unwrap().as_ref());
+    assert!(got.nulls().is_none());
+    // Other types, mixed types, no arrays: None.
+    let ints = Int32Array::from(vec![1, 2]);
+    assert!(concat_views(&[&ints as &dyn Array]).unwrap().is_none());
+    assert!(concat_views(&[&base as &dyn Array, &bins]).unwrap().is_none());
+    assert!(concat_views(&[]).unwrap().is_none());
+}

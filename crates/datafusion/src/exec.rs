@@ -80,7 +80,7 @@ use datafusion::physical_plan::{
 };
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use gpujoin_arrow::{join_indices_on, join_on, join_shared_on, DeviceInput, JoinIndices, JoinSpec, StagingOptions};
+use gpujoin_arrow::{concat_views, join_indices_on, join_on, join_shared_on, DeviceInput, JoinIndices, JoinSpec, StagingOptions};
 use gpujoin_join::predicate::Side;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::OnceCell;
@@ -120,7 +120,11 @@ fn host_columns(batches: &[RecordBatch], wanted: impl Iterator<Item = usize>) ->
             [one] => Arc::clone(one.column(i)),
             _ => {
                 let parts: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
-                concat(&parts)?
+                // View arrays with their shared buffers listed once (chained joins).
+                match concat_views(&parts)? {
+                    Some(c) => c,
+                    None => concat(&parts)?,
+                }
             }
         };
         out.insert(i, column);
@@ -543,8 +547,13 @@ impl Job {
         let p = &self.plan;
         let (rs, rb) = device_input(&right, &self.right_schema, &p.right_cols, Side::Right)?;
         if p.gather == OutputGather::Host {
-            // The larger side read in sequence, the smaller one at random.
-            let order = if rrows >= lrows { Side::Right } else { Side::Left };
+            // Equi-joins: the larger side read in sequence, the smaller one at random. Joins
+            // without keys (theta, cross) keep the algorithm's order, their left side's.
+            let order = match (p.keys.is_empty(), rrows >= lrows) {
+                (true, _) => None,
+                (false, true) => Some(Side::Right),
+                (false, false) => Some(Side::Left),
+            };
             return self.run_host_gather(left, right, (rs, rb), order, tx);
         }
         drop(right);
@@ -621,10 +630,10 @@ impl Job {
     }
 
     /// [`OutputGather::Host`]: the key and filter columns (`device`) go to the device, the
-    /// joined rows come back as row indices, sorted on the device by `order`'s index (that side
-    /// is then read in sequence), and the output columns are taken from the host batches
+    /// joined rows come back as row indices, sorted on the device by `order`'s index where given
+    /// (that side is then read in sequence), and the output columns are taken from the host batches
     /// through them, a batch of `batch_rows` at a time.
-    fn run_host_gather(&self, left: &BuildSide, right: Vec<RecordBatch>, device: (SchemaRef, Vec<RecordBatch>), order: Side, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+    fn run_host_gather(&self, left: &BuildSide, right: Vec<RecordBatch>, device: (SchemaRef, Vec<RecordBatch>), order: Option<Side>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let p = &self.plan;
         let t = Instant::now();
         let dev = gpujoin_device::Device::new(self.config.device).map_err(external)?;
@@ -680,7 +689,8 @@ impl Job {
             }
             Ok(true)
         };
-        let spec = self.spec().indices_ordered_by(match order {
+        let mut spec = self.spec();
+        spec.indices_order = order.map(|o| match o {
             Side::Left => gpujoin_join::Side::Left,
             Side::Right => gpujoin_join::Side::Right,
         });
