@@ -58,8 +58,9 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchOptions};
-use datafusion::arrow::compute::{cast, concat, take};
+use datafusion::arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, RecordBatchIterator, RecordBatchOptions, UInt32Array};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::compute::{cast, concat, interleave, take};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{internal_err, plan_err, DataFusionError, JoinType as DfJoinType, NullEquality as DfNullEquality, Result};
@@ -653,16 +654,18 @@ impl Job {
         self.metrics.upload_time.add_elapsed(t);
         self.metrics.device_joins.add(1);
 
-        // The output columns of each side, each in one array.
+        // The side the indices are ordered by is read from its batches, in sequence; the other
+        // one from its output columns, each concatenated into one array.
         let t = Instant::now();
         let wanted = |side: Side| p.sources.iter().filter(move |s| s.0 == side).map(|s| s.1);
-        let left_cols = if left.shared {
-            left.columns.get_or_init(|| host_columns(&left.host, wanted(Side::Left)).map_err(Arc::new)).clone().map_err(DataFusionError::Shared)?
+        let left_rows = if order == Some(Side::Left) {
+            HostSide::batches(&left.host)
+        } else if left.shared {
+            HostSide::Columns(left.columns.get_or_init(|| host_columns(&left.host, wanted(Side::Left)).map_err(Arc::new)).clone().map_err(DataFusionError::Shared)?)
         } else {
-            host_columns(&left.host, wanted(Side::Left))?
+            HostSide::Columns(host_columns(&left.host, wanted(Side::Left))?)
         };
-        let right_cols = host_columns(&right, wanted(Side::Right))?;
-        drop(right);
+        let right_rows = if order == Some(Side::Right) { HostSide::batches(&right) } else { HostSide::Columns(host_columns(&right, wanted(Side::Right))?) };
         let mut gathering = t.elapsed();
 
         let mut failed: Option<DataFusionError> = None;
@@ -672,7 +675,7 @@ impl Job {
             while at < rows {
                 let n = self.batch_rows.min(rows - at);
                 let t = Instant::now();
-                let batch = self.take_output(&ix.slice(at, n), n, &left_cols, &right_cols);
+                let batch = self.take_output(&ix.slice(at, n), n, &left_rows, &right_rows);
                 gathering += t.elapsed();
                 match batch {
                     Ok(b) => {
@@ -709,19 +712,33 @@ impl Job {
         Ok(())
     }
 
-    /// One output batch of `rows` rows: each output column taken from its side's host column
-    /// through that side's indices (a null index: a null).
-    fn take_output(&self, ix: &JoinIndices, rows: usize, left: &HostColumns, right: &HostColumns) -> Result<RecordBatch> {
+    /// One output batch of `rows` rows: each output column taken from its side through that
+    /// side's indices (a null index: a null).
+    fn take_output(&self, ix: &JoinIndices, rows: usize, left: &HostSide<'_>, right: &HostSide<'_>) -> Result<RecordBatch> {
+        // The batches' positions of the indices of each side read from its batches, once.
+        let positions = |side: &HostSide<'_>, indices: Option<&UInt32Array>| match (side, indices) {
+            (HostSide::Batches { starts, .. }, Some(ix)) => Some(BatchPositions::of(starts, ix)),
+            _ => None,
+        };
+        let (lp, rp) = (positions(left, ix.left.as_ref()), positions(right, ix.right.as_ref()));
         let mut columns = Vec::with_capacity(self.plan.sources.len());
         for (field, &(side, i)) in self.schema.fields().iter().zip(&self.plan.sources) {
-            let (indices, cols) = match side {
-                Side::Left => (ix.left.as_ref(), left),
-                Side::Right => (ix.right.as_ref(), right),
+            let (indices, rows_of, at) = match side {
+                Side::Left => (ix.left.as_ref(), left, lp.as_ref()),
+                Side::Right => (ix.right.as_ref(), right, rp.as_ref()),
             };
-            let (Some(indices), Some(column)) = (indices, cols.get(&i)) else {
+            let Some(indices) = indices else {
                 return internal_err!("GpuJoinExec: no {side:?} rows for output column {}", field.name());
             };
-            columns.push(fit(&take(column.as_ref(), indices, None)?, field)?);
+            let column = match (rows_of, at) {
+                (HostSide::Batches { batches, .. }, Some(at)) => at.interleave(batches, i)?,
+                (HostSide::Columns(cols), _) => match cols.get(&i) {
+                    Some(c) => take(c.as_ref(), indices, None)?,
+                    None => return internal_err!("GpuJoinExec: {side:?} column {i} was not prepared"),
+                },
+                _ => return internal_err!("GpuJoinExec: no positions for the {side:?} batches"),
+            };
+            columns.push(fit(&column, field)?);
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         Ok(RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)?)
@@ -774,6 +791,85 @@ impl Job {
             }
         }
         Ok(())
+    }
+}
+
+/// One side of a host gather: its batches (the side the join's indices are ordered by, read in
+/// sequence) or its output columns, each in one array (read at random).
+enum HostSide<'a> {
+    Batches { batches: &'a [RecordBatch], starts: Vec<usize> },
+    Columns(HostColumns),
+}
+
+impl<'a> HostSide<'a> {
+    fn batches(batches: &'a [RecordBatch]) -> Self {
+        let mut starts = Vec::with_capacity(batches.len() + 1);
+        let mut at = 0;
+        starts.push(0);
+        for b in batches {
+            at += b.num_rows();
+            starts.push(at);
+        }
+        HostSide::Batches { batches, starts }
+    }
+}
+
+/// Where the rows of one output batch are in a side's batches: the batches `first..=last`, a
+/// `(batch - first, row)` pair an output row, and a null row (`(last - first + 1, 0)`: a
+/// one-row null array after them) where the index is null.
+///
+/// Example: batches of 3 and 2 rows (`starts [0, 3, 5]`), indices `[1, 3, 4, ∅]`: batches 0..=1,
+/// pairs `[(0, 1), (1, 0), (1, 1), (2, 0)]`.
+struct BatchPositions {
+    first: usize,
+    last: usize,
+    pairs: Vec<(usize, usize)>,
+    /// Some index is null / not null.
+    nulls: bool,
+    valid: bool,
+}
+
+impl BatchPositions {
+    fn of(starts: &[usize], indices: &UInt32Array) -> Self {
+        let batch_of = |g: usize| starts.partition_point(|&s| s <= g).saturating_sub(1);
+        let mut pairs = Vec::with_capacity(indices.len());
+        let (mut first, mut last, mut nulls) = (usize::MAX, 0, false);
+        let mut b = 0;
+        // Indices in ascending order cross batches forward; others are looked up.
+        for k in 0..indices.len() {
+            if indices.is_null(k) {
+                nulls = true;
+                pairs.push((usize::MAX, 0));
+                continue;
+            }
+            let g = indices.value(k) as usize;
+            if !(starts[b] <= g && g < starts[b + 1]) {
+                b = batch_of(g);
+            }
+            first = first.min(b);
+            last = last.max(b);
+            pairs.push((b, g - starts[b]));
+        }
+        let valid = first != usize::MAX;
+        if !valid {
+            first = 0;
+        }
+        let null_slot = last - first + 1;
+        for p in &mut pairs {
+            p.0 = if p.0 == usize::MAX { null_slot } else { p.0 - first };
+        }
+        BatchPositions { first, last, pairs, nulls, valid }
+    }
+
+    /// Column `column` of the output rows, from `batches`.
+    fn interleave(&self, batches: &[RecordBatch], column: usize) -> Result<ArrayRef> {
+        let dt = batches.first().map(|b| b.column(column).data_type().clone()).unwrap_or(DataType::Null);
+        if !self.valid {
+            return Ok(new_null_array(&dt, self.pairs.len()));
+        }
+        let null_row = self.nulls.then(|| new_null_array(&dt, 1));
+        let arrays: Vec<&dyn Array> = batches[self.first..=self.last].iter().map(|b| b.column(column).as_ref()).chain(null_row.as_deref()).collect();
+        Ok(interleave(&arrays, &self.pairs)?)
     }
 }
 
