@@ -30,7 +30,7 @@ use arrow_buffer::NullBuffer;
 use arrow_schema::{ArrowError, DataType as ArrowType, Field, Schema, SchemaRef};
 use gpujoin_device::{Device, DeviceBuffer, Error, Result, Stream};
 use gpujoin_join::chunked::ChunkBudget;
-use gpujoin_join::plan::{Algorithm, Join};
+use gpujoin_join::plan::{Algorithm, Join, JoinOutput};
 use gpujoin_join::predicate::Predicate;
 use gpujoin_join::table::Table;
 use gpujoin_join::{GatherMaps, JoinType, NanEquality, NullEquality, Side};
@@ -388,17 +388,36 @@ fn produce(stream: &Stream, j: &Join<'_>, spec: &JoinSpec, times: &Mutex<JoinTim
         });
         Ok(())
     };
-    // The whole output at once (no count pass first: a join whose output does not fit fails
-    // with a typed error before writing it, and then runs in chunks).
+    let whole = whole_or_chunks(stream, j, spec, &mut |start, produced| joined(start, produced), &mut |maps, start| {
+        // A chunk's join: its maps (the iterator's step) and their gather.
+        let table = j.gather(stream, &maps)?;
+        joined(start, true)?;
+        sink(table)
+    })?;
+    if let Some(out) = whole {
+        sink(out.table)?;
+    }
+    Ok(())
+}
+
+/// Runs `j` whole when its output fits in device memory and the spec does not force chunks
+/// (no count pass first: a join whose output does not fit fails with a typed error before
+/// writing it, and then runs in chunks), and returns its output; else hands each chunk's maps
+/// to `chunk` with the time its step started (`false` from it: stop) and returns `None`.
+/// `whole_run` gets the whole run's start and whether it succeeded.
+fn whole_or_chunks(
+    stream: &Stream,
+    j: &Join<'_>,
+    spec: &JoinSpec,
+    whole_run: &mut dyn FnMut(Instant, bool) -> Result<()>,
+    chunk: &mut dyn FnMut(GatherMaps, Instant) -> Result<bool>,
+) -> Result<Option<JoinOutput>> {
     if !spec.force_chunks {
         let start = Instant::now();
         let run = j.run(stream);
-        joined(start, run.is_ok())?;
+        whole_run(start, run.is_ok())?;
         match run {
-            Ok(out) => {
-                sink(out.table)?;
-                return Ok(());
-            }
+            Ok(out) => return Ok(Some(out)),
             Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -406,16 +425,13 @@ fn produce(stream: &Stream, j: &Join<'_>, spec: &JoinSpec, times: &Mutex<JoinTim
     let budget = ChunkBudget::Bytes(spec.chunk_budget.resolve(stream.device())?);
     let mut chunks = j.chunks(stream, budget)?;
     loop {
-        // A chunk's join: its maps (the iterator's step) and their gather.
         let start = Instant::now();
         let Some(c) = chunks.next() else { break };
-        let table = j.gather(stream, &c?.data)?;
-        joined(start, true)?;
-        if !sink(table)? {
-            return Ok(());
+        if !chunk(c?.data, start)? {
+            break;
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The rows of a join as indices into its two inputs: output row `k` joins left row `left[k]`
@@ -522,37 +538,30 @@ pub fn join_indices_on(stream: &Stream, left: &DeviceInput, right: &DeviceInput,
         times.chunks += 1;
         sink(ix)
     };
-    if !spec.force_chunks {
-        let start = Instant::now();
-        let run = j.run(stream).and_then(|out| {
+    // The whole run's device time (the chunks' steps add theirs to `times` directly).
+    let whole_ran = std::cell::Cell::new(Duration::ZERO);
+    let whole = whole_or_chunks(
+        stream,
+        &j,
+        spec,
+        &mut |start, _| {
             stream.synchronize()?;
-            Ok(out)
-        });
-        times.join += start.elapsed();
-        match run {
-            Ok(out) => {
-                let maps = out.maps.ok_or_else(|| Error::Unsupported {
-                    what: format!("join indices by the {} join", out.algorithm.name()),
-                    reason: "its output has no maps into the inputs (its gathers run inside the join); use join_on".into(),
-                })?;
-                emit(maps, &mut times)?;
-                return Ok(times);
-            }
-            Err(Error::OutputTooLarge { .. } | Error::OutOfMemory { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let budget = ChunkBudget::Bytes(spec.chunk_budget.resolve(stream.device())?);
-    let mut chunks = j.chunks(stream, budget)?;
-    loop {
-        let start = Instant::now();
-        let Some(c) = chunks.next() else { break };
-        let maps = c?.data;
-        stream.synchronize()?;
-        times.join += start.elapsed();
-        if !emit(maps, &mut times)? {
-            break;
-        }
+            whole_ran.set(start.elapsed());
+            Ok(())
+        },
+        &mut |maps, start| {
+            stream.synchronize()?;
+            times.join += start.elapsed();
+            emit(maps, &mut times)
+        },
+    )?;
+    times.join += whole_ran.get();
+    if let Some(out) = whole {
+        let maps = out.maps.ok_or_else(|| Error::Unsupported {
+            what: format!("join indices by the {} join", out.algorithm.name()),
+            reason: "its output has no maps into the inputs (its gathers run inside the join); use join_on".into(),
+        })?;
+        emit(maps, &mut times)?;
     }
     Ok(times)
 }
