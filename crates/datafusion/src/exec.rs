@@ -571,13 +571,7 @@ impl Job {
         let stream = device.new_stream().map_err(external)?;
         let probe = RecordBatchIterator::new(rb.into_iter().map(Ok), rs);
         let reader = if left.shared {
-            // The first partition here uploads the build side; the others wait for it and share it.
-            let build = left
-                .device
-                .get_or_init(|| upload_build_side(p, &self.left_schema, &left.host, &self.config).map(Arc::new).map_err(Arc::new))
-                .clone()
-                .map_err(DataFusionError::Shared)?;
-            join_shared_on(&stream, build, probe, spec).map_err(external)?
+            join_shared_on(&stream, self.shared_build(left)?, probe, spec).map_err(external)?
         } else {
             let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
             join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), probe, spec).map_err(external)?
@@ -604,10 +598,24 @@ impl Job {
         if first {
             self.metrics.join_time.add_elapsed(t);
         }
+        self.record_peak(&device);
+        Ok(())
+    }
+
+    /// The shared build side of a `CollectLeft` join on the device: the first partition here
+    /// uploads its join columns; the others wait for it and share them.
+    fn shared_build(&self, left: &BuildSide) -> Result<Arc<DeviceInput>> {
+        left.device
+            .get_or_init(|| upload_build_side(&self.plan, &self.left_schema, &left.host, &self.config).map(Arc::new).map_err(Arc::new))
+            .clone()
+            .map_err(DataFusionError::Shared)
+    }
+
+    /// Records the device pool's high-water mark in the partition's metrics.
+    fn record_peak(&self, device: &gpujoin_device::Device) {
         if let Ok(peak) = device.peak_memory() {
             self.metrics.peak_device_memory.set_max(usize::try_from(peak).unwrap_or(usize::MAX));
         }
-        Ok(())
     }
 
     /// The join's spec: keys by their device names, the filter, NULL equality, the algorithm
@@ -640,11 +648,7 @@ impl Job {
         let dev = gpujoin_device::Device::new(self.config.device).map_err(external)?;
         let stream = dev.new_stream().map_err(external)?;
         let build = if left.shared {
-            // The first partition here uploads the build side; the others wait for it and share it.
-            left.device
-                .get_or_init(|| upload_build_side(p, &self.left_schema, &left.host, &self.config).map(Arc::new).map_err(Arc::new))
-                .clone()
-                .map_err(DataFusionError::Shared)?
+            self.shared_build(left)?
         } else {
             let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
             Arc::new(DeviceInput::upload(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), StagingOptions::default()).map_err(external)?)
@@ -693,10 +697,7 @@ impl Job {
             Ok(true)
         };
         let mut spec = self.spec();
-        spec.indices_order = order.map(|o| match o {
-            Side::Left => gpujoin_join::Side::Left,
-            Side::Right => gpujoin_join::Side::Right,
-        });
+        spec.indices_order = order;
         let times = join_indices_on(&stream, &build, &probe, &spec, &mut sink).map_err(external)?;
         if let Some(e) = failed {
             return Err(e);
@@ -706,9 +707,7 @@ impl Job {
         if let Some(g) = &self.metrics.gather_time {
             g.add_duration(gathering);
         }
-        if let Ok(peak) = dev.peak_memory() {
-            self.metrics.peak_device_memory.set_max(usize::try_from(peak).unwrap_or(usize::MAX));
-        }
+        self.record_peak(&dev);
         Ok(())
     }
 
@@ -821,19 +820,18 @@ impl<'a> HostSide<'a> {
 /// Example: batches of 3 and 2 rows (`starts [0, 3, 5]`), indices `[1, 3, 4, ∅]`: batches 0..=1,
 /// pairs `[(0, 1), (1, 0), (1, 1), (2, 0)]`.
 struct BatchPositions {
-    first: usize,
-    last: usize,
+    /// The batches `first..=last` the valid indices fall in (`None`: every index is null).
+    batches: Option<(usize, usize)>,
     pairs: Vec<(usize, usize)>,
-    /// Some index is null / not null.
+    /// Some index is null.
     nulls: bool,
-    valid: bool,
 }
 
 impl BatchPositions {
     fn of(starts: &[usize], indices: &UInt32Array) -> Self {
         let batch_of = |g: usize| starts.partition_point(|&s| s <= g).saturating_sub(1);
         let mut pairs = Vec::with_capacity(indices.len());
-        let (mut first, mut last, mut nulls) = (usize::MAX, 0, false);
+        let (mut batches, mut nulls): (Option<(usize, usize)>, bool) = (None, false);
         let mut b = 0;
         // Indices in ascending order cross batches forward; others are looked up.
         for k in 0..indices.len() {
@@ -846,29 +844,26 @@ impl BatchPositions {
             if !(starts[b] <= g && g < starts[b + 1]) {
                 b = batch_of(g);
             }
-            first = first.min(b);
-            last = last.max(b);
+            batches = Some(batches.map_or((b, b), |(f, l)| (f.min(b), l.max(b))));
             pairs.push((b, g - starts[b]));
         }
-        let valid = first != usize::MAX;
-        if !valid {
-            first = 0;
+        if let Some((first, last)) = batches {
+            let null_slot = last - first + 1;
+            for p in &mut pairs {
+                p.0 = if p.0 == usize::MAX { null_slot } else { p.0 - first };
+            }
         }
-        let null_slot = last - first + 1;
-        for p in &mut pairs {
-            p.0 = if p.0 == usize::MAX { null_slot } else { p.0 - first };
-        }
-        BatchPositions { first, last, pairs, nulls, valid }
+        BatchPositions { batches, pairs, nulls }
     }
 
     /// Column `column` of the output rows, from `batches`.
     fn interleave(&self, batches: &[RecordBatch], column: usize) -> Result<ArrayRef> {
         let dt = batches.first().map(|b| b.column(column).data_type().clone()).unwrap_or(DataType::Null);
-        if !self.valid {
+        let Some((first, last)) = self.batches else {
             return Ok(new_null_array(&dt, self.pairs.len()));
-        }
+        };
         let null_row = self.nulls.then(|| new_null_array(&dt, 1));
-        let arrays: Vec<&dyn Array> = batches[self.first..=self.last].iter().map(|b| b.column(column).as_ref()).chain(null_row.as_deref()).collect();
+        let arrays: Vec<&dyn Array> = batches[first..=last].iter().map(|b| b.column(column).as_ref()).chain(null_row.as_deref()).collect();
         Ok(interleave(&arrays, &self.pairs)?)
     }
 }
