@@ -10,7 +10,10 @@
 //! of both sessions are compared (sorted rows). `GPUJOIN_TPCH_GATHER` names where the GPU joins
 //! gather their output columns: `host` (the default), `device` (CSV group
 //! `tpch_sf{SF}_device_gather`) or `host,device` (both in turn, on the same tables; each against
-//! plain DataFusion runs of its own).
+//! plain DataFusion runs of its own). `GPUJOIN_TPCH_PROBE_PARTS` sets the GPU joins' streamed
+//! probe parts (`GpuJoinConfig::probe_part_rows`): `auto` (the default), `whole` (each probe
+//! partition at once, CSV group `tpch_sf{SF}_whole_probe`), a row count, or several of these
+//! separated by commas (each gather with each in turn).
 //!
 //! Prints a table; appends CSV rows (`group,case,ms_median,floor_ms,device,commit`; no byte floor
 //! here) to `GPUJOIN_BENCH_CSV` when set.
@@ -45,7 +48,21 @@ fn main() {
             other => panic!("GPUJOIN_TPCH_GATHER: host, device or both separated by a comma, not {other:?}"),
         })
         .collect();
-    println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, device: {device_name}");
+    let probe_parts: Vec<Option<usize>> = std::env::var("GPUJOIN_TPCH_PROBE_PARTS")
+        .unwrap_or_else(|_| "auto".into())
+        .split(',')
+        .map(|p| match p.trim() {
+            "auto" => None,
+            "whole" => Some(usize::MAX),
+            n => Some(n.parse().expect("GPUJOIN_TPCH_PROBE_PARTS: auto, whole or a row count")),
+        })
+        .collect();
+    let name_parts = |p: Option<usize>| match p {
+        None => "auto".to_string(),
+        Some(usize::MAX) => "whole".to_string(),
+        Some(n) => n.to_string(),
+    };
+    println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, probe parts {:?}, device: {device_name}", probe_parts.iter().map(|&p| name_parts(p)).collect::<Vec<_>>());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
@@ -56,13 +73,13 @@ fn main() {
         println!("generated {rows:?} in {:.1} s", t.elapsed().as_secs_f64());
 
         let mut csv = Vec::new();
-        for &gather in &gathers {
-            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, ..GpuJoinConfig::default() }).build();
+        for (gather, probe_part_rows) in gathers.iter().flat_map(|&g| probe_parts.iter().map(move |&p| (g, p))) {
+            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, ..GpuJoinConfig::default() }).build();
             let gpu = SessionContext::new_with_state(gpu_state);
             for t in tpch::TABLES {
                 gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
             }
-            println!("output gathered on the {gather:?}");
+            println!("output gathered on the {gather:?}, probe parts {}", name_parts(probe_part_rows));
             let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
             println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | answers");
             for &q in &queries {
@@ -85,7 +102,10 @@ fn main() {
                     jg.gather_ms,
                     if r.same { "equal" } else { "DIFFER" }
                 );
-                let group = if gather == OutputGather::Device { format!("tpch_sf{sf}_device_gather") } else { format!("tpch_sf{sf}") };
+                let mut group = if gather == OutputGather::Device { format!("tpch_sf{sf}_device_gather") } else { format!("tpch_sf{sf}") };
+                if probe_part_rows.is_some() {
+                    group = format!("{group}_{}_probe", name_parts(probe_part_rows));
+                }
                 for (case, ms) in [
                     ("plain", mp),
                     ("gpu_rule", mg),

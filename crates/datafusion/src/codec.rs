@@ -106,6 +106,8 @@ struct ConfigNode {
     /// `OutputGather::Device` (absent: `Host`).
     #[prost(bool, tag = "7")]
     gather_on_device: bool,
+    #[prost(uint64, optional, tag = "8")]
+    probe_part_rows: Option<u64>,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -201,6 +203,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             allow_float_semantics: c.allow_float_semantics,
             chunk_bytes: c.chunk_bytes,
             gather: if c.gather_on_device { OutputGather::Device } else { OutputGather::Host },
+            probe_part_rows: c.probe_part_rows.map(|r| usize::try_from(r).unwrap_or(usize::MAX)),
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -245,6 +248,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 allow_float_semantics: c.allow_float_semantics,
                 chunk_bytes: c.chunk_bytes,
                 gather_on_device: c.gather == OutputGather::Device,
+                probe_part_rows: c.probe_part_rows.map(|r| r as u64),
             }),
             replaces: exec.replaces().map(str::to_string),
         };

@@ -36,6 +36,16 @@ pub struct GpuJoinConfig {
     /// Where the output columns are gathered (default [`OutputGather::Host`]: only the key and
     /// filter columns go to the device).
     pub gather: OutputGather,
+    /// Rows of the probe (right) input joined at a time, for the joins whose output for a probe
+    /// row needs only that row and the build side (`Inner`, `Right`, `RightSemi`, `RightAnti`
+    /// with keys) and [`OutputGather::Host`]: the partition reads its probe input a part at a time
+    /// and joins each part on the device while the next one is read, as DataFusion's hash join
+    /// streams its probe side (the build side is uploaded once). Example: with 2^20 here, a
+    /// probe partition of 3.5M rows is joined in 4 parts, the output of the first one sent on
+    /// while the input still arrives. `None` (the default): parts of at least
+    /// [`MIN_PROBE_PART_ROWS`] rows and at least the build side's rows (each part's join repeats
+    /// the build side's preparation); `Some(usize::MAX)`: the whole probe partition at once.
+    pub probe_part_rows: Option<usize>,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -54,11 +64,17 @@ impl Default for GpuJoinConfig {
             allow_float_semantics: false,
             chunk_bytes: None,
             gather: OutputGather::Host,
+            probe_part_rows: None,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }
     }
 }
+
+/// The fewest probe rows a part of a streamed probe side has by default
+/// ([`GpuJoinConfig::probe_part_rows`]): 2^18, about a millisecond of host work to read and
+/// gather, so that each part's device round trip stays well past its fixed cost.
+pub const MIN_PROBE_PART_ROWS: usize = 1 << 18;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
 ///
@@ -81,6 +97,14 @@ pub enum OutputGather {
 }
 
 impl GpuJoinConfig {
+    /// The probe rows of one part ([`GpuJoinConfig::probe_part_rows`]) against a build side of
+    /// `build_rows` rows: `max(MIN_PROBE_PART_ROWS, build_rows)` by default.
+    ///
+    /// Example: the default with a build side of 10^6 rows gives 10^6; with `Some(1000)`, 1000.
+    pub fn probe_part_rows_for(&self, build_rows: usize) -> usize {
+        self.probe_part_rows.unwrap_or(MIN_PROBE_PART_ROWS.max(build_rows)).max(1)
+    }
+
     /// Whether the configuration asks to plan without a GPU (the `testing` feature's switch).
     pub(crate) fn forced(&self) -> bool {
         #[cfg(feature = "testing")]

@@ -15,6 +15,15 @@
 //!   its output has one partition. A matched-rows bitmap shared by the partitions (issue 12) is
 //!   not there yet.
 //!
+//! Equi-joins whose output for a probe row needs only that row and the build side (`Inner`,
+//! `Right`, `RightSemi`, `RightAnti`), with host gathers, stream their probe side as
+//! DataFusion's hash join does: the build side goes to the device once, and the probe input is
+//! read a part at a time ([`GpuJoinConfig::probe_part_rows`]); each part is joined on the device
+//! while the next one is read, and its output is sent on before the input ends. Example: a
+//! probe partition of 10^6 rows against a build side of 3·10^5 rows comes in parts of at least
+//! 3·10^5 rows (whole batches; the last part smaller) and makes four device joins
+//! (`device_joins`). The other joins collect their probe partition whole.
+//!
 //! The device work (upload, join, download) runs in `tokio::task::spawn_blocking`, one call per
 //! output partition; the output comes in batches of the session's batch size
 //! ([`GpuJoinConfig::batch_rows`] overrides it). A partition where one input is empty is
@@ -47,10 +56,10 @@
 //! `join_time` (host gathers: the device join; device gathers: until the first output batch is
 //! on the host, the join and the first download window), `download_time` (host gathers: the
 //! row indices' copy; device gathers: the rest of the output), `gather_time` (host gathers:
-//! taking the output batches from the input batches, their concatenation included), `device_joins`,
-//! `peak_device_memory` (bytes: the device pool's high-water mark when the partition's join
-//! ended; the pool is the process's, so joins running at once count together). The algorithm is
-//! in the operator's line (`algorithm=...`).
+//! taking the output batches from the input batches, their concatenation included),
+//! `device_joins` (one a partition, or one a probe part), `peak_device_memory` (bytes: the device
+//! pool's high-water mark when the partition's join ended; the pool is the process's, so joins
+//! running at once count together). The algorithm is in the operator's line (`algorithm=...`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -80,7 +89,7 @@ use datafusion::physical_plan::{
     apply_expression_roots, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
 };
 use futures::future::BoxFuture;
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use gpujoin_arrow::{concat_views, join_indices_on, join_on, join_shared_on, DeviceInput, JoinIndices, JoinSpec, StagingOptions};
 use gpujoin_join::predicate::Side;
 use tokio::sync::mpsc::Sender;
@@ -338,6 +347,9 @@ impl DisplayAs for GpuJoinExec {
                 if self.plan.gather == OutputGather::Device {
                     write!(f, ", gather=device")?;
                 }
+                if let (true, Some(rows)) = (probe_streams(&self.plan), self.config.probe_part_rows) {
+                    write!(f, ", probe_part_rows={rows}")?;
+                }
                 if let Some(r) = &self.replaces {
                     write!(f, ", replaces={r}")?;
                 }
@@ -464,14 +476,26 @@ impl ExecutionPlan for GpuJoinExec {
             metrics,
             waited: Cell::new(Duration::ZERO),
         };
+        let streamed = probe_streams(&self.plan);
         let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema(), 2);
         let tx = builder.tx();
         builder.spawn(async move {
             let left = left.await?;
-            let right = collect(right).await?;
-            job.metrics.input_rows.add(right.iter().map(RecordBatch::num_rows).sum());
-            let work = tokio::task::spawn_blocking(move || job.run(&left, right, &tx));
-            work.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+            if !streamed {
+                let right = collect(right).await?;
+                job.metrics.input_rows.add(right.iter().map(RecordBatch::num_rows).sum());
+                let work = tokio::task::spawn_blocking(move || job.run(|| job.run_inner(&left, right, &tx)));
+                return work.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?;
+            }
+            // The probe side a part at a time: the device joins one part while the next is read.
+            let part_rows = job.config.probe_part_rows_for(left.host.iter().map(RecordBatch::num_rows).sum());
+            let input_rows = job.metrics.input_rows.clone();
+            let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Vec<RecordBatch>>(1);
+            let work = tokio::task::spawn_blocking(move || job.run(|| job.run_parts(&left, &mut part_rx, &tx)));
+            let read = read_parts(right, part_rows, &part_tx, &input_rows).await;
+            drop(part_tx);
+            let worked = work.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?;
+            read.and(worked)
         });
         Ok(builder.build())
     }
@@ -528,17 +552,33 @@ fn external(e: gpujoin_device::Error) -> DataFusionError {
 }
 
 impl Job {
-    /// Joins the collected inputs and sends the output batches; stops early when the consumer
-    /// has gone.
-    fn run(&self, left: &BuildSide, right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+    /// Runs the partition's `work` (joins that send their output batches and stop early when
+    /// the consumer has gone) and records its time.
+    fn run(&self, work: impl FnOnce() -> Result<()>) -> Result<()> {
         let started = Instant::now();
-        let result = self.run_inner(left, right, tx);
-        // The partition's own work: not the time spent waiting for the consumer.
+        let result = work();
+        // The partition's own work: not the time spent waiting for the consumer or the input.
         self.metrics.baseline.elapsed_compute().add_duration(started.elapsed().saturating_sub(self.waited.get()));
         self.metrics.baseline.done();
         result
     }
 
+    /// A streamed probe side ([`probe_streams`]): joins each part of it with the build side as
+    /// `parts` delivers them, until they end, one fails, or the consumer has gone.
+    fn run_parts(&self, left: &BuildSide, parts: &mut tokio::sync::mpsc::Receiver<Vec<RecordBatch>>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        loop {
+            let t = Instant::now();
+            let Some(part) = parts.blocking_recv() else { return Ok(()) };
+            self.waited.set(self.waited.get() + t.elapsed());
+            self.run_inner(left, part, tx)?;
+            if tx.is_closed() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Joins the build side with `right` (the whole probe side, or a part of it) and sends the
+    /// output batches.
     fn run_inner(&self, left: &BuildSide, right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let rows = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).sum::<usize>();
         let (lrows, rrows) = (rows(&left.host), rows(&right));
@@ -571,7 +611,7 @@ impl Job {
         let stream = device.new_stream().map_err(external)?;
         let probe = RecordBatchIterator::new(rb.into_iter().map(Ok), rs);
         let reader = if left.shared {
-            join_shared_on(&stream, self.shared_build(left)?, probe, spec).map_err(external)?
+            join_shared_on(&stream, self.build_on_device(left)?, probe, spec).map_err(external)?
         } else {
             let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
             join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), probe, spec).map_err(external)?
@@ -602,9 +642,10 @@ impl Job {
         Ok(())
     }
 
-    /// The shared build side of a `CollectLeft` join on the device: the first partition here
-    /// uploads its join columns; the others wait for it and share them.
-    fn shared_build(&self, left: &BuildSide) -> Result<Arc<DeviceInput>> {
+    /// The build side's join columns on the device, uploaded by the first call: for a
+    /// `CollectLeft` join the first output partition uploads them and the others wait for it
+    /// and share them; a partition of a streamed probe side joins every part with them.
+    fn build_on_device(&self, left: &BuildSide) -> Result<Arc<DeviceInput>> {
         left.device
             .get_or_init(|| upload_build_side(&self.plan, &self.left_schema, &left.host, &self.config).map(Arc::new).map_err(Arc::new))
             .clone()
@@ -647,12 +688,7 @@ impl Job {
         let t = Instant::now();
         let dev = gpujoin_device::Device::new(self.config.device).map_err(external)?;
         let stream = dev.new_stream().map_err(external)?;
-        let build = if left.shared {
-            self.shared_build(left)?
-        } else {
-            let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
-            Arc::new(DeviceInput::upload(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), StagingOptions::default()).map_err(external)?)
-        };
+        let build = self.build_on_device(left)?;
         let (rs, rb) = device;
         let probe = DeviceInput::upload(&stream, RecordBatchIterator::new(rb.into_iter().map(Ok), rs), StagingOptions::default()).map_err(external)?;
         self.metrics.upload_time.add_elapsed(t);
@@ -664,10 +700,8 @@ impl Job {
         let wanted = |side: Side| p.sources.iter().filter(move |s| s.0 == side).map(|s| s.1);
         let left_rows = if order == Some(Side::Left) {
             HostSide::batches(&left.host)
-        } else if left.shared {
-            HostSide::Columns(left.columns.get_or_init(|| host_columns(&left.host, wanted(Side::Left)).map_err(Arc::new)).clone().map_err(DataFusionError::Shared)?)
         } else {
-            HostSide::Columns(host_columns(&left.host, wanted(Side::Left))?)
+            HostSide::Columns(left.columns.get_or_init(|| host_columns(&left.host, wanted(Side::Left)).map_err(Arc::new)).clone().map_err(DataFusionError::Shared)?)
         };
         let right_rows = if order == Some(Side::Right) { HostSide::batches(&right) } else { HostSide::Columns(host_columns(&right, wanted(Side::Right))?) };
         let mut gathering = t.elapsed();
@@ -866,6 +900,42 @@ impl BatchPositions {
         let arrays: Vec<&dyn Array> = batches[first..=last].iter().map(|b| b.column(column).as_ref()).chain(null_row.as_deref()).collect();
         Ok(interleave(&arrays, &self.pairs)?)
     }
+}
+
+/// Whether a partition reads its probe (right) input a part at a time
+/// ([`GpuJoinConfig::probe_part_rows`]): equi-joins whose output for a probe row needs only that
+/// row and the build side (`Inner`, `Right`, `RightSemi`, `RightAnti`), gathered on the host.
+/// Joins without keys keep the whole probe side (their output order is the algorithm's over it).
+fn probe_streams(plan: &JoinPlan) -> bool {
+    plan.gather == OutputGather::Host && !plan.keys.is_empty() && matches!(plan.df_join_type, DfJoinType::Inner | DfJoinType::Right | DfJoinType::RightSemi | DfJoinType::RightAnti)
+}
+
+/// Reads `input` into parts of at least `part_rows` rows (whole batches; the last part may be
+/// smaller) and hands each to `parts`; stops early when the receiver has gone (the join stopped,
+/// and says why). Empty batches are left out.
+///
+/// Example: batches of 3, 0, 2 and 4 rows with `part_rows` 4: parts `[3, 2]` and `[4]`.
+async fn read_parts(mut input: SendableRecordBatchStream, part_rows: usize, parts: &tokio::sync::mpsc::Sender<Vec<RecordBatch>>, rows_in: &Count) -> Result<()> {
+    let (mut part, mut rows) = (Vec::new(), 0usize);
+    while let Some(batch) = input.next().await {
+        let batch = batch?;
+        if batch.num_rows() == 0 {
+            continue;
+        }
+        rows += batch.num_rows();
+        rows_in.add(batch.num_rows());
+        part.push(batch);
+        if rows >= part_rows {
+            if parts.send(std::mem::take(&mut part)).await.is_err() {
+                return Ok(());
+            }
+            rows = 0;
+        }
+    }
+    if !part.is_empty() {
+        let _ = parts.send(part).await;
+    }
+    Ok(())
 }
 
 /// `plan` in one partition: itself, or a `CoalescePartitionsExec` over it (over its input when it

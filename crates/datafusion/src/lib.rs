@@ -44,8 +44,9 @@
 //!
 //! ## Batch size
 //!
-//! The GPU joins whole partitions and returns the output in batches of the session's batch
-//! size (`datafusion.execution.batch_size`, 8192 by default). With [`OutputGather::Device`] a
+//! The GPU joins whole partitions (or, for `Inner`, `Right`, `RightSemi` and `RightAnti`
+//! equi-joins, parts of the probe partition: [`GpuJoinConfig::probe_part_rows`]) and returns the
+//! output in batches of the session's batch size (`datafusion.execution.batch_size`, 8192 by default). With [`OutputGather::Device`] a
 //! larger one is better, for example 65536 (`SessionConfig::with_batch_size(65536)` or
 //! [`GpuJoinConfig::batch_rows`]): fewer batches and fewer, longer copies from the device. With
 //! the default [`OutputGather::Host`] only row indices come back, whole, and the batches are
@@ -58,7 +59,8 @@
 //!   (The build side of a `CollectLeft` join is uploaded once for all partitions.)
 //! - The piecewise-merge join; arithmetic and casts in filters; pushed-down limits.
 //! - A limit on concurrent device joins (each output partition runs its own join at once).
-//! - Peak device memory in the metrics, a `PhysicalExtensionCodec`, the peer suite and TPC-H.
+//! - Streamed probe sides for the joins that return the build side's unmatched rows (they need
+//!   the matched-rows bitmap kept across parts), and for joins without keys.
 
 #[cfg(feature = "proto")]
 mod codec;
@@ -78,7 +80,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 
 #[cfg(feature = "proto")]
 pub use codec::GpuJoinCodec;
-pub use config::{GpuJoinConfig, OutputGather};
+pub use config::{GpuJoinConfig, OutputGather, MIN_PROBE_PART_ROWS};
 pub use exec::GpuJoinExec;
 pub use kept::CpuJoinKeptExec;
 pub use rule::{GpuJoinRule, JoinDecision};

@@ -59,6 +59,14 @@ fn session_config(partitioned: bool) -> SessionConfig {
     c
 }
 
+/// [`partitions`] with each partition in batches of at most `rows` rows.
+fn partitions_in_batches(batch: &RecordBatch, rows: usize) -> Arc<MemTable> {
+    let n = batch.num_rows();
+    let cuts = [0, n / 2, n / 2 + n / 3, n];
+    let parts = cuts.windows(2).map(|w| (w[0]..w[1]).step_by(rows).map(|at| batch.slice(at, rows.min(w[1] - at))).collect()).collect();
+    Arc::new(MemTable::try_new(batch.schema(), parts).unwrap())
+}
+
 /// `batch` as an in-memory table of three partitions of unequal sizes (the last may be empty).
 fn partitions(batch: RecordBatch) -> Arc<MemTable> {
     let n = batch.num_rows();
@@ -88,6 +96,10 @@ async fn physical_plan(ctx: &SessionContext, sql: &str) -> Result<Arc<dyn Execut
 
 fn plan_text(plan: &Arc<dyn ExecutionPlan>) -> String {
     displayable(plan.as_ref()).indent(true).to_string()
+}
+
+fn find_gpu_joins(plan: &Arc<dyn ExecutionPlan>) -> Vec<&GpuJoinExec> {
+    plan.downcast_ref::<GpuJoinExec>().into_iter().chain(plan.children().into_iter().flat_map(find_gpu_joins)).collect()
 }
 
 fn count_nodes(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
@@ -711,10 +723,19 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     let (l, r) = (table(&mut rng, 600, 200, true), table(&mut rng, 400, 200, true));
     let mut moved = 0;
     // Output columns taken on the host from the join's row indices (the default), and gathered
-    // on the device.
-    for (partitioned, gather) in [(false, OutputGather::Host), (true, OutputGather::Host), (false, OutputGather::Device), (true, OutputGather::Device)] {
+    // on the device; the probe side streamed in parts of at least 37 rows (the default's parts
+    // hold these tables whole).
+    let variants = [(false, OutputGather::Host, None), (true, OutputGather::Host, None), (false, OutputGather::Device, None), (true, OutputGather::Device, None), (false, OutputGather::Host, Some(37)), (true, OutputGather::Host, Some(37))];
+    for (partitioned, gather, probe_part_rows) in variants {
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
-        let gpu = context(Some(GpuJoinConfig { gather, ..GpuJoinConfig::default() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, ..GpuJoinConfig::default() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        if probe_part_rows.is_some() {
+            // Batches of 20 rows, so that every probe partition comes in several parts.
+            for (name, t) in [("l", &l), ("r", &r)] {
+                gpu.deregister_table(name).unwrap();
+                gpu.register_table(name, partitions_in_batches(t, 20)).unwrap();
+            }
+        }
         for join in JOINS {
             for key in ["k_i32", "k_i64", "k_str", "k_dec", "k_date", "k_ts", "k_bool", "k_dict"] {
                 for filter in [None, Some("l.v < r.v"), Some("(l.v_nn < r.v_nn OR l.v_nn = 7)"), Some("(l.v < r.v OR NOT (r.v = 3))")] {
@@ -754,6 +775,12 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
         let (got, plan) = run(&gpu, sql).await.unwrap();
         assert_eq!(count_nodes(&plan, "GpuJoinExec"), 2, "{}", plan_text(&plan));
         assert_eq!(sorted_rows(&got), sorted_rows(&want));
+        // The inner join streams its probe side: with parts of 37 rows, more device joins than
+        // partitions; whole, one a partition at most.
+        let inner = find_gpu_joins(&plan).into_iter().find(|j| j.join_type() == datafusion::common::JoinType::Inner).expect("the inner join");
+        let device_joins = inner.metrics().and_then(|m| m.sum_by_name("device_joins")).map_or(0, |v| v.as_usize());
+        let partitions = inner.properties().output_partitioning().partition_count();
+        assert_eq!(device_joins > partitions, probe_part_rows.is_some(), "{device_joins} device joins in {partitions} partitions, parts {probe_part_rows:?}\n{}", plan_text(&plan));
         let analyzed = gpu.sql(&format!("EXPLAIN ANALYZE {sql}")).await.unwrap().collect().await.unwrap();
         let text = sorted_rows(&analyzed).join("\n");
         for m in ["GpuJoinExec", "upload_time", "join_time", "download_time", "output_rows"] {
@@ -1061,14 +1088,17 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
     let mut round_trips = 0;
     for partitioned in [false, true] {
         // The partitioned plans gather on the device (`gather=device` in the plan's text).
-        let gather = if partitioned { OutputGather::Device } else { OutputGather::Host };
-        let ctx = context(Some(GpuJoinConfig { gather, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        // The collect-left plans stream their probe sides in parts of 50 rows.
+        let (gather, probe_part_rows) = if partitioned { (OutputGather::Device, None) } else { (OutputGather::Host, Some(50)) };
+        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();
             assert!(count_nodes(&plan, "GpuJoinExec") > 0, "{sql}: a GPU join to serialize\n{}", plan_text(&plan));
             let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &GpuJoinCodec).unwrap_or_else(|e| panic!("{sql}: encode: {e}"));
             let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &GpuJoinCodec).unwrap_or_else(|e| panic!("{sql}: decode: {e}"));
             assert_eq!(plan_text(&plan), plan_text(&back), "{sql}");
+            let configs = |p| find_gpu_joins(p).into_iter().map(|j| j.config().clone()).collect::<Vec<_>>();
+            assert_eq!(configs(&plan), configs(&back), "{sql}: every setting survives");
             round_trips += 1;
             if gpu {
                 let a = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
