@@ -15,6 +15,11 @@
 //! partition at once, CSV group `tpch_sf{SF}_whole_probe`), a row count, or several of these
 //! separated by commas (each gather with each in turn).
 //!
+//! With `GPUJOIN_TPCH_DUCKDB_DIR` set, the generated tables are also written there for DuckDB
+//! (`benches/duckdb_tpch.py` runs the same queries on them, on the same machine): each table as
+//! CSV files in `DIR/<table>/`, `DIR/schema.sql` creating the tables with the Arrow schema's
+//! types, and the chosen queries' SQL as `DIR/q<N>.sql`.
+//!
 //! Prints a table; appends CSV rows (`group,case,ms_median,floor_ms,device,commit`; no byte floor
 //! here) to `GPUJOIN_BENCH_CSV` when set.
 
@@ -71,6 +76,11 @@ fn main() {
         let t = Instant::now();
         let rows = tpch::register_tables(&plain, sf, cores).unwrap();
         println!("generated {rows:?} in {:.1} s", t.elapsed().as_secs_f64());
+        if let Ok(dir) = std::env::var("GPUJOIN_TPCH_DUCKDB_DIR") {
+            let t = Instant::now();
+            write_for_duckdb(&plain, std::path::Path::new(&dir), &queries).await;
+            println!("wrote the tables and queries for DuckDB to {dir} in {:.1} s", t.elapsed().as_secs_f64());
+        }
 
         let mut csv = Vec::new();
         for (gather, probe_part_rows) in gathers.iter().flat_map(|&g| probe_parts.iter().map(move |&p| (g, p))) {
@@ -135,4 +145,41 @@ fn main() {
             }
         }
     });
+}
+
+/// The tables of `ctx` as CSV files under `dir/<table>/` (one file per partition, with a header),
+/// `dir/schema.sql` creating them with the SQL types of their Arrow schemas, and `queries` as
+/// `dir/q<N>.sql`.
+async fn write_for_duckdb(ctx: &SessionContext, dir: &std::path::Path, queries: &[usize]) {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::dataframe::DataFrameWriteOptions;
+    std::fs::create_dir_all(dir).unwrap();
+    let mut ddl = String::new();
+    for t in tpch::TABLES {
+        let df = ctx.table(t).await.unwrap();
+        let columns: Vec<String> = df
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| {
+                let ty = match f.data_type() {
+                    DataType::Int64 => "BIGINT".to_string(),
+                    DataType::Int32 => "INTEGER".to_string(),
+                    DataType::Decimal128(p, s) => format!("DECIMAL({p},{s})"),
+                    DataType::Date32 => "DATE".to_string(),
+                    DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => "VARCHAR".to_string(),
+                    DataType::Float64 => "DOUBLE".to_string(),
+                    other => panic!("{t}.{}: no SQL type for {other}", f.name()),
+                };
+                format!("{} {ty}", f.name())
+            })
+            .collect();
+        ddl += &format!("CREATE TABLE {t} ({});\n", columns.join(", "));
+        let path = dir.join(t);
+        df.write_csv(&format!("{}/", path.display()), DataFrameWriteOptions::new(), None).await.unwrap();
+    }
+    std::fs::write(dir.join("schema.sql"), ddl).unwrap();
+    for &q in queries {
+        std::fs::write(dir.join(format!("q{q}.sql")), tpch::query(q).unwrap()).unwrap();
+    }
 }

@@ -1097,7 +1097,8 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
             let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &GpuJoinCodec).unwrap_or_else(|e| panic!("{sql}: encode: {e}"));
             let back = physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &GpuJoinCodec).unwrap_or_else(|e| panic!("{sql}: decode: {e}"));
             assert_eq!(plan_text(&plan), plan_text(&back), "{sql}");
-            let configs = |p| find_gpu_joins(p).into_iter().map(|j| j.config().clone()).collect::<Vec<_>>();
+            // Every setting survives but the test-only switch, which is never serialized.
+            let configs = |p| find_gpu_joins(p).into_iter().map(|j| GpuJoinConfig { force_without_gpu_for_plan_tests: false, ..j.config().clone() }).collect::<Vec<_>>();
             assert_eq!(configs(&plan), configs(&back), "{sql}: every setting survives");
             round_trips += 1;
             if gpu {
