@@ -20,6 +20,10 @@
 //! CSV files in `DIR/<table>/`, `DIR/schema.sql` creating the tables with the Arrow schema's
 //! types, and the chosen queries' SQL as `DIR/q<N>.sql`.
 //!
+//! With `GPUJOIN_TPCH_EXPLAIN_DIR` set, each query's plan with its metrics (as `EXPLAIN ANALYZE`
+//! shows them) from one more run in each session goes to `DIR/q<N>_plain.txt` and
+//! `DIR/q<N>_<variant>.txt`.
+//!
 //! Prints a table; appends CSV rows (`group,case,ms_median,floor_ms,device,commit`; no byte floor
 //! here) to `GPUJOIN_BENCH_CSV` when set.
 
@@ -130,6 +134,14 @@ fn main() {
                     csv.push(format!("{group},q{q}_{case},{ms:.3},,{device_name},{commit}"));
                 }
                 assert!(r.same, "Q{q}: the answers differ with the rule");
+                if let Ok(dir) = std::env::var("GPUJOIN_TPCH_EXPLAIN_DIR") {
+                    let dir = std::path::Path::new(&dir);
+                    std::fs::create_dir_all(dir).unwrap();
+                    let variant = format!("{}_{}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
+                    for (ctx, name) in [(&plain, "plain".to_string()), (&gpu, variant)] {
+                        std::fs::write(dir.join(format!("q{q}_{name}.txt")), analyzed_plan(ctx, q).await).unwrap();
+                    }
+                }
             }
             println!("together: plain {sum_plain:.1} ms, with the rule {sum_gpu:.1} ms ({:.2}x)", sum_plain / sum_gpu);
         }
@@ -182,4 +194,13 @@ async fn write_for_duckdb(ctx: &SessionContext, dir: &std::path::Path, queries: 
     for &q in queries {
         std::fs::write(dir.join(format!("q{q}.sql")), tpch::query(q).unwrap()).unwrap();
     }
+}
+
+/// TPC-H query `q` run once in `ctx`, its physical plan with each operator's metrics.
+async fn analyzed_plan(ctx: &SessionContext, q: usize) -> String {
+    use datafusion::physical_plan::display::DisplayableExecutionPlan;
+    let t = Instant::now();
+    let plan = ctx.sql(tpch::query(q).unwrap()).await.unwrap().create_physical_plan().await.unwrap();
+    datafusion::physical_plan::collect(std::sync::Arc::clone(&plan), ctx.task_ctx()).await.unwrap();
+    format!("Q{q}: {:.1} ms\n{}", t.elapsed().as_secs_f64() * 1e3, DisplayableExecutionPlan::with_metrics(plan.as_ref()).indent(true))
 }

@@ -566,6 +566,12 @@ impl Job {
     /// A streamed probe side ([`probe_streams`]): joins each part of it with the build side as
     /// `parts` delivers them, until they end, one fails, or the consumer has gone.
     fn run_parts(&self, left: &BuildSide, parts: &mut tokio::sync::mpsc::Receiver<Vec<RecordBatch>>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        if left.host.iter().any(|b| b.num_rows() > 0) {
+            // The build side goes up while the first part is read.
+            let t = Instant::now();
+            self.build_on_device(left)?;
+            self.metrics.upload_time.add_elapsed(t);
+        }
         loop {
             let t = Instant::now();
             let Some(part) = parts.blocking_recv() else { return Ok(()) };
