@@ -41,7 +41,7 @@ pub struct GpuJoinConfig {
     /// with keys) and [`OutputGather::Host`]: the partition reads its probe input a part at a time
     /// and joins each part on the device while the next one is read, as DataFusion's hash join
     /// streams its probe side (the build side is uploaded once). Example: with 2^20 here, a
-    /// probe partition of 3.5M rows is joined in 4 parts, the output of the first one sent on
+    /// probe partition of 3.5M rows is joined in 4 parts (whole batches, the last one smaller), the output of the first one sent on
     /// while the input still arrives. `None` (the default): parts of at least
     /// [`MIN_PROBE_PART_ROWS`] rows and at least the build side's rows (each part's join repeats
     /// the build side's preparation); `Some(usize::MAX)`: the whole probe partition at once.
@@ -72,9 +72,12 @@ impl Default for GpuJoinConfig {
 }
 
 /// The fewest probe rows a part of a streamed probe side has by default
-/// ([`GpuJoinConfig::probe_part_rows`]): 2^18, about a millisecond of host work to read and
-/// gather, so that each part's device round trip stays well past its fixed cost.
-pub const MIN_PROBE_PART_ROWS: usize = 1 << 18;
+/// ([`GpuJoinConfig::probe_part_rows`]): 2^20. On TPC-H SF10 (16 partitions, H200) parts of
+/// 2^20 rows ran the eight join-heavy queries in 4050 ms, parts of 2^18 in 4640 and whole probe
+/// partitions in 4733 (`benches/results/issue12-tpch-h100.md`, session 22): each part's upload and
+/// device round trip has a fixed cost, and four or so parts a partition already overlap them with
+/// the reading of the input.
+pub const MIN_PROBE_PART_ROWS: usize = 1 << 20;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
 ///
@@ -100,7 +103,8 @@ impl GpuJoinConfig {
     /// The probe rows of one part ([`GpuJoinConfig::probe_part_rows`]) against a build side of
     /// `build_rows` rows: `max(MIN_PROBE_PART_ROWS, build_rows)` by default.
     ///
-    /// Example: the default with a build side of 10^6 rows gives 10^6; with `Some(1000)`, 1000.
+    /// Example: the default with a build side of 10^5 rows gives 2^20, with one of 2·10^6 rows
+    /// 2·10^6; with `Some(1000)`, 1000.
     pub fn probe_part_rows_for(&self, build_rows: usize) -> usize {
         self.probe_part_rows.unwrap_or(MIN_PROBE_PART_ROWS.max(build_rows)).max(1)
     }

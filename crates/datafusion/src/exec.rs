@@ -20,8 +20,8 @@
 //! DataFusion's hash join does: the build side goes to the device once, and the probe input is
 //! read a part at a time ([`GpuJoinConfig::probe_part_rows`]); each part is joined on the device
 //! while the next one is read, and its output is sent on before the input ends. Example: a
-//! probe partition of 10^6 rows against a build side of 3·10^5 rows comes in parts of at least
-//! 3·10^5 rows (whole batches; the last part smaller) and makes four device joins
+//! probe partition of 4·10^6 rows against a build side of 3·10^5 rows comes in parts of at
+//! least 2^20 rows (whole batches; the last part smaller) and makes four device joins
 //! (`device_joins`). The other joins collect their probe partition whole.
 //!
 //! The device work (upload, join, download) runs in `tokio::task::spawn_blocking`, one call per
