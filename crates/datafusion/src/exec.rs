@@ -56,8 +56,11 @@
 //! `join_time` (host gathers: the device join; device gathers: until the first output batch is
 //! on the host, the join and the first download window), `download_time` (host gathers: the
 //! row indices' copy; device gathers: the rest of the output), `gather_time` (host gathers:
-//! taking the output batches from the input batches, their concatenation included),
-//! `device_joins` (one a partition, or one a probe part), `peak_device_memory` (bytes: the device
+//! taking the output batches from the input batches, their concatenation included), with host
+//! gathers the uploads' parts: `upload_staging_wait` (waiting for a pinned staging buffer),
+//! `upload_host_copy` (filling them; both summed over the staging threads, so they may exceed
+//! `upload_time`) and `upload_copy_wait` (the device copies finishing after the last one was
+//! queued), `device_joins` (one a partition, or one a probe part), `peak_device_memory` (bytes: the device
 //! pool's high-water mark when the partition's join ended; the pool is the process's, so joins
 //! running at once count together). The algorithm is in the operator's line (`algorithm=...`).
 
@@ -90,7 +93,7 @@ use datafusion::physical_plan::{
 };
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use gpujoin_arrow::{concat_views, join_indices_on, join_on, join_shared_on, DeviceInput, JoinIndices, JoinSpec, StagingOptions};
+use gpujoin_arrow::{concat_views, join_indices_on, join_on, join_shared_on, DeviceInput, JoinIndices, JoinSpec, StagingOptions, StagingStats};
 use gpujoin_join::predicate::Side;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::OnceCell;
@@ -513,12 +516,28 @@ struct GpuJoinMetrics {
     /// Host gathers only.
     gather_time: Option<Time>,
     device_joins: Count,
+    /// Where the uploads' time went (host gathers): waiting for a pinned staging buffer,
+    /// filling the buffers (both summed over the staging threads), and waiting for the device
+    /// copies to finish after the last one was queued.
+    upload_staging_wait: Option<Time>,
+    upload_host_copy: Option<Time>,
+    upload_copy_wait: Option<Time>,
     /// The device memory pool's high-water mark at the end of this partition's join (the pool
     /// is the process's: joins running at the same time share it).
     peak_device_memory: Gauge,
 }
 
 impl GpuJoinMetrics {
+    /// Records where an upload's time went; returns the uploaded input.
+    fn uploaded(&self, (input, staging, copy_wait): (DeviceInput, StagingStats, Duration)) -> DeviceInput {
+        for (metric, d) in [(&self.upload_staging_wait, staging.waiting), (&self.upload_host_copy, staging.host_copy), (&self.upload_copy_wait, copy_wait)] {
+            if let Some(m) = metric {
+                m.add_duration(d);
+            }
+        }
+        input
+    }
+
     fn new(partition: usize, set: &ExecutionPlanMetricsSet, host_gather: bool) -> Self {
         GpuJoinMetrics {
             baseline: BaselineMetrics::new(set, partition),
@@ -529,6 +548,9 @@ impl GpuJoinMetrics {
             download_time: MetricBuilder::new(set).subset_time("download_time", partition),
             gather_time: host_gather.then(|| MetricBuilder::new(set).subset_time("gather_time", partition)),
             device_joins: MetricBuilder::new(set).counter("device_joins", partition),
+            upload_staging_wait: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_staging_wait", partition)),
+            upload_host_copy: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_host_copy", partition)),
+            upload_copy_wait: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_copy_wait", partition)),
             peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
         }
     }
@@ -565,17 +587,21 @@ impl Job {
 
     /// A streamed probe side ([`probe_streams`]): joins each part of it with the build side as
     /// `parts` delivers them, until they end, one fails, or the consumer has gone.
+    /// An empty part says that probe rows are coming: the build side then goes to the device
+    /// while the rest of the first part is read (a partition without probe rows never uploads).
     fn run_parts(&self, left: &BuildSide, parts: &mut tokio::sync::mpsc::Receiver<Vec<RecordBatch>>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
-        if left.host.iter().any(|b| b.num_rows() > 0) {
-            // The build side goes up while the first part is read.
-            let t = Instant::now();
-            self.build_on_device(left)?;
-            self.metrics.upload_time.add_elapsed(t);
-        }
         loop {
             let t = Instant::now();
             let Some(part) = parts.blocking_recv() else { return Ok(()) };
             self.waited.set(self.waited.get() + t.elapsed());
+            if part.is_empty() {
+                if left.host.iter().any(|b| b.num_rows() > 0) {
+                    let t = Instant::now();
+                    self.build_on_device(left)?;
+                    self.metrics.upload_time.add_elapsed(t);
+                }
+                continue;
+            }
             self.run_inner(left, part, tx)?;
             if tx.is_closed() {
                 return Ok(());
@@ -653,7 +679,7 @@ impl Job {
     /// and share them; a partition of a streamed probe side joins every part with them.
     fn build_on_device(&self, left: &BuildSide) -> Result<Arc<DeviceInput>> {
         left.device
-            .get_or_init(|| upload_build_side(&self.plan, &self.left_schema, &left.host, &self.config).map(Arc::new).map_err(Arc::new))
+            .get_or_init(|| upload_build_side(&self.plan, &self.left_schema, &left.host, &self.config).map(|u| Arc::new(self.metrics.uploaded(u))).map_err(Arc::new))
             .clone()
             .map_err(DataFusionError::Shared)
     }
@@ -696,7 +722,7 @@ impl Job {
         let stream = dev.new_stream().map_err(external)?;
         let build = self.build_on_device(left)?;
         let (rs, rb) = device;
-        let probe = DeviceInput::upload(&stream, RecordBatchIterator::new(rb.into_iter().map(Ok), rs), StagingOptions::default()).map_err(external)?;
+        let probe = self.metrics.uploaded(DeviceInput::upload_batches(&stream, rs, rb, StagingOptions::default()).map_err(external)?);
         self.metrics.upload_time.add_elapsed(t);
         self.metrics.device_joins.add(1);
 
@@ -917,16 +943,23 @@ fn probe_streams(plan: &JoinPlan) -> bool {
 }
 
 /// Reads `input` into parts of at least `part_rows` rows (whole batches; the last part may be
-/// smaller) and hands each to `parts`; stops early when the receiver has gone (the join stopped,
-/// and says why). Empty batches are left out.
+/// smaller) and hands each to `parts`, after an empty part as soon as the first row arrives
+/// (see [`Job::run_parts`]); stops early when the receiver has gone (the join stopped, and says
+/// why). Empty batches are left out.
 ///
-/// Example: batches of 3, 0, 2 and 4 rows with `part_rows` 4: parts `[3, 2]` and `[4]`.
+/// Example: batches of 3, 0, 2 and 4 rows with `part_rows` 4: parts `[]`, `[3, 2]` and `[4]`.
 async fn read_parts(mut input: SendableRecordBatchStream, part_rows: usize, parts: &tokio::sync::mpsc::Sender<Vec<RecordBatch>>, rows_in: &Count) -> Result<()> {
-    let (mut part, mut rows) = (Vec::new(), 0usize);
+    let (mut part, mut rows, mut started) = (Vec::new(), 0usize, false);
     while let Some(batch) = input.next().await {
         let batch = batch?;
         if batch.num_rows() == 0 {
             continue;
+        }
+        if !started {
+            started = true;
+            if parts.send(Vec::new()).await.is_err() {
+                return Ok(());
+            }
         }
         rows += batch.num_rows();
         rows_in.add(batch.num_rows());
@@ -973,10 +1006,10 @@ fn fit(column: &ArrayRef, field: &Field) -> Result<ArrayRef> {
 /// names, whatever the input's.
 /// The build side's join columns uploaded on a stream of their own, on the device when this
 /// returns (every output partition's join reads them).
-fn upload_build_side(plan: &JoinPlan, schema: &Schema, batches: &[RecordBatch], config: &GpuJoinConfig) -> Result<DeviceInput> {
+fn upload_build_side(plan: &JoinPlan, schema: &Schema, batches: &[RecordBatch], config: &GpuJoinConfig) -> Result<(DeviceInput, StagingStats, Duration)> {
     let (s, b) = device_input(batches, schema, &plan.left_cols, Side::Left)?;
     let stream = gpujoin_device::Device::new(config.device).and_then(|d| d.new_stream()).map_err(external)?;
-    DeviceInput::upload(&stream, RecordBatchIterator::new(b.into_iter().map(Ok), s), StagingOptions::default()).map_err(external)
+    DeviceInput::upload_batches(&stream, s, b, StagingOptions::default()).map_err(external)
 }
 
 fn device_input(batches: &[RecordBatch], schema: &Schema, cols: &[usize], side: Side) -> Result<(SchemaRef, Vec<RecordBatch>)> {
