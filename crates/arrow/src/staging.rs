@@ -129,6 +129,9 @@ pub struct StagingStats {
     /// From the start of each upload pass to its first device copy queued, summed over passes
     /// (the device waits for the host this long).
     pub first_copy: Duration,
+    /// The staging passes' wall time, from the first piece taken to the last copy queued (the
+    /// threads' times above overlap within it).
+    pub passes: Duration,
 }
 
 /// How bytes of a piece are made.
@@ -316,6 +319,7 @@ pub(crate) struct Staging {
     bytes: AtomicU64,
     pieces: AtomicU64,
     first_copy: AtomicU64,
+    passes: AtomicU64,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -334,6 +338,7 @@ impl Staging {
             bytes: AtomicU64::new(0),
             pieces: AtomicU64::new(0),
             first_copy: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
         })
     }
 
@@ -352,6 +357,7 @@ impl Staging {
             bytes: self.bytes.load(Ordering::Relaxed),
             pieces: self.pieces.load(Ordering::Relaxed),
             first_copy: d(&self.first_copy),
+            passes: d(&self.passes),
         }
     }
 
@@ -428,6 +434,7 @@ impl Staging {
         if f != u64::MAX {
             self.first_copy.fetch_add(f, Ordering::Relaxed);
         }
+        self.passes.fetch_add(nanos(start.elapsed()), Ordering::Relaxed);
         match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
             Some(e) => Err(e),
             None => Ok(()),

@@ -59,10 +59,13 @@
 //! taking the output batches from the input batches, their concatenation included), with host
 //! gathers the uploads' parts: `upload_staging_wait` (waiting for a pinned staging buffer),
 //! `upload_host_copy` (filling them; both summed over the staging threads, so they may exceed
-//! `upload_time`) and `upload_copy_wait` (the device copies finishing after the last one was
-//! queued), `device_joins` (one a partition, or one a probe part), `peak_device_memory` (bytes: the device
-//! pool's high-water mark when the partition's join ended; the pool is the process's, so joins
-//! running at once count together). The algorithm is in the operator's line (`algorithm=...`).
+//! `upload_time`), `upload_issue` (queueing the device copies, summed likewise),
+//! `upload_staging` (the staging passes' wall time), `upload_copy_wait` (the device copies
+//! finishing after the last one was queued) and `upload_setup` (opening the device and a stream
+//! before an upload), `device_joins` (one a partition, or one a probe part),
+//! `peak_device_memory` (bytes: the device pool's high-water mark when the partition's join
+//! ended; the pool is the process's, so joins running at once count together). The algorithm is
+//! in the operator's line (`algorithm=...`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -522,6 +525,11 @@ struct GpuJoinMetrics {
     upload_staging_wait: Option<Time>,
     upload_host_copy: Option<Time>,
     upload_copy_wait: Option<Time>,
+    /// Queueing the device copies (summed over the staging threads), the staging passes' wall
+    /// time, and opening the device and a stream before an upload.
+    upload_issue: Option<Time>,
+    upload_staging: Option<Time>,
+    upload_setup: Option<Time>,
     /// The device memory pool's high-water mark at the end of this partition's join (the pool
     /// is the process's: joins running at the same time share it).
     peak_device_memory: Gauge,
@@ -530,7 +538,14 @@ struct GpuJoinMetrics {
 impl GpuJoinMetrics {
     /// Records where an upload's time went; returns the uploaded input.
     fn uploaded(&self, (input, staging, copy_wait): (DeviceInput, StagingStats, Duration)) -> DeviceInput {
-        for (metric, d) in [(&self.upload_staging_wait, staging.waiting), (&self.upload_host_copy, staging.host_copy), (&self.upload_copy_wait, copy_wait)] {
+        let parts = [
+            (&self.upload_staging_wait, staging.waiting),
+            (&self.upload_host_copy, staging.host_copy),
+            (&self.upload_copy_wait, copy_wait),
+            (&self.upload_issue, staging.issuing),
+            (&self.upload_staging, staging.passes),
+        ];
+        for (metric, d) in parts {
             if let Some(m) = metric {
                 m.add_duration(d);
             }
@@ -551,6 +566,9 @@ impl GpuJoinMetrics {
             upload_staging_wait: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_staging_wait", partition)),
             upload_host_copy: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_host_copy", partition)),
             upload_copy_wait: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_copy_wait", partition)),
+            upload_issue: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_issue", partition)),
+            upload_staging: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_staging", partition)),
+            upload_setup: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_setup", partition)),
             peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
         }
     }
@@ -720,6 +738,9 @@ impl Job {
         let t = Instant::now();
         let dev = gpujoin_device::Device::new(self.config.device).map_err(external)?;
         let stream = dev.new_stream().map_err(external)?;
+        if let Some(m) = &self.metrics.upload_setup {
+            m.add_elapsed(t);
+        }
         let build = self.build_on_device(left)?;
         let (rs, rb) = device;
         let probe = self.metrics.uploaded(DeviceInput::upload_batches(&stream, rs, rb, StagingOptions::default()).map_err(external)?);

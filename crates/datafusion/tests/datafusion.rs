@@ -786,7 +786,7 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
         for m in ["GpuJoinExec", "upload_time", "join_time", "download_time", "output_rows"] {
             assert!(text.contains(m), "EXPLAIN ANALYZE lacks {m}:\n{text}");
         }
-        for host_only in ["gather_time", "upload_staging_wait", "upload_host_copy", "upload_copy_wait"] {
+        for host_only in ["gather_time", "upload_staging_wait", "upload_host_copy", "upload_copy_wait", "upload_issue", "upload_staging", "upload_setup"] {
             assert_eq!(text.contains(host_only), gather == OutputGather::Host, "{host_only}: {text}");
         }
         assert_eq!(text.contains("gather=device"), gather == OutputGather::Device, "{text}");
