@@ -104,9 +104,10 @@ use tokio::sync::OnceCell;
 use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan};
 use crate::{GpuJoinConfig, OutputGather};
 
-/// The build side of a partition's join: its batches on the host and, for a `CollectLeft` join
-/// (`shared`), its join columns uploaded once, by the first output partition that has probe rows,
-/// for every output partition.
+/// The build side of a partition's join: its batches on the host and its join columns uploaded
+/// once, when first needed: for a `CollectLeft` join (`shared`) by the first output partition
+/// that has probe rows, for every output partition; for a `Partitioned` one by its partition,
+/// for every part of a streamed probe side.
 struct BuildSide {
     host: Vec<RecordBatch>,
     shared: bool,
