@@ -41,8 +41,8 @@ pub struct GpuJoinConfig {
     /// with keys) and [`OutputGather::Host`]: the partition reads its probe input a part at a time
     /// and joins each part on the device while the next one is read, as DataFusion's hash join
     /// streams its probe side (the build side is uploaded once). Example: with 2^20 here, a
-    /// probe partition of 3.5M rows is joined in 4 parts (whole batches, the last one smaller), the output of the first one sent on
-    /// while the input still arrives. `None` (the default): parts of at least
+    /// probe partition of 3.5M rows is joined in 4 parts (whole batches, the last one smaller),
+    /// the output of the first one sent on while the input still arrives. `None` (the default): parts of at least
     /// [`MIN_PROBE_PART_ROWS`] rows and at least the build side's rows (each part's join repeats
     /// the build side's preparation); `Some(usize::MAX)`: the whole probe partition at once.
     pub probe_part_rows: Option<usize>,

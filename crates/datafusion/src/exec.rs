@@ -520,17 +520,8 @@ struct GpuJoinMetrics {
     /// Host gathers only.
     gather_time: Option<Time>,
     device_joins: Count,
-    /// Where the uploads' time went (host gathers): waiting for a pinned staging buffer,
-    /// filling the buffers (both summed over the staging threads), and waiting for the device
-    /// copies to finish after the last one was queued.
-    upload_staging_wait: Option<Time>,
-    upload_host_copy: Option<Time>,
-    upload_copy_wait: Option<Time>,
-    /// Queueing the device copies (summed over the staging threads), the staging passes' wall
-    /// time, and opening the device and a stream before an upload.
-    upload_issue: Option<Time>,
-    upload_staging: Option<Time>,
-    upload_setup: Option<Time>,
+    /// Host gathers only.
+    upload_parts: Option<UploadParts>,
     /// The device memory pool's high-water mark at the end of this partition's join (the pool
     /// is the process's: joins running at the same time share it).
     peak_device_memory: Gauge,
@@ -539,17 +530,12 @@ struct GpuJoinMetrics {
 impl GpuJoinMetrics {
     /// Records where an upload's time went; returns the uploaded input.
     fn uploaded(&self, (input, staging, copy_wait): (DeviceInput, StagingStats, Duration)) -> DeviceInput {
-        let parts = [
-            (&self.upload_staging_wait, staging.waiting),
-            (&self.upload_host_copy, staging.host_copy),
-            (&self.upload_copy_wait, copy_wait),
-            (&self.upload_issue, staging.issuing),
-            (&self.upload_staging, staging.passes),
-        ];
-        for (metric, d) in parts {
-            if let Some(m) = metric {
-                m.add_duration(d);
-            }
+        if let Some(u) = &self.upload_parts {
+            u.staging_wait.add_duration(staging.waiting);
+            u.host_copy.add_duration(staging.host_copy);
+            u.issue.add_duration(staging.issuing);
+            u.staging.add_duration(staging.passes);
+            u.copy_wait.add_duration(copy_wait);
         }
         input
     }
@@ -564,13 +550,37 @@ impl GpuJoinMetrics {
             download_time: MetricBuilder::new(set).subset_time("download_time", partition),
             gather_time: host_gather.then(|| MetricBuilder::new(set).subset_time("gather_time", partition)),
             device_joins: MetricBuilder::new(set).counter("device_joins", partition),
-            upload_staging_wait: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_staging_wait", partition)),
-            upload_host_copy: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_host_copy", partition)),
-            upload_copy_wait: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_copy_wait", partition)),
-            upload_issue: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_issue", partition)),
-            upload_staging: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_staging", partition)),
-            upload_setup: host_gather.then(|| MetricBuilder::new(set).subset_time("upload_setup", partition)),
+            upload_parts: host_gather.then(|| UploadParts::new(partition, set)),
             peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
+        }
+    }
+}
+
+/// Where a partition's uploads spent their time (the metrics `upload_*` of the module docs).
+#[derive(Clone)]
+struct UploadParts {
+    /// Waiting for a pinned staging buffer, filling the buffers, queueing the device copies
+    /// (each summed over the staging threads).
+    staging_wait: Time,
+    host_copy: Time,
+    issue: Time,
+    /// The staging passes' wall time; waiting for the device copies to finish after the last
+    /// one was queued; opening the device and a stream before an upload.
+    staging: Time,
+    copy_wait: Time,
+    setup: Time,
+}
+
+impl UploadParts {
+    fn new(partition: usize, set: &ExecutionPlanMetricsSet) -> Self {
+        let time = |name: &'static str| MetricBuilder::new(set).subset_time(name, partition);
+        UploadParts {
+            staging_wait: time("upload_staging_wait"),
+            host_copy: time("upload_host_copy"),
+            issue: time("upload_issue"),
+            staging: time("upload_staging"),
+            copy_wait: time("upload_copy_wait"),
+            setup: time("upload_setup"),
         }
     }
 }
@@ -739,8 +749,8 @@ impl Job {
         let t = Instant::now();
         let dev = gpujoin_device::Device::new(self.config.device).map_err(external)?;
         let stream = dev.new_stream().map_err(external)?;
-        if let Some(m) = &self.metrics.upload_setup {
-            m.add_elapsed(t);
+        if let Some(u) = &self.metrics.upload_parts {
+            u.setup.add_elapsed(t);
         }
         let build = self.build_on_device(left)?;
         let (rs, rb) = device;
