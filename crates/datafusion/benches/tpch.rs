@@ -13,7 +13,10 @@
 //! plain DataFusion runs of its own). `GPUJOIN_TPCH_PROBE_PARTS` sets the GPU joins' streamed
 //! probe parts (`GpuJoinConfig::probe_part_rows`): `auto` (the default), `whole` (each probe
 //! partition at once, CSV group `tpch_sf{SF}_whole_probe`), a row count, or several of these
-//! separated by commas (each gather with each in turn).
+//! separated by commas (each gather with each in turn). `GPUJOIN_TPCH_HOST_WAIT` sets how host
+//! threads wait for the device (`gpujoin_device::HostWait`: `auto`, `spin`, `yield`, `block`, or
+//! several separated by commas, each variant with each in turn; CSV group suffix `_<wait>_wait`);
+//! unset, the device's setting is left as it is.
 //!
 //! With `GPUJOIN_TPCH_DUCKDB_DIR` set, the generated tables are also written there for DuckDB
 //! (`benches/duckdb_tpch.py` runs the same queries on them, on the same machine): each table as
@@ -71,6 +74,10 @@ fn main() {
         Some(usize::MAX) => "whole".to_string(),
         Some(n) => n.to_string(),
     };
+    let host_waits: Vec<Option<gpujoin_device::HostWait>> = match std::env::var("GPUJOIN_TPCH_HOST_WAIT") {
+        Err(_) => vec![None],
+        Ok(list) => list.split(',').map(|w| Some(gpujoin_device::HostWait::parse(w).expect("GPUJOIN_TPCH_HOST_WAIT: auto, spin, yield or block"))).collect(),
+    };
     println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, probe parts {:?}, device: {device_name}", probe_parts.iter().map(|&p| name_parts(p)).collect::<Vec<_>>());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -87,7 +94,12 @@ fn main() {
         }
 
         let mut csv = Vec::new();
-        for (gather, probe_part_rows) in gathers.iter().flat_map(|&g| probe_parts.iter().map(move |&p| (g, p))) {
+        let variants = gathers.iter().flat_map(|&g| probe_parts.iter().map(move |&p| (g, p))).flat_map(|(g, p)| host_waits.iter().map(move |&w| (g, p, w)));
+        for (gather, probe_part_rows, host_wait) in variants {
+            if let (Some(wait), Some(device)) = (host_wait, &device) {
+                device.set_host_wait(wait).unwrap();
+                println!("host threads wait for the device: {:?}", device.host_wait().unwrap());
+            }
             let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, ..GpuJoinConfig::default() }).build();
             let gpu = SessionContext::new_with_state(gpu_state);
             for t in tpch::TABLES {
@@ -120,6 +132,9 @@ fn main() {
                 if probe_part_rows.is_some() {
                     group = format!("{group}_{}_probe", name_parts(probe_part_rows));
                 }
+                if let Some(wait) = host_wait {
+                    group = format!("{group}_{}_wait", wait.name());
+                }
                 for (case, ms) in [
                     ("plain", mp),
                     ("gpu_rule", mg),
@@ -137,7 +152,8 @@ fn main() {
                 if let Ok(dir) = std::env::var("GPUJOIN_TPCH_EXPLAIN_DIR") {
                     let dir = std::path::Path::new(&dir);
                     std::fs::create_dir_all(dir).unwrap();
-                    let variant = format!("{}_{}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
+                    let wait = host_wait.map(|w| format!("_{}", w.name())).unwrap_or_default();
+                    let variant = format!("{}_{}{wait}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
                     for (ctx, name) in [(&plain, "plain".to_string()), (&gpu, variant)] {
                         std::fs::write(dir.join(format!("q{q}_{name}.txt")), analyzed_plan(ctx, q).await).unwrap();
                     }

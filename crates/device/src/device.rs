@@ -77,6 +77,75 @@ impl ReleaseThreshold {
     }
 }
 
+/// How a host thread waits for its device work to finish (in a synchronization, or waiting on
+/// an event): the scheduling flags of the device's primary context, shared by every thread and
+/// every [`Device`] of that ordinal in the process ([`Device::set_host_wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostWait {
+    /// The driver's default: spin while the process has no more contexts than the machine has
+    /// cores (always, for gpujoin's one context a device), else yield.
+    Auto,
+    /// Spin on a core until the device is done: the lowest latency, a core busy per waiting
+    /// thread.
+    Spin,
+    /// Spin, yielding the core to other runnable threads between checks.
+    Yield,
+    /// Sleep on a synchronization primitive until the device is done: a core free for other
+    /// threads while waiting (query engines that run many partitions at once), tens of
+    /// microseconds more latency per wait.
+    Block,
+}
+
+impl HostWait {
+    /// Parses `GPUJOIN_HOST_WAIT`'s forms: `auto`, `spin`, `yield` or `block`.
+    ///
+    /// ```
+    /// # use gpujoin_device::HostWait;
+    /// assert_eq!(HostWait::parse("block"), Some(HostWait::Block));
+    /// assert_eq!(HostWait::parse(" Yield "), Some(HostWait::Yield));
+    /// assert_eq!(HostWait::parse("sometimes"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(HostWait::Auto),
+            "spin" => Some(HostWait::Spin),
+            "yield" => Some(HostWait::Yield),
+            "block" => Some(HostWait::Block),
+            _ => None,
+        }
+    }
+
+    /// The name [`HostWait::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostWait::Auto => "auto",
+            HostWait::Spin => "spin",
+            HostWait::Yield => "yield",
+            HostWait::Block => "block",
+        }
+    }
+
+    fn flag(self) -> u32 {
+        use sys::CUctx_flags_enum as F;
+        match self {
+            HostWait::Auto => F::CU_CTX_SCHED_AUTO as u32,
+            HostWait::Spin => F::CU_CTX_SCHED_SPIN as u32,
+            HostWait::Yield => F::CU_CTX_SCHED_YIELD as u32,
+            HostWait::Block => F::CU_CTX_SCHED_BLOCKING_SYNC as u32,
+        }
+    }
+
+    fn from_flags(flags: u32) -> Self {
+        use sys::CUctx_flags_enum as F;
+        match flags & F::CU_CTX_SCHED_MASK as u32 {
+            f if f == F::CU_CTX_SCHED_SPIN as u32 => HostWait::Spin,
+            f if f == F::CU_CTX_SCHED_YIELD as u32 => HostWait::Yield,
+            f if f == F::CU_CTX_SCHED_BLOCKING_SYNC as u32 => HostWait::Block,
+            _ => HostWait::Auto,
+        }
+    }
+}
+
 /// How [`Device::with_options`] sets a device up.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DeviceOptions {
@@ -87,6 +156,10 @@ pub struct DeviceOptions {
     /// [`ReleaseThreshold::parse`]). Whatever the threshold, an allocation that fails first
     /// trims the pool and retries before it reports [`Error::OutOfMemory`].
     pub release_threshold: ReleaseThreshold,
+    /// How host threads wait for the device ([`Device::set_host_wait`]); `None` (the default
+    /// unless `GPUJOIN_HOST_WAIT` names one, see [`HostWait::parse`]) leaves the context's
+    /// setting as it is.
+    pub host_wait: Option<HostWait>,
 }
 
 impl DeviceOptions {
@@ -97,7 +170,8 @@ impl DeviceOptions {
 impl Default for DeviceOptions {
     fn default() -> Self {
         let from_env = std::env::var("GPUJOIN_POOL_RELEASE_THRESHOLD").ok().and_then(|v| ReleaseThreshold::parse(&v));
-        DeviceOptions { release_threshold: from_env.unwrap_or(Self::DEFAULT_RELEASE_THRESHOLD) }
+        let host_wait = std::env::var("GPUJOIN_HOST_WAIT").ok().and_then(|v| HostWait::parse(&v));
+        DeviceOptions { release_threshold: from_env.unwrap_or(Self::DEFAULT_RELEASE_THRESHOLD), host_wait }
     }
 }
 
@@ -157,7 +231,32 @@ impl Device {
         let device = Device { ctx };
         let total = device.memory_info()?.total;
         device.set_release_threshold(options.release_threshold.bytes(total))?;
+        if let Some(wait) = options.host_wait {
+            device.set_host_wait(wait)?;
+        }
         Ok(device)
+    }
+
+    /// Sets how host threads wait for this device from now on (the primary context's scheduling
+    /// flags, for every thread and every `Device` of this ordinal in the process; the other
+    /// context flags are kept).
+    pub fn set_host_wait(&self, wait: HostWait) -> Result<()> {
+        self.bind_to_thread()?;
+        let mask = sys::CUctx_flags_enum::CU_CTX_SCHED_MASK as u32;
+        let mut flags = 0u32;
+        // SAFETY: the device's context is current on this thread; one unsigned int written.
+        unsafe { sys::cuCtxGetFlags(&mut flags) }.result().map_err(|e| driver("cuCtxGetFlags", e))?;
+        // SAFETY: as above; only the scheduling bits change.
+        unsafe { sys::cuCtxSetFlags((flags & !mask) | wait.flag()) }.result().map_err(|e| driver("cuCtxSetFlags", e))
+    }
+
+    /// How host threads wait for this device now ([`Device::set_host_wait`]).
+    pub fn host_wait(&self) -> Result<HostWait> {
+        self.bind_to_thread()?;
+        let mut flags = 0u32;
+        // SAFETY: the device's context is current on this thread; one unsigned int written.
+        unsafe { sys::cuCtxGetFlags(&mut flags) }.result().map_err(|e| driver("cuCtxGetFlags", e))?;
+        Ok(HostWait::from_flags(flags))
     }
     /// The device ordinal.
     pub fn ordinal(&self) -> usize {

@@ -29,7 +29,7 @@ pub mod testing;
 
 pub use buffer::{DeviceBuffer, DeviceView, DeviceViewMut};
 pub use bytemuck::Pod;
-pub use device::{Device, DeviceOptions, MemoryInfo, PoolMemory, ReleaseThreshold};
+pub use device::{Device, DeviceOptions, HostWait, MemoryInfo, PoolMemory, ReleaseThreshold};
 pub use error::{check_same_len, Error, Result};
 pub use event::{Event, Timer};
 pub use pinned::{HostRegistration, PinnedBuffer};
