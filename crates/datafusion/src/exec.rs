@@ -482,6 +482,7 @@ impl ExecutionPlan for GpuJoinExec {
             batch_rows: self.batch_rows(&context),
             metrics,
             waited: Cell::new(Duration::ZERO),
+            device: std::cell::OnceCell::new(),
         };
         let streamed = probe_streams(&self.plan);
         let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema(), 2);
@@ -596,6 +597,9 @@ struct Job {
     metrics: GpuJoinMetrics,
     /// Time spent waiting for the consumer to take a batch.
     waited: Cell<Duration>,
+    /// The partition's device and stream, opened by its first device join and kept for the
+    /// later parts of a streamed probe side.
+    device: std::cell::OnceCell<(gpujoin_device::Device, gpujoin_device::Stream)>,
 }
 
 fn external(e: gpujoin_device::Error) -> DataFusionError {
@@ -612,6 +616,16 @@ impl Job {
         self.metrics.baseline.elapsed_compute().add_duration(started.elapsed().saturating_sub(self.waited.get()));
         self.metrics.baseline.done();
         result
+    }
+
+    /// The partition's device and stream ([`Job::device`]'s field), opened on first use.
+    fn device(&self) -> Result<&(gpujoin_device::Device, gpujoin_device::Stream)> {
+        if let Some(d) = self.device.get() {
+            return Ok(d);
+        }
+        let device = gpujoin_device::Device::new(self.config.device).map_err(external)?;
+        let stream = device.new_stream().map_err(external)?;
+        Ok(self.device.get_or_init(|| (device, stream)))
     }
 
     /// A streamed probe side ([`probe_streams`]): joins each part of it with the build side as
@@ -668,14 +682,13 @@ impl Job {
         let spec = self.spec().select(&as_str(&lsel), &as_str(&rsel));
 
         let t = Instant::now();
-        let device = gpujoin_device::Device::new(self.config.device).map_err(external)?;
-        let stream = device.new_stream().map_err(external)?;
+        let (device, stream) = self.device()?;
         let probe = RecordBatchIterator::new(rb.into_iter().map(Ok), rs);
         let reader = if left.shared {
-            join_shared_on(&stream, self.build_on_device(left)?, probe, spec).map_err(external)?
+            join_shared_on(stream, self.build_on_device(left)?, probe, spec).map_err(external)?
         } else {
             let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
-            join_on(&stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), probe, spec).map_err(external)?
+            join_on(stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), probe, spec).map_err(external)?
         };
         self.metrics.upload_time.add_elapsed(t);
         self.metrics.device_joins.add(1);
@@ -699,7 +712,7 @@ impl Job {
         if first {
             self.metrics.join_time.add_elapsed(t);
         }
-        self.record_peak(&device);
+        self.record_peak(device);
         Ok(())
     }
 
@@ -747,14 +760,13 @@ impl Job {
     fn run_host_gather(&self, left: &BuildSide, right: Vec<RecordBatch>, device: (SchemaRef, Vec<RecordBatch>), order: Option<Side>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let p = &self.plan;
         let t = Instant::now();
-        let dev = gpujoin_device::Device::new(self.config.device).map_err(external)?;
-        let stream = dev.new_stream().map_err(external)?;
+        let (dev, stream) = self.device()?;
         if let Some(u) = &self.metrics.upload_parts {
             u.setup.add_elapsed(t);
         }
         let build = self.build_on_device(left)?;
         let (rs, rb) = device;
-        let probe = self.metrics.uploaded(DeviceInput::upload_batches(&stream, rs, rb, StagingOptions::default()).map_err(external)?);
+        let probe = self.metrics.uploaded(DeviceInput::upload_batches(stream, rs, rb, StagingOptions::default()).map_err(external)?);
         self.metrics.upload_time.add_elapsed(t);
         self.metrics.device_joins.add(1);
 
@@ -796,7 +808,7 @@ impl Job {
         };
         let mut spec = self.spec();
         spec.indices_order = order;
-        let times = join_indices_on(&stream, &build, &probe, &spec, &mut sink).map_err(external)?;
+        let times = join_indices_on(stream, &build, &probe, &spec, &mut sink).map_err(external)?;
         if let Some(e) = failed {
             return Err(e);
         }
@@ -805,7 +817,7 @@ impl Job {
         if let Some(g) = &self.metrics.gather_time {
             g.add_duration(gathering);
         }
-        self.record_peak(&dev);
+        self.record_peak(dev);
         Ok(())
     }
 

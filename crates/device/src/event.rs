@@ -1,6 +1,8 @@
 //! Events and an elapsed-time timer.
 
 use std::ffi::c_void;
+use std::mem::ManuallyDrop;
+use std::sync::Mutex;
 
 use cudarc::driver::{sys, CudaEvent};
 
@@ -9,16 +11,57 @@ use crate::error::{driver, Result};
 use crate::stream::Stream;
 
 /// A CUDA event.
+///
+/// Events are recycled: a dropped one goes to a free list of its device (at most
+/// [`FREE_EVENTS_KEPT`] a device and kind) and the next [`Event::new`] of that device and kind
+/// records into it again. Creating and destroying events takes a driver lock that every thread
+/// of the process shares; with many threads uploading at once on a busy machine, each creation
+/// took a millisecond or more (the staging records one per copy).
 pub struct Event {
-    inner: CudaEvent,
+    inner: ManuallyDrop<CudaEvent>,
+    /// (device ordinal, timing enabled): the free list it goes back to.
+    kind: (usize, bool),
+}
+
+/// Most free events kept per device and kind (timing or not).
+pub const FREE_EVENTS_KEPT: usize = 1024;
+
+static FREE: Mutex<Vec<((usize, bool), CudaEvent)>> = Mutex::new(Vec::new());
+
+fn free_list() -> std::sync::MutexGuard<'static, Vec<((usize, bool), CudaEvent)>> {
+    FREE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; `inner` is not used after.
+        let e = unsafe { ManuallyDrop::take(&mut self.inner) };
+        let mut free = free_list();
+        if free.iter().filter(|(k, _)| *k == self.kind).count() < FREE_EVENTS_KEPT {
+            free.push((self.kind, e));
+        } else {
+            drop(free);
+            drop(e);
+        }
+    }
 }
 
 impl Event {
     /// A new event; `timing` enables elapsed-time queries.
+    /// A recycled event of the same device and kind when one is free (its last recording is
+    /// complete or was never waited for by anyone still holding it: nobody holds it).
     pub fn new(device: &Device, timing: bool) -> Result<Self> {
+        let kind = (device.ordinal(), timing);
+        {
+            let mut free = free_list();
+            if let Some(i) = free.iter().rposition(|(k, _)| *k == kind) {
+                let (_, inner) = free.swap_remove(i);
+                return Ok(Event { inner: ManuallyDrop::new(inner), kind });
+            }
+        }
         let flags = if timing { sys::CUevent_flags::CU_EVENT_DEFAULT } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING };
         let inner = device.ctx().new_event(Some(flags)).map_err(|e| driver("cuEventCreate", e))?;
-        Ok(Event { inner })
+        Ok(Event { inner: ManuallyDrop::new(inner), kind })
     }
 
     /// Records the event at the current end of `stream`.

@@ -102,3 +102,57 @@ fn the_pool_grows_ahead_of_a_job_within_its_threshold() {
     d.set_release_threshold(before).unwrap();
     d.trim_memory().unwrap();
 }
+
+#[test]
+fn host_wait_is_set_for_every_handle_of_the_device() {
+    use gpujoin_device::{DeviceOptions, HostWait};
+    let Some(d) = device_or_skip("host_wait_is_set_for_every_handle_of_the_device") else { return };
+    let before = d.host_wait().unwrap();
+    for wait in [HostWait::Block, HostWait::Yield, HostWait::Spin, HostWait::Auto] {
+        d.set_host_wait(wait).unwrap();
+        // Another handle (the same primary context) sees it, and work still completes.
+        let other = Device::new(0).unwrap();
+        assert_eq!(other.host_wait().unwrap(), wait);
+        let s = other.new_stream().unwrap();
+        let buf = s.copy_from_host(&[1u32, 2, 3]).unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(buf.to_vec().unwrap(), vec![1, 2, 3]);
+    }
+    // Options set it when a handle opens; None leaves it.
+    let opened = Device::with_options(0, DeviceOptions { host_wait: Some(HostWait::Block), ..DeviceOptions::default() }).unwrap();
+    assert_eq!(d.host_wait().unwrap(), HostWait::Block);
+    let _ = Device::with_options(0, DeviceOptions { host_wait: None, ..DeviceOptions::default() }).unwrap();
+    assert_eq!(opened.host_wait().unwrap(), HostWait::Block);
+    d.set_host_wait(before).unwrap();
+}
+
+#[test]
+fn dropped_events_are_recorded_again_by_the_next_of_their_kind() {
+    use gpujoin_device::Event;
+    let Some(d) = device_or_skip("dropped_events_are_recorded_again_by_the_next_of_their_kind") else { return };
+    let s = d.new_stream().unwrap();
+    // Other tests of this executable recycle events at the same time: look for ours among a few.
+    let plain = s.record_event().unwrap();
+    plain.synchronize().unwrap();
+    let handle = plain.raw();
+    drop(plain);
+    let again: Vec<Event> = (0..64).map(|_| Event::new(&d, false).unwrap()).collect();
+    assert!(again.iter().any(|e| e.raw() == handle), "a dropped event was not reused");
+    for e in &again {
+        e.record(&s).unwrap();
+    }
+    let buf = s.copy_from_host(&[5u64; 1000]).unwrap();
+    let done = s.record_event().unwrap();
+    done.synchronize().unwrap();
+    assert!(done.is_complete().unwrap());
+    assert_eq!(buf.to_vec().unwrap(), vec![5u64; 1000]);
+    // Timing events come only from timing events: a recycled plain event has no timestamps.
+    for _ in 0..8 {
+        let t = Timer::start(&s).unwrap();
+        let _ = s.copy_from_host(&[1u8; 4096]).unwrap();
+        assert!(t.stop(&s).unwrap() >= 0.0);
+    }
+    drop(again);
+    let t = Timer::start(&s).unwrap();
+    assert!(t.stop(&s).unwrap() >= 0.0);
+}
