@@ -46,6 +46,15 @@ pub struct GpuJoinConfig {
     /// [`MIN_PROBE_PART_ROWS`] rows and at least the build side's rows (each part's join repeats
     /// the build side's preparation); `Some(usize::MAX)`: the whole probe partition at once.
     pub probe_part_rows: Option<usize>,
+    /// The most partitions that use the device at once (uploading, joining, downloading the
+    /// joined rows' indices), over every `GpuJoinExec` of the process on this device; the others
+    /// wait, and host work (gathering output columns, sending batches) runs outside. `None` (the
+    /// default): [`DEFAULT_DEVICE_LANES`]. Every CUDA call takes locks all threads share: with
+    /// sixteen partitions calling at once on a machine whose cores DataFusion keeps busy, each
+    /// call waited for a core and the device sat idle. Applies to host gathers
+    /// ([`OutputGather::Host`]) and, for device gathers, to the upload and join (their
+    /// downloads stream with the output).
+    pub device_lanes: Option<usize>,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -65,6 +74,7 @@ impl Default for GpuJoinConfig {
             chunk_bytes: None,
             gather: OutputGather::Host,
             probe_part_rows: None,
+            device_lanes: None,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }
@@ -78,6 +88,9 @@ impl Default for GpuJoinConfig {
 /// device round trip has a fixed cost, and four or so parts a partition already overlap them with
 /// the reading of the input.
 pub const MIN_PROBE_PART_ROWS: usize = 1 << 20;
+
+/// The partitions using the device at once by default ([`GpuJoinConfig::device_lanes`]).
+pub const DEFAULT_DEVICE_LANES: usize = 4;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
 ///
@@ -107,6 +120,11 @@ impl GpuJoinConfig {
     /// 2·10^6; with `Some(1000)`, 1000.
     pub fn probe_part_rows_for(&self, build_rows: usize) -> usize {
         self.probe_part_rows.unwrap_or(MIN_PROBE_PART_ROWS.max(build_rows)).max(1)
+    }
+
+    /// The partitions that may use the device at once ([`GpuJoinConfig::device_lanes`]).
+    pub fn device_lanes(&self) -> usize {
+        self.device_lanes.unwrap_or(DEFAULT_DEVICE_LANES).max(1)
     }
 
     /// Whether the configuration asks to plan without a GPU (the `testing` feature's switch).

@@ -101,6 +101,7 @@ use gpujoin_join::predicate::Side;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::OnceCell;
 
+use crate::lanes::Lane;
 use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan};
 use crate::{GpuJoinConfig, OutputGather};
 
@@ -357,6 +358,9 @@ impl DisplayAs for GpuJoinExec {
                 if let (true, Some(rows)) = (probe_streams(&self.plan), self.config.probe_part_rows) {
                     write!(f, ", probe_part_rows={rows}")?;
                 }
+                if let Some(n) = self.config.device_lanes {
+                    write!(f, ", device_lanes={n}")?;
+                }
                 if let Some(r) = &self.replaces {
                     write!(f, ", replaces={r}")?;
                 }
@@ -526,6 +530,8 @@ struct GpuJoinMetrics {
     /// The device memory pool's high-water mark at the end of this partition's join (the pool
     /// is the process's: joins running at the same time share it).
     peak_device_memory: Gauge,
+    /// Waiting for a device lane ([`GpuJoinConfig::device_lanes`]); not in `elapsed_compute`.
+    device_lane_wait: Time,
 }
 
 impl GpuJoinMetrics {
@@ -553,6 +559,7 @@ impl GpuJoinMetrics {
             device_joins: MetricBuilder::new(set).counter("device_joins", partition),
             upload_parts: host_gather.then(|| UploadParts::new(partition, set)),
             peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
+            device_lane_wait: MetricBuilder::new(set).subset_time("device_lane_wait", partition),
         }
     }
 }
@@ -628,6 +635,16 @@ impl Job {
         Ok(self.device.get_or_init(|| (device, stream)))
     }
 
+    /// A lane of the device ([`GpuJoinConfig::device_lanes`]), waited for as for input: the
+    /// wait is recorded apart and left out of `elapsed_compute`. Never taken while holding one,
+    /// nor while waiting for another partition (the shared build side is uploaded first).
+    fn lane(&self) -> Lane {
+        let (lane, waited) = Lane::take(self.config.device, self.config.device_lanes());
+        self.metrics.device_lane_wait.add_duration(waited);
+        self.waited.set(self.waited.get() + waited);
+        lane
+    }
+
     /// A streamed probe side ([`probe_streams`]): joins each part of it with the build side as
     /// `parts` delivers them, until they end, one fails, or the consumer has gone.
     /// An empty part says that probe rows are coming: the build side then goes to the device
@@ -684,10 +701,15 @@ impl Job {
         let t = Instant::now();
         let (device, stream) = self.device()?;
         let probe = RecordBatchIterator::new(rb.into_iter().map(Ok), rs);
+        // The lane covers the uploads and the join; the output's downloads stream with the
+        // batches sent on, outside it.
         let reader = if left.shared {
-            join_shared_on(stream, self.build_on_device(left)?, probe, spec).map_err(external)?
+            let build = self.build_on_device(left)?;
+            let _lane = self.lane();
+            join_shared_on(stream, build, probe, spec).map_err(external)?
         } else {
             let (ls, lb) = device_input(&left.host, &self.left_schema, &p.left_cols, Side::Left)?;
+            let _lane = self.lane();
             join_on(stream, RecordBatchIterator::new(lb.into_iter().map(Ok), ls), probe, spec).map_err(external)?
         };
         self.metrics.upload_time.add_elapsed(t);
@@ -721,7 +743,10 @@ impl Job {
     /// and share them; a partition of a streamed probe side joins every part with them.
     fn build_on_device(&self, left: &BuildSide) -> Result<Arc<DeviceInput>> {
         left.device
-            .get_or_init(|| upload_build_side(&self.plan, &self.left_schema, &left.host, &self.config).map(|u| Arc::new(self.metrics.uploaded(u))).map_err(Arc::new))
+            .get_or_init(|| {
+                let _lane = self.lane();
+                upload_build_side(&self.plan, &self.left_schema, &left.host, &self.config).map(|u| Arc::new(self.metrics.uploaded(u))).map_err(Arc::new)
+            })
             .clone()
             .map_err(DataFusionError::Shared)
     }
@@ -765,6 +790,11 @@ impl Job {
             u.setup.add_elapsed(t);
         }
         let build = self.build_on_device(left)?;
+        self.metrics.upload_time.add_elapsed(t);
+        // The lane covers this part's upload, its join and its indices' download; it is given
+        // back when the indices reach the sink, before any output column is gathered.
+        let mut lane = Some(self.lane());
+        let t = Instant::now();
         let (rs, rb) = device;
         let probe = self.metrics.uploaded(DeviceInput::upload_batches(stream, rs, rb, StagingOptions::default()).map_err(external)?);
         self.metrics.upload_time.add_elapsed(t);
@@ -784,6 +814,7 @@ impl Job {
 
         let mut failed: Option<DataFusionError> = None;
         let mut sink = |ix: JoinIndices| -> gpujoin_device::Result<bool> {
+            lane = None;
             let rows = ix.num_rows();
             let mut at = 0;
             while at < rows {
@@ -809,6 +840,8 @@ impl Job {
         let mut spec = self.spec();
         spec.indices_order = order;
         let times = join_indices_on(stream, &build, &probe, &spec, &mut sink).map_err(external)?;
+        drop(sink);
+        drop(lane);
         if let Some(e) = failed {
             return Err(e);
         }

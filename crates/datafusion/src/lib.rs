@@ -65,6 +65,7 @@
 #[cfg(feature = "proto")]
 mod codec;
 mod config;
+mod lanes;
 pub mod exec;
 pub mod kept;
 pub mod rule;
@@ -80,7 +81,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 
 #[cfg(feature = "proto")]
 pub use codec::GpuJoinCodec;
-pub use config::{GpuJoinConfig, OutputGather, MIN_PROBE_PART_ROWS};
+pub use config::{GpuJoinConfig, OutputGather, DEFAULT_DEVICE_LANES, MIN_PROBE_PART_ROWS};
 pub use exec::GpuJoinExec;
 pub use kept::CpuJoinKeptExec;
 pub use rule::{GpuJoinRule, JoinDecision};

@@ -724,11 +724,13 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     let mut moved = 0;
     // Output columns taken on the host from the join's row indices (the default), and gathered
     // on the device; the probe side streamed in parts of at least 37 rows (the default's parts
-    // hold these tables whole).
+    // hold these tables whole). One device lane (one partition on the device at a time; the
+    // default is several) in the collect-left variants, whose partitions share a build side.
     let variants = [(false, OutputGather::Host, None), (true, OutputGather::Host, None), (false, OutputGather::Device, None), (true, OutputGather::Device, None), (false, OutputGather::Host, Some(37)), (true, OutputGather::Host, Some(37))];
     for (partitioned, gather, probe_part_rows) in variants {
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
-        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, ..GpuJoinConfig::default() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let device_lanes = (!partitioned).then_some(1);
+        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, ..GpuJoinConfig::default() }), partitioned, l.clone(), r.clone()).await.unwrap();
         if probe_part_rows.is_some() {
             // Batches of 20 rows, so that every probe partition comes in several parts.
             for (name, t) in [("l", &l), ("r", &r)] {
@@ -783,9 +785,10 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
         assert_eq!(device_joins > partitions, probe_part_rows.is_some(), "{device_joins} device joins in {partitions} partitions, parts {probe_part_rows:?}\n{}", plan_text(&plan));
         let analyzed = gpu.sql(&format!("EXPLAIN ANALYZE {sql}")).await.unwrap().collect().await.unwrap();
         let text = sorted_rows(&analyzed).join("\n");
-        for m in ["GpuJoinExec", "upload_time", "join_time", "download_time", "output_rows"] {
+        for m in ["GpuJoinExec", "upload_time", "join_time", "download_time", "output_rows", "device_lane_wait"] {
             assert!(text.contains(m), "EXPLAIN ANALYZE lacks {m}:\n{text}");
         }
+        assert_eq!(text.contains("device_lanes=1"), device_lanes.is_some(), "{text}");
         for host_only in ["gather_time", "upload_staging_wait", "upload_host_copy", "upload_copy_wait", "upload_issue", "upload_staging", "upload_setup"] {
             assert_eq!(text.contains(host_only), gather == OutputGather::Host, "{host_only}: {text}");
         }
@@ -1091,8 +1094,8 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
     for partitioned in [false, true] {
         // The partitioned plans gather on the device (`gather=device` in the plan's text).
         // The collect-left plans stream their probe sides in parts of 50 rows.
-        let (gather, probe_part_rows) = if partitioned { (OutputGather::Device, None) } else { (OutputGather::Host, Some(50)) };
-        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let (gather, probe_part_rows, device_lanes) = if partitioned { (OutputGather::Device, None, None) } else { (OutputGather::Host, Some(50), Some(3)) };
+        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();
             assert!(count_nodes(&plan, "GpuJoinExec") > 0, "{sql}: a GPU join to serialize\n{}", plan_text(&plan));
