@@ -840,7 +840,6 @@ impl Job {
         let mut spec = self.spec();
         spec.indices_order = order;
         let times = join_indices_on(stream, &build, &probe, &spec, &mut sink).map_err(external)?;
-        drop(sink);
         drop(lane);
         if let Some(e) = failed {
             return Err(e);
