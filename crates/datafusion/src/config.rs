@@ -89,7 +89,12 @@ impl Default for GpuJoinConfig {
 /// the reading of the input.
 pub const MIN_PROBE_PART_ROWS: usize = 1 << 20;
 
-/// The partitions using the device at once by default ([`GpuJoinConfig::device_lanes`]).
+/// The partitions using the device at once by default ([`GpuJoinConfig::device_lanes`]): 4.
+/// On TPC-H SF10 (16 partitions, H200) the GPU join operators' summed time with 16, 4 and 2
+/// lanes was 1826, 1384 and 1020 ms in Q5 and 1839, 860 and 626 ms in Q8 (the CPU joins: 1343 and
+/// 952), the eight queries' wall time about the same with each
+/// (`benches/results/issue12-tpch-h100.md`, session 23); fewer lanes leave the device idle
+/// while a partition's upload is on the host.
 pub const DEFAULT_DEVICE_LANES: usize = 4;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
