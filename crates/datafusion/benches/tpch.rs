@@ -7,7 +7,9 @@
 //! each with the physical plan kept gives the join operators' own time from their metrics (as
 //! `EXPLAIN ANALYZE` shows it, summed over partitions): `elapsed_compute` of the CPU joins and of
 //! the `GpuJoinExec`s, the latter split into upload / join / download / host gather. The answers
-//! of both sessions are compared (sorted rows). `GPUJOIN_TPCH_GATHER` names where the GPU joins
+//! of both sessions are compared (sorted rows). That run also gives every operator's summed
+//! `elapsed_compute` over the partitions times its wall time: the share of the cores the plan kept
+//! busy ("cores busy"; in-memory scans record none). `GPUJOIN_TPCH_GATHER` names where the GPU joins
 //! gather their output columns: `host` (the default), `device` (CSV group
 //! `tpch_sf{SF}_device_gather`) or `host,device` (both in turn, on the same tables; each against
 //! plain DataFusion runs of its own). `GPUJOIN_TPCH_PROBE_PARTS` sets the GPU joins' streamed
@@ -117,7 +119,7 @@ fn main() {
             }
             println!("output gathered on the {gather:?}, probe parts {}, device lanes {}", name_parts(probe_part_rows), GpuJoinConfig { device_lanes, ..GpuJoinConfig::default() }.device_lanes());
             let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
-            println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | answers");
+            println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | cores busy plain / rule | answers");
             for &q in &queries {
                 let r = tpch::compare(&plain, &gpu, q, reps).await.unwrap();
                 let (mp, mg, jp, jg) = (r.plain_ms, r.gpu_ms, r.plain_joins, r.gpu_joins);
@@ -125,8 +127,10 @@ fn main() {
                 sum_gpu += mg;
                 let replaced_cpu_ms = r.replaced_cpu_ms();
                 let join_speedup = if jg.gpu_ms > 0.0 { replaced_cpu_ms / jg.gpu_ms } else { f64::NAN };
+                // The operators' compute over the cores the run had (the plan-kept runs).
+                let busy = |t: &tpch::JoinTimes| if t.wall_ms > 0.0 { 100.0 * t.operators_ms / (cores as f64 * t.wall_ms) } else { f64::NAN };
                 println!(
-                    "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {}",
+                    "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {:.1} | {:.0}% / {:.0}% | {}",
                     mp / mg,
                     r.moved,
                     r.joins,
@@ -136,6 +140,9 @@ fn main() {
                     jg.join_ms,
                     jg.download_ms,
                     jg.gather_ms,
+                    jg.lane_wait_ms,
+                    busy(&jp),
+                    busy(&jg),
                     if r.same { "equal" } else { "DIFFER" }
                 );
                 let mut group = if gather == OutputGather::Device { format!("tpch_sf{sf}_device_gather") } else { format!("tpch_sf{sf}") };
@@ -158,6 +165,9 @@ fn main() {
                     ("gpu_join_join", jg.join_ms),
                     ("gpu_join_download", jg.download_ms),
                     ("gpu_join_host_gather", jg.gather_ms),
+                    ("gpu_join_lane_wait", jg.lane_wait_ms),
+                    ("plain_operators_compute", jp.operators_ms),
+                    ("gpu_operators_compute", jg.operators_ms),
                 ] {
                     csv.push(format!("{group},q{q}_{case},{ms:.3},,{device_name},{commit}"));
                 }

@@ -129,8 +129,9 @@ pub const CPU_JOIN_OPERATORS: [&str; 6] = ["HashJoinExec", "SortMergeJoinExec", 
 /// shows them (summed over partitions), in ms.
 ///
 /// A plan with one `HashJoinExec` whose `elapsed_compute` is 12 ms and one `GpuJoinExec` of
-/// 3 ms (upload 1, join 1.5, download 0.3, host gathers 0.2): `cpu_joins = 1, cpu_ms = 12,
-/// gpu_joins = 1, gpu_ms = 3, upload_ms = 1, join_ms = 1.5, download_ms = 0.3, gather_ms = 0.2`.
+/// 3 ms (upload 1, join 1.5, download 0.3, host gathers 0.2), over a scan and a filter of 2 ms:
+/// `cpu_joins = 1, cpu_ms = 12, gpu_joins = 1, gpu_ms = 3, upload_ms = 1, join_ms = 1.5,
+/// download_ms = 0.3, gather_ms = 0.2, operators_ms = 17`.
 #[derive(Default, Debug, Clone, Copy, PartialEq)]
 pub struct JoinTimes {
     pub cpu_joins: usize,
@@ -142,6 +143,13 @@ pub struct JoinTimes {
     pub download_ms: f64,
     /// Output columns taken on the host ([`OutputGather::Host`](crate::OutputGather::Host)).
     pub gather_ms: f64,
+    /// `GpuJoinExec`s waiting for a device lane (`GpuJoinConfig::device_lanes`; not in `gpu_ms`).
+    pub lane_wait_ms: f64,
+    /// Every operator's `elapsed_compute` (in-memory scans record none): over the partitions
+    /// times `wall_ms`, the share of the cores the plan kept busy.
+    pub operators_ms: f64,
+    /// Wall-clock time of the run these metrics come from (0 where only the plan was read).
+    pub wall_ms: f64,
 }
 
 impl JoinTimes {
@@ -159,6 +167,7 @@ impl JoinTimes {
             nanos.unwrap_or(0) as f64 / 1e6
         };
         let name = plan.name();
+        self.operators_ms += ms("elapsed_compute");
         if CPU_JOIN_OPERATORS.contains(&name) {
             self.cpu_joins += 1;
             self.cpu_ms += ms("elapsed_compute");
@@ -169,6 +178,7 @@ impl JoinTimes {
             self.join_ms += ms("join_time");
             self.download_ms += ms("download_time");
             self.gather_ms += ms("gather_time");
+            self.lane_wait_ms += ms("device_lane_wait");
         }
         for c in plan.children() {
             self.add(c);
@@ -224,8 +234,10 @@ async fn timed(ctx: &SessionContext, sql: &str) -> Result<(f64, Vec<RecordBatch>
 
 async fn join_times(ctx: &SessionContext, sql: &str) -> Result<JoinTimes> {
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    let t = Instant::now();
     collect(Arc::clone(&plan), ctx.task_ctx()).await?;
-    Ok(JoinTimes::of(&plan))
+    let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(JoinTimes { wall_ms, ..JoinTimes::of(&plan) })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -288,4 +300,23 @@ pub async fn compare(plain: &SessionContext, gpu: &SessionContext, query: usize,
         same: sorted_rows(&ap)? == sorted_rows(&ag)?,
         rows: ap.iter().map(RecordBatch::num_rows).sum(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn join_times_count_the_joins_and_every_operator() {
+        let ctx = SessionContext::new();
+        for sql in ["CREATE TABLE a AS VALUES (1, 'x'), (2, 'y'), (3, 'z')", "CREATE TABLE b AS VALUES (2, 'p'), (3, 'q'), (3, 'r'), (4, 's')"] {
+            ctx.sql(sql).await.unwrap().collect().await.unwrap();
+        }
+        let t = join_times(&ctx, "SELECT a.column2, b.column2 FROM a JOIN b ON a.column1 = b.column1 WHERE b.column2 <> 'q'").await.unwrap();
+        assert_eq!((t.cpu_joins, t.gpu_joins), (1, 0), "{t:?}");
+        assert!(t.wall_ms > 0.0, "{t:?}");
+        // The join and the filter under it: every operator's time counts, the join's among them.
+        assert!(t.cpu_ms > 0.0 && t.operators_ms > t.cpu_ms, "{t:?}");
+        assert_eq!((t.gpu_ms, t.lane_wait_ms), (0.0, 0.0));
+    }
 }
