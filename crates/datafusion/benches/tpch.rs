@@ -176,8 +176,8 @@ fn main() {
                     let dir = std::path::Path::new(&dir);
                     std::fs::create_dir_all(dir).unwrap();
                     let wait = host_wait.map(|w| format!("_{}", w.name())).unwrap_or_default();
-                    let wait = format!("{wait}{}", device_lanes.map(|n| format!("_{n}lanes")).unwrap_or_default());
-                    let variant = format!("{}_{}{wait}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
+                    let lanes = device_lanes.map(|n| format!("_{n}lanes")).unwrap_or_default();
+                    let variant = format!("{}_{}{wait}{lanes}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
                     for (ctx, name) in [(&plain, "plain".to_string()), (&gpu, variant)] {
                         std::fs::write(dir.join(format!("q{q}_{name}.txt")), analyzed_plan(ctx, q).await).unwrap();
                     }

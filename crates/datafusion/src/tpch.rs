@@ -167,13 +167,14 @@ impl JoinTimes {
             nanos.unwrap_or(0) as f64 / 1e6
         };
         let name = plan.name();
-        self.operators_ms += ms("elapsed_compute");
+        let compute = ms("elapsed_compute");
+        self.operators_ms += compute;
         if CPU_JOIN_OPERATORS.contains(&name) {
             self.cpu_joins += 1;
-            self.cpu_ms += ms("elapsed_compute");
+            self.cpu_ms += compute;
         } else if name == "GpuJoinExec" {
             self.gpu_joins += 1;
-            self.gpu_ms += ms("elapsed_compute");
+            self.gpu_ms += compute;
             self.upload_ms += ms("upload_time");
             self.join_ms += ms("join_time");
             self.download_ms += ms("download_time");

@@ -106,13 +106,8 @@ impl HostWait {
     /// assert_eq!(HostWait::parse("sometimes"), None);
     /// ```
     pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Some(HostWait::Auto),
-            "spin" => Some(HostWait::Spin),
-            "yield" => Some(HostWait::Yield),
-            "block" => Some(HostWait::Block),
-            _ => None,
-        }
+        let s = s.trim().to_ascii_lowercase();
+        [HostWait::Auto, HostWait::Spin, HostWait::Yield, HostWait::Block].into_iter().find(|w| w.name() == s)
     }
 
     /// The name [`HostWait::parse`] reads.

@@ -47,9 +47,9 @@ impl Drop for Event {
 }
 
 impl Event {
-    /// A new event; `timing` enables elapsed-time queries.
-    /// A recycled event of the same device and kind when one is free (its last recording is
-    /// complete or was never waited for by anyone still holding it: nobody holds it).
+    /// An event of `device`; `timing` enables elapsed-time queries. A free one of the same
+    /// device and kind is reused when there is one (nobody holds it, so nobody waits on its last
+    /// recording), else a new one is created.
     pub fn new(device: &Device, timing: bool) -> Result<Self> {
         let kind = (device.ordinal(), timing);
         {
