@@ -119,7 +119,7 @@ fn main() {
             }
             println!("output gathered on the {gather:?}, probe parts {}, device lanes {}", name_parts(probe_part_rows), GpuJoinConfig { device_lanes, ..GpuJoinConfig::default() }.device_lanes());
             let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
-            println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | cores busy plain / rule | answers");
+            println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | device joins: calls / host waits / wait ms each | cores busy plain / rule | answers");
             for &q in &queries {
                 let r = tpch::compare(&plain, &gpu, q, reps).await.unwrap();
                 let (mp, mg, jp, jg) = (r.plain_ms, r.gpu_ms, r.plain_joins, r.gpu_joins);
@@ -130,7 +130,7 @@ fn main() {
                 // The operators' compute over the cores the run had (the plan-kept runs).
                 let busy = |t: &tpch::JoinTimes| if t.wall_ms > 0.0 { 100.0 * t.operators_ms / (cores as f64 * t.wall_ms) } else { f64::NAN };
                 println!(
-                    "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {:.1} | {:.0}% / {:.0}% | {}",
+                    "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {:.1} | {}: {:.1} / {:.1} / {:.2} | {:.0}% / {:.0}% | {}",
                     mp / mg,
                     r.moved,
                     r.joins,
@@ -141,6 +141,10 @@ fn main() {
                     jg.download_ms,
                     jg.gather_ms,
                     jg.lane_wait_ms,
+                    jg.device_joins,
+                    jg.device_calls as f64 / jg.device_joins.max(1) as f64,
+                    jg.host_waits as f64 / jg.device_joins.max(1) as f64,
+                    jg.host_wait_ms / jg.device_joins.max(1) as f64,
                     busy(&jp),
                     busy(&jg),
                     if r.same { "equal" } else { "DIFFER" }
@@ -166,6 +170,7 @@ fn main() {
                     ("gpu_join_download", jg.download_ms),
                     ("gpu_join_host_gather", jg.gather_ms),
                     ("gpu_join_lane_wait", jg.lane_wait_ms),
+                    ("gpu_join_host_wait", jg.host_wait_ms),
                     ("plain_operators_compute", jp.operators_ms),
                     ("gpu_operators_compute", jg.operators_ms),
                 ] {
@@ -184,19 +189,25 @@ fn main() {
                 }
             }
             println!("together: plain {sum_plain:.1} ms, with the rule {sum_gpu:.1} ms ({:.2}x)", sum_plain / sum_gpu);
-        }
-        if let Ok(path) = std::env::var("GPUJOIN_BENCH_CSV") {
-            use std::io::Write;
-            let new = !std::path::Path::new(&path).exists();
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
-            if new {
-                writeln!(f, "group,case,ms_median,floor_ms,device,commit").unwrap();
-            }
-            for r in csv {
-                writeln!(f, "{r}").unwrap();
-            }
+            // Each variant's rows as it ends, so that a run cut short keeps the variants it ran.
+            write_csv(std::mem::take(&mut csv));
         }
     });
+}
+
+/// Appends `rows` to `GPUJOIN_BENCH_CSV` when set (its header first when the file is new).
+fn write_csv(rows: Vec<String>) {
+    if let Ok(path) = std::env::var("GPUJOIN_BENCH_CSV") {
+        use std::io::Write;
+        let new = !std::path::Path::new(&path).exists();
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+        if new {
+            writeln!(f, "group,case,ms_median,floor_ms,device,commit").unwrap();
+        }
+        for r in rows {
+            writeln!(f, "{r}").unwrap();
+        }
+    }
 }
 
 /// The tables of `ctx` as CSV files under `dir/<table>/` (one file per partition, with a header),

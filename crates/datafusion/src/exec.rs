@@ -64,8 +64,12 @@
 //! finishing after the last one was queued) and `upload_setup` (opening the device and a stream
 //! before an upload), `device_joins` (one a partition, or one a probe part),
 //! `peak_device_memory` (bytes: the device pool's high-water mark when the partition's join
-//! ended; the pool is the process's, so joins running at once count together). The algorithm is
-//! in the operator's line (`algorithm=...`).
+//! ended; the pool is the process's, so joins running at once count together), `device_lane_wait`
+//! (waiting for a device lane, not in `elapsed_compute`), and how chatty the device work was on
+//! the partition's thread: `device_calls` (kernel launches and CUB calls), `host_waits` (waits
+//! for the device, a read of a count included) with their time `host_wait_time`, and
+//! `device_allocs` (allocations from the device's pool). The algorithm is in the operator's line
+//! (`algorithm=...`).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -532,6 +536,13 @@ struct GpuJoinMetrics {
     peak_device_memory: Gauge,
     /// Waiting for a device lane ([`GpuJoinConfig::device_lanes`]); not in `elapsed_compute`.
     device_lane_wait: Time,
+    /// The partition's thread's calls into the C ABI over the kernels and CUB, its waits for
+    /// the device and their time, and its allocations from the device's pool
+    /// (`gpujoin_device::counts`; the staging threads of uploads not included).
+    device_calls: Count,
+    host_waits: Count,
+    host_wait_time: Time,
+    device_allocs: Count,
 }
 
 impl GpuJoinMetrics {
@@ -560,6 +571,10 @@ impl GpuJoinMetrics {
             upload_parts: host_gather.then(|| UploadParts::new(partition, set)),
             peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
             device_lane_wait: MetricBuilder::new(set).subset_time("device_lane_wait", partition),
+            device_calls: MetricBuilder::new(set).counter("device_calls", partition),
+            host_waits: MetricBuilder::new(set).counter("host_waits", partition),
+            host_wait_time: MetricBuilder::new(set).subset_time("host_wait_time", partition),
+            device_allocs: MetricBuilder::new(set).counter("device_allocs", partition),
         }
     }
 }
@@ -618,7 +633,14 @@ impl Job {
     /// the consumer has gone) and records its time.
     fn run(&self, work: impl FnOnce() -> Result<()>) -> Result<()> {
         let started = Instant::now();
+        let calls = gpujoin_device::counts::call_counts();
         let result = work();
+        let calls = gpujoin_device::counts::call_counts().since(calls);
+        let m = &self.metrics;
+        m.device_calls.add(calls.c_calls as usize);
+        m.host_waits.add(calls.host_waits as usize);
+        m.host_wait_time.add_duration(calls.host_wait_time);
+        m.device_allocs.add(calls.allocs as usize);
         // The partition's own work: not the time spent waiting for the consumer or the input.
         self.metrics.baseline.elapsed_compute().add_duration(started.elapsed().saturating_sub(self.waited.get()));
         self.metrics.baseline.done();

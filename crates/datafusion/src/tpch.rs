@@ -145,6 +145,13 @@ pub struct JoinTimes {
     pub gather_ms: f64,
     /// `GpuJoinExec`s waiting for a device lane (`GpuJoinConfig::device_lanes`; not in `gpu_ms`).
     pub lane_wait_ms: f64,
+    /// The `GpuJoinExec`s' device joins (one a partition or a probe part), their calls into the
+    /// kernels and CUB, their waits for the device and the waits' time (`device_calls`,
+    /// `host_waits`, `host_wait_time`).
+    pub device_joins: usize,
+    pub device_calls: usize,
+    pub host_waits: usize,
+    pub host_wait_ms: f64,
     /// Every operator's `elapsed_compute` (in-memory scans record none): over the partitions
     /// times `wall_ms`, the share of the cores the plan kept busy.
     pub operators_ms: f64,
@@ -180,6 +187,11 @@ impl JoinTimes {
             self.download_ms += ms("download_time");
             self.gather_ms += ms("gather_time");
             self.lane_wait_ms += ms("device_lane_wait");
+            let count = |name: &str| plan.metrics().and_then(|m| m.sum_by_name(name)).map_or(0, |v| v.as_usize());
+            self.device_joins += count("device_joins");
+            self.device_calls += count("device_calls");
+            self.host_waits += count("host_waits");
+            self.host_wait_ms += ms("host_wait_time");
         }
         for c in plan.children() {
             self.add(c);
@@ -318,6 +330,7 @@ mod tests {
         assert!(t.wall_ms > 0.0, "{t:?}");
         // The join and the filter under it: every operator's time counts, the join's among them.
         assert!(t.cpu_ms > 0.0 && t.operators_ms > t.cpu_ms, "{t:?}");
-        assert_eq!((t.gpu_ms, t.lane_wait_ms), (0.0, 0.0));
+        assert_eq!((t.gpu_ms, t.lane_wait_ms, t.host_wait_ms), (0.0, 0.0, 0.0));
+        assert_eq!((t.device_joins, t.device_calls, t.host_waits), (0, 0, 0));
     }
 }

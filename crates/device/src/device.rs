@@ -409,8 +409,7 @@ impl Device {
 
     /// Waits for all work on the device.
     pub fn synchronize(&self) -> Result<()> {
-        crate::counts::count_host_wait();
-        self.ctx.synchronize().map_err(|e| driver("cuCtxSynchronize", e))
+        crate::counts::host_wait(|| self.ctx.synchronize()).map_err(|e| driver("cuCtxSynchronize", e))
     }
 
     pub(crate) fn ctx(&self) -> &Arc<CudaContext> {

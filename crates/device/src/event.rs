@@ -71,8 +71,7 @@ impl Event {
 
     /// Blocks until the recorded work is done.
     pub fn synchronize(&self) -> Result<()> {
-        crate::counts::count_host_wait();
-        self.inner.synchronize().map_err(|e| driver("cuEventSynchronize", e))
+        crate::counts::host_wait(|| self.inner.synchronize()).map_err(|e| driver("cuEventSynchronize", e))
     }
 
     /// Milliseconds between this event and a later one (both recorded, timing enabled).

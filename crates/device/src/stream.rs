@@ -55,8 +55,7 @@ impl Stream {
 
     /// Blocks the host until all work queued on this stream is done.
     pub fn synchronize(&self) -> Result<()> {
-        crate::counts::count_host_wait();
-        self.inner.synchronize().map_err(|e| driver("cuStreamSynchronize", e))
+        crate::counts::host_wait(|| self.inner.synchronize()).map_err(|e| driver("cuStreamSynchronize", e))
     }
 
     /// Allocates `len` elements from the device's stream-ordered pool. The contents are
@@ -73,6 +72,7 @@ impl Stream {
             return Ok(DeviceBuffer::from_raw_parts(0, 0, self.clone()));
         }
         self.device.bind_to_thread()?;
+        crate::counts::count_alloc();
         // SAFETY: the stream belongs to the bound context; the memory is freed on drop.
         let try_alloc = || unsafe { result::malloc_async(self.inner.cu_stream(), bytes) };
         let oom = |e: &cudarc::driver::DriverError| e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY;

@@ -1,8 +1,14 @@
 //! `gpujoin_device::counts` on the GPU: each call into the C ABI counts once (CUB's two-phase
 //! calls twice), each wait of the host for the device once, and nothing else does; the counts
-//! are this thread's (another thread's calls do not show).
+//! are this thread's (another thread's calls do not show); allocations from the pool count once
+//! each, and the waits' time adds up.
 
 use gpujoin_device::counts::{call_counts, CallCounts};
+
+/// (calls into C, host waits, allocations).
+fn counted(c: CallCounts) -> (u64, u64, u64) {
+    (c.c_calls, c.host_waits, c.allocs)
+}
 use gpujoin_device::testing::device_or_skip;
 use gpujoin_primitives::{inclusive_sum, iota_u32};
 
@@ -15,14 +21,16 @@ fn calls_into_c_and_host_waits_are_counted_per_thread() {
     let before = call_counts();
     // One single-phase kernel: one call, no wait.
     iota_u32(&s, &mut ids.view_mut(), 1).unwrap();
-    assert_eq!(call_counts().since(before), CallCounts { c_calls: 1, host_waits: 0 });
-    // CUB's scan: its size query and its run.
+    assert_eq!(counted(call_counts().since(before)), (1, 0, 0));
+    assert_eq!(call_counts().since(before).host_wait_time, std::time::Duration::ZERO, "no wait, no wait time");
+    // CUB's scan: its size query, its temporary storage and its run.
     inclusive_sum(&s, &ids.view(), &mut sums.view_mut()).unwrap();
-    assert_eq!(call_counts().since(before), CallCounts { c_calls: 3, host_waits: 0 });
-    // Reading the result back waits once.
+    assert_eq!(counted(call_counts().since(before)), (3, 0, 1));
+    // Reading the result back waits once, and that wait took some time.
     let host = s.copy_to_host(&sums.view()).unwrap();
     assert_eq!(host[999], 1000 * 1001 / 2, "the scan's last sum");
-    assert_eq!(call_counts().since(before), CallCounts { c_calls: 3, host_waits: 1 });
+    assert_eq!(counted(call_counts().since(before)), (3, 1, 1));
+    assert!(call_counts().since(before).host_wait_time > std::time::Duration::ZERO, "the wait's time is counted");
     // Another thread's calls are its own.
     let other = std::thread::spawn(move || {
         let t = d.new_stream().unwrap();
@@ -34,6 +42,6 @@ fn calls_into_c_and_host_waits_are_counted_per_thread() {
     })
     .join()
     .unwrap();
-    assert_eq!(other, CallCounts { c_calls: 1, host_waits: 1 });
-    assert_eq!(call_counts().since(before), CallCounts { c_calls: 3, host_waits: 1 }, "the other thread's calls are not this thread's");
+    assert_eq!(counted(other), (1, 1, 0));
+    assert_eq!(counted(call_counts().since(before)), (3, 1, 1), "the other thread's calls are not this thread's");
 }
