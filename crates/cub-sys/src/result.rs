@@ -28,19 +28,16 @@ pub fn check(call: &str, code: i32) -> Result<()> {
 pub fn with_temp(stream: &Stream, call: &str, mut f: impl FnMut(*mut c_void, *mut usize) -> i32) -> Result<()> {
     stream.device().bind_to_thread()?;
     let mut bytes: usize = 0;
-    gpujoin_device::counts::count_c_call();
-    check(call, f(std::ptr::null_mut(), &mut bytes))?;
+    check(call, gpujoin_device::counts::c_call(|| f(std::ptr::null_mut(), &mut bytes)))?;
     let mut temp: DeviceBuffer<u8> = stream.alloc(bytes.max(1))?;
     let mut view = temp.view_mut();
-    gpujoin_device::counts::count_c_call();
-    check(call, f(view.as_mut_ptr() as *mut c_void, &mut bytes))
+    check(call, gpujoin_device::counts::c_call(|| f(view.as_mut_ptr() as *mut c_void, &mut bytes)))
 }
 
 /// Calls a single-phase kernel wrapper.
 pub fn launch(stream: &Stream, call: &str, f: impl FnOnce() -> i32) -> Result<()> {
     stream.device().bind_to_thread()?;
-    gpujoin_device::counts::count_c_call();
-    check(call, f())
+    check(call, gpujoin_device::counts::c_call(f))
 }
 
 /// Reads one device value back (waits for the stream).

@@ -119,7 +119,7 @@ fn main() {
             }
             println!("output gathered on the {gather:?}, probe parts {}, device lanes {}", name_parts(probe_part_rows), GpuJoinConfig { device_lanes, ..GpuJoinConfig::default() }.device_lanes());
             let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
-            println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | device joins: calls / host waits / wait ms each | cores busy plain / rule | answers");
+            println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | device joins: each one's calls, waits, allocations (count / ms) | cores busy plain / rule | answers");
             for &q in &queries {
                 let r = tpch::compare(&plain, &gpu, q, reps).await.unwrap();
                 let (mp, mg, jp, jg) = (r.plain_ms, r.gpu_ms, r.plain_joins, r.gpu_joins);
@@ -130,7 +130,7 @@ fn main() {
                 // The operators' compute over the cores the run had (the plan-kept runs).
                 let busy = |t: &tpch::JoinTimes| if t.wall_ms > 0.0 { 100.0 * t.operators_ms / (cores as f64 * t.wall_ms) } else { f64::NAN };
                 println!(
-                    "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {:.1} | {}: {:.1} / {:.1} / {:.2} | {:.0}% / {:.0}% | {}",
+                    "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {:.1} | {}: {:.1} / {:.2}, {:.1} / {:.2}, {:.1} / {:.2} | {:.0}% / {:.0}% | {}",
                     mp / mg,
                     r.moved,
                     r.joins,
@@ -143,8 +143,11 @@ fn main() {
                     jg.lane_wait_ms,
                     jg.device_joins,
                     jg.device_calls as f64 / jg.device_joins.max(1) as f64,
+                    jg.device_call_ms / jg.device_joins.max(1) as f64,
                     jg.host_waits as f64 / jg.device_joins.max(1) as f64,
                     jg.host_wait_ms / jg.device_joins.max(1) as f64,
+                    jg.device_allocs as f64 / jg.device_joins.max(1) as f64,
+                    jg.pool_call_ms / jg.device_joins.max(1) as f64,
                     busy(&jp),
                     busy(&jg),
                     if r.same { "equal" } else { "DIFFER" }
@@ -171,6 +174,8 @@ fn main() {
                     ("gpu_join_host_gather", jg.gather_ms),
                     ("gpu_join_lane_wait", jg.lane_wait_ms),
                     ("gpu_join_host_wait", jg.host_wait_ms),
+                    ("gpu_join_device_calls", jg.device_call_ms),
+                    ("gpu_join_pool_calls", jg.pool_call_ms),
                     ("plain_operators_compute", jp.operators_ms),
                     ("gpu_operators_compute", jg.operators_ms),
                 ] {

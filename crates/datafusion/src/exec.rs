@@ -66,9 +66,10 @@
 //! `peak_device_memory` (bytes: the device pool's high-water mark when the partition's join
 //! ended; the pool is the process's, so joins running at once count together), `device_lane_wait`
 //! (waiting for a device lane, not in `elapsed_compute`), and how chatty the device work was on
-//! the partition's thread: `device_calls` (kernel launches and CUB calls), `host_waits` (waits
-//! for the device, a read of a count included) with their time `host_wait_time`, and
-//! `device_allocs` (allocations from the device's pool). The algorithm is in the operator's line
+//! the partition's thread: `device_calls` (kernel launches and CUB calls) with their time
+//! `device_call_time`, `host_waits` (waits for the device, a read of a count included) with
+//! `host_wait_time`, and `device_allocs` (allocations from the device's pool) with
+//! `pool_call_time` (those allocations and the frees). The algorithm is in the operator's line
 //! (`algorithm=...`).
 
 use std::cell::Cell;
@@ -537,12 +538,14 @@ struct GpuJoinMetrics {
     /// Waiting for a device lane ([`GpuJoinConfig::device_lanes`]); not in `elapsed_compute`.
     device_lane_wait: Time,
     /// The partition's thread's calls into the C ABI over the kernels and CUB, its waits for
-    /// the device and their time, and its allocations from the device's pool
+    /// the device, its allocations from the device's pool, and the time of each kind
     /// (`gpujoin_device::counts`; the staging threads of uploads not included).
     device_calls: Count,
+    device_call_time: Time,
     host_waits: Count,
     host_wait_time: Time,
     device_allocs: Count,
+    pool_call_time: Time,
 }
 
 impl GpuJoinMetrics {
@@ -572,9 +575,11 @@ impl GpuJoinMetrics {
             peak_device_memory: MetricBuilder::new(set).gauge("peak_device_memory", partition),
             device_lane_wait: MetricBuilder::new(set).subset_time("device_lane_wait", partition),
             device_calls: MetricBuilder::new(set).counter("device_calls", partition),
+            device_call_time: MetricBuilder::new(set).subset_time("device_call_time", partition),
             host_waits: MetricBuilder::new(set).counter("host_waits", partition),
             host_wait_time: MetricBuilder::new(set).subset_time("host_wait_time", partition),
             device_allocs: MetricBuilder::new(set).counter("device_allocs", partition),
+            pool_call_time: MetricBuilder::new(set).subset_time("pool_call_time", partition),
         }
     }
 }
@@ -638,9 +643,11 @@ impl Job {
         let calls = gpujoin_device::counts::call_counts().since(calls);
         let m = &self.metrics;
         m.device_calls.add(calls.c_calls as usize);
+        m.device_call_time.add_duration(calls.c_call_time);
         m.host_waits.add(calls.host_waits as usize);
         m.host_wait_time.add_duration(calls.host_wait_time);
         m.device_allocs.add(calls.allocs as usize);
+        m.pool_call_time.add_duration(calls.pool_call_time);
         // The partition's own work: not the time spent waiting for the consumer or the input.
         self.metrics.baseline.elapsed_compute().add_duration(started.elapsed().saturating_sub(self.waited.get()));
         self.metrics.baseline.done();

@@ -146,12 +146,16 @@ pub struct JoinTimes {
     /// `GpuJoinExec`s waiting for a device lane (`GpuJoinConfig::device_lanes`; not in `gpu_ms`).
     pub lane_wait_ms: f64,
     /// The `GpuJoinExec`s' device joins (one a partition or a probe part), their calls into the
-    /// kernels and CUB, their waits for the device and the waits' time (`device_calls`,
-    /// `host_waits`, `host_wait_time`).
+    /// kernels and CUB, their waits for the device, their allocations from the device's pool,
+    /// and the time of each (`device_calls`, `device_call_time`, `host_waits`, `host_wait_time`,
+    /// `device_allocs`, `pool_call_time`: the pool's allocations and frees).
     pub device_joins: usize,
     pub device_calls: usize,
+    pub device_call_ms: f64,
     pub host_waits: usize,
     pub host_wait_ms: f64,
+    pub device_allocs: usize,
+    pub pool_call_ms: f64,
     /// Every operator's `elapsed_compute` (in-memory scans record none): over the partitions
     /// times `wall_ms`, the share of the cores the plan kept busy.
     pub operators_ms: f64,
@@ -190,8 +194,11 @@ impl JoinTimes {
             let count = |name: &str| plan.metrics().and_then(|m| m.sum_by_name(name)).map_or(0, |v| v.as_usize());
             self.device_joins += count("device_joins");
             self.device_calls += count("device_calls");
+            self.device_call_ms += ms("device_call_time");
             self.host_waits += count("host_waits");
             self.host_wait_ms += ms("host_wait_time");
+            self.device_allocs += count("device_allocs");
+            self.pool_call_ms += ms("pool_call_time");
         }
         for c in plan.children() {
             self.add(c);
@@ -331,6 +338,7 @@ mod tests {
         // The join and the filter under it: every operator's time counts, the join's among them.
         assert!(t.cpu_ms > 0.0 && t.operators_ms > t.cpu_ms, "{t:?}");
         assert_eq!((t.gpu_ms, t.lane_wait_ms, t.host_wait_ms), (0.0, 0.0, 0.0));
-        assert_eq!((t.device_joins, t.device_calls, t.host_waits), (0, 0, 0));
+        assert_eq!((t.device_joins, t.device_calls, t.host_waits, t.device_allocs), (0, 0, 0, 0));
+        assert_eq!((t.device_call_ms, t.pool_call_ms), (0.0, 0.0));
     }
 }

@@ -124,9 +124,7 @@ impl<T: Pod> Drop for DeviceBuffer<T> {
             let _ = self.stream.device().bind_to_thread();
             // SAFETY: ptr came from cuMemAllocAsync on this stream; freeing on the same stream
             // orders the free after every use queued there. Errors cannot be returned from drop.
-            unsafe {
-                let _ = result::free_async(self.ptr, self.stream.raw() as sys::CUstream);
-            }
+            let _ = crate::counts::pool_free(|| unsafe { result::free_async(self.ptr, self.stream.raw() as sys::CUstream) });
         }
     }
 }

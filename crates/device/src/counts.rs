@@ -1,7 +1,9 @@
 //! How chatty a call is: this thread's calls into the C ABI (kernel launches and CUB calls,
 //! each phase of a two-phase CUB call counted), its waits for the device (stream, event and
 //! context synchronizations, including the one inside [`Stream::copy_to_host`](crate::Stream::copy_to_host))
-//! with the time they took, and its allocations from the device's pool.
+//! with the time they took, and its allocations from the device's pool and frees back to it.
+//! The time of the calls into the C ABI and of the pool's calls is counted too: on a host whose
+//! cores are all busy, a driver call can take far longer than the device work it queues.
 //!
 //! The counters are per thread (a join runs on the thread that calls it), always on, and cost
 //! one thread-local increment each. Take a snapshot before and after a call:
@@ -11,7 +13,7 @@
 //! let before = call_counts();
 //! count_c_call(); // what a layer owning a C ABI does once per call into it
 //! let d = call_counts().since(before);
-//! assert_eq!((d.c_calls, d.host_waits, d.allocs), (1, 0, 0));
+//! assert_eq!((d.c_calls, d.host_waits, d.allocs, d.frees), (1, 0, 0, 0));
 //! assert_eq!(d.host_wait_time, std::time::Duration::ZERO);
 //! ```
 
@@ -23,6 +25,17 @@ thread_local! {
     static HOST_WAITS: Cell<u64> = const { Cell::new(0) };
     static HOST_WAIT_NANOS: Cell<u64> = const { Cell::new(0) };
     static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    static FREES: Cell<u64> = const { Cell::new(0) };
+    static C_CALL_NANOS: Cell<u64> = const { Cell::new(0) };
+    static POOL_CALL_NANOS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn timed<R>(total: &'static std::thread::LocalKey<Cell<u64>>, f: impl FnOnce() -> R) -> R {
+    let t = Instant::now();
+    let r = f();
+    let nanos = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    total.with(|c| c.set(c.get().saturating_add(nanos)));
+    r
 }
 
 /// A snapshot of this thread's counters (totals since the thread started).
@@ -35,8 +48,14 @@ pub struct CallCounts {
     /// The time those waits took (the wait calls' wall time: the device's work still queued
     /// when the wait began, and the driver's own cost of the call).
     pub host_wait_time: Duration,
-    /// Allocations from the device's stream-ordered pool (each a driver call).
+    /// Allocations from the device's stream-ordered pool, and frees back to it (each a driver
+    /// call).
     pub allocs: u64,
+    pub frees: u64,
+    /// The time of the calls into the C ABI counted by [`c_call`] (queueing the kernels: the
+    /// driver's launch calls) and of the pool's allocations and frees.
+    pub c_call_time: Duration,
+    pub pool_call_time: Duration,
 }
 
 impl CallCounts {
@@ -47,6 +66,9 @@ impl CallCounts {
             host_waits: self.host_waits - earlier.host_waits,
             host_wait_time: self.host_wait_time.saturating_sub(earlier.host_wait_time),
             allocs: self.allocs - earlier.allocs,
+            frees: self.frees - earlier.frees,
+            c_call_time: self.c_call_time.saturating_sub(earlier.c_call_time),
+            pool_call_time: self.pool_call_time.saturating_sub(earlier.pool_call_time),
         }
     }
 }
@@ -58,6 +80,9 @@ pub fn call_counts() -> CallCounts {
         host_waits: HOST_WAITS.with(Cell::get),
         host_wait_time: Duration::from_nanos(HOST_WAIT_NANOS.with(Cell::get)),
         allocs: ALLOCS.with(Cell::get),
+        frees: FREES.with(Cell::get),
+        c_call_time: Duration::from_nanos(C_CALL_NANOS.with(Cell::get)),
+        pool_call_time: Duration::from_nanos(POOL_CALL_NANOS.with(Cell::get)),
     }
 }
 
@@ -67,17 +92,27 @@ pub fn count_c_call() {
     C_CALLS.with(|c| c.set(c.get() + 1));
 }
 
-/// Runs `wait`, one wait of the host for the device on this thread, counting it and its time.
-pub(crate) fn host_wait<R>(wait: impl FnOnce() -> R) -> R {
-    let t = Instant::now();
-    let r = wait();
-    let nanos = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    HOST_WAITS.with(|c| c.set(c.get() + 1));
-    HOST_WAIT_NANOS.with(|c| c.set(c.get().saturating_add(nanos)));
-    r
+/// Runs `call`, one call into the C ABI, counting it and its time (what [`count_c_call`] counts,
+/// timed).
+pub fn c_call<R>(call: impl FnOnce() -> R) -> R {
+    count_c_call();
+    timed(&C_CALL_NANOS, call)
 }
 
-/// Counts one allocation from the device's pool on this thread.
-pub(crate) fn count_alloc() {
+/// Runs `wait`, one wait of the host for the device on this thread, counting it and its time.
+pub(crate) fn host_wait<R>(wait: impl FnOnce() -> R) -> R {
+    HOST_WAITS.with(|c| c.set(c.get() + 1));
+    timed(&HOST_WAIT_NANOS, wait)
+}
+
+/// Runs `alloc`, one allocation from the device's pool on this thread, counting it and its time.
+pub(crate) fn pool_alloc<R>(alloc: impl FnOnce() -> R) -> R {
     ALLOCS.with(|c| c.set(c.get() + 1));
+    timed(&POOL_CALL_NANOS, alloc)
+}
+
+/// Runs `free`, one free back to the device's pool on this thread, counting it and its time.
+pub(crate) fn pool_free<R>(free: impl FnOnce() -> R) -> R {
+    FREES.with(|c| c.set(c.get() + 1));
+    timed(&POOL_CALL_NANOS, free)
 }

@@ -72,9 +72,8 @@ impl Stream {
             return Ok(DeviceBuffer::from_raw_parts(0, 0, self.clone()));
         }
         self.device.bind_to_thread()?;
-        crate::counts::count_alloc();
         // SAFETY: the stream belongs to the bound context; the memory is freed on drop.
-        let try_alloc = || unsafe { result::malloc_async(self.inner.cu_stream(), bytes) };
+        let try_alloc = || crate::counts::pool_alloc(|| unsafe { result::malloc_async(self.inner.cu_stream(), bytes) });
         let oom = |e: &cudarc::driver::DriverError| e.0 == sys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY;
         let ptr = match try_alloc() {
             Ok(p) => p,

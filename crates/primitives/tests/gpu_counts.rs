@@ -5,9 +5,9 @@
 
 use gpujoin_device::counts::{call_counts, CallCounts};
 
-/// (calls into C, host waits, allocations).
-fn counted(c: CallCounts) -> (u64, u64, u64) {
-    (c.c_calls, c.host_waits, c.allocs)
+/// (calls into C, host waits, allocations, frees).
+fn counted(c: CallCounts) -> (u64, u64, u64, u64) {
+    (c.c_calls, c.host_waits, c.allocs, c.frees)
 }
 use gpujoin_device::testing::device_or_skip;
 use gpujoin_primitives::{inclusive_sum, iota_u32};
@@ -21,15 +21,18 @@ fn calls_into_c_and_host_waits_are_counted_per_thread() {
     let before = call_counts();
     // One single-phase kernel: one call, no wait.
     iota_u32(&s, &mut ids.view_mut(), 1).unwrap();
-    assert_eq!(counted(call_counts().since(before)), (1, 0, 0));
-    assert_eq!(call_counts().since(before).host_wait_time, std::time::Duration::ZERO, "no wait, no wait time");
-    // CUB's scan: its size query, its temporary storage and its run.
+    assert_eq!(counted(call_counts().since(before)), (1, 0, 0, 0));
+    let so_far = call_counts().since(before);
+    assert_eq!((so_far.host_wait_time, so_far.pool_call_time), (std::time::Duration::ZERO, std::time::Duration::ZERO), "no wait, no pool call: no time");
+    assert!(so_far.c_call_time > std::time::Duration::ZERO, "the launch's time is counted");
+    // CUB's scan: its size query, its temporary storage (allocated and freed) and its run.
     inclusive_sum(&s, &ids.view(), &mut sums.view_mut()).unwrap();
-    assert_eq!(counted(call_counts().since(before)), (3, 0, 1));
+    assert_eq!(counted(call_counts().since(before)), (3, 0, 1, 1));
+    assert!(call_counts().since(before).pool_call_time > std::time::Duration::ZERO, "the pool calls' time is counted");
     // Reading the result back waits once, and that wait took some time.
     let host = s.copy_to_host(&sums.view()).unwrap();
     assert_eq!(host[999], 1000 * 1001 / 2, "the scan's last sum");
-    assert_eq!(counted(call_counts().since(before)), (3, 1, 1));
+    assert_eq!(counted(call_counts().since(before)), (3, 1, 1, 1));
     assert!(call_counts().since(before).host_wait_time > std::time::Duration::ZERO, "the wait's time is counted");
     // Another thread's calls are its own.
     let other = std::thread::spawn(move || {
@@ -42,6 +45,6 @@ fn calls_into_c_and_host_waits_are_counted_per_thread() {
     })
     .join()
     .unwrap();
-    assert_eq!(counted(other), (1, 1, 0));
-    assert_eq!(counted(call_counts().since(before)), (3, 1, 1), "the other thread's calls are not this thread's");
+    assert_eq!(counted(other), (1, 1, 0, 0));
+    assert_eq!(counted(call_counts().since(before)), (3, 1, 1, 1), "the other thread's calls are not this thread's");
 }
