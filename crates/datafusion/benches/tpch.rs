@@ -20,7 +20,9 @@
 //! several separated by commas, each variant with each in turn; CSV group suffix `_<wait>_wait`);
 //! unset, the device's setting is left as it is. `GPUJOIN_TPCH_DEVICE_LANES` sets
 //! `GpuJoinConfig::device_lanes` (a count, `auto` for the default, or several separated by commas;
-//! CSV group suffix `_<n>_lanes`).
+//! CSV group suffix `_<n>_lanes`). `GPUJOIN_TPCH_BLOCK_CACHE` sets
+//! `GpuJoinConfig::block_cache_bytes` likewise (bytes, `auto` for the default, or several; CSV
+//! group suffix `_<n>_block_cache`).
 //!
 //! With `GPUJOIN_TPCH_DUCKDB_DIR` set, the generated tables are also written there for DuckDB
 //! (`benches/duckdb_tpch.py` runs the same queries on them, on the same machine): each table as
@@ -86,6 +88,10 @@ fn main() {
         Err(_) => vec![None],
         Ok(list) => list.split(',').map(|n| match n.trim() { "auto" => None, n => Some(n.parse().expect("GPUJOIN_TPCH_DEVICE_LANES: counts or auto")) }).collect(),
     };
+    let block_caches: Vec<Option<usize>> = match std::env::var("GPUJOIN_TPCH_BLOCK_CACHE") {
+        Err(_) => vec![None],
+        Ok(list) => list.split(',').map(|n| match n.trim() { "auto" => None, n => Some(n.parse().expect("GPUJOIN_TPCH_BLOCK_CACHE: byte counts or auto")) }).collect(),
+    };
     println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, probe parts {:?}, device: {device_name}", probe_parts.iter().map(|&p| name_parts(p)).collect::<Vec<_>>());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -106,18 +112,20 @@ fn main() {
             .iter()
             .flat_map(|&g| probe_parts.iter().map(move |&p| (g, p)))
             .flat_map(|(g, p)| host_waits.iter().map(move |&w| (g, p, w)))
-            .flat_map(|(g, p, w)| lanes.iter().map(move |&n| (g, p, w, n)));
-        for (gather, probe_part_rows, host_wait, device_lanes) in variants {
+            .flat_map(|(g, p, w)| lanes.iter().map(move |&n| (g, p, w, n)))
+            .flat_map(|(g, p, w, n)| block_caches.iter().map(move |&c| (g, p, w, n, c)));
+        for (gather, probe_part_rows, host_wait, device_lanes, block_cache_bytes) in variants {
             if let (Some(wait), Some(device)) = (host_wait, &device) {
                 device.set_host_wait(wait).unwrap();
                 println!("host threads wait for the device: {:?}", device.host_wait().unwrap());
             }
-            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, ..GpuJoinConfig::default() }).build();
+            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, ..GpuJoinConfig::default() }).build();
             let gpu = SessionContext::new_with_state(gpu_state);
             for t in tpch::TABLES {
                 gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
             }
-            println!("output gathered on the {gather:?}, probe parts {}, device lanes {}", name_parts(probe_part_rows), GpuJoinConfig { device_lanes, ..GpuJoinConfig::default() }.device_lanes());
+            let shown = GpuJoinConfig { device_lanes, block_cache_bytes, ..GpuJoinConfig::default() };
+            println!("output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes", name_parts(probe_part_rows), shown.device_lanes(), shown.block_cache_bytes());
             let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
             println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | device joins: each one's calls, waits, allocations (count / ms) | cores busy plain / rule | answers");
             for &q in &queries {
@@ -162,6 +170,9 @@ fn main() {
                 if let Some(n) = device_lanes {
                     group = format!("{group}_{n}_lanes");
                 }
+                if let Some(n) = block_cache_bytes {
+                    group = format!("{group}_{n}_block_cache");
+                }
                 for (case, ms) in [
                     ("plain", mp),
                     ("gpu_rule", mg),
@@ -187,7 +198,8 @@ fn main() {
                     std::fs::create_dir_all(dir).unwrap();
                     let wait = host_wait.map(|w| format!("_{}", w.name())).unwrap_or_default();
                     let lanes = device_lanes.map(|n| format!("_{n}lanes")).unwrap_or_default();
-                    let variant = format!("{}_{}{wait}{lanes}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
+                    let cache = block_cache_bytes.map(|n| format!("_{n}cache")).unwrap_or_default();
+                    let variant = format!("{}_{}{wait}{lanes}{cache}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
                     for (ctx, name) in [(&plain, "plain".to_string()), (&gpu, variant)] {
                         std::fs::write(dir.join(format!("q{q}_{name}.txt")), analyzed_plan(ctx, q).await).unwrap();
                     }

@@ -110,6 +110,8 @@ struct ConfigNode {
     probe_part_rows: Option<u64>,
     #[prost(uint64, optional, tag = "9")]
     device_lanes: Option<u64>,
+    #[prost(uint64, optional, tag = "10")]
+    block_cache_bytes: Option<u64>,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -207,6 +209,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             gather: if c.gather_on_device { OutputGather::Device } else { OutputGather::Host },
             probe_part_rows: c.probe_part_rows.map(|r| usize::try_from(r).unwrap_or(usize::MAX)),
             device_lanes: c.device_lanes.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            block_cache_bytes: c.block_cache_bytes.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -253,6 +256,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 gather_on_device: c.gather == OutputGather::Device,
                 probe_part_rows: c.probe_part_rows.map(|r| r as u64),
                 device_lanes: c.device_lanes.map(|n| n as u64),
+                block_cache_bytes: c.block_cache_bytes.map(|n| n as u64),
             }),
             replaces: exec.replaces().map(str::to_string),
         };

@@ -55,6 +55,14 @@ pub struct GpuJoinConfig {
     /// ([`OutputGather::Host`]) and, for device gathers, to the upload and join (their
     /// downloads stream with the output).
     pub device_lanes: Option<usize>,
+    /// The most bytes of small freed device blocks (each at most [`BLOCK_CACHE_LARGEST`]) a
+    /// partition keeps for its next device joins, instead of returning them to the device's
+    /// pool (`gpujoin_device::Device::new_stream_with_block_cache`). A join of a probe part
+    /// makes some fifty allocations, each an allocation and a free in the driver, calls that
+    /// wait for the driver's lock and for a core while DataFusion's threads keep every core
+    /// busy. Kept until the partition's work ends. `None` (the default):
+    /// [`DEFAULT_BLOCK_CACHE_BYTES`]; `Some(0)`: none kept.
+    pub block_cache_bytes: Option<usize>,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -75,6 +83,7 @@ impl Default for GpuJoinConfig {
             gather: OutputGather::Host,
             probe_part_rows: None,
             device_lanes: None,
+            block_cache_bytes: None,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }
@@ -96,6 +105,14 @@ pub const MIN_PROBE_PART_ROWS: usize = 1 << 20;
 /// (`benches/results/issue12-tpch-h100.md`, session 23); fewer lanes leave the device idle
 /// while a partition's upload is on the host.
 pub const DEFAULT_DEVICE_LANES: usize = 4;
+
+/// The bytes of small freed device blocks a partition keeps by default
+/// ([`GpuJoinConfig::block_cache_bytes`]): 16 MiB.
+pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 16 << 20;
+
+/// The largest block a partition keeps ([`GpuJoinConfig::block_cache_bytes`]): 1 MiB (a
+/// per-row buffer of a probe part of up to 2^18 rows).
+pub const BLOCK_CACHE_LARGEST: usize = 1 << 20;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
 ///
@@ -130,6 +147,11 @@ impl GpuJoinConfig {
     /// The partitions that may use the device at once ([`GpuJoinConfig::device_lanes`]).
     pub fn device_lanes(&self) -> usize {
         self.device_lanes.unwrap_or(DEFAULT_DEVICE_LANES).max(1)
+    }
+
+    /// The bytes of freed blocks a partition keeps ([`GpuJoinConfig::block_cache_bytes`]).
+    pub fn block_cache_bytes(&self) -> usize {
+        self.block_cache_bytes.unwrap_or(DEFAULT_BLOCK_CACHE_BYTES)
     }
 
     /// Whether the configuration asks to plan without a GPU (the `testing` feature's switch).

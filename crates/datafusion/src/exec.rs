@@ -108,7 +108,7 @@ use tokio::sync::OnceCell;
 
 use crate::lanes::Lane;
 use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan};
-use crate::{GpuJoinConfig, OutputGather};
+use crate::{GpuJoinConfig, OutputGather, BLOCK_CACHE_LARGEST};
 
 /// The build side of a partition's join: its batches on the host and its join columns uploaded
 /// once, when first needed: for a `CollectLeft` join (`shared`) by the first output partition
@@ -365,6 +365,9 @@ impl DisplayAs for GpuJoinExec {
                 }
                 if let Some(n) = self.config.device_lanes {
                     write!(f, ", device_lanes={n}")?;
+                }
+                if let Some(n) = self.config.block_cache_bytes {
+                    write!(f, ", block_cache_bytes={n}")?;
                 }
                 if let Some(r) = &self.replaces {
                     write!(f, ", replaces={r}")?;
@@ -625,7 +628,8 @@ struct Job {
     /// Time spent waiting for the consumer to take a batch.
     waited: Cell<Duration>,
     /// The partition's device and stream, opened by its first device join and kept for the
-    /// later parts of a streamed probe side.
+    /// later parts of a streamed probe side (the stream keeps small freed blocks for them:
+    /// [`GpuJoinConfig::block_cache_bytes`]).
     device: std::cell::OnceCell<(gpujoin_device::Device, gpujoin_device::Stream)>,
 }
 
@@ -660,7 +664,11 @@ impl Job {
             return Ok(d);
         }
         let device = gpujoin_device::Device::new(self.config.device).map_err(external)?;
-        let stream = device.new_stream().map_err(external)?;
+        let stream = match self.config.block_cache_bytes() {
+            0 => device.new_stream(),
+            bytes => device.new_stream_with_block_cache(BLOCK_CACHE_LARGEST, bytes),
+        }
+        .map_err(external)?;
         Ok(self.device.get_or_init(|| (device, stream)))
     }
 

@@ -1093,9 +1093,10 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
     let mut round_trips = 0;
     for partitioned in [false, true] {
         // The partitioned plans gather on the device (`gather=device` in the plan's text).
-        // The collect-left plans stream their probe sides in parts of 50 rows.
-        let (gather, probe_part_rows, device_lanes) = if partitioned { (OutputGather::Device, None, None) } else { (OutputGather::Host, Some(50), Some(3)) };
-        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        // The collect-left plans stream their probe sides in parts of 50 rows and keep 1 MiB
+        // of freed device blocks; the partitioned ones keep none.
+        let (gather, probe_part_rows, device_lanes, block_cache_bytes) = if partitioned { (OutputGather::Device, None, None, Some(0)) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20)) };
+        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();
             assert!(count_nodes(&plan, "GpuJoinExec") > 0, "{sql}: a GPU join to serialize\n{}", plan_text(&plan));

@@ -19,6 +19,9 @@ pub struct DeviceBuffer<T: Pod> {
     ptr: sys::CUdeviceptr,
     len: usize,
     stream: Stream,
+    /// The size class of a block from the stream's block cache (it goes back there on drop);
+    /// 0: memory from the pool, freed to it.
+    class: usize,
     _marker: PhantomData<T>,
 }
 
@@ -50,7 +53,12 @@ fn resolve(bounds: impl RangeBounds<usize>, len: usize) -> (usize, usize) {
 
 impl<T: Pod> DeviceBuffer<T> {
     pub(crate) fn from_raw_parts(ptr: sys::CUdeviceptr, len: usize, stream: Stream) -> Self {
-        DeviceBuffer { ptr, len, stream, _marker: PhantomData }
+        DeviceBuffer { ptr, len, stream, class: 0, _marker: PhantomData }
+    }
+
+    /// A block of size class `class` that goes back to `stream`'s block cache on drop.
+    pub(crate) fn from_cached_block(ptr: sys::CUdeviceptr, len: usize, stream: Stream, class: usize) -> Self {
+        DeviceBuffer { ptr, len, stream, class, _marker: PhantomData }
     }
 
     /// Number of elements.
@@ -100,7 +108,7 @@ impl<T: Pod> DeviceBuffer<T> {
         let me = std::mem::ManuallyDrop::new(self);
         // SAFETY: we move the fields out of a buffer whose destructor will not run.
         let stream = unsafe { std::ptr::read(&me.stream) };
-        DeviceBuffer { ptr: me.ptr, len: me.len, stream, _marker: PhantomData }
+        DeviceBuffer { ptr: me.ptr, len: me.len, stream, class: me.class, _marker: PhantomData }
     }
 
     /// The same memory as raw bytes (`len * size_of::<T>()` of them), e.g. an Arrow buffer.
@@ -109,7 +117,7 @@ impl<T: Pod> DeviceBuffer<T> {
         let me = std::mem::ManuallyDrop::new(self);
         // SAFETY: we move the fields out of a buffer whose destructor will not run.
         let stream = unsafe { std::ptr::read(&me.stream) };
-        DeviceBuffer { ptr: me.ptr, len: bytes, stream, _marker: PhantomData }
+        DeviceBuffer { ptr: me.ptr, len: bytes, stream, class: me.class, _marker: PhantomData }
     }
 
     /// Shortens the buffer to `len` elements (the memory is kept until drop).
@@ -121,6 +129,11 @@ impl<T: Pod> DeviceBuffer<T> {
 impl<T: Pod> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         if self.ptr != 0 {
+            // A cached block serves the stream's next allocation of its class: that work is
+            // queued after every use of this buffer on the stream.
+            if self.class > 0 && self.stream.keep_block(self.ptr, self.class) {
+                return;
+            }
             let _ = self.stream.device().bind_to_thread();
             // SAFETY: ptr came from cuMemAllocAsync on this stream; freeing on the same stream
             // orders the free after every use queued there. Errors cannot be returned from drop.
@@ -220,7 +233,7 @@ impl DeviceBuffer<u8> {
         let me = std::mem::ManuallyDrop::new(self);
         // SAFETY: we move the fields out of a buffer whose destructor will not run.
         let stream = unsafe { std::ptr::read(&me.stream) };
-        Ok(DeviceBuffer { ptr: me.ptr, len, stream, _marker: PhantomData })
+        Ok(DeviceBuffer { ptr: me.ptr, len, stream, class: me.class, _marker: PhantomData })
     }
 }
 

@@ -269,6 +269,29 @@ impl Device {
         Ok(Stream::from_parts(self.clone(), s))
     }
 
+    /// A new stream that keeps the small blocks its buffers free, for its own next allocations
+    /// of the same size class, instead of returning them to the pool: each reuse saves a
+    /// `cuMemAllocAsync` and a `cuMemFreeAsync`, driver calls that cost most where every core
+    /// is busy (a query engine's threads). Blocks are powers of two from 256 bytes; at most
+    /// `largest_block` bytes each and `capacity` bytes in all are kept, the rest goes back to
+    /// the pool. The kept blocks stay allocated (and count in [`Device::peak_memory`]) until
+    /// the stream, its clones and its buffers are all dropped, [`Stream::release_block_cache`]
+    /// is called, or an allocation on the stream finds the device full.
+    ///
+    /// ```no_run
+    /// # fn f(device: &gpujoin_device::Device) -> gpujoin_device::Result<()> {
+    /// let stream = device.new_stream_with_block_cache(1 << 20, 16 << 20)?;
+    /// drop(stream.alloc::<u32>(1000)?); // 4000 bytes: a 4 KiB block, kept when dropped
+    /// assert_eq!(stream.block_cache_bytes(), 4096);
+    /// let again = stream.alloc::<u8>(3000)?; // the same block, no driver call
+    /// assert_eq!(stream.block_cache_bytes(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn new_stream_with_block_cache(&self, largest_block: usize, capacity: usize) -> Result<Stream> {
+        let s = self.ctx.new_stream().map_err(|e| driver("cuStreamCreate", e))?;
+        Ok(Stream::with_block_cache(self.clone(), s, largest_block, capacity))
+    }
+
     /// Device name, e.g. `NVIDIA H100 80GB HBM3`.
     pub fn name(&self) -> Result<String> {
         self.ctx.name().map_err(|e| driver("cuDeviceGetName", e))

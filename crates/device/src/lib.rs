@@ -16,6 +16,7 @@
 //! # Ok::<(), gpujoin_device::Error>(())
 //! ```
 
+mod block_cache;
 mod buffer;
 pub mod counts;
 mod device;

@@ -6,17 +6,20 @@ use std::sync::Arc;
 use bytemuck::Pod;
 use cudarc::driver::{result, sys, CudaStream};
 
+use crate::block_cache::BlockCache;
 use crate::buffer::{DeviceBuffer, DeviceView, DeviceViewMut};
 use crate::device::Device;
 use crate::error::{driver, Error, Result};
 use crate::event::Event;
 use crate::pinned::PinnedBuffer;
 
-/// A CUDA stream of a [`Device`]. Cloning shares the stream.
+/// A CUDA stream of a [`Device`]. Cloning shares the stream (and its block cache, if it has
+/// one: [`Device::new_stream_with_block_cache`]).
 #[derive(Clone)]
 pub struct Stream {
     device: Device,
     inner: Arc<CudaStream>,
+    cache: Option<Arc<BlockCache>>,
 }
 
 impl std::fmt::Debug for Stream {
@@ -40,7 +43,43 @@ fn is_page_locked(p: *const c_void) -> bool {
 
 impl Stream {
     pub(crate) fn from_parts(device: Device, inner: Arc<CudaStream>) -> Self {
-        Stream { device, inner }
+        Stream { device, inner, cache: None }
+    }
+
+    /// A stream whose small freed blocks are kept for its next allocations (see
+    /// [`Device::new_stream_with_block_cache`]).
+    pub(crate) fn with_block_cache(device: Device, inner: Arc<CudaStream>, largest_block: usize, capacity: usize) -> Self {
+        let cache = Arc::new(BlockCache::new(Arc::clone(&inner), largest_block, capacity));
+        Stream { device, inner, cache: Some(cache) }
+    }
+
+    /// The block cache's largest block and capacity in bytes (`None`: the stream has none).
+    pub fn block_cache_limits(&self) -> Option<(usize, usize)> {
+        self.cache.as_ref().map(|c| (c.largest_block(), c.capacity()))
+    }
+
+    /// Bytes of device memory this stream's block cache holds now (0 without one): allocated
+    /// from the pool, free for the stream's next allocations.
+    pub fn block_cache_bytes(&self) -> usize {
+        self.cache.as_ref().map_or(0, |c| c.held())
+    }
+
+    /// Gives the blocks this stream's cache holds back to the device's pool (ordered after the
+    /// stream's queued work); returns their bytes. The cache keeps working afterwards.
+    pub fn release_block_cache(&self) -> Result<usize> {
+        match &self.cache {
+            Some(c) => {
+                self.device.bind_to_thread()?;
+                Ok(c.release())
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// Keeps a freed block of size class `class` in the stream's cache (`false`: no cache, or it
+    /// is full).
+    pub(crate) fn keep_block(&self, ptr: sys::CUdeviceptr, class: usize) -> bool {
+        self.cache.as_ref().is_some_and(|c| c.keep(ptr, class))
     }
 
     /// The device this stream runs on.
@@ -71,6 +110,14 @@ impl Stream {
         if bytes == 0 {
             return Ok(DeviceBuffer::from_raw_parts(0, 0, self.clone()));
         }
+        // A block of the stream's cache where it has one of the request's class.
+        let class = self.cache.as_ref().and_then(|c| c.class_of(bytes));
+        if let (Some(cache), Some(class)) = (&self.cache, class) {
+            if let Some(ptr) = cache.take(class) {
+                return Ok(DeviceBuffer::from_cached_block(ptr, len, self.clone(), class));
+            }
+        }
+        let bytes = class.unwrap_or(bytes);
         self.device.bind_to_thread()?;
         // SAFETY: the stream belongs to the bound context; the memory is freed on drop.
         let try_alloc = || crate::counts::pool_alloc(|| unsafe { result::malloc_async(self.inner.cu_stream(), bytes) });
@@ -80,6 +127,7 @@ impl Stream {
             // The pool may hold freed memory in chunks that cannot serve this size, or frees
             // still queued on streams: wait for them, give the pool's unused memory back, retry.
             Err(e) if oom(&e) => {
+                self.release_block_cache()?;
                 self.device.trim_memory()?;
                 try_alloc().map_err(|e| {
                     if oom(&e) {
@@ -93,7 +141,10 @@ impl Stream {
             }
             Err(e) => return Err(driver("cuMemAllocAsync", e)),
         };
-        Ok(DeviceBuffer::from_raw_parts(ptr, len, self.clone()))
+        Ok(match class {
+            Some(class) => DeviceBuffer::from_cached_block(ptr, len, self.clone(), class),
+            None => DeviceBuffer::from_raw_parts(ptr, len, self.clone()),
+        })
     }
 
     /// Grows the device's memory pool ahead of a large job, so that its allocations are served

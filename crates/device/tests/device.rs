@@ -156,3 +156,65 @@ fn dropped_events_are_recorded_again_by_the_next_of_their_kind() {
     let t = Timer::start(&s).unwrap();
     assert!(t.stop(&s).unwrap() >= 0.0);
 }
+
+#[test]
+fn a_stream_with_a_block_cache_reuses_its_small_freed_blocks() {
+    let Some(d) = device_or_skip("a_stream_with_a_block_cache_reuses_its_small_freed_blocks") else { return };
+    use gpujoin_device::counts::call_counts;
+    // Blocks of at most 64 KiB, 16 KiB of them in all.
+    let s = d.new_stream_with_block_cache(64 << 10, 16 << 10).unwrap();
+    assert_eq!(s.block_cache_limits(), Some((64 << 10, 16 << 10)));
+    assert_eq!(d.new_stream().unwrap().block_cache_limits(), None);
+    let before = call_counts();
+    // 4000 bytes take a 4 KiB block from the pool; dropped, it stays with the stream.
+    let a = s.alloc::<u32>(1000).unwrap();
+    drop(a);
+    assert_eq!(s.block_cache_bytes(), 4096);
+    let n = call_counts().since(before);
+    assert_eq!((n.allocs, n.frees), (1, 0), "one allocation from the pool, none freed to it");
+    // Any request of that class takes it back without the driver, and holds its own values.
+    let mut b = s.alloc::<u8>(3000).unwrap();
+    assert_eq!(s.block_cache_bytes(), 0);
+    let values: Vec<u8> = (0..3000).map(|i| (i % 251) as u8).collect();
+    s.copy_host_to_device(&values, &mut b.view_mut()).unwrap();
+    assert_eq!(b.to_vec().unwrap(), values);
+    assert_eq!(call_counts().since(before).allocs, 1, "the second allocation came from the cache");
+    // A buffer shortened or cast keeps its block's class.
+    let mut c = s.alloc::<u32>(2048).unwrap(); // 8 KiB
+    c.truncate(3);
+    drop(c.cast::<f32>());
+    drop(b);
+    assert_eq!(s.block_cache_bytes(), 8192 + 4096);
+    // Past the capacity (16 KiB), a freed block goes back to the pool.
+    let e = s.alloc::<u8>(8 << 10).unwrap(); // the 8 KiB block from the cache
+    let f = s.alloc::<u8>(8 << 10).unwrap(); // a new one
+    assert_eq!(s.block_cache_bytes(), 4096);
+    let frees = call_counts().frees;
+    drop(e);
+    drop(f);
+    assert_eq!(s.block_cache_bytes(), 4096 + 8192, "the second 8 KiB block did not fit");
+    assert_eq!(call_counts().frees - frees, 1);
+    // Larger than the largest block kept: from the pool and back to it.
+    let frees = call_counts().frees;
+    drop(s.alloc::<u8>(1 << 20).unwrap());
+    assert_eq!((s.block_cache_bytes(), call_counts().frees - frees), (4096 + 8192, 1));
+    // Stream order: a block reused while the copy out of its last contents is still queued
+    // gets its new contents after that copy.
+    let mut old = s.alloc::<u32>(1024).unwrap(); // the 4 KiB block
+    s.memset_bytes(&mut old.view_mut(), 7).unwrap();
+    let mut out = s.alloc::<u32>(1024 * 64).unwrap();
+    s.copy_device_to_device(&old.view(), &mut out.slice_mut(0..1024)).unwrap();
+    drop(old);
+    let mut new = s.alloc::<u32>(1024).unwrap();
+    s.memset_bytes(&mut new.view_mut(), 9).unwrap();
+    assert!(out.to_vec().unwrap()[..1024].iter().all(|&v| v == 0x0707_0707), "the copy ran before the block was written again");
+    assert!(new.to_vec().unwrap().iter().all(|&v| v == 0x0909_0909));
+    drop((new, out));
+    // Released, the blocks go back to the pool; the cache keeps working.
+    let held = s.block_cache_bytes();
+    assert!(held > 0);
+    assert_eq!(s.release_block_cache().unwrap(), held);
+    assert_eq!(s.block_cache_bytes(), 0);
+    drop(s.alloc::<u8>(100).unwrap());
+    assert_eq!(s.block_cache_bytes(), 256);
+}
