@@ -55,9 +55,10 @@ pub struct GpuJoinConfig {
     /// ([`OutputGather::Host`]) and, for device gathers, to the upload and join (their
     /// downloads stream with the output).
     pub device_lanes: Option<usize>,
-    /// The most bytes of small freed device blocks (each at most [`BLOCK_CACHE_LARGEST`]) a
-    /// partition keeps for its next device joins, instead of returning them to the device's
-    /// pool (`gpujoin_device::Device::new_stream_with_block_cache`). A join of a probe part
+    /// The most bytes of freed device blocks (each at most a sixteenth of this:
+    /// [`GpuJoinConfig::block_cache_largest`]) a partition keeps for its next device joins,
+    /// instead of returning them to the device's pool
+    /// (`gpujoin_device::Device::new_stream_with_block_cache`). A join of a probe part
     /// makes some fifty allocations, each an allocation and a free in the driver, calls that
     /// wait for the driver's lock and for a core while DataFusion's threads keep every core
     /// busy. Kept until the partition's work ends. `None` (the default):
@@ -110,10 +111,6 @@ pub const DEFAULT_DEVICE_LANES: usize = 4;
 /// ([`GpuJoinConfig::block_cache_bytes`]): 16 MiB.
 pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 16 << 20;
 
-/// The largest block a partition keeps ([`GpuJoinConfig::block_cache_bytes`]): 1 MiB (a
-/// per-row buffer of a probe part of up to 2^18 rows).
-pub const BLOCK_CACHE_LARGEST: usize = 1 << 20;
-
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
 ///
 /// Example: `orders(cust, total) JOIN customers(id, name) ON cust = id`, output `total, name`.
@@ -152,6 +149,14 @@ impl GpuJoinConfig {
     /// The bytes of freed blocks a partition keeps ([`GpuJoinConfig::block_cache_bytes`]).
     pub fn block_cache_bytes(&self) -> usize {
         self.block_cache_bytes.unwrap_or(DEFAULT_BLOCK_CACHE_BYTES)
+    }
+
+    /// The largest block a partition keeps: a sixteenth of [`GpuJoinConfig::block_cache_bytes`].
+    ///
+    /// Example: the default 16 MiB keeps blocks of up to 1 MiB (a per-row buffer of a probe
+    /// part of up to 2^18 rows); 256 MiB, blocks of up to 16 MiB.
+    pub fn block_cache_largest(&self) -> usize {
+        self.block_cache_bytes() / 16
     }
 
     /// Whether the configuration asks to plan without a GPU (the `testing` feature's switch).

@@ -108,7 +108,7 @@ use tokio::sync::OnceCell;
 
 use crate::lanes::Lane;
 use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan};
-use crate::{GpuJoinConfig, OutputGather, BLOCK_CACHE_LARGEST};
+use crate::{GpuJoinConfig, OutputGather};
 
 /// The build side of a partition's join: its batches on the host and its join columns uploaded
 /// once, when first needed: for a `CollectLeft` join (`shared`) by the first output partition
@@ -666,7 +666,7 @@ impl Job {
         let device = gpujoin_device::Device::new(self.config.device).map_err(external)?;
         let stream = match self.config.block_cache_bytes() {
             0 => device.new_stream(),
-            bytes => device.new_stream_with_block_cache(BLOCK_CACHE_LARGEST, bytes),
+            bytes => device.new_stream_with_block_cache(self.config.block_cache_largest(), bytes),
         }
         .map_err(external)?;
         Ok(self.device.get_or_init(|| (device, stream)))
