@@ -84,14 +84,8 @@ fn main() {
         Err(_) => vec![None],
         Ok(list) => list.split(',').map(|w| Some(gpujoin_device::HostWait::parse(w).expect("GPUJOIN_TPCH_HOST_WAIT: auto, spin, yield or block"))).collect(),
     };
-    let lanes: Vec<Option<usize>> = match std::env::var("GPUJOIN_TPCH_DEVICE_LANES") {
-        Err(_) => vec![None],
-        Ok(list) => list.split(',').map(|n| match n.trim() { "auto" => None, n => Some(n.parse().expect("GPUJOIN_TPCH_DEVICE_LANES: counts or auto")) }).collect(),
-    };
-    let block_caches: Vec<Option<usize>> = match std::env::var("GPUJOIN_TPCH_BLOCK_CACHE") {
-        Err(_) => vec![None],
-        Ok(list) => list.split(',').map(|n| match n.trim() { "auto" => None, n => Some(n.parse().expect("GPUJOIN_TPCH_BLOCK_CACHE: byte counts or auto")) }).collect(),
-    };
+    let lanes = numbers_or_auto("GPUJOIN_TPCH_DEVICE_LANES");
+    let block_caches = numbers_or_auto("GPUJOIN_TPCH_BLOCK_CACHE");
     println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, probe parts {:?}, device: {device_name}", probe_parts.iter().map(|&p| name_parts(p)).collect::<Vec<_>>());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -137,6 +131,8 @@ fn main() {
                 let join_speedup = if jg.gpu_ms > 0.0 { replaced_cpu_ms / jg.gpu_ms } else { f64::NAN };
                 // The operators' compute over the cores the run had (the plan-kept runs).
                 let busy = |t: &tpch::JoinTimes| if t.wall_ms > 0.0 { 100.0 * t.operators_ms / (cores as f64 * t.wall_ms) } else { f64::NAN };
+                // A sum over the GPU joins' device joins, per device join.
+                let each = |total: f64| total / jg.device_joins.max(1) as f64;
                 println!(
                     "Q{q} | {mp:.1} | {mg:.1} | {:.2}x | {} of {} | {:.1} | {:.1} ({:.1} / {:.1} / {:.1} / {:.1}) | {join_speedup:.1}x | {:.1} | {}: {:.1} / {:.2}, {:.1} / {:.2}, {:.1} / {:.2} | {:.0}% / {:.0}% | {}",
                     mp / mg,
@@ -150,12 +146,12 @@ fn main() {
                     jg.gather_ms,
                     jg.lane_wait_ms,
                     jg.device_joins,
-                    jg.device_calls as f64 / jg.device_joins.max(1) as f64,
-                    jg.device_call_ms / jg.device_joins.max(1) as f64,
-                    jg.host_waits as f64 / jg.device_joins.max(1) as f64,
-                    jg.host_wait_ms / jg.device_joins.max(1) as f64,
-                    jg.device_allocs as f64 / jg.device_joins.max(1) as f64,
-                    jg.pool_call_ms / jg.device_joins.max(1) as f64,
+                    each(jg.device_calls as f64),
+                    each(jg.device_call_ms),
+                    each(jg.host_waits as f64),
+                    each(jg.host_wait_ms),
+                    each(jg.device_allocs as f64),
+                    each(jg.pool_call_ms),
                     busy(&jp),
                     busy(&jg),
                     if r.same { "equal" } else { "DIFFER" }
@@ -210,6 +206,17 @@ fn main() {
             write_csv(std::mem::take(&mut csv));
         }
     });
+}
+
+/// The variants of a numeric setting from the environment variable `var`: numbers, or `auto`
+/// for the default (`None`), separated by commas; unset, the default alone.
+///
+/// Example: `GPUJOIN_TPCH_DEVICE_LANES=auto,2` gives `[None, Some(2)]`.
+fn numbers_or_auto(var: &str) -> Vec<Option<usize>> {
+    match std::env::var(var) {
+        Err(_) => vec![None],
+        Ok(list) => list.split(',').map(|n| match n.trim() { "auto" => None, n => Some(n.parse().unwrap_or_else(|_| panic!("{var}: numbers or auto, not {n:?}"))) }).collect(),
+    }
 }
 
 /// Appends `rows` to `GPUJOIN_BENCH_CSV` when set (its header first when the file is new).

@@ -172,10 +172,12 @@ impl JoinTimes {
     }
 
     fn add(&mut self, plan: &Arc<dyn ExecutionPlan>) {
+        // The operator's metrics, aggregated once; a metric it lacks reads 0.
+        let metrics = plan.metrics();
+        let count = |name: &str| metrics.as_ref().and_then(|m| m.sum_by_name(name)).map_or(0, |v| v.as_usize());
         let ms = |name: &str| -> f64 {
-            let m = plan.metrics();
-            let nanos = if name == "elapsed_compute" { m.and_then(|m| m.elapsed_compute()) } else { m.and_then(|m| m.sum_by_name(name)).map(|v| v.as_usize()) };
-            nanos.unwrap_or(0) as f64 / 1e6
+            let nanos = if name == "elapsed_compute" { metrics.as_ref().and_then(|m| m.elapsed_compute()).unwrap_or(0) } else { count(name) };
+            nanos as f64 / 1e6
         };
         let name = plan.name();
         let compute = ms("elapsed_compute");
@@ -191,7 +193,6 @@ impl JoinTimes {
             self.download_ms += ms("download_time");
             self.gather_ms += ms("gather_time");
             self.lane_wait_ms += ms("device_lane_wait");
-            let count = |name: &str| plan.metrics().and_then(|m| m.sum_by_name(name)).map_or(0, |v| v.as_usize());
             self.device_joins += count("device_joins");
             self.device_calls += count("device_calls");
             self.device_call_ms += ms("device_call_time");

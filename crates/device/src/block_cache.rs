@@ -31,7 +31,7 @@ const SMALLEST_CLASS: usize = 256;
 /// [`SMALLEST_CLASS`].
 ///
 /// Example: 1 -> 256, 256 -> 256, 300 -> 512, 4096 -> 4096.
-pub(crate) fn size_class(bytes: usize) -> usize {
+fn size_class(bytes: usize) -> usize {
     bytes.max(SMALLEST_CLASS).next_power_of_two()
 }
 

@@ -9,9 +9,9 @@
 //! one thread-local increment each. Take a snapshot before and after a call:
 //!
 //! ```
-//! use gpujoin_device::counts::{call_counts, count_c_call};
+//! use gpujoin_device::counts::{c_call, call_counts};
 //! let before = call_counts();
-//! count_c_call(); // what a layer owning a C ABI does once per call into it
+//! c_call(|| 0); // what a layer owning a C ABI wraps each call into it in
 //! let d = call_counts().since(before);
 //! assert_eq!((d.c_calls, d.host_waits, d.allocs, d.frees), (1, 0, 0, 0));
 //! assert_eq!(d.host_wait_time, std::time::Duration::ZERO);
@@ -86,16 +86,10 @@ pub fn call_counts() -> CallCounts {
     }
 }
 
-/// Counts one call into the C ABI on this thread (called by the layer that owns it,
-/// `gpujoin-cub-sys`'s `result` module).
-pub fn count_c_call() {
-    C_CALLS.with(|c| c.set(c.get() + 1));
-}
-
-/// Runs `call`, one call into the C ABI, counting it and its time (what [`count_c_call`] counts,
-/// timed).
+/// Runs `call`, one call into the C ABI on this thread, counting it and its time (called by the
+/// layer that owns the ABI, `gpujoin-cub-sys`'s `result` module).
 pub fn c_call<R>(call: impl FnOnce() -> R) -> R {
-    count_c_call();
+    C_CALLS.with(|c| c.set(c.get() + 1));
     timed(&C_CALL_NANOS, call)
 }
 

@@ -4,13 +4,13 @@
 //! each, and the waits' time adds up.
 
 use gpujoin_device::counts::{call_counts, CallCounts};
+use gpujoin_device::testing::device_or_skip;
+use gpujoin_primitives::{inclusive_sum, iota_u32};
 
 /// (calls into C, host waits, allocations, frees).
 fn counted(c: CallCounts) -> (u64, u64, u64, u64) {
     (c.c_calls, c.host_waits, c.allocs, c.frees)
 }
-use gpujoin_device::testing::device_or_skip;
-use gpujoin_primitives::{inclusive_sum, iota_u32};
 
 #[test]
 fn calls_into_c_and_host_waits_are_counted_per_thread() {
