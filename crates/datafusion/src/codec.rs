@@ -112,6 +112,8 @@ struct ConfigNode {
     device_lanes: Option<u64>,
     #[prost(uint64, optional, tag = "10")]
     block_cache_bytes: Option<u64>,
+    #[prost(uint64, optional, tag = "11")]
+    min_build_rows: Option<u64>,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -210,6 +212,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             probe_part_rows: c.probe_part_rows.map(|r| usize::try_from(r).unwrap_or(usize::MAX)),
             device_lanes: c.device_lanes.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             block_cache_bytes: c.block_cache_bytes.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            min_build_rows: c.min_build_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -257,6 +260,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 probe_part_rows: c.probe_part_rows.map(|r| r as u64),
                 device_lanes: c.device_lanes.map(|n| n as u64),
                 block_cache_bytes: c.block_cache_bytes.map(|n| n as u64),
+                min_build_rows: c.min_build_rows.map(|n| n as u64),
             }),
             replaces: exec.replaces().map(str::to_string),
         };

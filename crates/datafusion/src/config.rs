@@ -64,6 +64,19 @@ pub struct GpuJoinConfig {
     /// busy. Kept until the partition's work ends. `None` (the default):
     /// [`DEFAULT_BLOCK_CACHE_BYTES`]; `Some(0)`: none kept.
     pub block_cache_bytes: Option<usize>,
+    /// Equi-joins whose build (left) input has fewer rows than this stay on the CPU
+    /// (`CpuJoinKeptExec: reason=a build side of at most N rows ...`). The bound is known where
+    /// the input is a table with an exact row count (in memory, Parquet) under filters,
+    /// projections, repartitions, sorts and aggregates, which never add rows; a build side made
+    /// by a join (whose row estimates DataFusion can get orders of magnitude low) or unknown
+    /// moves, as do theta and cross joins. Why: a device join has a fixed host cost (its upload's
+    /// set-up, launches, the download of its indices: about a millisecond a partition) and
+    /// collects each probe part before it joins, while DataFusion probes a small hash table, one
+    /// the CPU's caches hold, as its input streams by. Example: TPC-H Q5's joins with `region`
+    /// (5 rows, 1 after its filter) and `nation` (25) stay with `Some(1024)`; those with
+    /// `customer` and with the join of `orders` and `customer` move. `None` (the default):
+    /// [`DEFAULT_MIN_BUILD_ROWS`]; `Some(0)`: every join gpujoin can run moves.
+    pub min_build_rows: Option<usize>,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -85,6 +98,7 @@ impl Default for GpuJoinConfig {
             probe_part_rows: None,
             device_lanes: None,
             block_cache_bytes: None,
+            min_build_rows: None,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }
@@ -113,6 +127,10 @@ pub const DEFAULT_DEVICE_LANES: usize = 4;
 /// (0.2-0.3 ms) and the eight join-heavy queries from 6957 to 5591 ms; 256 MiB did not make the
 /// default parts' larger allocations cheaper (`benches/results/issue12-tpch-h100.md`, session 24).
 pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 16 << 20;
+
+/// The build rows below which an equi-join stays on the CPU by default
+/// ([`GpuJoinConfig::min_build_rows`]): 0, every join gpujoin can run moves.
+pub const DEFAULT_MIN_BUILD_ROWS: usize = 0;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
 ///
@@ -152,6 +170,12 @@ impl GpuJoinConfig {
     /// The bytes of freed blocks a partition keeps ([`GpuJoinConfig::block_cache_bytes`]).
     pub fn block_cache_bytes(&self) -> usize {
         self.block_cache_bytes.unwrap_or(DEFAULT_BLOCK_CACHE_BYTES)
+    }
+
+    /// The build rows below which an equi-join stays on the CPU
+    /// ([`GpuJoinConfig::min_build_rows`]).
+    pub fn min_build_rows(&self) -> usize {
+        self.min_build_rows.unwrap_or(DEFAULT_MIN_BUILD_ROWS)
     }
 
     /// The largest block a partition keeps: a sixteenth of [`GpuJoinConfig::block_cache_bytes`].

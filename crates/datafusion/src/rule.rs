@@ -18,6 +18,10 @@
 //! * every output column has a device type, and each input has a column to upload (a join that
 //!   outputs, keys and filters on no column of an input stays: gpujoin's tables carry their
 //!   rows in their columns);
+//! * (equi-joins) its build (left) input may have [`GpuJoinConfig::min_build_rows`] rows or
+//!   more (default [`DEFAULT_MIN_BUILD_ROWS`](crate::DEFAULT_MIN_BUILD_ROWS)): it stays when that
+//!   input is a table of fewer rows, seen through filters, projections, repartitions, sorts and
+//!   aggregates, which never add rows (a join's output always may);
 //! * both inputs are bounded, no `LIMIT` was pushed into it (`fetch`), and (hash and nested-loop
 //!   joins) it declares no output ordering (the plan above might rely on the order the CPU
 //!   operator keeps; gpujoin's differs).
@@ -64,6 +68,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::common::config::ConfigOptions;
+use datafusion::common::stats::Precision;
 use datafusion::common::{JoinType as DfJoinType, NullEquality, Result};
 use datafusion::execution::SessionState;
 use datafusion::physical_expr::PhysicalExprRef;
@@ -74,7 +79,13 @@ use datafusion::physical_plan::joins::utils::JoinFilter;
 use datafusion::physical_plan::joins::{CrossJoinExec, HashJoinExec, NestedLoopJoinExec, PartitionMode, PiecewiseMergeJoinExec, SortMergeJoinExec, StreamJoinPartitionMode, SymmetricHashJoinExec};
 use datafusion::physical_plan::sorts::partial_sort::PartialSortExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, StatisticsArgs, StatisticsContext};
 
 use crate::translate::{plan_join, Refusal};
 use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
@@ -321,6 +332,14 @@ impl GpuJoinRule {
         }
         let (ls, rs) = (j.left.schema(), j.right.schema());
         plan_join(&ls, &rs, j.on, j.filter, j.join_type, j.null_equality, j.projection, &self.config)?;
+        let min_build_rows = self.config.min_build_rows();
+        if min_build_rows > 0 && !j.on.is_empty() {
+            if let Some(rows) = rows_at_most(j.left).filter(|&rows| rows < min_build_rows) {
+                return Err(Refusal(format!(
+                    "a build side of at most {rows} rows, below min_build_rows={min_build_rows}: the CPU joins it for less than a device join's fixed cost"
+                )));
+            }
+        }
         let exec = GpuJoinExec::try_new(
             Arc::clone(j.left),
             Arc::clone(j.right),
@@ -385,6 +404,32 @@ fn without_sort(plan: &Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
     match plan.downcast_ref::<SortExec>() {
         Some(s) if s.fetch().is_none() && (s.preserve_partitioning() || s.input().output_partitioning().partition_count() <= 1) => Arc::clone(s.input()),
         _ => Arc::clone(plan),
+    }
+}
+
+/// The most rows `plan` can produce, where that is known: its exact row count (an in-memory or
+/// Parquet table), else its input's through operators that never add rows (filters,
+/// projections, repartitions, sorts, aggregates). A join's output, or anything else, is `None`:
+/// DataFusion's estimates of join outputs can be orders of magnitude low.
+///
+/// Example: `FilterExec(r_name = 'ASIA')` over `region`'s 5 rows gives `Some(5)` (DataFusion
+/// estimates 1); a `HashJoinExec` of two tables gives `None`.
+fn rows_at_most(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
+    if let Ok(stats) = StatisticsContext::new().compute(plan.as_ref(), &StatisticsArgs::new()) {
+        if let Precision::Exact(rows) = stats.num_rows {
+            return Some(rows);
+        }
+    }
+    let never_adds_rows = plan.downcast_ref::<FilterExec>().is_some()
+        || plan.downcast_ref::<ProjectionExec>().is_some()
+        || plan.downcast_ref::<RepartitionExec>().is_some()
+        || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<SortExec>().is_some()
+        || plan.downcast_ref::<SortPreservingMergeExec>().is_some()
+        || plan.downcast_ref::<AggregateExec>().is_some();
+    match plan.children().as_slice() {
+        [input] if never_adds_rows => rows_at_most(input),
+        _ => None,
     }
 }
 

@@ -204,6 +204,48 @@ async fn rule_decisions_over_join_types_key_types_and_filters() {
 }
 
 #[tokio::test]
+async fn rule_keeps_equi_joins_of_small_build_sides_on_the_cpu() {
+    let mut rng = StdRng::seed_from_u64(12);
+    // 300 rows left, 200 right: DataFusion builds on the smaller side, 200 rows (exact: in memory).
+    let (l, r) = (table(&mut rng, 300, 40, true), table(&mut rng, 200, 40, true));
+    let equi = query("JOIN", "k_i64", None, None);
+    let theta = "SELECT l.v, r.v FROM l JOIN r ON l.v < r.v";
+    let cross = "SELECT l.v, r.v_nn FROM l CROSS JOIN r";
+    for partitioned in [false, true] {
+        for (min_build_rows, equi_moves) in [(None, true), (Some(0), true), (Some(200), true), (Some(201), false), (Some(1 << 20), false)] {
+            let config = GpuJoinConfig { min_build_rows, ..forced() };
+            assert_eq!(config.min_build_rows(), min_build_rows.unwrap_or(gpujoin_datafusion::DEFAULT_MIN_BUILD_ROWS));
+            let ctx = context(Some(config), partitioned, l.clone(), r.clone()).await.unwrap();
+            let (plan, decisions) = decide(&ctx, &equi).await;
+            let what = format!("{min_build_rows:?}, partitioned {partitioned}:\n{}", plan_text(&plan));
+            assert_eq!(decisions.len(), 1, "{what}");
+            assert_eq!(decisions[0].moved(), equi_moves, "{what}");
+            assert_eq!(count_nodes(&plan, "GpuJoinExec"), equi_moves as usize, "{what}");
+            if !equi_moves {
+                let reason = decisions[0].kept.as_deref().unwrap();
+                let n = min_build_rows.unwrap();
+                assert!(reason.contains("a build side of at most 200 rows") && reason.contains(&format!("min_build_rows={n}")), "{reason}");
+                assert!(plan_text(&plan).contains("CpuJoinKeptExec: reason=a build side of at most 200 rows"), "{what}");
+            }
+            // A filter never adds rows: the bound stays the table's 200 (DataFusion estimates fewer).
+            let (plan, decisions) = decide(&ctx, &format!("{equi} WHERE r.v_nn < 0")).await;
+            assert_eq!(decisions[0].moved(), equi_moves, "{min_build_rows:?}:\n{}", plan_text(&plan));
+            // Theta and cross joins move whatever their size.
+            for sql in [theta, cross] {
+                let (plan, decisions) = decide(&ctx, sql).await;
+                assert!(decisions.iter().all(|d| d.moved()) && count_nodes(&plan, "GpuJoinExec") == 1, "{sql}, {min_build_rows:?}:\n{}", plan_text(&plan));
+            }
+            // A build side made by a join has no bound: DataFusion's estimate of it is no limit.
+            let (plan, decisions) = decide(&ctx, &format!("SELECT x.v, l.v FROM ({}) x JOIN l ON x.v = l.k_i32", query("JOIN", "k_i64", None, None).replace("l.v, r.v, l.k_i64", "l.v AS v"))).await;
+            let what = format!("{min_build_rows:?}, partitioned {partitioned}:\n{}", plan_text(&plan));
+            assert_eq!(decisions.len(), 2, "{what}");
+            assert_eq!(decisions[0].moved(), equi_moves, "the inner join, on a table: {what}");
+            assert!(decisions[1].moved(), "the outer join, on the inner one's output: {what}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn rule_keeps_unsupported_outputs_and_decimal_filters() {
     let mut rng = StdRng::seed_from_u64(2);
     let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
@@ -1094,9 +1136,10 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
     for partitioned in [false, true] {
         // The partitioned plans gather on the device (`gather=device` in the plan's text).
         // The collect-left plans stream their probe sides in parts of 50 rows and keep 1 MiB
-        // of freed device blocks; the partitioned ones keep none.
-        let (gather, probe_part_rows, device_lanes, block_cache_bytes) = if partitioned { (OutputGather::Device, None, None, Some(0)) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20)) };
-        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        // of freed device blocks (and move equi-joins of at least one estimated build row); the
+        // partitioned ones keep none.
+        let (gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows) = if partitioned { (OutputGather::Device, None, None, Some(0), None) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20), Some(1)) };
+        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();
             assert!(count_nodes(&plan, "GpuJoinExec") > 0, "{sql}: a GPU join to serialize\n{}", plan_text(&plan));
