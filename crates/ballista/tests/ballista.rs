@@ -212,7 +212,7 @@ async fn physical_plans_made_on_the_client_run_on_the_cluster() {
     let _turn = turn().await;
     let gpu = require_gpu() || has_device();
     let cluster = start(ClusterOptions { executors: 2, ..ClusterOptions::default() });
-    let here = planner(Some(GpuJoinConfig::default()));
+    let here = planner(Some(GpuJoinConfig { min_build_rows: Some(0), ..GpuJoinConfig::default() }));
     register_tpch(&here, data()).await.unwrap();
     let local = reference().await;
     for q in [3, 5, 13, 21] {
@@ -239,7 +239,7 @@ async fn gpu_joins_planned_on_the_client_reach_the_executors() {
     let log_dir = tempfile::tempdir().unwrap();
     let join_log = log_dir.path().join("joins.log");
     let cluster = start(ClusterOptions { executors: 2, join_log: Some(join_log.clone()), ..ClusterOptions::default() });
-    let here = planner(Some(GpuJoinConfig { force_without_gpu_for_plan_tests: true, ..GpuJoinConfig::default() }));
+    let here = planner(Some(GpuJoinConfig { force_without_gpu_for_plan_tests: true, min_build_rows: Some(0), ..GpuJoinConfig::default() }));
     register_tpch(&here, data()).await.unwrap();
     let sql = tpch::query(3).unwrap();
     let plan = explain(&here, sql).await.unwrap();

@@ -76,9 +76,9 @@ pub async fn run(o: DemoOptions) -> Result<Vec<QueryFigures>> {
         Ok(device) => say(format!("gpujoin {name}: TPC-H SF{} on {device}: DataFusion's CPU joins against GpuJoinRule, {partitions} partitions", o.scale_factor)),
         Err(why) => say(format!("gpujoin {name}: no GPU ({why}); running TPC-H SF{} on DataFusion's CPU path only, {partitions} partitions", o.scale_factor)),
     }
-    let plain = crate::session::context(true, crate::session::BATCH_ROWS, Some(partitions))?;
+    let plain = crate::session::context(true, crate::session::BATCH_ROWS, Some(partitions), None)?;
     let with_gpu = match gpu {
-        Ok(_) => Some(crate::session::context(false, crate::session::BATCH_ROWS, Some(partitions))?),
+        Ok(_) => Some(crate::session::context(false, crate::session::BATCH_ROWS, Some(partitions), None)?),
         Err(_) => None,
     };
     let device_name = gpu.unwrap_or_else(|_| "no GPU".into());

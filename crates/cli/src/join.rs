@@ -226,7 +226,7 @@ pub async fn run(o: JoinOptions) -> Result<JoinReport> {
     let (ls, rs) = (left.schema_ref(), right.schema_ref());
     let (left_on, right_on) = keys(&o, &ls, &rs)?;
     let select = selected(&o, &ls, &rs)?;
-    let ctx = crate::session::context(true, crate::session::BATCH_ROWS, None)?;
+    let ctx = crate::session::context(true, crate::session::BATCH_ROWS, None, None)?;
     // Read only the columns the join uses: keys, output columns, the filter's.
     let (mut lneed, mut rneed): (Vec<String>, Vec<String>) = (left_on.iter().chain(&select.0).cloned().collect(), right_on.iter().chain(&select.1).cloned().collect());
     if let Some(text) = &o.filter {

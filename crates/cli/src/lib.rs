@@ -58,6 +58,10 @@ pub struct SqlArgs {
     /// Run every join on DataFusion's CPU operators (no GpuJoinRule).
     #[arg(long)]
     pub cpu: bool,
+    /// Keep equi-joins whose build side is a table of fewer rows on the CPU (default
+    /// gpujoin-datafusion's DEFAULT_MIN_BUILD_ROWS, 131072; 0 moves every join the GPU can run).
+    #[arg(long)]
+    pub min_build_rows: Option<usize>,
     /// How results are printed.
     #[arg(long, value_enum, default_value_t = PrintFormat::Table)]
     pub format: PrintFormat,
@@ -172,7 +176,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     let command = cli.command.unwrap_or(Command::Demo(DemoArgs { sf: 1.0, queries: Vec::new(), partitions: None }));
     match command {
         Command::Sql(a) => {
-            sql::run(sql::SqlOptions { query: a.query, files: a.files, cpu: a.cpu, format: a.format, maxrows: a.maxrows, output: a.output, batch_rows: a.batch_size.max(1), quiet: a.quiet }).await
+            sql::run(sql::SqlOptions { query: a.query, files: a.files, cpu: a.cpu, min_build_rows: a.min_build_rows, format: a.format, maxrows: a.maxrows, output: a.output, batch_rows: a.batch_size.max(1), quiet: a.quiet }).await
         }
         Command::Join(a) => {
             let quiet = a.quiet;

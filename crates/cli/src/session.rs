@@ -20,22 +20,23 @@ pub fn gpu() -> std::result::Result<String, String> {
 
 /// A session with DataFusion's defaults (and `DATAFUSION_*` environment settings), `batch_rows`
 /// rows per batch and, unless `cpu`, `GpuJoinRule` (which moves supported joins to the GPU when
-/// there is one and records why it kept the others).
-pub fn context(cpu: bool, batch_rows: usize, partitions: Option<usize>) -> Result<SessionContext> {
+/// there is one and records why it kept the others) with `min_build_rows`
+/// (`GpuJoinConfig::min_build_rows`).
+pub fn context(cpu: bool, batch_rows: usize, partitions: Option<usize>, min_build_rows: Option<usize>) -> Result<SessionContext> {
     let mut config = SessionConfig::from_env()?.with_batch_size(batch_rows).with_information_schema(true);
     if let Some(p) = partitions {
         config = config.with_target_partitions(p);
     }
     let mut builder = SessionStateBuilder::new().with_default_features().with_config(config);
     if !cpu {
-        builder = builder.with_gpu_joins(GpuJoinConfig::default());
+        builder = builder.with_gpu_joins(GpuJoinConfig { min_build_rows, ..GpuJoinConfig::default() });
     }
     Ok(SessionContext::new_with_state(builder.build()))
 }
 
 /// [`context`] where `FROM 'orders.parquet'` reads the file (as datafusion-cli does).
-pub async fn file_context(cpu: bool, batch_rows: usize) -> Result<SessionContext> {
-    let ctx = context(cpu, batch_rows, None)?.enable_url_table();
+pub async fn file_context(cpu: bool, batch_rows: usize, min_build_rows: Option<usize>) -> Result<SessionContext> {
+    let ctx = context(cpu, batch_rows, None, min_build_rows)?.enable_url_table();
     ctx.refresh_catalogs().await?;
     ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(ctx.state().catalog_list().clone(), ctx.state_weak_ref())));
     Ok(ctx)

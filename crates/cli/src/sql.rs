@@ -46,6 +46,8 @@ pub struct SqlOptions {
     pub files: Vec<PathBuf>,
     /// No `GpuJoinRule`: DataFusion's CPU operators only.
     pub cpu: bool,
+    /// `GpuJoinConfig::min_build_rows` (`None`: its default).
+    pub min_build_rows: Option<usize>,
     pub format: PrintFormat,
     pub maxrows: MaxRows,
     /// The last statement's rows go to this file instead of stdout.
@@ -154,7 +156,7 @@ pub async fn run(o: SqlOptions) -> Result<()> {
 }
 
 async fn run_statements(o: SqlOptions) -> Result<()> {
-    let ctx = crate::session::file_context(o.cpu, o.batch_rows).await?;
+    let ctx = crate::session::file_context(o.cpu, o.batch_rows, o.min_build_rows).await?;
     let cli = GpuCliContext::new(ctx.clone(), o.cpu);
     let mut print = print_options(&o);
     if o.query.is_none() && o.files.is_empty() {

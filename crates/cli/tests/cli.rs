@@ -297,7 +297,8 @@ fn sql_explain_says_where_joins_ran() {
     let dir = folder("explain");
     inputs(&dir);
     let query = "SELECT l.v, r.w FROM 'left.parquet' l JOIN 'right.parquet' r ON l.k = r.k";
-    let (stdout, _) = ok(&dir, &["sql", "-q", &format!("EXPLAIN {query}")]);
+    // --min-build-rows 0: every join the GPU can run moves, these few rows too.
+    let (stdout, _) = ok(&dir, &["sql", "-q", "--min-build-rows", "0", &format!("EXPLAIN {query}")]);
     assert!(stdout.contains("gpu joins"), "{stdout}");
     let gpu = !stdout.contains("no GPU");
     if gpu {
@@ -306,7 +307,14 @@ fn sql_explain_says_where_joins_ran() {
         assert!(stdout.contains("kept on the CPU: no GPU"), "{stdout}");
         assert!(!require_gpu(), "the GPU is required: {stdout}");
     }
-    let (stdout, _) = ok(&dir, &["sql", "-q", &format!("EXPLAIN ANALYZE {query}")]);
+    // By default a join whose build side is so small a table stays on the CPU, saying why.
+    let (stdout, _) = ok(&dir, &["sql", "-q", &format!("EXPLAIN {query}")]);
+    if gpu {
+        assert!(stdout.contains("kept on the CPU: a build side of at most") && stdout.contains("min_build_rows=131072") && !stdout.contains("GpuJoinExec"), "{stdout}");
+    } else {
+        assert!(stdout.contains("kept on the CPU: no GPU"), "{stdout}");
+    }
+    let (stdout, _) = ok(&dir, &["sql", "-q", "--min-build-rows", "0", &format!("EXPLAIN ANALYZE {query}")]);
     assert!(stdout.contains("gpu joins") && stdout.contains("output_rows"), "{stdout}");
     if gpu {
         assert!(stdout.contains("join_time"), "GpuJoinExec's metrics: {stdout}");

@@ -20,7 +20,10 @@ use gpujoin_datafusion::{GpuJoinConfig, GpuJoinRule, SessionStateBuilderExt};
 async fn main() -> Result<()> {
     // A larger batch size than DataFusion's 8192 suits the GPU (fewer, longer copies).
     let config = SessionConfig::new().with_batch_size(65536);
-    let state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig::default()).build();
+    // min_build_rows 0: these tables are tiny, and by default an equi-join whose build side is a
+    // table of fewer than DEFAULT_MIN_BUILD_ROWS rows stays on the CPU.
+    let gpu = GpuJoinConfig { min_build_rows: Some(0), ..GpuJoinConfig::default() };
+    let state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(gpu).build();
     let ctx = SessionContext::new_with_state(state);
 
     let orders = RecordBatch::try_from_iter([

@@ -21,9 +21,12 @@
 //! use gpujoin_datafusion::{GpuJoinConfig, SessionStateBuilderExt};
 //!
 //! # async fn f() -> datafusion::common::Result<()> {
+//! // Every join the GPU can run moves, however small: by default (`min_build_rows: None`) an
+//! // equi-join whose build side is a table of fewer than DEFAULT_MIN_BUILD_ROWS rows stays on
+//! // the CPU, which joins it for less than a device join's fixed cost.
 //! let state = SessionStateBuilder::new()
 //!     .with_default_features()
-//!     .with_gpu_joins(GpuJoinConfig::default())
+//!     .with_gpu_joins(GpuJoinConfig { min_build_rows: Some(0), ..GpuJoinConfig::default() })
 //!     .build();
 //! let ctx = SessionContext::new_with_state(state);
 //! let orders = RecordBatch::try_from_iter([("cust", Arc::new(Int32Array::from(vec![1, 2, 2])) as _)])?;

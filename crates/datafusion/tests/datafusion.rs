@@ -86,8 +86,15 @@ async fn context(gpu: Option<GpuJoinConfig>, partitioned: bool, left: RecordBatc
     Ok(ctx)
 }
 
+/// The default configuration, but every join gpujoin can run moves, however small its build side
+/// (these tests' tables have hundreds of rows; the default keeps joins of tables under
+/// `DEFAULT_MIN_BUILD_ROWS` rows on the CPU).
+fn every_join() -> GpuJoinConfig {
+    GpuJoinConfig { min_build_rows: Some(0), ..GpuJoinConfig::default() }
+}
+
 fn forced() -> GpuJoinConfig {
-    GpuJoinConfig { force_without_gpu_for_plan_tests: true, ..GpuJoinConfig::default() }
+    GpuJoinConfig { force_without_gpu_for_plan_tests: true, ..every_join() }
 }
 
 async fn physical_plan(ctx: &SessionContext, sql: &str) -> Result<Arc<dyn ExecutionPlan>> {
@@ -212,7 +219,7 @@ async fn rule_keeps_equi_joins_of_small_build_sides_on_the_cpu() {
     let theta = "SELECT l.v, r.v FROM l JOIN r ON l.v < r.v";
     let cross = "SELECT l.v, r.v_nn FROM l CROSS JOIN r";
     for partitioned in [false, true] {
-        for (min_build_rows, equi_moves) in [(None, true), (Some(0), true), (Some(200), true), (Some(201), false), (Some(1 << 20), false)] {
+        for (min_build_rows, equi_moves) in [(None, false), (Some(0), true), (Some(200), true), (Some(201), false), (Some(1 << 20), false)] {
             let config = GpuJoinConfig { min_build_rows, ..forced() };
             assert_eq!(config.min_build_rows(), min_build_rows.unwrap_or(gpujoin_datafusion::DEFAULT_MIN_BUILD_ROWS));
             let ctx = context(Some(config), partitioned, l.clone(), r.clone()).await.unwrap();
@@ -223,7 +230,7 @@ async fn rule_keeps_equi_joins_of_small_build_sides_on_the_cpu() {
             assert_eq!(count_nodes(&plan, "GpuJoinExec"), equi_moves as usize, "{what}");
             if !equi_moves {
                 let reason = decisions[0].kept.as_deref().unwrap();
-                let n = min_build_rows.unwrap();
+                let n = min_build_rows.unwrap_or(gpujoin_datafusion::DEFAULT_MIN_BUILD_ROWS);
                 assert!(reason.contains("a build side of at most 200 rows") && reason.contains(&format!("min_build_rows={n}")), "{reason}");
                 assert!(plan_text(&plan).contains("CpuJoinKeptExec: reason=a build side of at most 200 rows"), "{what}");
             }
@@ -674,7 +681,7 @@ async fn without_a_gpu_every_plan_is_datafusions() {
     let (l, r) = (table(&mut rng, 200, 30, true), table(&mut rng, 150, 30, true));
     for partitioned in [false, true] {
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
-        let gpu = context(Some(GpuJoinConfig::default()), partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(every_join()), partitioned, l.clone(), r.clone()).await.unwrap();
         let state = gpu.state();
         let rule = GpuJoinRule::find(&state).unwrap();
         for join in JOINS {
@@ -691,7 +698,7 @@ async fn without_a_gpu_every_plan_is_datafusions() {
     }
     // Sort-merge joins: the same, with no note above them.
     let plain = smj_context(None, 4, l.clone(), r.clone()).await.unwrap();
-    let gpu = smj_context(Some(GpuJoinConfig::default()), 4, l.clone(), r.clone()).await.unwrap();
+    let gpu = smj_context(Some(every_join()), 4, l.clone(), r.clone()).await.unwrap();
     for sql in [query("LEFT JOIN", "k_i32", Some("l.v < r.v"), None), query("JOIN", "k_f16", None, None), "SELECT l.v FROM l JOIN r ON l.k_i32 = r.k_i32 ORDER BY l.k_i32 NULLS FIRST".to_string()] {
         let (a, b) = (physical_plan(&plain, &sql).await.unwrap(), physical_plan(&gpu, &sql).await.unwrap());
         assert_eq!(plan_text(&a), plan_text(&b), "{sql}");
@@ -772,7 +779,7 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     for (partitioned, gather, probe_part_rows) in variants {
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
         let device_lanes = (!partitioned).then_some(1);
-        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, ..GpuJoinConfig::default() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, ..every_join() }), partitioned, l.clone(), r.clone()).await.unwrap();
         if probe_part_rows.is_some() {
             // Batches of 20 rows, so that every probe partition comes in several parts.
             for (name, t) in [("l", &l), ("r", &r)] {
@@ -838,7 +845,7 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     }
     // Float keys where the data has no -0.0 and no NaN: the same answers once allowed.
     let plain = context(None, false, l.clone(), r.clone()).await.unwrap();
-    let floats = context(Some(GpuJoinConfig { allow_float_semantics: true, ..GpuJoinConfig::default() }), false, l.clone(), r.clone()).await.unwrap();
+    let floats = context(Some(GpuJoinConfig { allow_float_semantics: true, ..every_join() }), false, l.clone(), r.clone()).await.unwrap();
     for join in JOINS {
         let sql = query(join, "k_f64", Some("l.v < r.v"), None);
         let (want, _) = run(&plain, &sql).await.unwrap();
@@ -865,7 +872,7 @@ async fn gpu_sort_merge_and_symmetric_joins_answer_like_datafusion() {
     let mut queries = 0;
     for parts in [4, 2] {
         let plain = smj_context(None, parts, l.clone(), r.clone()).await.unwrap();
-        let gpu = smj_context(Some(GpuJoinConfig::default()), parts, l.clone(), r.clone()).await.unwrap();
+        let gpu = smj_context(Some(every_join()), parts, l.clone(), r.clone()).await.unwrap();
         for sql in &smj_queries() {
             let (want, before) = run(&plain, sql).await.unwrap();
             assert_eq!(count_nodes(&before, "SortMergeJoinExec"), 1, "{sql}\n{}", plan_text(&before));
@@ -894,7 +901,7 @@ async fn gpu_sort_merge_and_symmetric_joins_answer_like_datafusion() {
     }
     // Sort-merge joins over one partition (built by hand): the root's order restored.
     let plain = smj_context(None, 4, l.clone(), r.clone()).await.unwrap();
-    let rule = GpuJoinRule::new(GpuJoinConfig::default());
+    let rule = GpuJoinRule::new(every_join());
     let options = datafusion::common::config::ConfigOptions::default();
     for join_type in [datafusion::common::JoinType::Inner, datafusion::common::JoinType::Left, datafusion::common::JoinType::Right, datafusion::common::JoinType::LeftSemi, datafusion::common::JoinType::RightAnti] {
         // Two builds of the same plan: a plan's RepartitionExecs run once (executing one
@@ -1084,7 +1091,7 @@ async fn tpch_queries_answer_the_same_with_the_rule() {
     let sf = gpujoin_device::testing::pick(1.0, 0.1);
     let config = SessionConfig::new().with_target_partitions(8);
     let plain = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).build());
-    let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig::default()).build();
+    let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(every_join()).build();
     let gpu = SessionContext::new_with_state(gpu_state.clone());
     let rule = GpuJoinRule::find(&gpu_state).unwrap();
     gpujoin_datafusion::tpch::register_tables(&plain, sf, 8).unwrap();
@@ -1123,7 +1130,7 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
     let mut rng = StdRng::seed_from_u64(9);
     let (l, r) = (table(&mut rng, 300, 60, true), table(&mut rng, 200, 60, true));
     let gpu = has_device();
-    let config = if gpu { GpuJoinConfig::default() } else { forced() };
+    let config = if gpu { every_join() } else { forced() };
     let sqls = [
         query("JOIN", "k_i32", Some("l.v < r.v"), Some("r.k_str")),
         query("LEFT JOIN", "k_str", None, Some("r.k_dec")),
@@ -1138,7 +1145,7 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
         // The collect-left plans stream their probe sides in parts of 50 rows and keep 1 MiB
         // of freed device blocks (and move equi-joins of at least one estimated build row); the
         // partitioned ones keep none.
-        let (gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows) = if partitioned { (OutputGather::Device, None, None, Some(0), None) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20), Some(1)) };
+        let (gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows) = if partitioned { (OutputGather::Device, None, None, Some(0), Some(0)) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20), Some(1)) };
         let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();

@@ -242,7 +242,10 @@ async fn run_file(path: &Path, relative: &Path, mode: Mode) -> Option<Vec<Outcom
             let existing = test_ctx.session_ctx().state();
             let create_default = existing.config().options().catalog.create_default_catalog_and_schema;
             let functions = Functions::of(&existing);
-            let mut state = SessionStateBuilder::new_from_existing(existing).with_gpu_joins(GpuJoinConfig::default()).build();
+            // Every join the GPU can run moves, however small its build side: the files' tables
+            // have a few rows, which the default (`DEFAULT_MIN_BUILD_ROWS`) keeps on the CPU.
+            let every_join = GpuJoinConfig { min_build_rows: Some(0), ..GpuJoinConfig::default() };
+            let mut state = SessionStateBuilder::new_from_existing(existing).with_gpu_joins(every_join).build();
             // new_from_existing turns this off (the catalog exists already); `SHOW ALL` shows it.
             state.config_mut().options_mut().catalog.create_default_catalog_and_schema = create_default;
             functions.restore(&mut state, relative);
