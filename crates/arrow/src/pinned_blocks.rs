@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 use arrow_buffer::Buffer;
-use gpujoin_device::{Device, DeviceView, Error, PinnedBuffer, Result, Stream};
+use gpujoin_device::{Device, DeviceView, Error, PinnedBuffer, Result, SizeClassFreeList, Stream};
 
 /// Most bytes of free blocks the pool keeps.
 pub const POOL_MAX_BYTES: usize = 4 << 30;
@@ -24,20 +24,16 @@ pub(crate) struct Block {
     ordinal: usize,
 }
 
-struct Pool {
-    free: Vec<Block>,
-    bytes: usize,
-}
+/// The free blocks, by device ordinal and size class.
+static POOL: Mutex<SizeClassFreeList<Block>> = Mutex::new(SizeClassFreeList::new(MIN_BLOCK, POOL_MAX_BYTES));
 
-static POOL: Mutex<Pool> = Mutex::new(Pool { free: Vec::new(), bytes: 0 });
-
-fn pool() -> std::sync::MutexGuard<'static, Pool> {
+fn pool() -> std::sync::MutexGuard<'static, SizeClassFreeList<Block>> {
     POOL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The size class of a block of at least `len` bytes.
 pub(crate) fn size_class(len: usize) -> Result<usize> {
-    len.max(MIN_BLOCK).checked_next_power_of_two().ok_or_else(|| Error::too_large("pinned block bytes", len as u64, usize::MAX as u64))
+    pool().class_of(len).ok_or_else(|| Error::too_large("pinned block bytes", len as u64, usize::MAX as u64))
 }
 
 /// Makes free blocks of at least `len` bytes for `device` until `count` of their size class are
@@ -49,8 +45,7 @@ pub(crate) fn prepare(device: &Device, len: usize, count: usize) -> Result<usize
     loop {
         {
             let p = pool();
-            let free = p.free.iter().filter(|b| b.ordinal == ordinal && b.buf.len() == size).count();
-            if free >= count || p.bytes + size > POOL_MAX_BYTES {
+            if p.count(ordinal, size) >= count || p.held() + size > p.capacity() {
                 return Ok(made);
             }
         }
@@ -64,33 +59,27 @@ pub(crate) fn prepare(device: &Device, len: usize, count: usize) -> Result<usize
 pub(crate) fn take(stream: &Stream, len: usize) -> Result<Block> {
     let size = size_class(len)?;
     let ordinal = stream.device().ordinal();
-    {
-        let mut p = pool();
-        if let Some(i) = p.free.iter().position(|b| b.ordinal == ordinal && b.buf.len() == size) {
-            let b = p.free.swap_remove(i);
-            p.bytes -= size;
-            return Ok(b);
-        }
+    let kept = pool().take(ordinal, size);
+    match kept {
+        Some(b) => Ok(b),
+        None => Ok(Block { buf: PinnedBuffer::new(stream.device(), size)?, ordinal }),
     }
-    Ok(Block { buf: PinnedBuffer::new(stream.device(), size)?, ordinal })
 }
 
 /// Frees the pool's free blocks (every device's); returns their bytes. Blocks that Arrow
 /// buffers still use come back to the pool when those are dropped.
 pub(crate) fn release_free() -> usize {
-    let mut p = pool();
-    let bytes = p.bytes;
-    p.free.clear();
-    p.bytes = 0;
-    bytes
+    // Taken under the lock, freed after it.
+    let blocks = pool().drain();
+    blocks.iter().map(|(class, _)| class).sum()
 }
 
+/// Keeps `b` in the pool, or frees it when the pool is full.
 fn give_back(b: Block) {
-    let mut p = pool();
-    if p.bytes + b.buf.len() <= POOL_MAX_BYTES {
-        p.bytes += b.buf.len();
-        p.free.push(b);
-    }
+    let (ordinal, class) = (b.ordinal, b.buf.len());
+    // A block the pool has no room for is freed here, after the lock.
+    let rejected = pool().keep(ordinal, class, b);
+    drop(rejected);
 }
 
 /// The blocks Arrow buffers use now: start address -> (end address, device ordinal). Uploads

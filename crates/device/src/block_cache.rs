@@ -19,40 +19,30 @@
 //! alloc 8 MiB  -> pool (larger than the largest block kept), drop -> pool
 //! ```
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{result, sys, CudaStream};
 
+use crate::SizeClassFreeList;
+
 /// The smallest size class, in bytes.
 const SMALLEST_CLASS: usize = 256;
-
-/// The size class of a request of `bytes` bytes: the power of two at least `bytes`, at least
-/// [`SMALLEST_CLASS`].
-///
-/// Example: 1 -> 256, 256 -> 256, 300 -> 512, 4096 -> 4096.
-fn size_class(bytes: usize) -> usize {
-    bytes.max(SMALLEST_CLASS).next_power_of_two()
-}
 
 /// The free blocks of one stream, by size class.
 pub(crate) struct BlockCache {
     stream: Arc<CudaStream>,
     largest: usize,
-    capacity: usize,
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    free: HashMap<usize, Vec<sys::CUdeviceptr>>,
-    held: usize,
+    free: Mutex<SizeClassFreeList<sys::CUdeviceptr>>,
 }
 
 impl BlockCache {
     /// A cache for `stream` keeping blocks of at most `largest` bytes, `capacity` bytes in all.
     pub(crate) fn new(stream: Arc<CudaStream>, largest: usize, capacity: usize) -> Self {
-        BlockCache { stream, largest, capacity, state: Mutex::new(State::default()) }
+        BlockCache { stream, largest, free: Mutex::new(SizeClassFreeList::new(SMALLEST_CLASS, capacity)) }
+    }
+
+    fn free(&self) -> MutexGuard<'_, SizeClassFreeList<sys::CUdeviceptr>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The largest block kept, in bytes.
@@ -62,56 +52,40 @@ impl BlockCache {
 
     /// The most bytes kept at once.
     pub(crate) fn capacity(&self) -> usize {
-        self.capacity
+        self.free().capacity()
     }
 
     /// The size class a request of `bytes` bytes takes here (`None`: too large to be kept; it
     /// goes to the pool as it is).
     pub(crate) fn class_of(&self, bytes: usize) -> Option<usize> {
-        let class = size_class(bytes);
-        (class <= self.largest).then_some(class)
+        self.free().class_of(bytes).filter(|&class| class <= self.largest)
     }
 
     /// A free block of size class `class`, if one is kept.
     pub(crate) fn take(&self, class: usize) -> Option<sys::CUdeviceptr> {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let ptr = s.free.get_mut(&class)?.pop()?;
-        s.held -= class;
-        Some(ptr)
+        self.free().take(0, class)
     }
 
     /// Keeps the freed block `ptr` of size class `class`; `false` when the cache is full (the
     /// caller frees it to the pool).
     pub(crate) fn keep(&self, ptr: sys::CUdeviceptr, class: usize) -> bool {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if s.held + class > self.capacity {
-            return false;
-        }
-        s.held += class;
-        s.free.entry(class).or_default().push(ptr);
-        true
+        self.free().keep(0, class, ptr).is_ok()
     }
 
     /// Bytes kept now.
     pub(crate) fn held(&self) -> usize {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).held
+        self.free().held()
     }
 
     /// Gives every kept block back to the pool (stream-ordered); returns the bytes released.
     pub(crate) fn release(&self) -> usize {
-        let free = {
-            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            s.held = 0;
-            std::mem::take(&mut s.free)
-        };
+        let free = self.free().drain();
         let mut bytes = 0;
-        for (class, ptrs) in free {
-            for p in ptrs {
-                // SAFETY: each block came from `cuMemAllocAsync` on this stream and no buffer
-                // holds it any more; the free is ordered after the stream's queued work.
-                let _ = crate::counts::pool_free(|| unsafe { result::free_async(p, self.stream.cu_stream()) });
-                bytes += class;
-            }
+        for (class, p) in free {
+            // SAFETY: each block came from `cuMemAllocAsync` on this stream and no buffer
+            // holds it any more; the free is ordered after the stream's queued work.
+            let _ = crate::counts::pool_free(|| unsafe { result::free_async(p, self.stream.cu_stream()) });
+            bytes += class;
         }
         bytes
     }
@@ -122,15 +96,5 @@ impl Drop for BlockCache {
         // The stream is still alive: this cache holds a reference to it.
         let _ = self.stream.context().bind_to_thread();
         self.release();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::size_class;
-
-    #[test]
-    fn size_classes_are_powers_of_two_from_256_bytes() {
-        assert_eq!([1, 255, 256, 257, 300, 4096, 4097].map(size_class), [256, 256, 256, 512, 512, 4096, 8192]);
     }
 }

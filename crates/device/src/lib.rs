@@ -22,6 +22,7 @@ pub mod counts;
 mod device;
 mod error;
 mod event;
+mod free_list;
 #[cfg(feature = "nccl")]
 pub mod nccl;
 mod pinned;
@@ -33,5 +34,6 @@ pub use bytemuck::Pod;
 pub use device::{Device, DeviceOptions, HostWait, MemoryInfo, PoolMemory, ReleaseThreshold};
 pub use error::{check_same_len, Error, Result};
 pub use event::{Event, Timer};
+pub use free_list::SizeClassFreeList;
 pub use pinned::{HostRegistration, PinnedBuffer};
 pub use stream::Stream;
