@@ -129,12 +129,13 @@ pub const DEFAULT_DEVICE_LANES: usize = 4;
 pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 16 << 20;
 
 /// The build rows below which an equi-join stays on the CPU by default
-/// ([`GpuJoinConfig::min_build_rows`]): 2^17 = 131072. On TPC-H SF10 (16 partitions, H200) the
-/// eight join-heavy queries took 4725 ms with every join on the GPU, 4401 ms with 2^17 (the joins
-/// with `nation`, `region` and `supplier`, 100,000 rows, on the CPU) and 4483 ms with 2^21 (also
-/// `customer` and `part`); Q21's GPU operators 2770 -> 1417 ms summed
-/// (`benches/results/issue12-tpch-h100.md`, session 25). A hash table of 2^17 rows is a few MiB,
-/// within the CPU's caches.
+/// ([`GpuJoinConfig::min_build_rows`]): 2^17 = 131072. On TPC-H SF10 (16 partitions, H200, 4
+/// device lanes) the eight join-heavy queries took 4725 ms with every join on the GPU against
+/// 4401 ms with 2^17 (the joins with `nation`, `region` and `supplier`, 100,000 rows, on the
+/// CPU) and 4483 ms with 2^21 (also `customer` and `part`); in a second run 4493 against 4343.
+/// The GPU operators' own time fell most (Q21's 2770 -> 1417 ms summed); with 8 lanes the two
+/// were even (`benches/results/issue12-tpch-h100.md`, session 25). A hash table of 2^17 rows is
+/// a few MiB, within the CPU's caches.
 pub const DEFAULT_MIN_BUILD_ROWS: usize = 1 << 17;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
