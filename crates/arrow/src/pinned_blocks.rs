@@ -25,7 +25,7 @@ pub(crate) struct Block {
 }
 
 /// The free blocks, by device ordinal and size class.
-static POOL: Mutex<SizeClassFreeList<Block>> = Mutex::new(SizeClassFreeList::new(MIN_BLOCK, POOL_MAX_BYTES));
+static POOL: Mutex<SizeClassFreeList<Block>> = Mutex::new(SizeClassFreeList::new(POOL_MAX_BYTES));
 
 fn pool() -> std::sync::MutexGuard<'static, SizeClassFreeList<Block>> {
     POOL.lock().unwrap_or_else(|p| p.into_inner())
@@ -33,7 +33,7 @@ fn pool() -> std::sync::MutexGuard<'static, SizeClassFreeList<Block>> {
 
 /// The size class of a block of at least `len` bytes.
 pub(crate) fn size_class(len: usize) -> Result<usize> {
-    pool().class_of(len).ok_or_else(|| Error::too_large("pinned block bytes", len as u64, usize::MAX as u64))
+    gpujoin_device::size_class(len, MIN_BLOCK).ok_or_else(|| Error::too_large("pinned block bytes", len as u64, usize::MAX as u64))
 }
 
 /// Makes free blocks of at least `len` bytes for `device` until `count` of their size class are

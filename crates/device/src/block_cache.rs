@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::driver::{result, sys, CudaStream};
 
-use crate::SizeClassFreeList;
+use crate::{size_class, SizeClassFreeList};
 
 /// The smallest size class, in bytes.
 const SMALLEST_CLASS: usize = 256;
@@ -38,7 +38,7 @@ pub(crate) struct BlockCache {
 impl BlockCache {
     /// A cache for `stream` keeping blocks of at most `largest` bytes, `capacity` bytes in all.
     pub(crate) fn new(stream: Arc<CudaStream>, largest: usize, capacity: usize) -> Self {
-        BlockCache { stream, largest, free: Mutex::new(SizeClassFreeList::new(SMALLEST_CLASS, capacity)) }
+        BlockCache { stream, largest, free: Mutex::new(SizeClassFreeList::new(capacity)) }
     }
 
     fn free(&self) -> MutexGuard<'_, SizeClassFreeList<sys::CUdeviceptr>> {
@@ -58,7 +58,7 @@ impl BlockCache {
     /// The size class a request of `bytes` bytes takes here (`None`: too large to be kept; it
     /// goes to the pool as it is).
     pub(crate) fn class_of(&self, bytes: usize) -> Option<usize> {
-        self.free().class_of(bytes).filter(|&class| class <= self.largest)
+        size_class(bytes, SMALLEST_CLASS).filter(|&class| class <= self.largest)
     }
 
     /// A free block of size class `class`, if one is kept.

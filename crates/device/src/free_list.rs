@@ -1,18 +1,19 @@
-//! [`SizeClassFreeList`]: freed memory blocks kept by size class for the next allocation of the
-//! same class, within a byte budget. A stream's cache of device blocks
+//! [`SizeClassFreeList`]: freed memory blocks kept by size class ([`size_class`]) for the next
+//! allocation of the same class, within a byte budget. A stream's cache of device blocks
 //! ([`Device::new_stream_with_block_cache`](crate::Device::new_stream_with_block_cache)) and
 //! gpujoin-arrow's pool of page-locked download blocks both keep their blocks in one.
 //!
-//! Sizes are powers of two from the list's smallest class: with a smallest class of 256 bytes a
-//! request of 300 bytes takes a 512-byte block. Blocks are kept under a key as well (a device's
+//! Sizes are powers of two from the owner's smallest class: with a smallest class of 256 bytes a
+//! request of 300 bytes takes a 512-byte block. The class is a pure function of the request, so
+//! owners compute it without the lock they keep their list under. Blocks are kept under a key as well (a device's
 //! ordinal, or `0` where there is one kind), so a list can hold blocks of several devices and
 //! hand each only its own.
 //!
 //! ```
-//! use gpujoin_device::SizeClassFreeList;
+//! use gpujoin_device::{size_class, SizeClassFreeList};
 //!
-//! let mut list = SizeClassFreeList::new(256, 1024); // classes from 256 B, 1 KiB kept at most
-//! let class = list.class_of(300).unwrap();
+//! let mut list = SizeClassFreeList::new(1024); // 1 KiB kept at most
+//! let class = size_class(300, 256).unwrap(); // classes from 256 B
 //! assert_eq!(class, 512);
 //! assert!(list.keep(0, class, "block a").is_ok());
 //! assert_eq!(list.keep(0, 1024, "block b"), Err("block b")); // 512 + 1024 > 1024: not kept
@@ -22,29 +23,28 @@
 
 use std::collections::BTreeMap;
 
+/// The size class of a request of `bytes` bytes with classes from `smallest` bytes: the power of
+/// two at least `bytes` and at least `smallest`; `None` past the largest power of two a `usize`
+/// holds.
+///
+/// Example, `smallest` 256: 1 -> 256, 256 -> 256, 300 -> 512, 4097 -> 8192.
+pub fn size_class(bytes: usize, smallest: usize) -> Option<usize> {
+    bytes.max(smallest).checked_next_power_of_two()
+}
+
 /// Freed blocks of type `B` by (key, size class), at most `capacity` bytes of them. See the
 /// [module docs](self).
 #[derive(Debug)]
 pub struct SizeClassFreeList<B> {
-    smallest: usize,
     capacity: usize,
     held: usize,
     free: BTreeMap<(usize, usize), Vec<B>>,
 }
 
 impl<B> SizeClassFreeList<B> {
-    /// An empty list whose classes start at `smallest` bytes (rounded up to a power of two)
-    /// keeping at most `capacity` bytes.
-    pub const fn new(smallest: usize, capacity: usize) -> Self {
-        SizeClassFreeList { smallest, capacity, held: 0, free: BTreeMap::new() }
-    }
-
-    /// The size class of a request of `bytes` bytes: the power of two at least `bytes` and at
-    /// least the smallest class; `None` past the largest power of two a `usize` holds.
-    ///
-    /// Example, smallest class 256: 1 -> 256, 256 -> 256, 300 -> 512, 4097 -> 8192.
-    pub fn class_of(&self, bytes: usize) -> Option<usize> {
-        bytes.max(self.smallest).checked_next_power_of_two()
+    /// An empty list keeping at most `capacity` bytes.
+    pub const fn new(capacity: usize) -> Self {
+        SizeClassFreeList { capacity, held: 0, free: BTreeMap::new() }
     }
 
     /// The most bytes kept at once.
@@ -93,19 +93,18 @@ impl<B> SizeClassFreeList<B> {
 
 #[cfg(test)]
 mod tests {
-    use super::SizeClassFreeList;
+    use super::{size_class, SizeClassFreeList};
 
     #[test]
     fn size_classes_are_powers_of_two_from_the_smallest() {
-        let list = SizeClassFreeList::<()>::new(256, 0);
-        assert_eq!([1, 255, 256, 257, 300, 4096, 4097].map(|b| list.class_of(b).unwrap()), [256, 256, 256, 512, 512, 4096, 8192]);
-        assert_eq!(list.class_of(usize::MAX), None);
-        assert_eq!(SizeClassFreeList::<()>::new(1 << 16, 0).class_of(1), Some(1 << 16));
+        assert_eq!([1, 255, 256, 257, 300, 4096, 4097].map(|b| size_class(b, 256).unwrap()), [256, 256, 256, 512, 512, 4096, 8192]);
+        assert_eq!(size_class(usize::MAX, 256), None);
+        assert_eq!(size_class(1, 1 << 16), Some(1 << 16));
     }
 
     #[test]
     fn blocks_come_back_by_key_and_class_within_the_capacity() {
-        let mut list = SizeClassFreeList::new(256, 2048);
+        let mut list = SizeClassFreeList::new(2048);
         assert_eq!(list.keep(0, 512, 'a'), Ok(()));
         assert_eq!(list.keep(1, 512, 'b'), Ok(()));
         assert_eq!(list.keep(0, 1024, 'c'), Ok(()));

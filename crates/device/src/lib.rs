@@ -34,6 +34,6 @@ pub use bytemuck::Pod;
 pub use device::{Device, DeviceOptions, HostWait, MemoryInfo, PoolMemory, ReleaseThreshold};
 pub use error::{check_same_len, Error, Result};
 pub use event::{Event, Timer};
-pub use free_list::SizeClassFreeList;
+pub use free_list::{size_class, SizeClassFreeList};
 pub use pinned::{HostRegistration, PinnedBuffer};
 pub use stream::Stream;
