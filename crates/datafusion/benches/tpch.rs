@@ -123,7 +123,7 @@ fn main() {
             }
             let shown = GpuJoinConfig { device_lanes, block_cache_bytes, min_build_rows, ..GpuJoinConfig::default() };
             println!(
-                "output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes, equi-joins of fewer than {} estimated build rows kept",
+                "output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes, equi-joins of build sides under {} rows kept",
                 name_parts(probe_part_rows),
                 shown.device_lanes(),
                 shown.block_cache_bytes(),

@@ -415,8 +415,14 @@ fn without_sort(plan: &Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
 /// Example: `FilterExec(r_name = 'ASIA')` over `region`'s 5 rows gives `Some(5)` (DataFusion
 /// estimates 1); a `HashJoinExec` of two tables gives `None`.
 fn rows_at_most(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
-    if let Ok(stats) = StatisticsContext::new().compute(plan.as_ref(), &StatisticsArgs::new()) {
-        if let Precision::Exact(rows) = stats.num_rows {
+    // One context for the walk: it keeps the statistics of the nodes below, which the next
+    // step down reads again.
+    rows_at_most_in(plan, &StatisticsContext::new())
+}
+
+fn rows_at_most_in(plan: &Arc<dyn ExecutionPlan>, stats: &StatisticsContext) -> Option<usize> {
+    if let Ok(s) = stats.compute(plan.as_ref(), &StatisticsArgs::new()) {
+        if let Precision::Exact(rows) = s.num_rows {
             return Some(rows);
         }
     }
@@ -428,7 +434,7 @@ fn rows_at_most(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
         || plan.downcast_ref::<SortPreservingMergeExec>().is_some()
         || plan.downcast_ref::<AggregateExec>().is_some();
     match plan.children().as_slice() {
-        [input] if never_adds_rows => rows_at_most(input),
+        [input] if never_adds_rows => rows_at_most_in(input, stats),
         _ => None,
     }
 }

@@ -1143,7 +1143,7 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
     for partitioned in [false, true] {
         // The partitioned plans gather on the device (`gather=device` in the plan's text).
         // The collect-left plans stream their probe sides in parts of 50 rows and keep 1 MiB
-        // of freed device blocks (and move equi-joins of at least one estimated build row); the
+        // of freed device blocks (and move equi-joins whose build side may have a row or more); the
         // partitioned ones keep none.
         let (gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows) = if partitioned { (OutputGather::Device, None, None, Some(0), Some(0)) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20), Some(1)) };
         let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
