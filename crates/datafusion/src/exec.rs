@@ -853,9 +853,19 @@ impl Job {
         let mut sink = |ix: JoinIndices| -> gpujoin_device::Result<bool> {
             lane = None;
             let rows = ix.num_rows();
+            let ordered = match order {
+                Some(Side::Left) => ix.left.as_ref().map(|i| (&left_rows, i)),
+                Some(Side::Right) => ix.right.as_ref().map(|i| (&right_rows, i)),
+                None => None,
+            };
             let mut at = 0;
             while at < rows {
                 let n = self.batch_rows.min(rows - at);
+                // An output batch ends where the ordered side's run of consecutive rows in one
+                // input batch ends, when that run fills at least half of it: its columns are
+                // then slices of that batch (see `take_output`).
+                let run = ordered.map_or(0, |(side, ix)| side.run_rows(ix, at, n));
+                let n = if run < n && run * 2 >= n { run } else { n };
                 let t = Instant::now();
                 let batch = self.take_output(&ix.slice(at, n), n, &left_rows, &right_rows);
                 gathering += t.elapsed();
@@ -893,9 +903,14 @@ impl Job {
     /// One output batch of `rows` rows: each output column taken from its side through that
     /// side's indices (a null index: a null).
     fn take_output(&self, ix: &JoinIndices, rows: usize, left: &HostSide<'_>, right: &HostSide<'_>) -> Result<RecordBatch> {
-        // The batches' positions of the indices of each side read from its batches, once.
+        // The batches' positions of the indices of each side read from its batches, once: one
+        // run of consecutive rows of one batch (the usual case of a probe side where each row
+        // matches once) is sliced, zero-copy; other indices are interleaved.
         let positions = |side: &HostSide<'_>, indices: Option<&UInt32Array>| match (side, indices) {
-            (HostSide::Batches { starts, .. }, Some(ix)) => Some(BatchPositions::of(starts, ix)),
+            (HostSide::Batches { starts, .. }, Some(ix)) => Some(match one_run(starts, ix) {
+                Some((batch, offset)) => BatchRows::Run { batch, offset, len: ix.len() },
+                None => BatchRows::Positions(BatchPositions::of(starts, ix)),
+            }),
             _ => None,
         };
         let (lp, rp) = (positions(left, ix.left.as_ref()), positions(right, ix.right.as_ref()));
@@ -909,7 +924,8 @@ impl Job {
                 return internal_err!("GpuJoinExec: no {side:?} rows for output column {}", field.name());
             };
             let column = match (rows_of, at) {
-                (HostSide::Batches { batches, .. }, Some(at)) => at.interleave(batches, i)?,
+                (HostSide::Batches { batches, .. }, Some(BatchRows::Run { batch, offset, len })) => batches[*batch].column(i).slice(*offset, *len),
+                (HostSide::Batches { batches, .. }, Some(BatchRows::Positions(at))) => at.interleave(batches, i)?,
                 (HostSide::Columns(cols), _) => match cols.get(&i) {
                     Some(c) => take(c.as_ref(), indices, None)?,
                     None => return internal_err!("GpuJoinExec: {side:?} column {i} was not prepared"),
@@ -992,6 +1008,52 @@ impl<'a> HostSide<'a> {
     }
 }
 
+impl HostSide<'_> {
+    /// How many of `indices[at..at + max]` continue the run of consecutive rows of one input
+    /// batch that `indices[at]` starts (0 for a null index, or a side held as columns).
+    ///
+    /// Example: batches of 3 and 2 rows (`starts [0, 3, 5]`), indices `[1, 2, 3, 4]`: from 0, 2
+    /// (row 3 is in the next batch); from 2, 2.
+    fn run_rows(&self, indices: &UInt32Array, at: usize, max: usize) -> usize {
+        let HostSide::Batches { starts, .. } = self else { return 0 };
+        if indices.is_null(at) {
+            return 0;
+        }
+        let first = indices.value(at) as usize;
+        let Some(b) = batch_of(starts, first) else { return 0 };
+        let max = max.min(starts[b + 1] - first);
+        (0..max).take_while(|&k| indices.is_valid(at + k) && indices.value(at + k) as usize == first + k).count()
+    }
+}
+
+/// The batch holding global row `row` (`starts[b] <= row < starts[b + 1]`; empty batches are
+/// skipped), `None` past the last one.
+fn batch_of(starts: &[usize], row: usize) -> Option<usize> {
+    let b = starts.partition_point(|&s| s <= row).checked_sub(1)?;
+    (b + 1 < starts.len() && row < starts[b + 1]).then_some(b)
+}
+
+/// The batch and first row in it where `indices` are one run of consecutive rows of one batch
+/// and none is null: batches of 3 and 2 rows, indices `[3, 4]`: `Some((1, 0))`; `[2, 3]`
+/// crosses batches: `None`.
+fn one_run(starts: &[usize], indices: &UInt32Array) -> Option<(usize, usize)> {
+    if indices.is_empty() || indices.null_count() > 0 {
+        return None;
+    }
+    let v = indices.values();
+    let first = v[0] as usize;
+    let b = batch_of(starts, first)?;
+    let consecutive = first + v.len() <= starts[b + 1] && v.iter().enumerate().all(|(k, &x)| x as usize == first + k);
+    consecutive.then_some((b, first - starts[b]))
+}
+
+/// One output batch's rows of a side read from its batches: one run sliced from a batch, or
+/// positions interleaved from several.
+enum BatchRows {
+    Run { batch: usize, offset: usize, len: usize },
+    Positions(BatchPositions),
+}
+
 /// Where the rows of one output batch are in a side's batches: the batches `first..=last`, a
 /// `(batch - first, row)` pair an output row, and a null row (`(last - first + 1, 0)`: a
 /// one-row null array after them) where the index is null.
@@ -1008,7 +1070,7 @@ struct BatchPositions {
 
 impl BatchPositions {
     fn of(starts: &[usize], indices: &UInt32Array) -> Self {
-        let batch_of = |g: usize| starts.partition_point(|&s| s <= g).saturating_sub(1);
+        let batch_of = |g: usize| batch_of(starts, g).unwrap_or(0);
         let mut pairs = Vec::with_capacity(indices.len());
         let (mut batches, mut nulls): (Option<(usize, usize)>, bool) = (None, false);
         let mut b = 0;
@@ -1136,4 +1198,58 @@ fn device_input(batches: &[RecordBatch], schema: &Schema, cols: &[usize], side: 
         })
         .collect::<Result<Vec<_>>>()?;
     Ok((out, batches))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ix(v: &[Option<u32>]) -> UInt32Array {
+        v.iter().copied().collect()
+    }
+
+    fn side(rows: &[usize]) -> (Vec<RecordBatch>, Vec<usize>) {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::UInt32, false)]));
+        let mut at = 0u32;
+        let batches: Vec<RecordBatch> = rows
+            .iter()
+            .map(|&n| {
+                let col: UInt32Array = (at..at + n as u32).collect();
+                at += n as u32;
+                RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(col)]).unwrap()
+            })
+            .collect();
+        let starts = match HostSide::batches(&batches) {
+            HostSide::Batches { starts, .. } => starts,
+            HostSide::Columns(_) => unreachable!(),
+        };
+        (batches, starts)
+    }
+
+    #[test]
+    fn runs_of_consecutive_rows_stay_within_one_batch() {
+        // Batches of 3, 0 (empty) and 2 rows: global rows 0..3 and 3..5.
+        let (batches, starts) = side(&[3, 0, 2]);
+        assert_eq!(starts, [0, 3, 3, 5]);
+        assert_eq!(batch_of(&starts, 0), Some(0));
+        assert_eq!(batch_of(&starts, 3), Some(2), "the empty batch is skipped");
+        assert_eq!(batch_of(&starts, 5), None);
+        let host = HostSide::batches(&batches);
+        let v = ix(&[Some(1), Some(2), Some(3), Some(4), None, Some(0)]);
+        assert_eq!(host.run_rows(&v, 0, 6), 2, "row 3 is in the next batch");
+        assert_eq!(host.run_rows(&v, 2, 6), 2, "a null ends the run");
+        assert_eq!(host.run_rows(&v, 2, 1), 1, "at most max rows");
+        assert_eq!(host.run_rows(&v, 4, 2), 0, "a null starts none");
+        assert_eq!(host.run_rows(&v, 5, 1), 1);
+        assert_eq!(host.run_rows(&ix(&[Some(0), Some(2)]), 0, 2), 1, "a gap ends the run");
+        assert_eq!(host.run_rows(&ix(&[Some(1), Some(0)]), 0, 2), 1, "so does a step back");
+
+        assert_eq!(one_run(&starts, &ix(&[Some(3), Some(4)])), Some((2, 0)));
+        assert_eq!(one_run(&starts, &ix(&[Some(1), Some(2)])), Some((0, 1)));
+        assert_eq!(one_run(&starts, &ix(&[Some(2), Some(3)])), None, "crosses batches");
+        assert_eq!(one_run(&starts, &ix(&[Some(1), None])), None, "a null");
+        assert_eq!(one_run(&starts, &ix(&[Some(0), Some(2)])), None, "a gap");
+        assert_eq!(one_run(&starts, &ix(&[Some(1), Some(1)])), None, "a repeat");
+        assert_eq!(one_run(&starts, &ix(&[])), None);
+    }
 }
