@@ -717,13 +717,13 @@ impl Job {
         let p = &self.plan;
         let (rs, rb) = device_input(&right, &self.right_schema, &p.right_cols, Side::Right)?;
         if p.gather == OutputGather::Host {
-            // Equi-joins: the side whose output columns cost more to read at random is read in
-            // sequence, the other at random (see `ordered_side`). Joins without keys (theta, cross) keep the
-            // algorithm's order, their left side's.
-            let order = (!p.keys.is_empty()).then(|| {
-                let cost = |schema: &Schema, rows: usize, side: Side| random_read_cost(schema, rows, p.sources.iter().filter(|s| s.0 == side).map(|s| s.1));
-                ordered_side(cost(&self.left_schema, lrows, Side::Left), cost(&self.right_schema, rrows, Side::Right))
-            });
+            // Equi-joins: the larger side read in sequence, the smaller one at random. Joins
+            // without keys (theta, cross) keep the algorithm's order, their left side's.
+            let order = match (p.keys.is_empty(), rrows >= lrows) {
+                (true, _) => None,
+                (false, true) => Some(Side::Right),
+                (false, false) => Some(Side::Left),
+            };
             return self.run_host_gather(left, right, (rs, rb), order, tx);
         }
         drop(right);
@@ -1026,39 +1026,6 @@ impl HostSide<'_> {
     }
 }
 
-/// The side a host gather reads in sequence: the one whose output columns would cost more to
-/// read at random ([`random_read_cost`]), so that the other side takes the random reads; the
-/// right side (the probe side) on a tie. In Q18's largest join a partition's build side is
-/// about 1M rows of five `customer` and `orders` columns and a probe part about 1M `lineitem`
-/// rows of one (`l_quantity`): the build side is read in sequence.
-fn ordered_side(left_cost: f64, right_cost: f64) -> Side {
-    if left_cost > right_cost {
-        Side::Left
-    } else {
-        Side::Right
-    }
-}
-
-/// A share of the cache one partition's random reads may count on: columns that fit it cost
-/// less than a miss a read.
-const CACHE_SHARE_BYTES: f64 = (4 << 20) as f64;
-
-/// Cache misses a row of `columns` of `schema` costs, read at random from `rows` rows: one per
-/// fixed-width column, two per other (a string view or offset, then its bytes), scaled down
-/// where the columns (`rows` times their widths, 16 bytes for the others) fit
-/// [`CACHE_SHARE_BYTES`]. Five columns of 1M rows, one a string: 6; one `Int64` of 100K rows
-/// (800 KB): about 0.19.
-fn random_read_cost(schema: &Schema, rows: usize, columns: impl Iterator<Item = usize>) -> f64 {
-    let (mut reads, mut width) = (0usize, 0usize);
-    for i in columns {
-        match schema.field(i).data_type().primitive_width() {
-            Some(w) => (reads, width) = (reads + 1, width + w),
-            None => (reads, width) = (reads + 2, width + 16),
-        }
-    }
-    reads as f64 * (rows as f64 * width as f64 / CACHE_SHARE_BYTES).min(1.0)
-}
-
 /// The batch holding global row `row` (`starts[b] <= row < starts[b + 1]`; empty batches are
 /// skipped), `None` past the last one.
 fn batch_of(starts: &[usize], row: usize) -> Option<usize> {
@@ -1284,32 +1251,5 @@ mod tests {
         assert_eq!(one_run(&starts, &ix(&[Some(0), Some(2)])), None, "a gap");
         assert_eq!(one_run(&starts, &ix(&[Some(1), Some(1)])), None, "a repeat");
         assert_eq!(one_run(&starts, &ix(&[])), None);
-    }
-
-    #[test]
-    fn the_side_whose_columns_cost_more_at_random_is_read_in_sequence() {
-        let schema = Schema::new(vec![
-            Field::new("k", DataType::Int64, false),
-            Field::new("name", DataType::Utf8View, true),
-            Field::new("price", DataType::Decimal128(15, 2), true),
-            Field::new("day", DataType::Date32, true),
-            Field::new("key", DataType::Int64, false),
-        ]);
-        let all = || [0, 1, 2, 3, 4].into_iter();
-        assert_eq!(random_read_cost(&schema, 1_000_000, all()), 6.0, "a string costs two reads");
-        assert_eq!(random_read_cost(&schema, 1_000_000, std::iter::empty()), 0.0);
-        assert_eq!(random_read_cost(&schema, 0, all()), 0.0);
-        let small = random_read_cost(&schema, 100_000, [0].into_iter());
-        assert!((small - 800_000.0 / (4 << 20) as f64).abs() < 1e-12, "{small}: the column fits the cache");
-        // Q18's largest join, a partition: five build columns, one probe column (l_quantity).
-        let quantity = Schema::new(vec![Field::new("l_quantity", DataType::Decimal128(15, 2), true)]);
-        let (build, part) = (random_read_cost(&schema, 940_000, all()), random_read_cost(&quantity, 1_050_000, [0].into_iter()));
-        assert_eq!(ordered_side(build, part), Side::Left);
-        // A fact part joined with a small dimension: the fact side's columns read in sequence.
-        let dim = random_read_cost(&schema, 100_000, [1].into_iter());
-        let fact = random_read_cost(&schema, 1_050_000, [0, 2, 3].into_iter());
-        assert_eq!(ordered_side(dim, fact), Side::Right);
-        assert_eq!(ordered_side(1.5, 1.5), Side::Right, "a tie reads the probe side in sequence");
-        assert_eq!(ordered_side(0.0, 0.0), Side::Right);
     }
 }
