@@ -717,13 +717,13 @@ impl Job {
         let p = &self.plan;
         let (rs, rb) = device_input(&right, &self.right_schema, &p.right_cols, Side::Right)?;
         if p.gather == OutputGather::Host {
-            // Equi-joins: the side whose output columns cost more to read at random is read in
-            // sequence, the other at random (see `ordered_side`). Joins without keys (theta,
-            // cross) keep the algorithm's order, their left side's.
-            let order = (!p.keys.is_empty()).then(|| {
-                let cost = |schema: &Schema, rows: usize, side: Side| random_read_cost(schema, rows, p.sources.iter().filter(|s| s.0 == side).map(|s| s.1));
-                ordered_side(cost(&self.left_schema, lrows, Side::Left), cost(&self.right_schema, rrows, Side::Right))
-            });
+            // Equi-joins: the larger side read in sequence, the smaller one at random. Joins
+            // without keys (theta, cross) keep the algorithm's order, their left side's.
+            let order = match (p.keys.is_empty(), rrows >= lrows) {
+                (true, _) => None,
+                (false, true) => Some(Side::Right),
+                (false, false) => Some(Side::Left),
+            };
             return self.run_host_gather(left, right, (rs, rb), order, tx);
         }
         drop(right);
@@ -837,12 +837,15 @@ impl Job {
         self.metrics.upload_time.add_elapsed(t);
         self.metrics.device_joins.add(1);
 
-        // The build side is read from its output columns, each concatenated into one array once
-        // a partition (in sequence where the indices are ordered by it); the probe side from
-        // its batches where the indices are ordered by it, else from its columns too.
+        // The side the indices are ordered by is read from its batches, in sequence; the other
+        // one from its output columns, each concatenated into one array.
         let t = Instant::now();
         let wanted = |side: Side| p.sources.iter().filter(move |s| s.0 == side).map(|s| s.1);
-        let left_rows = HostSide::Columns(left.columns.get_or_init(|| host_columns(&left.host, wanted(Side::Left)).map_err(Arc::new)).clone().map_err(DataFusionError::Shared)?);
+        let left_rows = if order == Some(Side::Left) {
+            HostSide::batches(&left.host)
+        } else {
+            HostSide::Columns(left.columns.get_or_init(|| host_columns(&left.host, wanted(Side::Left)).map_err(Arc::new)).clone().map_err(DataFusionError::Shared)?)
+        };
         let right_rows = if order == Some(Side::Right) { HostSide::batches(&right) } else { HostSide::Columns(host_columns(&right, wanted(Side::Right))?) };
         let mut gathering = t.elapsed();
 
@@ -924,10 +927,7 @@ impl Job {
                 (HostSide::Batches { batches, .. }, Some(BatchRows::Run { batch, offset, len })) => batches[*batch].column(i).slice(*offset, *len),
                 (HostSide::Batches { batches, .. }, Some(BatchRows::Positions(at))) => at.interleave(batches, i)?,
                 (HostSide::Columns(cols), _) => match cols.get(&i) {
-                    Some(c) => match consecutive(indices) {
-                        Some(first) => c.slice(first, indices.len()),
-                        None => take(c.as_ref(), indices, None)?,
-                    },
+                    Some(c) => take(c.as_ref(), indices, None)?,
                     None => return internal_err!("GpuJoinExec: {side:?} column {i} was not prepared"),
                 },
                 _ => return internal_err!("GpuJoinExec: no positions for the {side:?} batches"),
@@ -988,9 +988,8 @@ impl Job {
     }
 }
 
-/// One side of a host gather: its batches (the probe side where the join's indices are ordered
-/// by it, read in sequence) or its output columns, each in one array (the build side always,
-/// made once a partition; the probe side where the indices are not ordered by it).
+/// One side of a host gather: its batches (the side the join's indices are ordered by, read in
+/// sequence) or its output columns, each in one array (read at random).
 enum HostSide<'a> {
     Batches { batches: &'a [RecordBatch], starts: Vec<usize> },
     Columns(HostColumns),
@@ -1010,58 +1009,21 @@ impl<'a> HostSide<'a> {
 }
 
 impl HostSide<'_> {
-    /// How many of `indices[at..at + max]` continue the run of consecutive rows (of one input
-    /// batch, for a side read from its batches) that `indices[at]` starts (0 for a null index).
+    /// How many of `indices[at..at + max]` continue the run of consecutive rows of one input
+    /// batch that `indices[at]` starts (0 for a null index, or a side held as columns).
     ///
     /// Example: batches of 3 and 2 rows (`starts [0, 3, 5]`), indices `[1, 2, 3, 4]`: from 0, 2
     /// (row 3 is in the next batch); from 2, 2.
     fn run_rows(&self, indices: &UInt32Array, at: usize, max: usize) -> usize {
+        let HostSide::Batches { starts, .. } = self else { return 0 };
         if indices.is_null(at) {
             return 0;
         }
         let first = indices.value(at) as usize;
-        let max = match self {
-            HostSide::Batches { starts, .. } => match batch_of(starts, first) {
-                Some(b) => max.min(starts[b + 1] - first),
-                None => return 0,
-            },
-            HostSide::Columns(_) => max,
-        };
+        let Some(b) = batch_of(starts, first) else { return 0 };
+        let max = max.min(starts[b + 1] - first);
         (0..max).take_while(|&k| indices.is_valid(at + k) && indices.value(at + k) as usize == first + k).count()
     }
-}
-
-/// The side a host gather reads in sequence: the one whose output columns would cost more to
-/// read at random ([`random_read_cost`]), so that the other side takes the random reads; the
-/// right side (the probe side) on a tie. In Q18's largest join a partition's build side is
-/// about 1M rows of five `customer` and `orders` columns and a probe part about 1M `lineitem`
-/// rows of one (`l_quantity`): the build side is read in sequence.
-fn ordered_side(left_cost: f64, right_cost: f64) -> Side {
-    if left_cost > right_cost {
-        Side::Left
-    } else {
-        Side::Right
-    }
-}
-
-/// A share of the cache one partition's random reads may count on: columns that fit it cost
-/// less than a miss a read.
-const CACHE_SHARE_BYTES: f64 = (4 << 20) as f64;
-
-/// Cache misses a row of `columns` of `schema` costs, read at random from `rows` rows: one per
-/// fixed-width column, two per other (a string view or offset, then its bytes), scaled down
-/// where the columns (`rows` times their widths, 16 bytes for the others) fit
-/// [`CACHE_SHARE_BYTES`]. Five columns of 1M rows, one a string: 6; one `Int64` of 100K rows
-/// (800 KB): about 0.19.
-fn random_read_cost(schema: &Schema, rows: usize, columns: impl Iterator<Item = usize>) -> f64 {
-    let (mut reads, mut width) = (0usize, 0usize);
-    for i in columns {
-        match schema.field(i).data_type().primitive_width() {
-            Some(w) => (reads, width) = (reads + 1, width + w),
-            None => (reads, width) = (reads + 2, width + 16),
-        }
-    }
-    reads as f64 * (rows as f64 * width as f64 / CACHE_SHARE_BYTES).min(1.0)
 }
 
 /// The batch holding global row `row` (`starts[b] <= row < starts[b + 1]`; empty batches are
@@ -1071,23 +1033,18 @@ fn batch_of(starts: &[usize], row: usize) -> Option<usize> {
     (b + 1 < starts.len() && row < starts[b + 1]).then_some(b)
 }
 
-/// The first row where `indices` are one run of consecutive rows and none is null: `[4, 5, 6]`:
-/// `Some(4)`; `[4, 6]`: `None`.
-fn consecutive(indices: &UInt32Array) -> Option<usize> {
-    if indices.is_empty() || indices.null_count() > 0 {
-        return None;
-    }
-    let first = indices.value(0) as usize;
-    indices.values().iter().enumerate().all(|(k, &x)| x as usize == first + k).then_some(first)
-}
-
 /// The batch and first row in it where `indices` are one run of consecutive rows of one batch
 /// and none is null: batches of 3 and 2 rows, indices `[3, 4]`: `Some((1, 0))`; `[2, 3]`
 /// crosses batches: `None`.
 fn one_run(starts: &[usize], indices: &UInt32Array) -> Option<(usize, usize)> {
-    let first = consecutive(indices)?;
+    if indices.is_empty() || indices.null_count() > 0 {
+        return None;
+    }
+    let v = indices.values();
+    let first = v[0] as usize;
     let b = batch_of(starts, first)?;
-    (first + indices.len() <= starts[b + 1]).then_some((b, first - starts[b]))
+    let consecutive = first + v.len() <= starts[b + 1] && v.iter().enumerate().all(|(k, &x)| x as usize == first + k);
+    consecutive.then_some((b, first - starts[b]))
 }
 
 /// One output batch's rows of a side read from its batches: one run sliced from a batch, or
@@ -1294,42 +1251,5 @@ mod tests {
         assert_eq!(one_run(&starts, &ix(&[Some(0), Some(2)])), None, "a gap");
         assert_eq!(one_run(&starts, &ix(&[Some(1), Some(1)])), None, "a repeat");
         assert_eq!(one_run(&starts, &ix(&[])), None);
-
-        assert_eq!(consecutive(&ix(&[Some(4), Some(5), Some(6)])), Some(4));
-        assert_eq!(consecutive(&ix(&[Some(4), Some(6)])), None);
-        assert_eq!(consecutive(&ix(&[Some(4), None])), None);
-        assert_eq!(consecutive(&ix(&[])), None);
-        // A side held as columns: runs cross the batches' bounds.
-        let columns = HostSide::Columns(HostColumns::new());
-        assert_eq!(columns.run_rows(&v, 0, 6), 4, "rows 1..=4, then a null");
-        assert_eq!(columns.run_rows(&v, 0, 3), 3);
-        assert_eq!(columns.run_rows(&v, 4, 2), 0);
-    }
-
-    #[test]
-    fn the_side_whose_columns_cost_more_at_random_is_read_in_sequence() {
-        let schema = Schema::new(vec![
-            Field::new("k", DataType::Int64, false),
-            Field::new("name", DataType::Utf8View, true),
-            Field::new("price", DataType::Decimal128(15, 2), true),
-            Field::new("day", DataType::Date32, true),
-            Field::new("key", DataType::Int64, false),
-        ]);
-        let all = || [0, 1, 2, 3, 4].into_iter();
-        assert_eq!(random_read_cost(&schema, 1_000_000, all()), 6.0, "a string costs two reads");
-        assert_eq!(random_read_cost(&schema, 1_000_000, std::iter::empty()), 0.0);
-        assert_eq!(random_read_cost(&schema, 0, all()), 0.0);
-        let small = random_read_cost(&schema, 100_000, [0].into_iter());
-        assert!((small - 800_000.0 / (4 << 20) as f64).abs() < 1e-12, "{small}: the column fits the cache");
-        // Q18's largest join, a partition: five build columns, one probe column (l_quantity).
-        let quantity = Schema::new(vec![Field::new("l_quantity", DataType::Decimal128(15, 2), true)]);
-        let (build, part) = (random_read_cost(&schema, 940_000, all()), random_read_cost(&quantity, 1_050_000, [0].into_iter()));
-        assert_eq!(ordered_side(build, part), Side::Left);
-        // A fact part joined with a small dimension: the fact side's columns read in sequence.
-        let dim = random_read_cost(&schema, 100_000, [1].into_iter());
-        let fact = random_read_cost(&schema, 1_050_000, [0, 2, 3].into_iter());
-        assert_eq!(ordered_side(dim, fact), Side::Right);
-        assert_eq!(ordered_side(1.5, 1.5), Side::Right, "a tie reads the probe side in sequence");
-        assert_eq!(ordered_side(0.0, 0.0), Side::Right);
     }
 }
