@@ -828,17 +828,10 @@ impl Job {
         }
         let build = self.build_on_device(left)?;
         self.metrics.upload_time.add_elapsed(t);
-        // The lane covers this part's upload, its join and its indices' download; it is given
-        // back when the indices reach the sink, before any output column is gathered.
-        let mut lane = Some(self.lane());
-        let t = Instant::now();
-        let (rs, rb) = device;
-        let probe = self.metrics.uploaded(DeviceInput::upload_batches(stream, rs, rb, StagingOptions::default()).map_err(external)?);
-        self.metrics.upload_time.add_elapsed(t);
-        self.metrics.device_joins.add(1);
 
         // The side the indices are ordered by is read from its batches, in sequence; the other
-        // one from its output columns, each concatenated into one array.
+        // one from its output columns, each concatenated into one array (host work, done before
+        // this partition takes a device lane).
         let t = Instant::now();
         let wanted = |side: Side| p.sources.iter().filter(move |s| s.0 == side).map(|s| s.1);
         let left_rows = if order == Some(Side::Left) {
@@ -848,6 +841,15 @@ impl Job {
         };
         let right_rows = if order == Some(Side::Right) { HostSide::batches(&right) } else { HostSide::Columns(host_columns(&right, wanted(Side::Right))?) };
         let mut gathering = t.elapsed();
+
+        // The lane covers this part's upload, its join and its indices' download; it is given
+        // back when the indices reach the sink, before any output column is gathered.
+        let mut lane = Some(self.lane());
+        let t = Instant::now();
+        let (rs, rb) = device;
+        let probe = self.metrics.uploaded(DeviceInput::upload_batches(stream, rs, rb, StagingOptions::default()).map_err(external)?);
+        self.metrics.upload_time.add_elapsed(t);
+        self.metrics.device_joins.add(1);
 
         let mut failed: Option<DataFusionError> = None;
         let mut sink = |ix: JoinIndices| -> gpujoin_device::Result<bool> {
