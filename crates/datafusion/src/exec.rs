@@ -1017,15 +1017,24 @@ impl HostSide<'_> {
     /// Example: batches of 3 and 2 rows (`starts [0, 3, 5]`), indices `[1, 2, 3, 4]`: from 0, 2
     /// (row 3 is in the next batch); from 2, 2.
     fn run_rows(&self, indices: &UInt32Array, at: usize, max: usize) -> usize {
-        let HostSide::Batches { starts, .. } = self else { return 0 };
-        if indices.is_null(at) {
-            return 0;
+        match self {
+            HostSide::Batches { starts, .. } => run_in_batch(starts, indices, at, max).map_or(0, |(_, rows)| rows),
+            HostSide::Columns(_) => 0,
         }
-        let first = indices.value(at) as usize;
-        let Some(b) = batch_of(starts, first) else { return 0 };
-        let max = max.min(starts[b + 1] - first);
-        (0..max).take_while(|&k| indices.is_valid(at + k) && indices.value(at + k) as usize == first + k).count()
     }
+}
+
+/// The batch that `indices[at]` falls in and how many of `indices[at..at + max]` continue its
+/// run of consecutive rows within that batch (`None` for a null index or one past the last
+/// batch). Batches of 3 and 2 rows, indices `[1, 2, 3]`: from 0, `Some((0, 2))`.
+fn run_in_batch(starts: &[usize], indices: &UInt32Array, at: usize, max: usize) -> Option<(usize, usize)> {
+    if indices.is_null(at) {
+        return None;
+    }
+    let first = indices.value(at) as usize;
+    let b = batch_of(starts, first)?;
+    let max = max.min(starts[b + 1] - first);
+    Some((b, (0..max).take_while(|&k| indices.is_valid(at + k) && indices.value(at + k) as usize == first + k).count()))
 }
 
 /// The batch holding global row `row` (`starts[b] <= row < starts[b + 1]`; empty batches are
@@ -1042,11 +1051,8 @@ fn one_run(starts: &[usize], indices: &UInt32Array) -> Option<(usize, usize)> {
     if indices.is_empty() || indices.null_count() > 0 {
         return None;
     }
-    let v = indices.values();
-    let first = v[0] as usize;
-    let b = batch_of(starts, first)?;
-    let consecutive = first + v.len() <= starts[b + 1] && v.iter().enumerate().all(|(k, &x)| x as usize == first + k);
-    consecutive.then_some((b, first - starts[b]))
+    let (b, rows) = run_in_batch(starts, indices, 0, indices.len())?;
+    (rows == indices.len()).then(|| (b, indices.value(0) as usize - starts[b]))
 }
 
 /// One output batch's rows of a side read from its batches: one run sliced from a batch, or
