@@ -265,6 +265,24 @@ __global__ void check(const uint32_t *or0, const uint32_t *or1, const uint32_t *
 
 static float med(std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 
+// One rep's phases between events e[0..3] (partition, table, probe) and its total, kept after
+// the two warm-ups.
+static void phases(cudaEvent_t *e, int rep, std::vector<float> &tp, std::vector<float> &tb, std::vector<float> &tj, std::vector<float> &tot) {
+  CK(cudaEventSynchronize(e[3]));
+  float a, b, c, t;
+  cudaEventElapsedTime(&a, e[0], e[1]); cudaEventElapsedTime(&b, e[1], e[2]); cudaEventElapsedTime(&c, e[2], e[3]); cudaEventElapsedTime(&t, e[0], e[3]);
+  if (rep >= 2) { tp.push_back(a); tb.push_back(b); tj.push_back(c); tot.push_back(t); }
+}
+
+// The join's output rows, its repeat flag, and the rows `launch_check` (given the rows) found wrong.
+template <class Check>
+static void outcome(const unsigned long long *cursor, const uint32_t *repeat, unsigned long long *bad, Check launch_check, unsigned long long &rows, unsigned long long &nbad, uint32_t &rpt) {
+  CK(cudaMemcpy(&rows, cursor, 8, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(&rpt, repeat, 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemset(bad, 0, 8));
+  launch_check((int64_t)rows);
+  CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
+}
+
 template <int F, int P>
 void run_case(int bits, int64_t nr, int64_t ns, double copy_gbs) {
   uint32_t *rk, *rp0, *rp1, *sk, *sp0, *sp1;
@@ -320,16 +338,10 @@ void run_case(int bits, int64_t nr, int64_t ns, double copy_gbs) {
       CK(cudaEventRecord(e[2]));
       join(pk, pa, pb);
       CK(cudaEventRecord(e[3]));
-      CK(cudaEventSynchronize(e[3]));
-      float a, b, c, t;
-      cudaEventElapsedTime(&a, e[0], e[1]); cudaEventElapsedTime(&b, e[1], e[2]); cudaEventElapsedTime(&c, e[2], e[3]); cudaEventElapsedTime(&t, e[0], e[3]);
-      if (rep >= 2) { tp.push_back(a); tb.push_back(b); tj.push_back(c); tot.push_back(t); }
+      phases(e, rep, tp, tb, tj, tot);
     }
     unsigned long long rows = 0, nbad = 0; uint32_t rpt = 0;
-    CK(cudaMemcpy(&rows, cursor, 8, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(&rpt, repeat, 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemset(bad, 0, 8));
-    check<P><<<2048, 256>>>(o0, o1, o2, o3, (int64_t)rows, bad);
-    CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
+    outcome(cursor, repeat, bad, [&](int64_t n) { check<P><<<2048, 256>>>(o0, o1, o2, o3, n, bad); }, rows, nbad, rpt);
     double floor_bytes = (double)(nr + ns) * 4 * (1 + P) + (double)ns * 4 * 2 * P;
     double fl = floor_bytes / copy_gbs / 1e6;
     printf("RESULT P=%d F=%d nr=2^%d %-6s total %.3f ms (partition %.3f, table %.3f, probe %.3f) rows %llu bad %llu repeat %u floor %.3f ms ratio %.2f\n",
@@ -385,16 +397,10 @@ void run_slots(int bits, int64_t nr, int64_t ns, double copy_gbs) {
       CK(cudaMemsetAsync(cursor, 0, 8));
       probe_slots<<<(int)((ns + TILE - 1) / TILE), TPB>>>(pk, pa, ns, min, span, t, cursor, o0, o2);
       CK(cudaEventRecord(e[3]));
-      CK(cudaEventSynchronize(e[3]));
-      float x, y, z, w;
-      cudaEventElapsedTime(&x, e[0], e[1]); cudaEventElapsedTime(&y, e[1], e[2]); cudaEventElapsedTime(&z, e[2], e[3]); cudaEventElapsedTime(&w, e[0], e[3]);
-      if (rep >= 2) { tp.push_back(x); tb.push_back(y); tj.push_back(z); tot.push_back(w); }
+      phases(e, rep, tp, tb, tj, tot);
     }
     unsigned long long rows = 0, nbad = 0; uint32_t rpt = 0;
-    CK(cudaMemcpy(&rows, cursor, 8, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(&rpt, repeat, 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemset(bad, 0, 8));
-    check<1><<<2048, 256>>>(o0, nullptr, o2, nullptr, (int64_t)rows, bad);
-    CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
+    outcome(cursor, repeat, bad, [&](int64_t n) { check<1><<<2048, 256>>>(o0, nullptr, o2, nullptr, n, bad); }, rows, nbad, rpt);
     double fl = ((double)(nr + ns) * 8 + (double)ns * 8) / copy_gbs / 1e6;
     printf("RESULT P=1 F=%d nr=2^%d %-14s total %.3f ms (partition %.3f, table %.3f, probe %.3f) rows %llu bad %llu repeat %u ratio %.2f\n",
            F, bits, names[variant], med(tot), med(tp), med(tb), med(tj), rows, nbad, rpt, med(tot) / fl);
