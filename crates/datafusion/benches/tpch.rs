@@ -24,6 +24,8 @@
 //! `GpuJoinConfig::block_cache_bytes` likewise (bytes, `auto` for the default, or several; CSV
 //! group suffix `_<n>_block_cache`). `GPUJOIN_TPCH_MIN_BUILD_ROWS` sets
 //! `GpuJoinConfig::min_build_rows` likewise (rows; CSV group suffix `_<n>_min_build`).
+//! `GPUJOIN_TPCH_COLLECT_BUILD_ROWS` sets `GpuJoinConfig::collect_build_rows` likewise (rows, 0
+//! for never; CSV group suffix `_<n>_collect_build`).
 //!
 //! With `GPUJOIN_TPCH_DUCKDB_DIR` set, the generated tables are also written there for DuckDB
 //! (`benches/duckdb_tpch.py` runs the same queries on them, on the same machine): each table as
@@ -88,6 +90,7 @@ fn main() {
     let lanes = numbers_or_auto("GPUJOIN_TPCH_DEVICE_LANES");
     let block_caches = numbers_or_auto("GPUJOIN_TPCH_BLOCK_CACHE");
     let min_builds = numbers_or_auto("GPUJOIN_TPCH_MIN_BUILD_ROWS");
+    let collect_builds = numbers_or_auto("GPUJOIN_TPCH_COLLECT_BUILD_ROWS");
     println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, probe parts {:?}, device: {device_name}", probe_parts.iter().map(|&p| name_parts(p)).collect::<Vec<_>>());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -110,24 +113,26 @@ fn main() {
             .flat_map(|(g, p)| host_waits.iter().map(move |&w| (g, p, w)))
             .flat_map(|(g, p, w)| lanes.iter().map(move |&n| (g, p, w, n)))
             .flat_map(|(g, p, w, n)| block_caches.iter().map(move |&c| (g, p, w, n, c)))
-            .flat_map(|(g, p, w, n, c)| min_builds.iter().map(move |&b| (g, p, w, n, c, b)));
-        for (gather, probe_part_rows, host_wait, device_lanes, block_cache_bytes, min_build_rows) in variants {
+            .flat_map(|(g, p, w, n, c)| min_builds.iter().map(move |&b| (g, p, w, n, c, b)))
+            .flat_map(|(g, p, w, n, c, b)| collect_builds.iter().map(move |&u| (g, p, w, n, c, b, u)));
+        for (gather, probe_part_rows, host_wait, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows) in variants {
             if let (Some(wait), Some(device)) = (host_wait, &device) {
                 device.set_host_wait(wait).unwrap();
                 println!("host threads wait for the device: {:?}", device.host_wait().unwrap());
             }
-            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, ..GpuJoinConfig::default() }).build();
+            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, ..GpuJoinConfig::default() }).build();
             let gpu = SessionContext::new_with_state(gpu_state);
             for t in tpch::TABLES {
                 gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
             }
-            let shown = GpuJoinConfig { device_lanes, block_cache_bytes, min_build_rows, ..GpuJoinConfig::default() };
+            let shown = GpuJoinConfig { device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, ..GpuJoinConfig::default() };
             println!(
-                "output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes, equi-joins of build sides under {} rows kept",
+                "output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes, equi-joins of build sides under {} rows kept, partitioned joins of build sides up to {} rows without their repartitions",
                 name_parts(probe_part_rows),
                 shown.device_lanes(),
                 shown.block_cache_bytes(),
-                shown.min_build_rows()
+                shown.min_build_rows(),
+                shown.collect_build_rows()
             );
             let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
             println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | device joins: each one's calls, waits, allocations (count / ms) | cores busy plain / rule | answers");
@@ -181,6 +186,9 @@ fn main() {
                 if let Some(n) = min_build_rows {
                     group = format!("{group}_{n}_min_build");
                 }
+                if let Some(n) = collect_build_rows {
+                    group = format!("{group}_{n}_collect_build");
+                }
                 for (case, ms) in [
                     ("plain", mp),
                     ("gpu_rule", mg),
@@ -208,7 +216,8 @@ fn main() {
                     let lanes = device_lanes.map(|n| format!("_{n}lanes")).unwrap_or_default();
                     let cache = block_cache_bytes.map(|n| format!("_{n}cache")).unwrap_or_default();
                     let min_build = min_build_rows.map(|n| format!("_{n}minbuild")).unwrap_or_default();
-                    let variant = format!("{}_{}{wait}{lanes}{cache}{min_build}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
+                    let collect = collect_build_rows.map(|n| format!("_{n}collect")).unwrap_or_default();
+                    let variant = format!("{}_{}{wait}{lanes}{cache}{min_build}{collect}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
                     for (ctx, name) in [(&plain, "plain".to_string()), (&gpu, variant)] {
                         std::fs::write(dir.join(format!("q{q}_{name}.txt")), analyzed_plan(ctx, q).await).unwrap();
                     }

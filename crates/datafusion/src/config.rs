@@ -77,6 +77,21 @@ pub struct GpuJoinConfig {
     /// `customer` and with the join of `orders` and `customer` move. `None` (the default):
     /// [`DEFAULT_MIN_BUILD_ROWS`]; `Some(0)`: every join gpujoin can run moves.
     pub min_build_rows: Option<usize>,
+    /// `Partitioned` hash joins (Inner, Right, RightSemi, RightAnti with keys) whose two inputs
+    /// are hash-repartitioned for them become `CollectLeft` GPU joins of the inputs before those
+    /// repartitions (the build side coalesced into one, the probe side as it comes) when the
+    /// build side is estimated at no more rows than this and than the probe side (an unknown
+    /// estimate, a join's output, counts as small enough), and the plan above does not rely on
+    /// the join's output being hash-partitioned (DataFusion's `SanityCheckPlan` decides; where
+    /// it would, the join stays `Partitioned`). DataFusion hash-partitions both sides so that its
+    /// CPU join builds one hash table a core; the device needs no such split, and repartitioning
+    /// costs the host a hash and a copy of every row of both inputs: TPC-H Q8 at SF10 spends 1.4 s
+    /// of its cores repartitioning `lineitem`'s 60M rows for a join with 13,000 `part` rows.
+    /// The price: every probe part's device join prepares the whole build side, not a
+    /// partition's share. `EXPLAIN` shows such a join as
+    /// `replaces=HashJoinExec (Partitioned; unrepartitioned inputs)`. `None` (the default):
+    /// [`DEFAULT_COLLECT_BUILD_ROWS`]; `Some(0)`: never.
+    pub collect_build_rows: Option<usize>,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -99,6 +114,7 @@ impl Default for GpuJoinConfig {
             device_lanes: None,
             block_cache_bytes: None,
             min_build_rows: None,
+            collect_build_rows: None,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }
@@ -137,6 +153,11 @@ pub const DEFAULT_BLOCK_CACHE_BYTES: usize = 16 << 20;
 /// were even (`benches/results/issue12-tpch-h100.md`, session 25). A hash table of 2^17 rows is
 /// a few MiB, within the CPU's caches.
 pub const DEFAULT_MIN_BUILD_ROWS: usize = 1 << 17;
+
+/// The most estimated build rows of a `Partitioned` hash join that runs `CollectLeft` on its
+/// inputs before their hash repartitions by default ([`GpuJoinConfig::collect_build_rows`]):
+/// 2^24 = 16,777,216.
+pub const DEFAULT_COLLECT_BUILD_ROWS: usize = 1 << 24;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
 ///
@@ -182,6 +203,12 @@ impl GpuJoinConfig {
     /// ([`GpuJoinConfig::min_build_rows`]).
     pub fn min_build_rows(&self) -> usize {
         self.min_build_rows.unwrap_or(DEFAULT_MIN_BUILD_ROWS)
+    }
+
+    /// The most estimated build rows of a `Partitioned` join run `CollectLeft` without its
+    /// inputs' hash repartitions ([`GpuJoinConfig::collect_build_rows`]; 0: never).
+    pub fn collect_build_rows(&self) -> usize {
+        self.collect_build_rows.unwrap_or(DEFAULT_COLLECT_BUILD_ROWS)
     }
 
     /// The largest block a partition keeps: a sixteenth of [`GpuJoinConfig::block_cache_bytes`].

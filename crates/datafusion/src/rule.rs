@@ -53,6 +53,19 @@
 //! `SanityCheckPlan` (an order or distribution requirement no longer met, which should not
 //! happen) is planned again with them kept, saying why.
 //!
+//! # Partitioned joins without their repartitions
+//!
+//! DataFusion hash-partitions both inputs of a `Partitioned` hash join so that each core builds
+//! and probes its own hash table; the device needs no such split. Where both inputs of a moved
+//! `Partitioned` Inner, Right, RightSemi or RightAnti join are `RepartitionExec`s by hash, the
+//! `GpuJoinExec` is `CollectLeft` on what they repartition (the build side coalesced, the
+//! probe side in its own partitions), as long as the build side is estimated small enough
+//! ([`GpuJoinConfig::collect_build_rows`]) and the plan above does not rely on the join's
+//! output being hash-partitioned: the plan with every such join changed must pass DataFusion's
+//! `SanityCheckPlan`, else each is changed in turn only where the plan still passes (TPC-H Q3's
+//! `orders JOIN lineitem` stays `Partitioned`: the aggregate above it groups by `l_orderkey`
+//! without a repartition of its own).
+//!
 //! # Decisions
 //!
 //! The plan shows each decision the rule made with a GPU present: a join that moved is a
@@ -85,7 +98,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning, StatisticsArgs, StatisticsContext};
 
 use crate::translate::{plan_join, Refusal};
 use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
@@ -180,17 +193,21 @@ impl GpuJoinRule {
         self.gpu.get_or_init(|| gpujoin_device::Device::new(device).map(|_| ()).map_err(|e| format!("no GPU: {e}"))).clone()
     }
 
-    /// The `GpuJoinExec` for a `HashJoinExec`, or why not.
-    fn replace_hash_join(&self, h: &HashJoinExec) -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal> {
+    /// The `GpuJoinExec` for a `HashJoinExec`, or why not; `CollectLeft` on `unrepartitioned`
+    /// inputs where given ([`unrepartitioned_inputs`]).
+    fn replace_hash_join(&self, h: &HashJoinExec, unrepartitioned: Option<&Unrepartitioned>) -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal> {
         if h.null_aware {
             return Err(Refusal("a null-aware anti join (NOT IN): gpujoin has no null-aware anti join".into()));
         }
         if h.mode == PartitionMode::Auto {
             return Err(Refusal("PartitionMode::Auto (JoinSelection did not choose a mode)".into()));
         }
-        let join =
-            Join { left: &h.left, right: &h.right, on: &h.on, filter: h.filter.as_ref(), join_type: h.join_type, null_equality: h.null_equality, projection: h.projection.as_deref(), mode: h.mode, order: Order::Refuse };
-        self.replace(h, join, "HashJoinExec")
+        let (left, right, mode, operator) = match unrepartitioned {
+            Some(u) => (&u.left, &u.right, PartitionMode::CollectLeft, UNREPARTITIONED),
+            None => (&h.left, &h.right, h.mode, "HashJoinExec"),
+        };
+        let join = Join { left, right, on: &h.on, filter: h.filter.as_ref(), join_type: h.join_type, null_equality: h.null_equality, projection: h.projection.as_deref(), mode, order: Order::Refuse };
+        self.replace(h, join, operator)
     }
 
     /// The `GpuJoinExec` (`CollectLeft`, no keys: a theta join on the filter) for a
@@ -289,9 +306,10 @@ impl GpuJoinRule {
         let merge_joins = pass.merge_joins.clone();
         let open = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| gate.clone().map_err(Refusal).and_then(|()| r());
         let merge = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| open(&|| merge_joins.clone().map_err(Refusal).and_then(|()| r()));
+        let unrepartitioned = node.downcast_ref::<HashJoinExec>().and_then(|h| pass.admit(unrepartitioned_inputs(h, self.config.collect_build_rows())));
         let replaced = node
             .downcast_ref::<HashJoinExec>()
-            .map(|h| ("HashJoinExec", Some(h.join_type), keys(&h.on), open(&|| self.replace_hash_join(h))))
+            .map(|h| ("HashJoinExec", Some(h.join_type), keys(&h.on), open(&|| self.replace_hash_join(h, unrepartitioned.as_ref()))))
             .or_else(|| node.downcast_ref::<NestedLoopJoinExec>().map(|j| ("NestedLoopJoinExec", Some(*j.join_type()), String::new(), open(&|| self.replace_nested_loop(j)))))
             .or_else(|| node.downcast_ref::<CrossJoinExec>().map(|j| ("CrossJoinExec", None, String::new(), open(&|| self.replace_cross(j)))))
             .or_else(|| node.downcast_ref::<SortMergeJoinExec>().map(|j| ("SortMergeJoinExec", Some(j.join_type()), keys(j.on()), merge(&|| self.replace_sort_merge(j, order_needed)))))
@@ -305,6 +323,9 @@ impl GpuJoinRule {
             Ok(exec) => {
                 if matches!(operator, "SortMergeJoinExec" | "SymmetricHashJoinExec") {
                     pass.moved_merge_joins += 1;
+                }
+                if unrepartitioned.is_some() {
+                    pass.unrepartitioned += 1;
                 }
                 pass.seen.push(JoinDecision { operator: operator.into(), join_type, on, kept: None, shown: true });
                 Ok(exec)
@@ -395,6 +416,83 @@ struct Pass<'a> {
     merge_joins: std::result::Result<(), String>,
     /// Sort-merge and symmetric hash joins replaced.
     moved_merge_joins: usize,
+    /// Which of the `Partitioned` hash joins that could run on their inputs before the hash
+    /// repartitions ([`unrepartitioned_inputs`]) do so: `None` none, `Some(None)` all,
+    /// `Some(Some(v))` the `i`-th met where `v[i]`.
+    unrepartition: Option<Option<Vec<bool>>>,
+    /// The joins met that could ([`Pass::admit`] counts them, in the order the walk meets them).
+    unrepartition_candidates: usize,
+    /// The joins replaced that do.
+    unrepartitioned: usize,
+}
+
+impl Pass<'_> {
+    fn new<'a>(gate: &'a std::result::Result<(), String>, merge_joins: std::result::Result<(), String>, unrepartition: Option<Option<Vec<bool>>>) -> Pass<'a> {
+        Pass { gate, seen: Vec::new(), merge_joins, moved_merge_joins: 0, unrepartition, unrepartition_candidates: 0, unrepartitioned: 0 }
+    }
+
+    /// Counts a join that could run on unrepartitioned inputs; returns them where this pass
+    /// lets it.
+    fn admit(&mut self, candidate: Option<Unrepartitioned>) -> Option<Unrepartitioned> {
+        let candidate = candidate?;
+        let i = self.unrepartition_candidates;
+        self.unrepartition_candidates += 1;
+        match &self.unrepartition {
+            Some(None) => Some(candidate),
+            Some(Some(allowed)) if allowed.get(i).copied().unwrap_or(false) => Some(candidate),
+            _ => None,
+        }
+    }
+}
+
+/// What `EXPLAIN` shows (`replaces=...`) for a `Partitioned` hash join moved with
+/// [`unrepartitioned_inputs`].
+const UNREPARTITIONED: &str = "HashJoinExec (Partitioned; unrepartitioned inputs)";
+
+/// The inputs of a `Partitioned` hash join run as a `CollectLeft` GPU join without the hash
+/// repartitions below it ([`GpuJoinConfig::collect_build_rows`]).
+struct Unrepartitioned {
+    /// The build side's input before its `RepartitionExec`, coalesced into one partition.
+    left: Arc<dyn ExecutionPlan>,
+    /// The probe side's input before its `RepartitionExec`: as it is where it has the join's
+    /// partition count, else dealt round-robin into that many.
+    right: Arc<dyn ExecutionPlan>,
+}
+
+/// Where `h` may run as a `CollectLeft` GPU join of its inputs before their hash repartitions,
+/// those inputs: `h` is `Partitioned`, has keys, is Inner, Right, RightSemi or RightAnti (a
+/// probe row's output needs only that row and the build side), both its inputs are
+/// `RepartitionExec`s by hash (not order-preserving), the probe side's rows have an estimate,
+/// and the build side's estimate, where there is one, is at most `max_build_rows` and at most the
+/// probe side's. Whether the plan above relies on `h`'s hash partitioning is left to the caller
+/// (the sanity check in [`GpuJoinRule::optimize`]).
+///
+/// Example: TPC-H Q8's `part JOIN lineitem ON p_partkey = l_partkey`, `Partitioned` over
+/// `RepartitionExec(Hash([p_partkey]))` of 13,450 filtered `part` rows and
+/// `RepartitionExec(Hash([l_partkey]))` of 60M `lineitem` rows, gives `CoalescePartitionsExec`
+/// of the filtered `part` scan and the `lineitem` scan's own 16 partitions.
+fn unrepartitioned_inputs(h: &HashJoinExec, max_build_rows: usize) -> Option<Unrepartitioned> {
+    if max_build_rows == 0 || h.mode != PartitionMode::Partitioned || h.on.is_empty() || h.null_aware || h.fetch().is_some() {
+        return None;
+    }
+    if !matches!(h.join_type, DfJoinType::Inner | DfJoinType::Right | DfJoinType::RightSemi | DfJoinType::RightAnti) {
+        return None;
+    }
+    let hash_input = |p: &Arc<dyn ExecutionPlan>| {
+        p.downcast_ref::<RepartitionExec>().filter(|r| matches!(r.partitioning(), Partitioning::Hash(..)) && !r.preserve_order()).map(|r| Arc::clone(r.input()))
+    };
+    let (left, right) = (hash_input(&h.left)?, hash_input(&h.right)?);
+    let stats = StatisticsContext::new();
+    let estimate = |p: &Arc<dyn ExecutionPlan>| stats.compute(p.as_ref(), &StatisticsArgs::new()).ok().and_then(|s| s.num_rows.get_value().copied());
+    let probe_rows = estimate(&right)?;
+    if estimate(&left).is_some_and(|build_rows| build_rows > max_build_rows || build_rows > probe_rows) {
+        return None;
+    }
+    let partitions = h.right.output_partitioning().partition_count();
+    let left: Arc<dyn ExecutionPlan> = if left.output_partitioning().partition_count() > 1 { Arc::new(CoalescePartitionsExec::new(left)) } else { left };
+    let right: Arc<dyn ExecutionPlan> =
+        if right.output_partitioning().partition_count() == partitions { right } else { Arc::new(RepartitionExec::try_new(right, Partitioning::RoundRobinBatch(partitions)).ok()?) };
+    Some(Unrepartitioned { left, right })
 }
 
 /// `plan` without a `SortExec` on top that only orders (no `LIMIT`, the same partitions): the
@@ -449,16 +547,41 @@ impl PhysicalOptimizerRule for GpuJoinRule {
         // The root's order is the answer's when it has one partition (an ORDER BY whose SortExec
         // DataFusion dropped because a sort-merge join below already gave the order).
         let root_order = plan.output_partitioning().partition_count() <= 1;
-        let mut pass = Pass { gate: &gate, seen: Vec::new(), merge_joins: Ok(()), moved_merge_joins: 0 };
+        let sane = |p: &Arc<dyn ExecutionPlan>| SanityCheckPlan::new().optimize(Arc::clone(p), config);
+        let mut pass = Pass::new(&gate, Ok(()), None);
         let mut out = self.visit(Arc::clone(&plan), root_order, &mut pass)?;
         if pass.moved_merge_joins > 0 {
             // The sort-merge and symmetric joins replaced, their sorts removed and orders
             // restored: DataFusion's final check must still pass, else they stay (and say why).
-            if let Err(e) = SanityCheckPlan::new().optimize(Arc::clone(&out), config) {
-                if SanityCheckPlan::new().optimize(Arc::clone(&plan), config).is_ok() {
+            if let Err(e) = sane(&out) {
+                if sane(&plan).is_ok() {
                     let reason = format!("the plan with it on the GPU fails DataFusion's sanity check ({})", e.to_string().lines().next().unwrap_or_default());
-                    pass = Pass { gate: &gate, seen: Vec::new(), merge_joins: Err(reason), moved_merge_joins: 0 };
-                    out = self.visit(plan, root_order, &mut pass)?;
+                    pass = Pass::new(&gate, Err(reason), None);
+                    out = self.visit(Arc::clone(&plan), root_order, &mut pass)?;
+                }
+            }
+        }
+        // `Partitioned` hash joins on their inputs before the hash repartitions: all of them
+        // where the plan stays sane, else each in turn that keeps it so (a join whose output's
+        // hash partitioning the plan above relies on stays `Partitioned`).
+        let candidates = pass.unrepartition_candidates;
+        if candidates > 0 && sane(&plan).is_ok() {
+            let merge = pass.merge_joins.clone();
+            let mut all = Pass::new(&gate, merge.clone(), Some(None));
+            let tried = self.visit(Arc::clone(&plan), root_order, &mut all)?;
+            if sane(&tried).is_ok() {
+                (out, pass) = (tried, all);
+            } else {
+                let mut allowed = vec![false; candidates];
+                for i in 0..candidates {
+                    allowed[i] = true;
+                    let mut some = Pass::new(&gate, merge.clone(), Some(Some(allowed.clone())));
+                    let tried = self.visit(Arc::clone(&plan), root_order, &mut some)?;
+                    if some.unrepartitioned > pass.unrepartitioned && sane(&tried).is_ok() {
+                        (out, pass) = (tried, some);
+                    } else {
+                        allowed[i] = false;
+                    }
                 }
             }
         }

@@ -252,6 +252,56 @@ async fn rule_keeps_equi_joins_of_small_build_sides_on_the_cpu() {
     }
 }
 
+/// `Partitioned` hash joins whose inputs are both repartitioned by hash for them run
+/// `CollectLeft` on the inputs before those repartitions (Inner, Right, RightSemi, RightAnti),
+/// except where the plan above relies on the join's hash partitioning, or
+/// `collect_build_rows` says no.
+#[tokio::test]
+async fn partitioned_joins_move_without_their_hash_repartitions() {
+    use datafusion::physical_plan::joins::PartitionMode;
+    let mut rng = StdRng::seed_from_u64(21);
+    let (l, r) = (table(&mut rng, 200, 40, true), table(&mut rng, 300, 40, true));
+    let hash_repartitions = |plan: &Arc<dyn ExecutionPlan>| plan_text(plan).matches("RepartitionExec: partitioning=Hash").count();
+    for (collect_build_rows, collects) in [(None, true), (Some(200), true), (Some(199), false), (Some(0), false)] {
+        let ctx = context(Some(GpuJoinConfig { collect_build_rows, ..forced() }), true, l.clone(), r.clone()).await.unwrap();
+        let plain = context(None, true, l.clone(), r.clone()).await.unwrap();
+        for join in JOINS {
+            let sql = query(join, "k_i32", Some("l.v < r.v"), None);
+            let (plan, decisions) = decide(&ctx, &sql).await;
+            let what = format!("{join}, {collect_build_rows:?}:\n{}", plan_text(&plan));
+            assert!(decisions.iter().all(|d| d.moved()), "{what}");
+            let exec = find::<GpuJoinExec>(&plan).unwrap_or_else(|| panic!("{what}"));
+            let per_probe_row = { use datafusion::common::JoinType::*; matches!(exec.join_type(), Inner | Right | RightSemi | RightAnti) };
+            let want = collects && per_probe_row;
+            assert_eq!(exec.mode() == PartitionMode::CollectLeft, want, "{what}");
+            assert_eq!(exec.replaces() == Some("HashJoinExec (Partitioned; unrepartitioned inputs)"), want, "{what}");
+            let before = hash_repartitions(&physical_plan(&plain, &sql).await.unwrap());
+            assert_eq!(before, 2, "{join}: DataFusion's plan repartitions both inputs");
+            assert_eq!(hash_repartitions(&plan), if want { 0 } else { 2 }, "{what}");
+            if want {
+                use datafusion::physical_plan::ExecutionPlanProperties;
+                assert_eq!(exec.left().output_partitioning().partition_count(), 1, "{what}");
+                assert_eq!(exec.right().output_partitioning().partition_count(), 4, "{what}");
+            }
+        }
+        // The aggregate above relies on the join's output being partitioned by its key (it
+        // groups by it without a repartition of its own): that join stays `Partitioned`, the
+        // other one (repartitioned again by another key for the first) moves without its
+        // repartitions, and the plan passes DataFusion's sanity check.
+        let sql = "SELECT r.k_i64, count(*) FROM l JOIN r ON l.k_i32 = r.k_i32 JOIN l l2 ON r.k_i64 = l2.k_i64 GROUP BY r.k_i64";
+        let (plan, _) = decide(&ctx, sql).await;
+        let text = plan_text(&plan);
+        use datafusion::physical_optimizer::PhysicalOptimizerRule;
+        datafusion::physical_optimizer::sanity_checker::SanityCheckPlan::new()
+            .optimize(Arc::clone(&plan), ctx.state().config_options())
+            .unwrap_or_else(|e| panic!("{e}: {text}"));
+        let modes: Vec<PartitionMode> = find_gpu_joins(&plan).iter().map(|j| j.mode()).collect();
+        let want = if collects { vec![PartitionMode::Partitioned, PartitionMode::CollectLeft] } else { vec![PartitionMode::Partitioned; 2] };
+        assert_eq!(modes, want, "{collect_build_rows:?}:\n{text}");
+        assert!(text.contains("AggregateExec: mode=SinglePartitioned") , "{text}");
+    }
+}
+
 #[tokio::test]
 async fn rule_keeps_unsupported_outputs_and_decimal_filters() {
     let mut rng = StdRng::seed_from_u64(2);
@@ -775,11 +825,14 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     // on the device; the probe side streamed in parts of at least 37 rows (the default's parts
     // hold these tables whole). One device lane (one partition on the device at a time; the
     // default is several) in the collect-left variants, whose partitions share a build side.
+    // Partitioned joins run `CollectLeft` without their hash repartitions where they can (the
+    // default), except with device gathers, which keep them `Partitioned` (`Some(0)`).
     let variants = [(false, OutputGather::Host, None), (true, OutputGather::Host, None), (false, OutputGather::Device, None), (true, OutputGather::Device, None), (false, OutputGather::Host, Some(37)), (true, OutputGather::Host, Some(37))];
     for (partitioned, gather, probe_part_rows) in variants {
+        let collect_build_rows = (gather == OutputGather::Device).then_some(0);
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
         let device_lanes = (!partitioned).then_some(1);
-        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, ..every_join() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, collect_build_rows, ..every_join() }), partitioned, l.clone(), r.clone()).await.unwrap();
         if probe_part_rows.is_some() {
             // Batches of 20 rows, so that every probe partition comes in several parts.
             for (name, t) in [("l", &l), ("r", &r)] {
