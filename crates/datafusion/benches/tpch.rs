@@ -25,7 +25,8 @@
 //! group suffix `_<n>_block_cache`). `GPUJOIN_TPCH_MIN_BUILD_ROWS` sets
 //! `GpuJoinConfig::min_build_rows` likewise (rows; CSV group suffix `_<n>_min_build`).
 //! `GPUJOIN_TPCH_COLLECT_BUILD_ROWS` sets `GpuJoinConfig::collect_build_rows` likewise (rows, 0
-//! for never; CSV group suffix `_<n>_collect_build`).
+//! for never; CSV group suffix `_<n>_collect_build`). `GPUJOIN_TPCH_GATHER_BATCHES` sets
+//! `GpuJoinConfig::parallel_gather_batches` likewise (CSV group suffix `_<n>_gather_batches`).
 //!
 //! With `GPUJOIN_TPCH_DUCKDB_DIR` set, the generated tables are also written there for DuckDB
 //! (`benches/duckdb_tpch.py` runs the same queries on them, on the same machine): each table as
@@ -91,6 +92,7 @@ fn main() {
     let block_caches = numbers_or_auto("GPUJOIN_TPCH_BLOCK_CACHE");
     let min_builds = numbers_or_auto("GPUJOIN_TPCH_MIN_BUILD_ROWS");
     let collect_builds = numbers_or_auto("GPUJOIN_TPCH_COLLECT_BUILD_ROWS");
+    let gather_batches = numbers_or_auto("GPUJOIN_TPCH_GATHER_BATCHES");
     println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, probe parts {:?}, device: {device_name}", probe_parts.iter().map(|&p| name_parts(p)).collect::<Vec<_>>());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -114,25 +116,27 @@ fn main() {
             .flat_map(|(g, p, w)| lanes.iter().map(move |&n| (g, p, w, n)))
             .flat_map(|(g, p, w, n)| block_caches.iter().map(move |&c| (g, p, w, n, c)))
             .flat_map(|(g, p, w, n, c)| min_builds.iter().map(move |&b| (g, p, w, n, c, b)))
-            .flat_map(|(g, p, w, n, c, b)| collect_builds.iter().map(move |&u| (g, p, w, n, c, b, u)));
-        for (gather, probe_part_rows, host_wait, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows) in variants {
+            .flat_map(|(g, p, w, n, c, b)| collect_builds.iter().map(move |&u| (g, p, w, n, c, b, u)))
+            .flat_map(|(g, p, w, n, c, b, u)| gather_batches.iter().map(move |&k| (g, p, w, n, c, b, u, k)));
+        for (gather, probe_part_rows, host_wait, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches) in variants {
             if let (Some(wait), Some(device)) = (host_wait, &device) {
                 device.set_host_wait(wait).unwrap();
                 println!("host threads wait for the device: {:?}", device.host_wait().unwrap());
             }
-            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, ..GpuJoinConfig::default() }).build();
+            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, ..GpuJoinConfig::default() }).build();
             let gpu = SessionContext::new_with_state(gpu_state);
             for t in tpch::TABLES {
                 gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
             }
-            let shown = GpuJoinConfig { device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, ..GpuJoinConfig::default() };
+            let shown = GpuJoinConfig { device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, ..GpuJoinConfig::default() };
             println!(
-                "output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes, equi-joins of build sides under {} rows kept, partitioned joins of build sides up to {} rows without their repartitions",
+                "output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes, equi-joins of build sides under {} rows kept, partitioned joins of build sides up to {} rows without their repartitions, {} output batches gathered at once",
                 name_parts(probe_part_rows),
                 shown.device_lanes(),
                 shown.block_cache_bytes(),
                 shown.min_build_rows(),
-                shown.collect_build_rows()
+                shown.collect_build_rows(),
+                shown.parallel_gather_batches()
             );
             let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
             println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | device joins: each one's calls, waits, allocations (count / ms) | cores busy plain / rule | answers");
@@ -189,6 +193,9 @@ fn main() {
                 if let Some(n) = collect_build_rows {
                     group = format!("{group}_{n}_collect_build");
                 }
+                if let Some(n) = parallel_gather_batches {
+                    group = format!("{group}_{n}_gather_batches");
+                }
                 for (case, ms) in [
                     ("plain", mp),
                     ("gpu_rule", mg),
@@ -217,7 +224,8 @@ fn main() {
                     let cache = block_cache_bytes.map(|n| format!("_{n}cache")).unwrap_or_default();
                     let min_build = min_build_rows.map(|n| format!("_{n}minbuild")).unwrap_or_default();
                     let collect = collect_build_rows.map(|n| format!("_{n}collect")).unwrap_or_default();
-                    let variant = format!("{}_{}{wait}{lanes}{cache}{min_build}{collect}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
+                    let batches = parallel_gather_batches.map(|n| format!("_{n}gatherbatches")).unwrap_or_default();
+                    let variant = format!("{}_{}{wait}{lanes}{cache}{min_build}{collect}{batches}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
                     for (ctx, name) in [(&plain, "plain".to_string()), (&gpu, variant)] {
                         std::fs::write(dir.join(format!("q{q}_{name}.txt")), analyzed_plan(ctx, q).await).unwrap();
                     }

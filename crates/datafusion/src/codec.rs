@@ -116,6 +116,8 @@ struct ConfigNode {
     min_build_rows: Option<u64>,
     #[prost(uint64, optional, tag = "12")]
     collect_build_rows: Option<u64>,
+    #[prost(uint64, optional, tag = "13")]
+    parallel_gather_batches: Option<u64>,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -216,6 +218,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             block_cache_bytes: c.block_cache_bytes.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             min_build_rows: c.min_build_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             collect_build_rows: c.collect_build_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            parallel_gather_batches: c.parallel_gather_batches.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -265,6 +268,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 block_cache_bytes: c.block_cache_bytes.map(|n| n as u64),
                 min_build_rows: c.min_build_rows.map(|n| n as u64),
                 collect_build_rows: c.collect_build_rows.map(|n| n as u64),
+                parallel_gather_batches: c.parallel_gather_batches.map(|n| n as u64),
             }),
             replaces: exec.replaces().map(str::to_string),
         };

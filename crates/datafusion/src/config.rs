@@ -92,6 +92,13 @@ pub struct GpuJoinConfig {
     /// `replaces=HashJoinExec (Partitioned; unrepartitioned inputs)`. `None` (the default):
     /// [`DEFAULT_COLLECT_BUILD_ROWS`]; `Some(0)`: never.
     pub collect_build_rows: Option<usize>,
+    /// How many output batches a partition takes from its host batches at once, on threads of
+    /// their own ([`OutputGather::Host`]): a device join's rows come back as indices, a part
+    /// at a time, and the partition cuts them into output batches whose columns it takes from
+    /// the inputs (`take`, `interleave`, cache misses at random rows); with more than one, up to
+    /// that many are taken in parallel and then sent on in order. `None` (the default):
+    /// [`DEFAULT_PARALLEL_GATHER_BATCHES`]; `Some(1)`: one at a time on the partition's thread.
+    pub parallel_gather_batches: Option<usize>,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -115,6 +122,7 @@ impl Default for GpuJoinConfig {
             block_cache_bytes: None,
             min_build_rows: None,
             collect_build_rows: None,
+            parallel_gather_batches: None,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }
@@ -158,6 +166,10 @@ pub const DEFAULT_MIN_BUILD_ROWS: usize = 1 << 17;
 /// inputs before their hash repartitions by default ([`GpuJoinConfig::collect_build_rows`]):
 /// 2^24 = 16,777,216.
 pub const DEFAULT_COLLECT_BUILD_ROWS: usize = 1 << 24;
+
+/// The output batches a partition takes at once by default
+/// ([`GpuJoinConfig::parallel_gather_batches`]): 16.
+pub const DEFAULT_PARALLEL_GATHER_BATCHES: usize = 16;
 
 /// Where a [`GpuJoinExec`](crate::GpuJoinExec) gathers its output columns.
 ///
@@ -209,6 +221,11 @@ impl GpuJoinConfig {
     /// inputs' hash repartitions ([`GpuJoinConfig::collect_build_rows`]; 0: never).
     pub fn collect_build_rows(&self) -> usize {
         self.collect_build_rows.unwrap_or(DEFAULT_COLLECT_BUILD_ROWS)
+    }
+
+    /// The output batches a partition takes at once ([`GpuJoinConfig::parallel_gather_batches`]).
+    pub fn parallel_gather_batches(&self) -> usize {
+        self.parallel_gather_batches.unwrap_or(DEFAULT_PARALLEL_GATHER_BATCHES).max(1)
     }
 
     /// The largest block a partition keeps: a sixteenth of [`GpuJoinConfig::block_cache_bytes`].

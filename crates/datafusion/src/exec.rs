@@ -100,6 +100,7 @@ use datafusion::physical_plan::{
     apply_expression_roots, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
 };
 use futures::future::BoxFuture;
+use rayon::prelude::*;
 use futures::{FutureExt, StreamExt};
 use gpujoin_arrow::{concat_views, join_indices_on, join_on, join_shared_on, DeviceInput, JoinIndices, JoinSpec, StagingOptions, StagingStats};
 use gpujoin_join::predicate::Side;
@@ -860,29 +861,42 @@ impl Job {
                 Some(Side::Right) => ix.right.as_ref().map(|i| (&right_rows, i)),
                 None => None,
             };
+            // The output batches' rows: an output batch ends where the ordered side's run of
+            // consecutive rows in one input batch ends, when that run fills at least half of
+            // it: its columns are then slices of that batch (see `take_output`).
+            let mut cuts = Vec::new();
             let mut at = 0;
             while at < rows {
                 let n = self.batch_rows.min(rows - at);
-                // An output batch ends where the ordered side's run of consecutive rows in one
-                // input batch ends, when that run fills at least half of it: its columns are
-                // then slices of that batch (see `take_output`).
                 let run = ordered.map_or(0, |(side, ix)| side.run_rows(ix, at, n));
                 let n = if run < n && run * 2 >= n { run } else { n };
+                cuts.push((at, n));
+                at += n;
+            }
+            // Up to `parallel_gather_batches` output batches taken at once on the gather
+            // threads, then sent in order.
+            let (schema, sources) = (&self.schema, &self.plan.sources);
+            let take = |&(at, n): &(usize, usize)| take_output(schema, sources, &ix.slice(at, n), n, &left_rows, &right_rows);
+            for group in cuts.chunks(self.config.parallel_gather_batches()) {
                 let t = Instant::now();
-                let batch = self.take_output(&ix.slice(at, n), n, &left_rows, &right_rows);
+                let batches: Vec<Result<RecordBatch>> = match group {
+                    [one] => vec![take(one)],
+                    _ => gather_pool().install(|| group.par_iter().map(take).collect()),
+                };
                 gathering += t.elapsed();
-                match batch {
-                    Ok(b) => {
-                        if !self.send(b, tx) {
+                for batch in batches {
+                    match batch {
+                        Ok(b) => {
+                            if !self.send(b, tx) {
+                                return Ok(false);
+                            }
+                        }
+                        Err(e) => {
+                            failed = Some(e);
                             return Ok(false);
                         }
                     }
-                    Err(e) => {
-                        failed = Some(e);
-                        return Ok(false);
-                    }
                 }
-                at += n;
             }
             Ok(true)
         };
@@ -900,44 +914,6 @@ impl Job {
         }
         self.record_peak(dev);
         Ok(())
-    }
-
-    /// One output batch of `rows` rows: each output column taken from its side through that
-    /// side's indices (a null index: a null).
-    fn take_output(&self, ix: &JoinIndices, rows: usize, left: &HostSide<'_>, right: &HostSide<'_>) -> Result<RecordBatch> {
-        // The batches' positions of the indices of each side read from its batches, once: one
-        // run of consecutive rows of one batch (the usual case of a probe side where each row
-        // matches once) is sliced, zero-copy; other indices are interleaved.
-        let positions = |side: &HostSide<'_>, indices: Option<&UInt32Array>| match (side, indices) {
-            (HostSide::Batches { starts, .. }, Some(ix)) => Some(match one_run(starts, ix) {
-                Some((batch, offset)) => BatchRows::Run { batch, offset, len: ix.len() },
-                None => BatchRows::Positions(BatchPositions::of(starts, ix)),
-            }),
-            _ => None,
-        };
-        let (lp, rp) = (positions(left, ix.left.as_ref()), positions(right, ix.right.as_ref()));
-        let mut columns = Vec::with_capacity(self.plan.sources.len());
-        for (field, &(side, i)) in self.schema.fields().iter().zip(&self.plan.sources) {
-            let (indices, rows_of, at) = match side {
-                Side::Left => (ix.left.as_ref(), left, lp.as_ref()),
-                Side::Right => (ix.right.as_ref(), right, rp.as_ref()),
-            };
-            let Some(indices) = indices else {
-                return internal_err!("GpuJoinExec: no {side:?} rows for output column {}", field.name());
-            };
-            let column = match (rows_of, at) {
-                (HostSide::Batches { batches, .. }, Some(BatchRows::Run { batch, offset, len })) => batches[*batch].column(i).slice(*offset, *len),
-                (HostSide::Batches { batches, .. }, Some(BatchRows::Positions(at))) => at.interleave(batches, i)?,
-                (HostSide::Columns(cols), _) => match cols.get(&i) {
-                    Some(c) => take(c.as_ref(), indices, None)?,
-                    None => return internal_err!("GpuJoinExec: {side:?} column {i} was not prepared"),
-                },
-                _ => return internal_err!("GpuJoinExec: no positions for the {side:?} batches"),
-            };
-            columns.push(fit(&column, field)?);
-        }
-        let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        Ok(RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)?)
     }
 
     fn send(&self, batch: RecordBatch, tx: &Sender<Result<RecordBatch>>) -> bool {
@@ -1115,6 +1091,54 @@ impl BatchPositions {
         let arrays: Vec<&dyn Array> = batches[first..=last].iter().map(|b| b.column(column).as_ref()).chain(null_row.as_deref()).collect();
         Ok(interleave(&arrays, &self.pairs)?)
     }
+}
+
+/// One output batch of `rows` rows: each output column taken from its side through that
+/// side's indices (a null index: a null).
+fn take_output(schema: &SchemaRef, sources: &[(Side, usize)], ix: &JoinIndices, rows: usize, left: &HostSide<'_>, right: &HostSide<'_>) -> Result<RecordBatch> {
+    // The batches' positions of the indices of each side read from its batches, once: one
+    // run of consecutive rows of one batch (the usual case of a probe side where each row
+    // matches once) is sliced, zero-copy; other indices are interleaved.
+    let positions = |side: &HostSide<'_>, indices: Option<&UInt32Array>| match (side, indices) {
+        (HostSide::Batches { starts, .. }, Some(ix)) => Some(match one_run(starts, ix) {
+            Some((batch, offset)) => BatchRows::Run { batch, offset, len: ix.len() },
+            None => BatchRows::Positions(BatchPositions::of(starts, ix)),
+        }),
+        _ => None,
+    };
+    let (lp, rp) = (positions(left, ix.left.as_ref()), positions(right, ix.right.as_ref()));
+    let mut columns = Vec::with_capacity(sources.len());
+    for (field, &(side, i)) in schema.fields().iter().zip(sources) {
+        let (indices, rows_of, at) = match side {
+            Side::Left => (ix.left.as_ref(), left, lp.as_ref()),
+            Side::Right => (ix.right.as_ref(), right, rp.as_ref()),
+        };
+        let Some(indices) = indices else {
+            return internal_err!("GpuJoinExec: no {side:?} rows for output column {}", field.name());
+        };
+        let column = match (rows_of, at) {
+            (HostSide::Batches { batches, .. }, Some(BatchRows::Run { batch, offset, len })) => batches[*batch].column(i).slice(*offset, *len),
+            (HostSide::Batches { batches, .. }, Some(BatchRows::Positions(at))) => at.interleave(batches, i)?,
+            (HostSide::Columns(cols), _) => match cols.get(&i) {
+                Some(c) => take(c.as_ref(), indices, None)?,
+                None => return internal_err!("GpuJoinExec: {side:?} column {i} was not prepared"),
+            },
+            _ => return internal_err!("GpuJoinExec: no positions for the {side:?} batches"),
+        };
+        columns.push(fit(&column, field)?);
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)?)
+}
+
+/// The threads that take output batches' columns (a pool of its own, as many threads as cores,
+/// so that the uploads' staging on rayon's global pool never waits behind gathers).
+fn gather_pool() -> &'static rayon::ThreadPool {
+    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("gpujoin-gather-{i}")).build().expect("gpujoin: the gather threads")
+    })
 }
 
 /// Whether a partition reads its probe (right) input a part at a time

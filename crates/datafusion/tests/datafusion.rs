@@ -827,12 +827,16 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
     // default is several) in the collect-left variants, whose partitions share a build side.
     // Partitioned joins run `CollectLeft` without their hash repartitions where they can (the
     // default), except with device gathers, which keep them `Partitioned` (`Some(0)`).
+    // Output batches of 100 rows (the session's batch size here).
     let variants = [(false, OutputGather::Host, None), (true, OutputGather::Host, None), (false, OutputGather::Device, None), (true, OutputGather::Device, None), (false, OutputGather::Host, Some(37)), (true, OutputGather::Host, Some(37))];
     for (partitioned, gather, probe_part_rows) in variants {
         let collect_build_rows = (gather == OutputGather::Device).then_some(0);
+        // Host gathers take up to 16 output batches at once (the default), one at a time in one
+        // variant.
+        let parallel_gather_batches = (probe_part_rows.is_some() && !partitioned).then_some(1);
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
         let device_lanes = (!partitioned).then_some(1);
-        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, collect_build_rows, ..every_join() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, collect_build_rows, parallel_gather_batches, ..every_join() }), partitioned, l.clone(), r.clone()).await.unwrap();
         if probe_part_rows.is_some() {
             // Batches of 20 rows, so that every probe partition comes in several parts.
             for (name, t) in [("l", &l), ("r", &r)] {
