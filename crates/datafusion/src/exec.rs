@@ -719,11 +719,25 @@ impl Job {
         let (rs, rb) = device_input(&right, &self.right_schema, &p.right_cols, Side::Right)?;
         if p.gather == OutputGather::Host {
             // Equi-joins: the larger side read in sequence, the smaller one at random. Joins
-            // without keys (theta, cross) keep the algorithm's order, their left side's.
-            let order = match (p.keys.is_empty(), rrows >= lrows) {
+            // without keys (theta, cross) keep the algorithm's order, their left side's. A
+            // shared build side (`CollectLeft`) is taken whole, not a partition's share: there
+            // the side whose output columns weigh more at random (a string two, others one) is
+            // read in sequence, the larger one on a tie.
+            let larger = if rrows >= lrows { Side::Right } else { Side::Left };
+            let order = match (p.keys.is_empty(), left.shared) {
                 (true, _) => None,
-                (false, true) => Some(Side::Right),
-                (false, false) => Some(Side::Left),
+                (false, false) => Some(larger),
+                (false, true) => {
+                    let weight = |side: Side, schema: &Schema| -> usize {
+                        p.sources.iter().filter(|s| s.0 == side).map(|s| if is_string_like(schema.field(s.1).data_type()) { 2 } else { 1 }).sum()
+                    };
+                    let (lw, rw) = (weight(Side::Left, &self.left_schema), weight(Side::Right, &self.right_schema));
+                    Some(match lw.cmp(&rw) {
+                        std::cmp::Ordering::Greater => Side::Left,
+                        std::cmp::Ordering::Less => Side::Right,
+                        std::cmp::Ordering::Equal => larger,
+                    })
+                }
             };
             return self.run_host_gather(left, right, (rs, rb), order, tx);
         }
@@ -1129,6 +1143,12 @@ fn take_output(schema: &SchemaRef, sources: &[(Side, usize)], ix: &JoinIndices, 
     }
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
     Ok(RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)?)
+}
+
+/// Strings and binaries (their values are read where their views or offsets point).
+fn is_string_like(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
+        || matches!(t, DataType::Dictionary(_, v) if is_string_like(v))
 }
 
 /// The threads that take output batches' columns (a pool of its own, as many threads as cores,
