@@ -91,6 +91,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::stats::Precision;
 use datafusion::common::{JoinType as DfJoinType, NullEquality, Result};
 use datafusion::execution::SessionState;
@@ -428,9 +429,9 @@ struct Pass<'a> {
     /// Sort-merge and symmetric hash joins replaced.
     moved_merge_joins: usize,
     /// Which of the `Partitioned` hash joins that could run on their inputs before the hash
-    /// repartitions ([`unrepartitioned_inputs`]) do so: `None` none, `Some(None)` all,
-    /// `Some(Some(v))` the `i`-th met where `v[i]`.
-    unrepartition: Option<Option<Vec<bool>>>,
+    /// repartitions ([`unrepartitioned_inputs`]) do so: the `i`-th met where `allowed[i]`
+    /// (none with an empty list).
+    unrepartition: Vec<bool>,
     /// The joins met that could ([`Pass::admit`] counts them, in the order the walk meets them).
     unrepartition_candidates: usize,
     /// The joins replaced that do.
@@ -438,7 +439,7 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
-    fn new<'a>(gate: &'a std::result::Result<(), String>, merge_joins: std::result::Result<(), String>, unrepartition: Option<Option<Vec<bool>>>) -> Pass<'a> {
+    fn new<'a>(gate: &'a std::result::Result<(), String>, merge_joins: std::result::Result<(), String>, unrepartition: Vec<bool>) -> Pass<'a> {
         Pass { gate, seen: Vec::new(), merge_joins, moved_merge_joins: 0, unrepartition, unrepartition_candidates: 0, unrepartitioned: 0 }
     }
 
@@ -448,11 +449,7 @@ impl Pass<'_> {
         let candidate = candidate?;
         let i = self.unrepartition_candidates;
         self.unrepartition_candidates += 1;
-        match &self.unrepartition {
-            Some(None) => Some(candidate),
-            Some(Some(allowed)) if allowed.get(i).copied().unwrap_or(false) => Some(candidate),
-            _ => None,
-        }
+        self.unrepartition.get(i).copied().unwrap_or(false).then_some(candidate)
     }
 }
 
@@ -553,22 +550,18 @@ fn rows_at_most_in(plan: &Arc<dyn ExecutionPlan>, stats: &StatisticsContext) -> 
 /// ([`pushed_below_inner`]), children first; and how many moved.
 fn push_semi_joins_below_inner(plan: Arc<dyn ExecutionPlan>) -> Result<(Arc<dyn ExecutionPlan>, usize)> {
     let mut moved = 0;
-    let children = plan.children();
-    let plan = if children.is_empty() {
-        plan
-    } else {
-        let mut new = Vec::with_capacity(children.len());
-        for c in children {
-            let (c, n) = push_semi_joins_below_inner(Arc::clone(c))?;
-            moved += n;
-            new.push(c);
-        }
-        replace_children_if_necessary(plan, new)?
-    };
-    Ok(match pushed_below_inner(&plan) {
-        Some(p) => (p, moved + 1),
-        None => (plan, moved),
-    })
+    let plan = plan
+        .transform_up(|node| {
+            Ok(match pushed_below_inner(&node) {
+                Some(p) => {
+                    moved += 1;
+                    Transformed::yes(p)
+                }
+                None => Transformed::no(node),
+            })
+        })?
+        .data;
+    Ok((plan, moved))
 }
 
 /// A semi or anti join `S` (no filter, nulls equal nothing) of an inner join `J = A JOIN B` with
@@ -644,7 +637,7 @@ impl PhysicalOptimizerRule for GpuJoinRule {
         // DataFusion dropped because a sort-merge join below already gave the order).
         let root_order = plan.output_partitioning().partition_count() <= 1;
         let sane = |p: &Arc<dyn ExecutionPlan>| SanityCheckPlan::new().optimize(Arc::clone(p), config);
-        let mut pass = Pass::new(&gate, Ok(()), None);
+        let mut pass = Pass::new(&gate, Ok(()), Vec::new());
         let mut out = self.visit(Arc::clone(&plan), root_order, &mut pass)?;
         if pass.moved_merge_joins > 0 {
             // The sort-merge and symmetric joins replaced, their sorts removed and orders
@@ -652,7 +645,7 @@ impl PhysicalOptimizerRule for GpuJoinRule {
             if let Err(e) = sane(&out) {
                 if sane(&plan).is_ok() {
                     let reason = format!("the plan with it on the GPU fails DataFusion's sanity check ({})", e.to_string().lines().next().unwrap_or_default());
-                    pass = Pass::new(&gate, Err(reason), None);
+                    pass = Pass::new(&gate, Err(reason), Vec::new());
                     out = self.visit(Arc::clone(&plan), root_order, &mut pass)?;
                 }
             }
@@ -663,7 +656,7 @@ impl PhysicalOptimizerRule for GpuJoinRule {
         let candidates = pass.unrepartition_candidates;
         if candidates > 0 && sane(&plan).is_ok() {
             let merge = pass.merge_joins.clone();
-            let mut all = Pass::new(&gate, merge.clone(), Some(None));
+            let mut all = Pass::new(&gate, merge.clone(), vec![true; candidates]);
             let tried = self.visit(Arc::clone(&plan), root_order, &mut all)?;
             if sane(&tried).is_ok() {
                 (out, pass) = (tried, all);
@@ -671,7 +664,7 @@ impl PhysicalOptimizerRule for GpuJoinRule {
                 let mut allowed = vec![false; candidates];
                 for i in 0..candidates {
                     allowed[i] = true;
-                    let mut some = Pass::new(&gate, merge.clone(), Some(Some(allowed.clone())));
+                    let mut some = Pass::new(&gate, merge.clone(), allowed.clone());
                     let tried = self.visit(Arc::clone(&plan), root_order, &mut some)?;
                     if some.unrepartitioned > pass.unrepartitioned && sane(&tried).is_ok() {
                         (out, pass) = (tried, some);
