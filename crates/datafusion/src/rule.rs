@@ -62,19 +62,31 @@
 //! probe side in its own partitions), as long as the build side is estimated small enough
 //! ([`GpuJoinConfig::collect_build_rows`]) and the plan above does not rely on the join's
 //! output being hash-partitioned: the plan with every such join changed must pass DataFusion's
-//! `SanityCheckPlan`, else each is changed in turn only where the plan still passes (TPC-H Q3's
-//! `orders JOIN lineitem` stays `Partitioned`: the aggregate above it groups by `l_orderkey`
-//! without a repartition of its own).
+//! `SanityCheckPlan`, else each is changed in turn only where the plan still passes.
+//!
+//! Where the plan above relies on a join's hash partitioning (TPC-H Q3's `orders JOIN
+//! lineitem` feeds an aggregate grouping by `l_orderkey` without a repartition of its own), a
+//! later pass runs it `CollectLeft` all the same and repartitions its output by hash instead
+//! (`EXPLAIN`: `replaces=HashJoinExec (Partitioned; unrepartitioned inputs; output
+//! repartitioned)`): a join's output is mostly far smaller than its probe side (Q3: 302K rows
+//! against 32M). That pass also takes LeftSemi and LeftAnti joins without a filter, as
+//! RightSemi and RightAnti joins of the swapped inputs, and joins whose build side is not a
+//! repartition (another join's output), where the probe side is one; the plan must pass the
+//! sanity check, else the pass is undone.
 //!
 //! # Semi and anti joins below the inner join they filter
 //!
-//! A `Partitioned` GPU semi or anti join (no filter) whose input is a `Partitioned` GPU inner
-//! join and whose keys are all columns of that inner join's build side runs below it, on the
-//! build side: `(A JOIN B) SEMI JOIN C` on `A`'s keys becomes `(A SEMI JOIN C) JOIN B`, the same
-//! rows (see `pushed_below_inner`). The inner join then joins, and its host gathers take, only
-//! the rows that pass: TPC-H Q18 at SF10 joined 60M rows and gathered five build columns of each
-//! to keep 4,400. `EXPLAIN` shows both joins' `replaces=` with a note; a plan that would fail
-//! DataFusion's `SanityCheckPlan` keeps the order DataFusion chose.
+//! A `Partitioned` GPU semi or anti join (no filter) whose input is a GPU inner join (directly
+//! or through a repartition by hash) and whose keys are all columns of one side of it runs
+//! below it, on that side: `(A JOIN B) SEMI JOIN C` on `A`'s keys becomes
+//! `(A SEMI JOIN C) JOIN B` (a `Partitioned` inner join, whose `A` is already partitioned by
+//! those keys), on `B`'s keys `A JOIN (B SEMI JOIN C)` (a `CollectLeft` one, `B` repartitioned
+//! by hash for the semi join), the same rows, again until none moves (see
+//! `pushed_below_inner`). The inner join then joins, and its host gathers take, only the rows
+//! that pass: TPC-H Q18 at SF10 joined 60M rows and gathered five build columns of each to keep
+//! 4,400, and then joined 15M `customer JOIN orders` rows to keep 624. `EXPLAIN` shows both
+//! joins' `replaces=` with a note; a plan that would fail DataFusion's `SanityCheckPlan` keeps
+//! the order DataFusion chose.
 //!
 //! # Decisions
 //!
@@ -545,37 +557,50 @@ fn rows_at_most_in(plan: &Arc<dyn ExecutionPlan>, stats: &StatisticsContext) -> 
     }
 }
 
-/// `plan` with every `Partitioned` GPU semi or anti join over a `Partitioned` GPU inner join
-/// whose keys are all columns of the inner join's build (left) side run below it, on that side
-/// ([`pushed_below_inner`]), children first; and how many moved.
+/// `plan` with every `Partitioned` GPU semi or anti join over a GPU inner join whose keys are
+/// all columns of one side of the inner join run below it, on that side
+/// ([`pushed_below_inner`]), again until none moves (a join pushed down may meet another inner
+/// join below); and how many moved.
 fn push_semi_joins_below_inner(plan: Arc<dyn ExecutionPlan>) -> Result<(Arc<dyn ExecutionPlan>, usize)> {
-    let mut moved = 0;
-    let plan = plan
-        .transform_up(|node| {
-            Ok(match pushed_below_inner(&node) {
-                Some(p) => {
-                    moved += 1;
-                    Transformed::yes(p)
-                }
-                None => Transformed::no(node),
-            })
-        })?
-        .data;
+    let (mut plan, mut moved) = (plan, 0);
+    // Each round moves every such join one inner join down; a plan has few joins.
+    for _ in 0..16 {
+        let mut round = 0;
+        plan = plan
+            .transform_up(|node| {
+                Ok(match pushed_below_inner(&node) {
+                    Some(p) => {
+                        round += 1;
+                        Transformed::yes(p)
+                    }
+                    None => Transformed::no(node),
+                })
+            })?
+            .data;
+        if round == 0 {
+            break;
+        }
+        moved += round;
+    }
     Ok((plan, moved))
 }
 
-/// A semi or anti join `S` (no filter, nulls equal nothing) of an inner join `J = A JOIN B` with
-/// `C` (LeftSemi, LeftAnti with `J` on the left; RightSemi, RightAnti with it on the right), on keys that are all columns of `A` in `J`'s output, as the
-/// inner join of `S' = A SEMI JOIN C` with `B`: the same rows (an output row of `J` stays when
-/// its `A` part's keys match in `C`, which is whether that `A` row passes `S'`), but the inner
-/// join now joins only the rows that pass, and its output columns are taken for those only.
-/// Both `Partitioned` (`A` is partitioned on `J`'s keys, which the caller's sanity check makes
-/// sure also partition `S'`).
+/// A semi or anti join `S` (no filter, nulls equal nothing, `Partitioned`) of an inner join
+/// `J = A JOIN B` (directly, or through a `RepartitionExec` by hash) with `C` (LeftSemi,
+/// LeftAnti with `J` on the left; RightSemi, RightAnti with it on the right), on keys that are
+/// all columns of one side `X` of `J`, as `J` with `X SEMI JOIN C` in `X`'s place: the same
+/// rows (an output row of `J` stays when its `X` part's keys match in `C`, which is whether
+/// that `X` row passes), but `J` now joins only the rows that pass, and its output columns are
+/// taken for those only. `X` is `A` where `J` is `Partitioned` and `A` is partitioned by hash
+/// on the semi join's keys (`J`'s own), or `B` (the probe side) where `J` is `CollectLeft`,
+/// repartitioned by hash on the semi join's keys unless it already is.
 ///
 /// Example: TPC-H Q18 joins `customer JOIN orders` (15M rows at SF10) with `lineitem` (60M),
-/// then keeps the rows whose `o_orderkey` is among the 624 of `lineitem`'s large orders: with
-/// `S'` first, the inner join's build side is those 624 orders and its output 4,400 rows, not
-/// 60M rows whose five build columns the host gathered to throw nearly all away.
+/// then keeps the rows whose `o_orderkey` is among the 624 of `lineitem`'s large orders: the
+/// semi join moves below the `lineitem` join (its build side's key), then below
+/// `customer JOIN orders` onto `orders` (its probe side's key), so that both inner joins join
+/// 624 orders, not 15M and 60M rows whose build columns the host gathered to throw nearly all
+/// away.
 fn pushed_below_inner(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
     let s = node.downcast_ref::<GpuJoinExec>()?;
     if s.filter().is_some() || s.mode() != PartitionMode::Partitioned || s.null_equality() != NullEquality::NullEqualsNothing {
@@ -583,34 +608,60 @@ fn pushed_below_inner(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Execution
     }
     // The inner join J and the other input C: RightSemi and RightAnti keep their right side's
     // rows (DataFusion swaps a semi join's inputs to build on the smaller one).
-    let (j, c, j_right) = match s.join_type() {
+    let (j_in, c, j_right) = match s.join_type() {
         DfJoinType::LeftSemi | DfJoinType::LeftAnti => (s.left(), s.right(), false),
         DfJoinType::RightSemi | DfJoinType::RightAnti => (s.right(), s.left(), true),
         _ => return None,
     };
-    let j = j.downcast_ref::<GpuJoinExec>()?;
-    if j.join_type() != DfJoinType::Inner || j.mode() != PartitionMode::Partitioned {
+    let j_plan = match j_in.downcast_ref::<RepartitionExec>() {
+        Some(r) if matches!(r.partitioning(), Partitioning::Hash(..)) && !r.preserve_order() => r.input(),
+        Some(_) => return None,
+        None => j_in,
+    };
+    let j = j_plan.downcast_ref::<GpuJoinExec>()?;
+    if j.join_type() != DfJoinType::Inner {
         return None;
     }
-    let a = j.left();
-    let a_schema = a.schema();
-    // J's output column `i`: the joined column it projects; a column of A when below A's width.
-    let of_a = |i: usize| -> Option<usize> {
-        let c = match j.projection() {
-            Some(p) => *p.get(i)?,
-            None => i,
-        };
-        (c < a_schema.fields().len()).then_some(c)
+    let left_len = j.left().schema().fields().len();
+    // S's keys on J's side as J's joined columns (A's first, then B's).
+    let joined = |i: usize| -> Option<usize> {
+        match j.projection() {
+            Some(p) => p.get(i).copied(),
+            None => Some(i),
+        }
     };
-    let mut on = Vec::with_capacity(s.on().len());
-    for (l, r) in s.on() {
-        let (jk, ck) = if j_right { (r, l) } else { (l, r) };
-        let at = of_a(jk.downcast_ref::<Column>()?.index())?;
-        let ak = Arc::new(Column::new(a_schema.field(at).name(), at)) as PhysicalExprRef;
-        on.push(if j_right { (Arc::clone(ck), ak) } else { (ak, Arc::clone(ck)) });
-    }
-    let replaces = |e: &GpuJoinExec, note: &str| format!("{} ({note})", e.replaces().unwrap_or("HashJoinExec"));
-    let (sl, sr) = if j_right { (Arc::clone(c), Arc::clone(a)) } else { (Arc::clone(a), Arc::clone(c)) };
+    let j_keys = s.on().iter().map(|(l, r)| joined((if j_right { r } else { l }).downcast_ref::<Column>()?.index())).collect::<Option<Vec<usize>>>()?;
+    let on_a = j_keys.iter().all(|&k| k < left_len);
+    let on_b = j_keys.iter().all(|&k| k >= left_len);
+    let on_x = match (j.mode(), on_a, on_b) {
+        (PartitionMode::Partitioned, true, _) => true,
+        (PartitionMode::CollectLeft, _, true) => false,
+        _ => return None,
+    };
+    let x = if on_x { j.left() } else { j.right() };
+    let x_schema = x.schema();
+    let x_keys: Vec<PhysicalExprRef> = j_keys
+        .iter()
+        .map(|&k| {
+            let at = if on_x { k } else { k - left_len };
+            Arc::new(Column::new(x_schema.field(at).name(), at)) as PhysicalExprRef
+        })
+        .collect();
+    // The semi join's `X` input partitioned by hash on its keys: `A` must already be (`J`
+    // needs it partitioned on its own keys), `B` is repartitioned where it is not.
+    let want = Partitioning::Hash(x_keys.clone(), s.properties().output_partitioning().partition_count());
+    let x_in = match (*x.output_partitioning() == want, on_x) {
+        (true, _) => Arc::clone(x),
+        (false, true) => return None,
+        (false, false) => Arc::new(RepartitionExec::try_new(Arc::clone(x), want).ok()?),
+    };
+    let on: Vec<(PhysicalExprRef, PhysicalExprRef)> = s.on().iter().zip(x_keys).map(|((l, r), xk)| if j_right { (Arc::clone(l), xk) } else { (xk, Arc::clone(r)) }).collect();
+    // What each join replaces, with its note once (a join pushed down again keeps its own).
+    let replaces = |e: &GpuJoinExec, note: &str| {
+        let was = e.replaces().unwrap_or("HashJoinExec");
+        if was.contains(note) { was.to_string() } else { format!("{was} ({note})") }
+    };
+    let (sl, sr) = if j_right { (Arc::clone(c), x_in) } else { (x_in, Arc::clone(c)) };
     let semi = GpuJoinExec::try_new(sl, sr, on, None, s.join_type(), s.null_equality(), None, PartitionMode::Partitioned, s.config().clone())
         .ok()?
         .replacing(replaces(s, "pushed below the inner join it filtered"));
@@ -620,10 +671,109 @@ fn pushed_below_inner(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Execution
         (Some(sp), None) => Some(sp.to_vec()),
         (Some(sp), Some(jp)) => Some(sp.iter().map(|&i| jp.get(i).copied()).collect::<Option<Vec<_>>>()?),
     };
-    let inner = GpuJoinExec::try_new(Arc::new(semi), Arc::clone(j.right()), j.on().to_vec(), j.filter().cloned(), DfJoinType::Inner, j.null_equality(), projection, PartitionMode::Partitioned, j.config().clone())
+    let (jl, jr): (Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>) = if on_x { (Arc::new(semi), Arc::clone(j.right())) } else { (Arc::clone(j.left()), Arc::new(semi)) };
+    let inner = GpuJoinExec::try_new(jl, jr, j.on().to_vec(), j.filter().cloned(), DfJoinType::Inner, j.null_equality(), projection, j.mode(), j.config().clone())
         .ok()?
         .replacing(replaces(j, "over the semi or anti join pushed below it"));
     (inner.schema() == node.schema()).then(|| Arc::new(inner) as Arc<dyn ExecutionPlan>)
+}
+
+/// `plan` with every `Partitioned` GPU join whose probe input is a `RepartitionExec` by hash run
+/// `CollectLeft` on the inputs before the hash repartitions, its output repartitioned by hash
+/// as before where the plan above may rely on that ([`collect_left_rehashed`]); and how many
+/// moved. The pass after [`unrepartitioned_inputs`]: it reaches the joins whose hash
+/// partitioning a parent relies on (an aggregate grouping by the join key without a
+/// repartition of its own) and the semi and anti joins [`push_semi_joins_below_inner`] made.
+///
+/// Example: TPC-H Q3's `(customer JOIN orders) JOIN lineitem` feeds an aggregate grouping by
+/// `l_orderkey`: it hash-repartitioned 32M `lineitem` rows for the join; now the join probes
+/// `lineitem`'s partitions as they are and its 302K output rows are repartitioned instead.
+fn collect_left_everywhere(plan: Arc<dyn ExecutionPlan>, max_build_rows: usize) -> Result<(Arc<dyn ExecutionPlan>, usize)> {
+    let mut moved = 0;
+    let plan = collect_left_below(plan, false, max_build_rows, &mut moved)?;
+    Ok((plan, moved))
+}
+
+/// [`collect_left_everywhere`] from `node` down; `keep_hash`: the plan above may rely on
+/// `node`'s output being partitioned by hash (a parent requires it of `node`, or of a parent
+/// that takes its partitioning from `node` without asking anything of it).
+fn collect_left_below(node: Arc<dyn ExecutionPlan>, keep_hash: bool, max_build_rows: usize, moved: &mut usize) -> Result<Arc<dyn ExecutionPlan>> {
+    use datafusion::physical_plan::Distribution;
+    let converts = collect_left_rehashed(&node, false, max_build_rows).is_some();
+    let required = node.input_distribution_requirements();
+    let children = node.children();
+    if children.is_empty() {
+        return Ok(node);
+    }
+    let mut new_children = Vec::with_capacity(children.len());
+    for (i, c) in children.into_iter().enumerate() {
+        let keep = !converts
+            && match required.child_distribution(i) {
+                Some(Distribution::UnspecifiedDistribution) | None => keep_hash,
+                Some(Distribution::SinglePartition) => false,
+                // By key, by hash (its deprecated name), or any other a later version adds.
+                Some(_) => true,
+            };
+        new_children.push(collect_left_below(Arc::clone(c), keep, max_build_rows, moved)?);
+    }
+    let node = replace_children_if_necessary(node, new_children)?;
+    Ok(match collect_left_rehashed(&node, keep_hash, max_build_rows) {
+        Some(p) => {
+            *moved += 1;
+            p
+        }
+        None => node,
+    })
+}
+
+/// A `Partitioned` GPU join in a hash join's place (Inner, Right, RightSemi, RightAnti; LeftSemi
+/// and LeftAnti without a filter as RightSemi and RightAnti with the inputs swapped) whose probe
+/// input is a `RepartitionExec` by hash, as a `CollectLeft` GPU join of the inputs before their hash
+/// repartitions (the build side coalesced; the probe side as it is, or dealt round-robin into
+/// the join's partition count), under a `RepartitionExec` giving the join's hash partitioning
+/// back where `keep_hash`. The estimates as [`unrepartitioned_inputs`]: the probe side's known,
+/// the build side's, where known, at most `max_build_rows` and the probe side's.
+fn collect_left_rehashed(node: &Arc<dyn ExecutionPlan>, keep_hash: bool, max_build_rows: usize) -> Option<Arc<dyn ExecutionPlan>> {
+    let g = node.downcast_ref::<GpuJoinExec>()?;
+    // Hash joins (sort-merge and symmetric joins keep the partitions DataFusion planned).
+    let was = g.replaces().unwrap_or("HashJoinExec");
+    if max_build_rows == 0 || g.mode() != PartitionMode::Partitioned || g.on().is_empty() || !was.starts_with("HashJoinExec") {
+        return None;
+    }
+    let (build, probe, on, join_type, filter) = match g.join_type() {
+        DfJoinType::Inner | DfJoinType::Right | DfJoinType::RightSemi | DfJoinType::RightAnti => (g.left(), g.right(), g.on().to_vec(), g.join_type(), g.filter().cloned()),
+        DfJoinType::LeftSemi | DfJoinType::LeftAnti if g.filter().is_none() => {
+            let swapped = g.on().iter().map(|(l, r)| (Arc::clone(r), Arc::clone(l))).collect();
+            let jt = if g.join_type() == DfJoinType::LeftSemi { DfJoinType::RightSemi } else { DfJoinType::RightAnti };
+            (g.right(), g.left(), swapped, jt, None)
+        }
+        _ => return None,
+    };
+    let hash_input = |p: &Arc<dyn ExecutionPlan>| {
+        p.downcast_ref::<RepartitionExec>().filter(|r| matches!(r.partitioning(), Partitioning::Hash(..)) && !r.preserve_order()).map(|r| Arc::clone(r.input()))
+    };
+    let probe = hash_input(probe)?;
+    let build = hash_input(build).unwrap_or_else(|| Arc::clone(build));
+    let stats = StatisticsContext::new();
+    let estimate = |p: &Arc<dyn ExecutionPlan>| stats.compute(p.as_ref(), &StatisticsArgs::new()).ok().and_then(|s| s.num_rows.get_value().copied());
+    let probe_rows = estimate(&probe)?;
+    if estimate(&build).is_some_and(|rows| rows > max_build_rows || rows > probe_rows) {
+        return None;
+    }
+    let partitioning = g.properties().output_partitioning().clone();
+    let partitions = partitioning.partition_count();
+    let build: Arc<dyn ExecutionPlan> = if build.output_partitioning().partition_count() > 1 { Arc::new(CoalescePartitionsExec::new(build)) } else { build };
+    let probe: Arc<dyn ExecutionPlan> =
+        if probe.output_partitioning().partition_count() == partitions { probe } else { Arc::new(RepartitionExec::try_new(probe, Partitioning::RoundRobinBatch(partitions)).ok()?) };
+    let rehash = keep_hash && matches!(partitioning, Partitioning::Hash(..));
+    let note = if rehash { "unrepartitioned inputs; output repartitioned" } else { "unrepartitioned inputs" };
+    let replaces = if was == "HashJoinExec" { format!("HashJoinExec (Partitioned; {note})") } else { format!("{was}; {note}") };
+    let exec = GpuJoinExec::try_new(build, probe, on, filter, join_type, g.null_equality(), g.projection().map(<[usize]>::to_vec), PartitionMode::CollectLeft, g.config().clone()).ok()?.replacing(replaces);
+    if exec.schema() != g.schema() {
+        return None;
+    }
+    let exec: Arc<dyn ExecutionPlan> = Arc::new(exec);
+    if rehash { RepartitionExec::try_new(exec, partitioning).ok().map(|r| Arc::new(r) as Arc<dyn ExecutionPlan>) } else { Some(exec) }
 }
 
 fn keys(on: &[(PhysicalExprRef, PhysicalExprRef)]) -> String {
@@ -674,12 +824,18 @@ impl PhysicalOptimizerRule for GpuJoinRule {
                 }
             }
         }
-        // Semi and anti joins that filter an inner join's rows by keys of its build side, run
-        // below it, where the plan stays sane.
+        // Semi and anti joins that filter an inner join's rows by keys of one of its sides, run
+        // below it; then the `Partitioned` GPU joins left, without their inputs' hash
+        // repartitions, their output repartitioned where the plan above may need it: each
+        // where the plan stays sane.
         if pass.gate.is_ok() {
             let (pushed, n) = push_semi_joins_below_inner(Arc::clone(&out))?;
             if n > 0 && sane(&pushed).is_ok() {
                 out = pushed;
+            }
+            let (collected, n) = collect_left_everywhere(Arc::clone(&out), self.config.collect_build_rows())?;
+            if n > 0 && sane(&collected).is_ok() {
+                out = collected;
             }
         }
         let seen = pass.seen;
