@@ -62,7 +62,11 @@
 //! probe side in its own partitions), as long as the build side is estimated small enough
 //! ([`GpuJoinConfig::collect_build_rows`]) and the plan above does not rely on the join's
 //! output being hash-partitioned: the plan with every such join changed must pass DataFusion's
-//! `SanityCheckPlan`, else each is changed in turn only where the plan still passes.
+//! `SanityCheckPlan`, else each is changed in turn only where the plan still passes. An
+//! equi-join kept on the CPU for its small build side ([`GpuJoinConfig::min_build_rows`]) is
+//! changed the same way into DataFusion's own `CollectLeft` hash join (TPC-H Q7's and Q21's
+//! `supplier JOIN lineitem` hash-repartitioned 18M and 38M `lineitem` rows for a build side
+//! of 100,000 rows).
 //!
 //! Where the plan above relies on a join's hash partitioning (TPC-H Q3's `orders JOIN
 //! lineitem` feeds an aggregate grouping by `l_orderkey` without a repartition of its own), a
@@ -359,9 +363,35 @@ impl GpuJoinRule {
                 // the plan stays DataFusion's.
                 let shown = gate.is_ok();
                 pass.seen.push(JoinDecision { operator: operator.into(), join_type, on, kept: Some(reason.clone()), shown });
-                Ok(if shown { Arc::new(CpuJoinKeptExec::new(node, reason)) } else { node })
+                if !shown {
+                    return Ok(node);
+                }
+                // An equi-join kept for its small build side needs no hash repartitions either:
+                // DataFusion's own join, `CollectLeft` on the unrepartitioned inputs (one hash
+                // table of the small side, probed by every partition as it comes).
+                let small = node.downcast_ref::<HashJoinExec>().filter(|h| self.small_build_side(&h.left).is_some());
+                if let (Some(h), Some(u)) = (small, &unrepartitioned) {
+                    let projection = h.projection.as_deref().map(<[usize]>::to_vec);
+                    if let Ok(j) = HashJoinExec::try_new(Arc::clone(&u.left), Arc::clone(&u.right), h.on.clone(), h.filter.clone(), &h.join_type, projection, PartitionMode::CollectLeft, h.null_equality, false) {
+                        if j.schema() == node.schema() {
+                            pass.unrepartitioned += 1;
+                            return Ok(Arc::new(CpuJoinKeptExec::new(Arc::new(j), format!("{reason}; CollectLeft on the inputs before their hash repartitions"))));
+                        }
+                    }
+                }
+                Ok(Arc::new(CpuJoinKeptExec::new(node, reason)))
             }
         }
+    }
+
+    /// The most rows `build` may have ([`rows_at_most`]) where that is below
+    /// [`GpuJoinConfig::min_build_rows`]: an equi-join on it stays on the CPU.
+    fn small_build_side(&self, build: &Arc<dyn ExecutionPlan>) -> Option<usize> {
+        let min_build_rows = self.config.min_build_rows();
+        if min_build_rows == 0 {
+            return None;
+        }
+        rows_at_most(build).filter(|&rows| rows < min_build_rows)
     }
 
     /// The checks every replaced join passes, then the `GpuJoinExec` with `original`'s schema.
@@ -377,11 +407,11 @@ impl GpuJoinRule {
         }
         let (ls, rs) = (j.left.schema(), j.right.schema());
         plan_join(&ls, &rs, j.on, j.filter, j.join_type, j.null_equality, j.projection, &self.config)?;
-        let min_build_rows = self.config.min_build_rows();
-        if min_build_rows > 0 && !j.on.is_empty() {
-            if let Some(rows) = rows_at_most(j.left).filter(|&rows| rows < min_build_rows) {
+        if !j.on.is_empty() {
+            if let Some(rows) = self.small_build_side(j.left) {
                 return Err(Refusal(format!(
-                    "a build side of at most {rows} rows, below min_build_rows={min_build_rows}: the CPU joins it for less than a device join's fixed cost"
+                    "a build side of at most {rows} rows, below min_build_rows={}: the CPU joins it for less than a device join's fixed cost",
+                    self.config.min_build_rows()
                 )));
             }
         }

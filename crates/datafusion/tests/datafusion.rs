@@ -233,6 +233,11 @@ async fn rule_keeps_equi_joins_of_small_build_sides_on_the_cpu() {
                 let n = min_build_rows.unwrap_or(gpujoin_datafusion::DEFAULT_MIN_BUILD_ROWS);
                 assert!(reason.contains("a build side of at most 200 rows") && reason.contains(&format!("min_build_rows={n}")), "{reason}");
                 assert!(plan_text(&plan).contains("CpuJoinKeptExec: reason=a build side of at most 200 rows"), "{what}");
+                // Kept as DataFusion's own `CollectLeft` join on the unrepartitioned inputs.
+                if partitioned {
+                    assert!(plan_text(&plan).contains("CollectLeft on the inputs before their hash repartitions"), "{what}");
+                    assert!(plan_text(&plan).contains("HashJoinExec: mode=CollectLeft") && !plan_text(&plan).contains("partitioning=Hash"), "{what}");
+                }
             }
             // A filter never adds rows: the bound stays the table's 200 (DataFusion estimates fewer).
             let (plan, decisions) = decide(&ctx, &format!("{equi} WHERE r.v_nn < 0")).await;
@@ -1306,7 +1311,7 @@ async fn tpch_joins_run_below_semi_joins_and_without_hash_repartitions() {
         .set_usize("datafusion.optimizer.hash_join_single_partition_threshold_rows", 0);
     let plain = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).build());
     gpujoin_datafusion::tpch::register_tables(&plain, 0.1, 8).unwrap();
-    let gpu = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(forced()).build());
+    let gpu = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(forced()).build());
     for t in gpujoin_datafusion::tpch::TABLES {
         gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
     }
@@ -1359,4 +1364,25 @@ async fn tpch_joins_run_below_semi_joins_and_without_hash_repartitions() {
     hashed_scans(&q3, &mut hashed);
     assert!(!hashed.iter().any(|t| t.starts_with("l_")), "{hashed:?} repartitioned by hash for a join:\n{text}");
     assert!(text.contains("AggregateExec: mode=SinglePartitioned"), "{text}");
+
+    // With the default `min_build_rows`, Q7's and Q21's `supplier JOIN lineitem` stays on the CPU
+    // (a build side of 1,000 rows here, 100,000 at SF10) as DataFusion's `CollectLeft` join:
+    // `lineitem` is not repartitioned by hash for it (Q7: for any join).
+    let kept = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig { min_build_rows: None, ..forced() }).build());
+    for t in gpujoin_datafusion::tpch::TABLES {
+        kept.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
+    }
+    for n in [7, 21] {
+        let (plan, _) = decide(&kept, gpujoin_datafusion::tpch::query(n).unwrap()).await;
+        let text = plan_text(&plan);
+        datafusion::physical_optimizer::sanity_checker::SanityCheckPlan::new().optimize(Arc::clone(&plan), kept.state().config_options()).unwrap_or_else(|e| panic!("Q{n}: {e}\n{text}"));
+        assert!(text.contains("CollectLeft on the inputs before their hash repartitions"), "Q{n}:\n{text}");
+        assert!(text.contains("HashJoinExec: mode=CollectLeft, join_type=Inner, on=[(s_suppkey@0, l_suppkey@"), "Q{n}:\n{text}");
+        // (Q21's semi and anti joins of `lineitem` with itself, with their filters, keep theirs.)
+        if n == 7 {
+            let mut hashed = Vec::new();
+            hashed_scans(&plan, &mut hashed);
+            assert!(!hashed.iter().any(|t| t.starts_with("l_")), "Q{n}: {hashed:?} repartitioned by hash for a join:\n{text}");
+        }
+    }
 }
