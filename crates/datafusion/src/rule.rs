@@ -528,20 +528,29 @@ fn unrepartitioned_inputs(h: &HashJoinExec, max_build_rows: usize) -> Option<Unr
     if !matches!(h.join_type, DfJoinType::Inner | DfJoinType::Right | DfJoinType::RightSemi | DfJoinType::RightAnti) {
         return None;
     }
-    let hash_input = |p: &Arc<dyn ExecutionPlan>| {
-        p.downcast_ref::<RepartitionExec>().filter(|r| matches!(r.partitioning(), Partitioning::Hash(..)) && !r.preserve_order()).map(|r| Arc::clone(r.input()))
-    };
-    let (left, right) = (hash_input(&h.left)?, hash_input(&h.right)?);
+    let (left, right) = (hash_repartitioned(&h.left)?, hash_repartitioned(&h.right)?);
+    collect_left_inputs(left, right, h.right.output_partitioning().partition_count(), max_build_rows)
+}
+
+/// The input of `plan` where `plan` is a `RepartitionExec` by hash that keeps no order.
+fn hash_repartitioned(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn ExecutionPlan>> {
+    plan.downcast_ref::<RepartitionExec>().filter(|r| matches!(r.partitioning(), Partitioning::Hash(..)) && !r.preserve_order()).map(|r| Arc::clone(r.input()))
+}
+
+/// `build` and `probe` as the inputs of a `CollectLeft` join of `partitions` output partitions:
+/// the build side coalesced into one partition, the probe side as it is where it has that many,
+/// else dealt round-robin into them. `None` where the probe side has no row estimate, or the
+/// build side's estimate, where there is one, is above `max_build_rows` or the probe side's.
+fn collect_left_inputs(build: Arc<dyn ExecutionPlan>, probe: Arc<dyn ExecutionPlan>, partitions: usize, max_build_rows: usize) -> Option<Unrepartitioned> {
     let stats = StatisticsContext::new();
     let estimate = |p: &Arc<dyn ExecutionPlan>| stats.compute(p.as_ref(), &StatisticsArgs::new()).ok().and_then(|s| s.num_rows.get_value().copied());
-    let probe_rows = estimate(&right)?;
-    if estimate(&left).is_some_and(|build_rows| build_rows > max_build_rows || build_rows > probe_rows) {
+    let probe_rows = estimate(&probe)?;
+    if estimate(&build).is_some_and(|build_rows| build_rows > max_build_rows || build_rows > probe_rows) {
         return None;
     }
-    let partitions = h.right.output_partitioning().partition_count();
-    let left: Arc<dyn ExecutionPlan> = if left.output_partitioning().partition_count() > 1 { Arc::new(CoalescePartitionsExec::new(left)) } else { left };
+    let left: Arc<dyn ExecutionPlan> = if build.output_partitioning().partition_count() > 1 { Arc::new(CoalescePartitionsExec::new(build)) } else { build };
     let right: Arc<dyn ExecutionPlan> =
-        if right.output_partitioning().partition_count() == partitions { right } else { Arc::new(RepartitionExec::try_new(right, Partitioning::RoundRobinBatch(partitions)).ok()?) };
+        if probe.output_partitioning().partition_count() == partitions { probe } else { Arc::new(RepartitionExec::try_new(probe, Partitioning::RoundRobinBatch(partitions)).ok()?) };
     Some(Unrepartitioned { left, right })
 }
 
@@ -643,11 +652,7 @@ fn pushed_below_inner(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Execution
         DfJoinType::RightSemi | DfJoinType::RightAnti => (s.right(), s.left(), true),
         _ => return None,
     };
-    let j_plan = match j_in.downcast_ref::<RepartitionExec>() {
-        Some(r) if matches!(r.partitioning(), Partitioning::Hash(..)) && !r.preserve_order() => r.input(),
-        Some(_) => return None,
-        None => j_in,
-    };
+    let j_plan = hash_repartitioned(j_in).unwrap_or_else(|| Arc::clone(j_in));
     let j = j_plan.downcast_ref::<GpuJoinExec>()?;
     if j.join_type() != DfJoinType::Inner {
         return None;
@@ -761,8 +766,7 @@ fn collect_left_below(node: Arc<dyn ExecutionPlan>, keep_hash: bool, max_build_r
 /// input is a `RepartitionExec` by hash, as a `CollectLeft` GPU join of the inputs before their hash
 /// repartitions (the build side coalesced; the probe side as it is, or dealt round-robin into
 /// the join's partition count), under a `RepartitionExec` giving the join's hash partitioning
-/// back where `keep_hash`. The estimates as [`unrepartitioned_inputs`]: the probe side's known,
-/// the build side's, where known, at most `max_build_rows` and the probe side's.
+/// back where `keep_hash`. The estimates as [`collect_left_inputs`] checks them.
 fn collect_left_rehashed(node: &Arc<dyn ExecutionPlan>, keep_hash: bool, max_build_rows: usize) -> Option<Arc<dyn ExecutionPlan>> {
     let g = node.downcast_ref::<GpuJoinExec>()?;
     // Hash joins (sort-merge and symmetric joins keep the partitions DataFusion planned).
@@ -779,22 +783,10 @@ fn collect_left_rehashed(node: &Arc<dyn ExecutionPlan>, keep_hash: bool, max_bui
         }
         _ => return None,
     };
-    let hash_input = |p: &Arc<dyn ExecutionPlan>| {
-        p.downcast_ref::<RepartitionExec>().filter(|r| matches!(r.partitioning(), Partitioning::Hash(..)) && !r.preserve_order()).map(|r| Arc::clone(r.input()))
-    };
-    let probe = hash_input(probe)?;
-    let build = hash_input(build).unwrap_or_else(|| Arc::clone(build));
-    let stats = StatisticsContext::new();
-    let estimate = |p: &Arc<dyn ExecutionPlan>| stats.compute(p.as_ref(), &StatisticsArgs::new()).ok().and_then(|s| s.num_rows.get_value().copied());
-    let probe_rows = estimate(&probe)?;
-    if estimate(&build).is_some_and(|rows| rows > max_build_rows || rows > probe_rows) {
-        return None;
-    }
+    let probe = hash_repartitioned(probe)?;
+    let build = hash_repartitioned(build).unwrap_or_else(|| Arc::clone(build));
     let partitioning = g.properties().output_partitioning().clone();
-    let partitions = partitioning.partition_count();
-    let build: Arc<dyn ExecutionPlan> = if build.output_partitioning().partition_count() > 1 { Arc::new(CoalescePartitionsExec::new(build)) } else { build };
-    let probe: Arc<dyn ExecutionPlan> =
-        if probe.output_partitioning().partition_count() == partitions { probe } else { Arc::new(RepartitionExec::try_new(probe, Partitioning::RoundRobinBatch(partitions)).ok()?) };
+    let Unrepartitioned { left: build, right: probe } = collect_left_inputs(build, probe, partitioning.partition_count(), max_build_rows)?;
     let rehash = keep_hash && matches!(partitioning, Partitioning::Hash(..));
     let note = if rehash { "unrepartitioned inputs; output repartitioned" } else { "unrepartitioned inputs" };
     let replaces = if was == "HashJoinExec" { format!("HashJoinExec (Partitioned; {note})") } else { format!("{was}; {note}") };
