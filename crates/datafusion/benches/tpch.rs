@@ -27,6 +27,9 @@
 //! `GPUJOIN_TPCH_COLLECT_BUILD_ROWS` sets `GpuJoinConfig::collect_build_rows` likewise (rows, 0
 //! for never; CSV group suffix `_<n>_collect_build`). `GPUJOIN_TPCH_GATHER_BATCHES` sets
 //! `GpuJoinConfig::parallel_gather_batches` likewise (CSV group suffix `_<n>_gather_batches`).
+//! `GPUJOIN_TPCH_SEMI_REDUCTION_ROWS` sets `GpuJoinConfig::semi_join_reduction_rows` likewise
+//! (rows, 0 for none; CSV group suffix `_<n>_semi_reduction`), `GPUJOIN_TPCH_PREFETCH_ROWS`
+//! `GpuJoinConfig::probe_prefetch_rows` (rows, 0 for none; `_<n>_prefetch`).
 //!
 //! With `GPUJOIN_TPCH_DUCKDB_DIR` set, the generated tables are also written there for DuckDB
 //! (`benches/duckdb_tpch.py` runs the same queries on them, on the same machine): each table as
@@ -88,11 +91,10 @@ fn main() {
         Err(_) => vec![None],
         Ok(list) => list.split(',').map(|w| Some(gpujoin_device::HostWait::parse(w).expect("GPUJOIN_TPCH_HOST_WAIT: auto, spin, yield or block"))).collect(),
     };
-    let lanes = numbers_or_auto("GPUJOIN_TPCH_DEVICE_LANES");
-    let block_caches = numbers_or_auto("GPUJOIN_TPCH_BLOCK_CACHE");
-    let min_builds = numbers_or_auto("GPUJOIN_TPCH_MIN_BUILD_ROWS");
-    let collect_builds = numbers_or_auto("GPUJOIN_TPCH_COLLECT_BUILD_ROWS");
-    let gather_batches = numbers_or_auto("GPUJOIN_TPCH_GATHER_BATCHES");
+    // Every combination of the numeric settings' variants, in `NUMERIC`'s order.
+    let numeric: Vec<[Option<usize>; NUMERIC.len()]> = NUMERIC.iter().enumerate().fold(vec![[None; NUMERIC.len()]], |combos, (i, &(var, _, _))| {
+        combos.iter().flat_map(|c| numbers_or_auto(var).into_iter().map(move |v| { let mut c = *c; c[i] = v; c })).collect()
+    });
     println!("TPC-H SF{sf}, {cores} partitions, {reps} runs after a warm-up, output gathered on the {gathers:?}, probe parts {:?}, device: {device_name}", probe_parts.iter().map(|&p| name_parts(p)).collect::<Vec<_>>());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -113,30 +115,29 @@ fn main() {
             .iter()
             .flat_map(|&g| probe_parts.iter().map(move |&p| (g, p)))
             .flat_map(|(g, p)| host_waits.iter().map(move |&w| (g, p, w)))
-            .flat_map(|(g, p, w)| lanes.iter().map(move |&n| (g, p, w, n)))
-            .flat_map(|(g, p, w, n)| block_caches.iter().map(move |&c| (g, p, w, n, c)))
-            .flat_map(|(g, p, w, n, c)| min_builds.iter().map(move |&b| (g, p, w, n, c, b)))
-            .flat_map(|(g, p, w, n, c, b)| collect_builds.iter().map(move |&u| (g, p, w, n, c, b, u)))
-            .flat_map(|(g, p, w, n, c, b, u)| gather_batches.iter().map(move |&k| (g, p, w, n, c, b, u, k)));
-        for (gather, probe_part_rows, host_wait, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches) in variants {
+            .flat_map(|(g, p, w)| numeric.iter().map(move |&n| (g, p, w, n)));
+        for (gather, probe_part_rows, host_wait, n) in variants {
+            let [device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows] = n;
             if let (Some(wait), Some(device)) = (host_wait, &device) {
                 device.set_host_wait(wait).unwrap();
                 println!("host threads wait for the device: {:?}", device.host_wait().unwrap());
             }
-            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, ..GpuJoinConfig::default() }).build();
+            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, ..GpuJoinConfig::default() }).build();
             let gpu = SessionContext::new_with_state(gpu_state);
             for t in tpch::TABLES {
                 gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
             }
-            let shown = GpuJoinConfig { device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, ..GpuJoinConfig::default() };
+            let shown = GpuJoinConfig { device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, ..GpuJoinConfig::default() };
             println!(
-                "output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes, equi-joins of build sides under {} rows kept, partitioned joins of build sides up to {} rows without their repartitions, {} output batches gathered at once",
+                "output gathered on the {gather:?}, probe parts {}, device lanes {}, block cache {} bytes, equi-joins of build sides under {} rows kept, partitioned joins of build sides up to {} rows without their repartitions, {} output batches gathered at once, semi-join reductions by filtered inputs of up to {} rows, {} probe rows read while the build side is collected",
                 name_parts(probe_part_rows),
                 shown.device_lanes(),
                 shown.block_cache_bytes(),
                 shown.min_build_rows(),
                 shown.collect_build_rows(),
-                shown.parallel_gather_batches()
+                shown.parallel_gather_batches(),
+                shown.semi_join_reduction_rows(),
+                shown.probe_prefetch_rows()
             );
             let (mut sum_plain, mut sum_gpu) = (0.0, 0.0);
             println!("query | plain ms | gpu rule ms | speed-up | joins moved | CPU join ms (plain) | GpuJoinExec ms (upload / join / download / host gather) | join speed-up | lane wait ms | device joins: each one's calls, waits, allocations (count / ms) | cores busy plain / rule | answers");
@@ -181,20 +182,10 @@ fn main() {
                 if let Some(wait) = host_wait {
                     group = format!("{group}_{}_wait", wait.name());
                 }
-                if let Some(n) = device_lanes {
-                    group = format!("{group}_{n}_lanes");
-                }
-                if let Some(n) = block_cache_bytes {
-                    group = format!("{group}_{n}_block_cache");
-                }
-                if let Some(n) = min_build_rows {
-                    group = format!("{group}_{n}_min_build");
-                }
-                if let Some(n) = collect_build_rows {
-                    group = format!("{group}_{n}_collect_build");
-                }
-                if let Some(n) = parallel_gather_batches {
-                    group = format!("{group}_{n}_gather_batches");
+                for (i, &(_, suffix, _)) in NUMERIC.iter().enumerate() {
+                    if let Some(v) = n[i] {
+                        group = format!("{group}_{v}_{suffix}");
+                    }
                 }
                 for (case, ms) in [
                     ("plain", mp),
@@ -220,12 +211,8 @@ fn main() {
                     let dir = std::path::Path::new(&dir);
                     std::fs::create_dir_all(dir).unwrap();
                     let wait = host_wait.map(|w| format!("_{}", w.name())).unwrap_or_default();
-                    let lanes = device_lanes.map(|n| format!("_{n}lanes")).unwrap_or_default();
-                    let cache = block_cache_bytes.map(|n| format!("_{n}cache")).unwrap_or_default();
-                    let min_build = min_build_rows.map(|n| format!("_{n}minbuild")).unwrap_or_default();
-                    let collect = collect_build_rows.map(|n| format!("_{n}collect")).unwrap_or_default();
-                    let batches = parallel_gather_batches.map(|n| format!("_{n}gatherbatches")).unwrap_or_default();
-                    let variant = format!("{}_{}{wait}{lanes}{cache}{min_build}{collect}{batches}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
+                    let numbers: String = NUMERIC.iter().zip(n).filter_map(|(&(_, _, short), v)| v.map(|v| format!("_{v}{short}"))).collect();
+                    let variant = format!("{}_{}{wait}{numbers}", if gather == OutputGather::Device { "device" } else { "host" }, name_parts(probe_part_rows));
                     for (ctx, name) in [(&plain, "plain".to_string()), (&gpu, variant)] {
                         std::fs::write(dir.join(format!("q{q}_{name}.txt")), analyzed_plan(ctx, q).await).unwrap();
                     }
@@ -237,6 +224,19 @@ fn main() {
         }
     });
 }
+
+/// The numeric settings a run varies: the environment variable, the CSV group's suffix
+/// (`_<n>_<suffix>`) and the `EXPLAIN` file name's (`_<n><short>`), in the order of the fields
+/// they set in `main`.
+const NUMERIC: [(&str, &str, &str); 7] = [
+    ("GPUJOIN_TPCH_DEVICE_LANES", "lanes", "lanes"),
+    ("GPUJOIN_TPCH_BLOCK_CACHE", "block_cache", "cache"),
+    ("GPUJOIN_TPCH_MIN_BUILD_ROWS", "min_build", "minbuild"),
+    ("GPUJOIN_TPCH_COLLECT_BUILD_ROWS", "collect_build", "collect"),
+    ("GPUJOIN_TPCH_GATHER_BATCHES", "gather_batches", "gatherbatches"),
+    ("GPUJOIN_TPCH_SEMI_REDUCTION_ROWS", "semi_reduction", "semireduction"),
+    ("GPUJOIN_TPCH_PREFETCH_ROWS", "prefetch", "prefetch"),
+];
 
 /// The variants of a numeric setting from the environment variable `var`: numbers, or `auto`
 /// for the default (`None`), separated by commas; unset, the default alone.

@@ -118,6 +118,10 @@ struct ConfigNode {
     collect_build_rows: Option<u64>,
     #[prost(uint64, optional, tag = "13")]
     parallel_gather_batches: Option<u64>,
+    #[prost(uint64, optional, tag = "14")]
+    semi_join_reduction_rows: Option<u64>,
+    #[prost(uint64, optional, tag = "15")]
+    probe_prefetch_rows: Option<u64>,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -219,6 +223,8 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             min_build_rows: c.min_build_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             collect_build_rows: c.collect_build_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             parallel_gather_batches: c.parallel_gather_batches.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            semi_join_reduction_rows: c.semi_join_reduction_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            probe_prefetch_rows: c.probe_prefetch_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -269,6 +275,8 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 min_build_rows: c.min_build_rows.map(|n| n as u64),
                 collect_build_rows: c.collect_build_rows.map(|n| n as u64),
                 parallel_gather_batches: c.parallel_gather_batches.map(|n| n as u64),
+                semi_join_reduction_rows: c.semi_join_reduction_rows.map(|n| n as u64),
+                probe_prefetch_rows: c.probe_prefetch_rows.map(|n| n as u64),
             }),
             replaces: exec.replaces().map(str::to_string),
         };

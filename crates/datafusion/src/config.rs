@@ -99,6 +99,22 @@ pub struct GpuJoinConfig {
     /// that many are taken in parallel and then sent on in order. `None` (the default):
     /// [`DEFAULT_PARALLEL_GATHER_BATCHES`]; `Some(1)`: one at a time on the partition's thread.
     pub parallel_gather_batches: Option<usize>,
+    /// Semi-join reductions ([`crate::reduce`]): where an inner equi-join has an input of at
+    /// most this many rows that is a filtered table, the table below the joins in between that
+    /// makes the other input's key is first reduced to the rows whose key is among that input's
+    /// (a CPU `RightSemi` hash join under a `CpuJoinKeptExec: reason=semi-join reduction ...`).
+    /// Example: TPC-H Q7 at SF10 joins 18M `supplier JOIN lineitem JOIN orders JOIN customer`
+    /// rows, then keeps 1.46M of them by a join with the two nations of its filter; reduced,
+    /// `supplier` keeps the suppliers of those nations before its join with `lineitem`. Applied
+    /// last, after the joins have moved. `None` (the default):
+    /// [`DEFAULT_SEMI_JOIN_REDUCTION_ROWS`](crate::DEFAULT_SEMI_JOIN_REDUCTION_ROWS); `Some(0)`:
+    /// none.
+    pub semi_join_reduction_rows: Option<usize>,
+    /// Probe rows a partition reads while the build side is still being collected, before it
+    /// joins: the probe input's work (a scan, a filter) overlaps the build side's. `None` (the
+    /// default): [`MIN_PROBE_PART_ROWS`]; `Some(0)`: the probe side is read only once the build
+    /// side is in, as DataFusion's hash join does.
+    pub probe_prefetch_rows: Option<usize>,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -123,6 +139,8 @@ impl Default for GpuJoinConfig {
             min_build_rows: None,
             collect_build_rows: None,
             parallel_gather_batches: None,
+            semi_join_reduction_rows: None,
+            probe_prefetch_rows: None,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }
@@ -226,6 +244,18 @@ impl GpuJoinConfig {
     /// The output batches a partition takes at once ([`GpuJoinConfig::parallel_gather_batches`]).
     pub fn parallel_gather_batches(&self) -> usize {
         self.parallel_gather_batches.unwrap_or(DEFAULT_PARALLEL_GATHER_BATCHES).max(1)
+    }
+
+    /// The most rows of a filtered join input that reduces the tables below the join
+    /// ([`GpuJoinConfig::semi_join_reduction_rows`]; 0: none).
+    pub fn semi_join_reduction_rows(&self) -> usize {
+        self.semi_join_reduction_rows.unwrap_or(crate::DEFAULT_SEMI_JOIN_REDUCTION_ROWS)
+    }
+
+    /// The probe rows a partition reads while its build side is collected
+    /// ([`GpuJoinConfig::probe_prefetch_rows`]; 0: none).
+    pub fn probe_prefetch_rows(&self) -> usize {
+        self.probe_prefetch_rows.unwrap_or(MIN_PROBE_PART_ROWS)
     }
 
     /// The largest block a partition keeps: a sixteenth of [`GpuJoinConfig::block_cache_bytes`].

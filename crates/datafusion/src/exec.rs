@@ -100,6 +100,7 @@ use datafusion::physical_plan::{
     apply_expression_roots, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
 };
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use rayon::prelude::*;
 use futures::{FutureExt, StreamExt};
 use gpujoin_arrow::{concat_views, join_indices_on, join_on, join_shared_on, DeviceInput, JoinIndices, JoinSpec, StagingOptions, StagingStats};
@@ -501,9 +502,16 @@ impl ExecutionPlan for GpuJoinExec {
         let mut builder = RecordBatchReceiverStreamBuilder::new(self.schema(), 2);
         let tx = builder.tx();
         builder.spawn(async move {
-            let left = left.await?;
+            // The probe side's first rows are read while the build side is collected, so that
+            // the probe input's scan and filters overlap the build side's work.
+            let mut right = right;
+            let (left, ahead, ended) = read_ahead(left, &mut right, job.config.probe_prefetch_rows()).await?;
             if !streamed {
-                let right = collect(right).await?;
+                let mut all = ahead;
+                if !ended {
+                    all.extend(collect(right).await?);
+                }
+                let right = all;
                 job.metrics.input_rows.add(right.iter().map(RecordBatch::num_rows).sum());
                 let work = tokio::task::spawn_blocking(move || job.run(|| job.run_inner(&left, right, &tx)));
                 return work.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?;
@@ -513,7 +521,9 @@ impl ExecutionPlan for GpuJoinExec {
             let input_rows = job.metrics.input_rows.clone();
             let (part_tx, mut part_rx) = tokio::sync::mpsc::channel::<Vec<RecordBatch>>(1);
             let work = tokio::task::spawn_blocking(move || job.run(|| job.run_parts(&left, &mut part_rx, &tx)));
-            let read = read_parts(right, part_rows, &part_tx, &input_rows).await;
+            let ahead = futures::stream::iter(ahead.into_iter().map(Ok));
+            let rest = if ended { ahead.boxed() } else { ahead.chain(right).boxed() };
+            let read = read_parts(rest, part_rows, &part_tx, &input_rows).await;
             drop(part_tx);
             let worked = work.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?;
             read.and(worked)
@@ -1175,7 +1185,7 @@ fn probe_streams(plan: &JoinPlan) -> bool {
 /// why). Empty batches are left out.
 ///
 /// Example: batches of 3, 0, 2 and 4 rows with `part_rows` 4: parts `[]`, `[3, 2]` and `[4]`.
-async fn read_parts(mut input: SendableRecordBatchStream, part_rows: usize, parts: &tokio::sync::mpsc::Sender<Vec<RecordBatch>>, rows_in: &Count) -> Result<()> {
+async fn read_parts(mut input: BoxStream<'static, Result<RecordBatch>>, part_rows: usize, parts: &tokio::sync::mpsc::Sender<Vec<RecordBatch>>, rows_in: &Count) -> Result<()> {
     let (mut part, mut rows, mut started) = (Vec::new(), 0usize, false);
     while let Some(batch) = input.next().await {
         let batch = batch?;
@@ -1202,6 +1212,31 @@ async fn read_parts(mut input: SendableRecordBatchStream, part_rows: usize, part
         let _ = parts.send(part).await;
     }
     Ok(())
+}
+
+/// Awaits the build side `left` while reading whole batches of `right`, until `rows` rows or
+/// more are read (0: none) or `right` ends; returns the build side, the batches read and whether
+/// `right` ended. The batches read wait in memory until the build side is in, as the rest of
+/// the probe side would in its input.
+///
+/// Example: `rows` 1000, probe batches of 600 rows, a build side that takes longer than the
+/// probe side's first two batches: those two (1200 rows) are read, then the build side awaited.
+async fn read_ahead(mut left: BoxFuture<'static, Result<Arc<BuildSide>>>, right: &mut SendableRecordBatchStream, rows: usize) -> Result<(Arc<BuildSide>, Vec<RecordBatch>, bool)> {
+    use futures::future::{select, Either};
+    let (mut ahead, mut read) = (Vec::new(), 0usize);
+    while read < rows {
+        match select(left, right.next()).await {
+            Either::Left((built, _)) => return Ok((built?, ahead, false)),
+            Either::Right((batch, pending)) => {
+                left = pending;
+                let Some(batch) = batch else { return Ok((left.await?, ahead, true)) };
+                let batch = batch?;
+                read += batch.num_rows();
+                ahead.push(batch);
+            }
+        }
+    }
+    Ok((left.await?, ahead, false))
 }
 
 /// `plan` in one partition: itself, or a `CoalescePartitionsExec` over it (over its input when it

@@ -71,6 +71,7 @@ mod config;
 mod lanes;
 pub mod exec;
 pub mod kept;
+pub mod reduce;
 pub mod rule;
 #[cfg(feature = "tpch")]
 pub mod tpch;
@@ -87,6 +88,7 @@ pub use codec::GpuJoinCodec;
 pub use config::{GpuJoinConfig, OutputGather, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_COLLECT_BUILD_ROWS, DEFAULT_DEVICE_LANES, DEFAULT_MIN_BUILD_ROWS, DEFAULT_PARALLEL_GATHER_BATCHES, MIN_PROBE_PART_ROWS};
 pub use exec::GpuJoinExec;
 pub use kept::CpuJoinKeptExec;
+pub use reduce::{SemiJoinReduction, DEFAULT_SEMI_JOIN_REDUCTION_ROWS};
 pub use rule::{GpuJoinRule, JoinDecision};
 
 /// Installs a [`GpuJoinRule`] with `config` among `builder`'s physical optimizer rules (DataFusion's

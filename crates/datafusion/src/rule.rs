@@ -571,7 +571,7 @@ fn without_sort(plan: &Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
 ///
 /// Example: `FilterExec(r_name = 'ASIA')` over `region`'s 5 rows gives `Some(5)` (DataFusion
 /// estimates 1); a `HashJoinExec` of two tables gives `None`.
-fn rows_at_most(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
+pub(crate) fn rows_at_most(plan: &Arc<dyn ExecutionPlan>) -> Option<usize> {
     // One context for the walk: it keeps the statistics of the nodes below, which the next
     // step down reads again.
     rows_at_most_in(plan, &StatisticsContext::new())
@@ -859,6 +859,9 @@ impl PhysicalOptimizerRule for GpuJoinRule {
             if n > 0 && sane(&collected).is_ok() {
                 out = collected;
             }
+            // Last, the tables below chains of joins reduced by the small filtered inputs of
+            // the joins above them.
+            out = crate::reduce::reduce_sanely(out, self.config.semi_join_reduction_rows(), true, config)?;
         }
         let seen = pass.seen;
         for d in &seen {

@@ -22,6 +22,11 @@
 //!
 //! At the end it prints the counts and how many queries ran a join on the GPU. Without a GPU the
 //! rule leaves every plan unchanged, so both runs must agree exactly.
+//!
+//! A third run, with or without a GPU, installs [`SemiJoinReduction`] alone (CPU plans), judged
+//! against the plain run the same way: its `EXPLAIN` records that show more `RightSemi` joins
+//! than expected (a reduction inserted) are skipped and counted, rows in another order pass and
+//! are counted.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,14 +36,26 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
 use datafusion_sqllogictest::{df_value_validator, setup_scratch_dir, value_normalizer, DFColumnType, DataFusion, TestContext};
 use futures::StreamExt;
-use gpujoin_datafusion::{GpuJoinConfig, GpuJoinRule, SessionStateBuilderExt};
+use gpujoin_datafusion::{GpuJoinConfig, GpuJoinRule, SemiJoinReduction, SessionStateBuilderExt};
 use sqllogictest::{parse_file, strict_column_validator, Normalizer, Record};
 
 /// Records that passed with the rule only after sorting both sides' rows.
 static ORDER_DIFFERS: AtomicU64 = AtomicU64::new(0);
 
+/// Records that passed with the semi-join reductions only after sorting both sides' rows.
+static REDUCED_ORDER_DIFFERS: AtomicU64 = AtomicU64::new(0);
+
 /// The rule run's validator: DataFusion's, else the same rows in another order (counted).
 fn same_rows_any_order(normalizer: Normalizer, actual: &[Vec<String>], expected: &[String]) -> bool {
+    same_rows_counted(normalizer, actual, expected, &ORDER_DIFFERS)
+}
+
+/// [`same_rows_any_order`] for the semi-join reductions' run.
+fn same_rows_any_order_reduced(normalizer: Normalizer, actual: &[Vec<String>], expected: &[String]) -> bool {
+    same_rows_counted(normalizer, actual, expected, &REDUCED_ORDER_DIFFERS)
+}
+
+fn same_rows_counted(normalizer: Normalizer, actual: &[Vec<String>], expected: &[String], counter: &AtomicU64) -> bool {
     if df_value_validator(normalizer, actual, expected) {
         return true;
     }
@@ -51,7 +68,7 @@ fn same_rows_any_order(normalizer: Normalizer, actual: &[Vec<String>], expected:
     e.sort();
     let same = a == e;
     if same {
-        ORDER_DIFFERS.fetch_add(1, Ordering::Relaxed);
+        counter.fetch_add(1, Ordering::Relaxed);
     }
     same
 }
@@ -60,6 +77,8 @@ fn same_rows_any_order(normalizer: Normalizer, actual: &[Vec<String>], expected:
 enum Mode {
     Plain,
     GpuRule,
+    /// [`SemiJoinReduction`] alone.
+    Reduced,
 }
 
 /// One record's outcome in one run.
@@ -85,6 +104,10 @@ struct Totals {
     failures: usize,
     queries_moved: usize,
     joins_moved: usize,
+    /// The semi-join reductions' run: passed, `EXPLAIN` records skipped, failures.
+    reduced_passed: usize,
+    reduced_explain_skipped: usize,
+    reduced_failures: usize,
 }
 
 fn test_files_dir() -> PathBuf {
@@ -238,14 +261,19 @@ async fn run_file(path: &Path, relative: &Path, mode: Mode) -> Option<Vec<Outcom
     setup_scratch_dir(relative).unwrap();
     let ctx: SessionContext = match mode {
         Mode::Plain => test_ctx.session_ctx().clone(),
-        Mode::GpuRule => {
+        Mode::GpuRule | Mode::Reduced => {
             let existing = test_ctx.session_ctx().state();
             let create_default = existing.config().options().catalog.create_default_catalog_and_schema;
             let functions = Functions::of(&existing);
-            // Every join the GPU can run moves, however small its build side: the files' tables
-            // have a few rows, which the default (`DEFAULT_MIN_BUILD_ROWS`) keeps on the CPU.
-            let every_join = GpuJoinConfig { min_build_rows: Some(0), ..GpuJoinConfig::default() };
-            let mut state = SessionStateBuilder::new_from_existing(existing).with_gpu_joins(every_join).build();
+            let builder = SessionStateBuilder::new_from_existing(existing);
+            let mut state = if mode == Mode::GpuRule {
+                // Every join the GPU can run moves, however small its build side: the files'
+                // tables have a few rows, which the default (`DEFAULT_MIN_BUILD_ROWS`) keeps on
+                // the CPU.
+                builder.with_gpu_joins(GpuJoinConfig { min_build_rows: Some(0), ..GpuJoinConfig::default() }).build()
+            } else {
+                builder.with_physical_optimizer_rule(Arc::new(SemiJoinReduction::default())).build()
+            };
             // new_from_existing turns this off (the catalog exists already); `SHOW ALL` shows it.
             state.config_mut().options_mut().catalog.create_default_catalog_and_schema = create_default;
             functions.restore(&mut state, relative);
@@ -262,7 +290,11 @@ async fn run_file(path: &Path, relative: &Path, mode: Mode) -> Option<Vec<Outcom
     runner.add_label("Datafusion");
     runner.with_column_validator(strict_column_validator);
     runner.with_normalizer(value_normalizer);
-    runner.with_validator(if mode == Mode::Plain { df_value_validator } else { same_rows_any_order });
+    runner.with_validator(match mode {
+        Mode::Plain => df_value_validator,
+        Mode::GpuRule => same_rows_any_order,
+        Mode::Reduced => same_rows_any_order_reduced,
+    });
     let records = match parse_file::<DFColumnType>(path) {
         Ok(r) => r,
         Err(e) => {
@@ -288,6 +320,13 @@ async fn run_file(path: &Path, relative: &Path, mode: Mode) -> Option<Vec<Outcom
     Some(out)
 }
 
+/// Whether a failed record's message shows more `RightSemi` joins in the actual output than in
+/// the expected one (sqllogictest prints `[Diff] (-expected|+actual)`, a line each).
+fn more_right_semi_joins(message: &str) -> bool {
+    let count = |sign: char| message.lines().filter(|l| l.starts_with(sign) && l.contains("RightSemi")).count();
+    count('+') > count('-')
+}
+
 fn is_explain(sql: &str) -> bool {
     sql.trim_start().get(..7).is_some_and(|s| s.eq_ignore_ascii_case("explain"))
 }
@@ -305,7 +344,24 @@ async fn compare_file(path: PathBuf, files_root: PathBuf) -> (Totals, Vec<String
         t.failures = 1;
         return (t, failures);
     };
+    let Some(reduced) = run_file(&path, &relative, Mode::Reduced).await else {
+        failures.push(format!("{}: the semi-join reductions' run did not start", relative.display()));
+        t.reduced_failures = 1;
+        return (t, failures);
+    };
     assert_eq!(plain.len(), gpu.len(), "{}: both runs see the same records", relative.display());
+    assert_eq!(plain.len(), reduced.len(), "{}: the three runs see the same records", relative.display());
+    for (p, r) in plain.iter().zip(&reduced) {
+        match (&p.error, &r.error) {
+            (Some(_), _) => {}
+            (None, None) => t.reduced_passed += 1,
+            (None, Some(e)) if is_explain(&r.sql) && more_right_semi_joins(e) => t.reduced_explain_skipped += 1,
+            (None, Some(e)) => {
+                t.reduced_failures += 1;
+                failures.push(format!("{}: passes plain, fails with SemiJoinReduction:\n{e}", r.loc));
+            }
+        }
+    }
     for (p, g) in plain.iter().zip(&gpu) {
         t.records += 1;
         if g.moved > 0 {
@@ -367,6 +423,9 @@ fn main() {
         total.failures += t.failures;
         total.queries_moved += t.queries_moved;
         total.joins_moved += t.joins_moved;
+        total.reduced_passed += t.reduced_passed;
+        total.reduced_explain_skipped += t.reduced_explain_skipped;
+        total.reduced_failures += t.reduced_failures;
         failures.extend(f);
     }
     let _ = std::fs::remove_dir_all(&work);
@@ -390,6 +449,16 @@ fn main() {
         total.joins_moved,
         started.elapsed().as_secs_f64()
     );
+    println!(
+        "sqllogictest with SemiJoinReduction (CPU plans): {} records passed plain and with it ({} of them with rows in another order), {} EXPLAIN records skipped (a reduction inserted), {} failed with it",
+        total.reduced_passed,
+        REDUCED_ORDER_DIFFERS.load(Ordering::Relaxed),
+        total.reduced_explain_skipped,
+        total.reduced_failures
+    );
+    if total.reduced_failures > 0 {
+        std::process::exit(1);
+    }
     if !gpu && (order > 0 || total.queries_moved > 0 || total.explain_skipped > 0) {
         eprintln!("without a GPU the rule must keep every plan");
         std::process::exit(1);
