@@ -111,9 +111,12 @@ pub struct GpuJoinConfig {
     /// none.
     pub semi_join_reduction_rows: Option<usize>,
     /// Probe rows a partition reads while the build side is still being collected, before it
-    /// joins: the probe input's work (a scan, a filter) overlaps the build side's. `None` (the
-    /// default): [`MIN_PROBE_PART_ROWS`]; `Some(0)`: the probe side is read only once the build
-    /// side is in, as DataFusion's hash join does.
+    /// joins, so that the probe input's work (a scan, a filter) overlaps the build side's. `None`
+    /// (the default): none, the probe side is read once the build side is in, as DataFusion's
+    /// hash join does: on TPC-H SF10 (16 partitions, H200) reading 2^20 rows ahead changed no
+    /// query's time beyond the runs' spread (Q3 1.38x and 1.17-1.25x over plain with it, 1.14x
+    /// and 1.45x without; `benches/results/issue12-tpch-h100.md`, session 29) and holds those
+    /// rows in memory a partition.
     pub probe_prefetch_rows: Option<usize>,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
@@ -255,7 +258,7 @@ impl GpuJoinConfig {
     /// The probe rows a partition reads while its build side is collected
     /// ([`GpuJoinConfig::probe_prefetch_rows`]; 0: none).
     pub fn probe_prefetch_rows(&self) -> usize {
-        self.probe_prefetch_rows.unwrap_or(MIN_PROBE_PART_ROWS)
+        self.probe_prefetch_rows.unwrap_or(0)
     }
 
     /// The largest block a partition keeps: a sixteenth of [`GpuJoinConfig::block_cache_bytes`].

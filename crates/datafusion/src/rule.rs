@@ -334,7 +334,7 @@ impl GpuJoinRule {
         let merge_joins = pass.merge_joins.clone();
         let open = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| gate.clone().map_err(Refusal).and_then(|()| r());
         let merge = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| open(&|| merge_joins.clone().map_err(Refusal).and_then(|()| r()));
-        let unrepartitioned = node.downcast_ref::<HashJoinExec>().and_then(|h| pass.admit(unrepartitioned_inputs(h, self.config.collect_build_rows())));
+        let unrepartitioned = node.downcast_ref::<HashJoinExec>().and_then(|h| pass.admit(unrepartitioned_inputs(h, self.config.collect_build_rows(), self.small_build_side(&h.left).is_some())));
         let replaced = node
             .downcast_ref::<HashJoinExec>()
             .map(|h| ("HashJoinExec", Some(h.join_type), keys(&h.on), open(&|| self.replace_hash_join(h, unrepartitioned.as_ref()))))
@@ -514,14 +514,16 @@ struct Unrepartitioned {
 /// probe row's output needs only that row and the build side), both its inputs are
 /// `RepartitionExec`s by hash (not order-preserving), the probe side's rows have an estimate,
 /// and the build side's estimate, where there is one, is at most `max_build_rows` and at most the
-/// probe side's. Whether the plan above relies on `h`'s hash partitioning is left to the caller
-/// (the sanity check in [`GpuJoinRule::optimize`]).
+/// probe side's. Where `small_build` (a table of fewer than `min_build_rows` rows: the join
+/// stays on the CPU) the probe side needs no estimate (a join's output, as TPC-H Q5's and Q9's
+/// `supplier` joins probe). Whether the plan above relies on `h`'s hash partitioning is left to
+/// the caller (the sanity check in [`GpuJoinRule::optimize`]).
 ///
 /// Example: TPC-H Q8's `part JOIN lineitem ON p_partkey = l_partkey`, `Partitioned` over
 /// `RepartitionExec(Hash([p_partkey]))` of 13,450 filtered `part` rows and
 /// `RepartitionExec(Hash([l_partkey]))` of 60M `lineitem` rows, gives `CoalescePartitionsExec`
 /// of the filtered `part` scan and the `lineitem` scan's own 16 partitions.
-fn unrepartitioned_inputs(h: &HashJoinExec, max_build_rows: usize) -> Option<Unrepartitioned> {
+fn unrepartitioned_inputs(h: &HashJoinExec, max_build_rows: usize, small_build: bool) -> Option<Unrepartitioned> {
     if max_build_rows == 0 || h.mode != PartitionMode::Partitioned || h.on.is_empty() || h.null_aware || h.fetch().is_some() {
         return None;
     }
@@ -529,7 +531,7 @@ fn unrepartitioned_inputs(h: &HashJoinExec, max_build_rows: usize) -> Option<Unr
         return None;
     }
     let (left, right) = (hash_repartitioned(&h.left)?, hash_repartitioned(&h.right)?);
-    collect_left_inputs(left, right, h.right.output_partitioning().partition_count(), max_build_rows)
+    collect_left_inputs(left, right, h.right.output_partitioning().partition_count(), max_build_rows, !small_build)
 }
 
 /// The input of `plan` where `plan` is a `RepartitionExec` by hash that keeps no order.
@@ -539,12 +541,17 @@ fn hash_repartitioned(plan: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Execution
 
 /// `build` and `probe` as the inputs of a `CollectLeft` join of `partitions` output partitions:
 /// the build side coalesced into one partition, the probe side as it is where it has that many,
-/// else dealt round-robin into them. `None` where the probe side has no row estimate, or the
-/// build side's estimate, where there is one, is above `max_build_rows` or the probe side's.
-fn collect_left_inputs(build: Arc<dyn ExecutionPlan>, probe: Arc<dyn ExecutionPlan>, partitions: usize, max_build_rows: usize) -> Option<Unrepartitioned> {
+/// else dealt round-robin into them. `None` where the probe side has no row estimate (and
+/// `probe_estimate` asks for one), or the build side's estimate, where there is one, is above
+/// `max_build_rows` or the probe side's.
+fn collect_left_inputs(build: Arc<dyn ExecutionPlan>, probe: Arc<dyn ExecutionPlan>, partitions: usize, max_build_rows: usize, probe_estimate: bool) -> Option<Unrepartitioned> {
     let stats = StatisticsContext::new();
     let estimate = |p: &Arc<dyn ExecutionPlan>| stats.compute(p.as_ref(), &StatisticsArgs::new()).ok().and_then(|s| s.num_rows.get_value().copied());
-    let probe_rows = estimate(&probe)?;
+    let probe_rows = match estimate(&probe) {
+        Some(rows) => rows,
+        None if !probe_estimate => usize::MAX,
+        None => return None,
+    };
     if estimate(&build).is_some_and(|build_rows| build_rows > max_build_rows || build_rows > probe_rows) {
         return None;
     }
@@ -786,7 +793,7 @@ fn collect_left_rehashed(node: &Arc<dyn ExecutionPlan>, keep_hash: bool, max_bui
     let probe = hash_repartitioned(probe)?;
     let build = hash_repartitioned(build).unwrap_or_else(|| Arc::clone(build));
     let partitioning = g.properties().output_partitioning().clone();
-    let Unrepartitioned { left: build, right: probe } = collect_left_inputs(build, probe, partitioning.partition_count(), max_build_rows)?;
+    let Unrepartitioned { left: build, right: probe } = collect_left_inputs(build, probe, partitioning.partition_count(), max_build_rows, true)?;
     let rehash = keep_hash && matches!(partitioning, Partitioning::Hash(..));
     let note = if rehash { "unrepartitioned inputs; output repartitioned" } else { "unrepartitioned inputs" };
     let replaces = if was == "HashJoinExec" { format!("HashJoinExec (Partitioned; {note})") } else { format!("{was}; {note}") };

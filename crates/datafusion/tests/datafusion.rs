@@ -872,9 +872,12 @@ async fn gpu_answers_equal_datafusions_on_random_tables_with_nulls() {
         // Host gathers take up to 16 output batches at once (the default), one at a time in one
         // variant.
         let parallel_gather_batches = (probe_part_rows.is_some() && !partitioned).then_some(1);
+        // 50 probe rows read while the build side is collected (the default reads none) in the
+        // variants of small parts.
+        let probe_prefetch_rows = probe_part_rows.map(|_| 50);
         let plain = context(None, partitioned, l.clone(), r.clone()).await.unwrap();
         let device_lanes = (!partitioned).then_some(1);
-        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, collect_build_rows, parallel_gather_batches, ..every_join() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let gpu = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, collect_build_rows, parallel_gather_batches, probe_prefetch_rows, ..every_join() }), partitioned, l.clone(), r.clone()).await.unwrap();
         if probe_part_rows.is_some() {
             // Batches of 20 rows, so that every probe partition comes in several parts.
             for (name, t) in [("l", &l), ("r", &r)] {
@@ -1257,10 +1260,10 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
         // The collect-left plans stream their probe sides in parts of 50 rows and keep 1 MiB
         // of freed device blocks (and move equi-joins whose build side may have a row or more); the
         // partitioned ones keep none.
-        // The collect-left ones also read no probe rows ahead and reduce by filtered inputs of
+        // The collect-left ones also read 60 probe rows ahead and reduce by filtered inputs of
         // up to 7 rows.
         let (gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows) = if partitioned { (OutputGather::Device, None, None, Some(0), Some(0)) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20), Some(1)) };
-        let (semi_join_reduction_rows, probe_prefetch_rows) = if partitioned { (None, None) } else { (Some(7), Some(0)) };
+        let (semi_join_reduction_rows, probe_prefetch_rows) = if partitioned { (None, None) } else { (Some(7), Some(60)) };
         let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, semi_join_reduction_rows, probe_prefetch_rows, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();
@@ -1368,14 +1371,16 @@ async fn tpch_joins_run_below_semi_joins_and_without_hash_repartitions() {
     assert!(!hashed.iter().any(|t| t.starts_with("l_")), "{hashed:?} repartitioned by hash for a join:\n{text}");
     assert!(text.contains("AggregateExec: mode=SinglePartitioned"), "{text}");
 
-    // With the default `min_build_rows`, Q7's and Q21's `supplier JOIN lineitem` stays on the CPU
+    // With the default `min_build_rows`, Q5's, Q7's, Q9's and Q21's `supplier JOIN ...` stays on the CPU
     // (a build side of 1,000 rows here, 100,000 at SF10) as DataFusion's `CollectLeft` join:
     // `lineitem` is not repartitioned by hash for it (Q7: for any join).
     let kept = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig { min_build_rows: None, ..forced() }).build());
     for t in gpujoin_datafusion::tpch::TABLES {
         kept.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
     }
-    for n in [7, 21] {
+    // Q5's and Q9's probe a join's output (no row estimate): the same, a build side that small
+    // is collected whatever the probe side.
+    for n in [5, 7, 9, 21] {
         let (plan, _) = decide(&kept, gpujoin_datafusion::tpch::query(n).unwrap()).await;
         let text = plan_text(&plan);
         datafusion::physical_optimizer::sanity_checker::SanityCheckPlan::new().optimize(Arc::clone(&plan), kept.state().config_options()).unwrap_or_else(|e| panic!("Q{n}: {e}\n{text}"));
