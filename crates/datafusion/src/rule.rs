@@ -92,6 +92,13 @@
 //! joins' `replaces=` with a note; a plan that would fail DataFusion's `SanityCheckPlan` keeps
 //! the order DataFusion chose.
 //!
+//! # Semi-join reductions, last
+//!
+//! Last, with the joins decided, the rule runs the [semi-join reductions](crate::reduce) of
+//! [`GpuJoinConfig::semi_join_reduction_rows`]: a table below a chain of inner joins is first
+//! reduced to the rows whose key can meet a small filtered input of a join above (TPC-H Q7's
+//! `supplier` and `customer` by its two nations), where the plan stays sane.
+//!
 //! # Decisions
 //!
 //! The plan shows each decision the rule made with a GPU present: a join that moved is a
