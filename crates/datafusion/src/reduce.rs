@@ -176,8 +176,7 @@ fn reduce_join(mut node: Arc<dyn ExecutionPlan>, max_rows: usize, note: bool, in
             continue;
         }
         let keys: Vec<(PhysicalExprRef, usize)> = traced.iter().filter(|(_, t)| t.path == first.path).map(|(s, t)| (Arc::clone(s), t.column)).collect();
-        let path = first.path.clone();
-        let reduced = insert_at(big, &path, &|a| semi_join(&small, a, &keys, nulls, small_rows, note))?;
+        let reduced = insert_at(big, &first.path, &|a| semi_join(&small, a, &keys, nulls, small_rows, note))?;
         children[big_side] = reduced;
         node = rebuilt(&node, children)?;
         *inserted += 1;
@@ -289,7 +288,7 @@ fn source(node: &Arc<dyn ExecutionPlan>, i: usize) -> Option<(usize, usize, bool
 ///
 /// Example: an Inner join of a 3-column left and a 2-column right input with projection
 /// `[4, 0]`: column 0 is the right side's column 1, column 1 the left side's column 0.
-fn join_source(join_type: DfJoinType, projection: Option<&[usize]>, left_len: usize, i: usize) -> Option<(usize, usize)> {
+pub(crate) fn join_source(join_type: DfJoinType, projection: Option<&[usize]>, left_len: usize, i: usize) -> Option<(usize, usize)> {
     let j = match projection {
         Some(p) => *p.get(i)?,
         None => i,

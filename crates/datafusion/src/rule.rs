@@ -135,6 +135,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning, StatisticsArgs, StatisticsContext};
 
+use crate::reduce::join_source;
 use crate::translate::{plan_join, Refusal};
 use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
 
@@ -341,7 +342,9 @@ impl GpuJoinRule {
         let merge_joins = pass.merge_joins.clone();
         let open = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| gate.clone().map_err(Refusal).and_then(|()| r());
         let merge = |r: &dyn Fn() -> std::result::Result<Arc<dyn ExecutionPlan>, Refusal>| open(&|| merge_joins.clone().map_err(Refusal).and_then(|()| r()));
-        let unrepartitioned = node.downcast_ref::<HashJoinExec>().and_then(|h| pass.admit(unrepartitioned_inputs(h, self.config.collect_build_rows(), self.small_build_side(&h.left).is_some())));
+        // A hash join's build side small enough to keep it on the CPU (its bound walked once).
+        let small_build = node.downcast_ref::<HashJoinExec>().and_then(|h| self.small_build_side(&h.left));
+        let unrepartitioned = node.downcast_ref::<HashJoinExec>().and_then(|h| pass.admit(unrepartitioned_inputs(h, self.config.collect_build_rows(), small_build.is_some())));
         let replaced = node
             .downcast_ref::<HashJoinExec>()
             .map(|h| ("HashJoinExec", Some(h.join_type), keys(&h.on), open(&|| self.replace_hash_join(h, unrepartitioned.as_ref()))))
@@ -376,7 +379,7 @@ impl GpuJoinRule {
                 // An equi-join kept for its small build side needs no hash repartitions either:
                 // DataFusion's own join, `CollectLeft` on the unrepartitioned inputs (one hash
                 // table of the small side, probed by every partition as it comes).
-                let small = node.downcast_ref::<HashJoinExec>().filter(|h| self.small_build_side(&h.left).is_some());
+                let small = node.downcast_ref::<HashJoinExec>().filter(|_| small_build.is_some());
                 if let (Some(h), Some(u)) = (small, &unrepartitioned) {
                     let projection = h.projection.as_deref().map(<[usize]>::to_vec);
                     if let Ok(j) = HashJoinExec::try_new(Arc::clone(&u.left), Arc::clone(&u.right), h.on.clone(), h.filter.clone(), &h.join_type, projection, PartitionMode::CollectLeft, h.null_equality, false) {
@@ -672,16 +675,14 @@ fn pushed_below_inner(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Execution
         return None;
     }
     let left_len = j.left().schema().fields().len();
-    // S's keys on J's side as J's joined columns (A's first, then B's).
-    let joined = |i: usize| -> Option<usize> {
-        match j.projection() {
-            Some(p) => p.get(i).copied(),
-            None => Some(i),
-        }
-    };
-    let j_keys = s.on().iter().map(|(l, r)| joined((if j_right { r } else { l }).downcast_ref::<Column>()?.index())).collect::<Option<Vec<usize>>>()?;
-    let on_a = j_keys.iter().all(|&k| k < left_len);
-    let on_b = j_keys.iter().all(|&k| k >= left_len);
+    // S's keys on J's side as (J's input, its column): 0 for A, 1 for B.
+    let j_keys = s
+        .on()
+        .iter()
+        .map(|(l, r)| join_source(DfJoinType::Inner, j.projection(), left_len, (if j_right { r } else { l }).downcast_ref::<Column>()?.index()))
+        .collect::<Option<Vec<(usize, usize)>>>()?;
+    let on_a = j_keys.iter().all(|&(side, _)| side == 0);
+    let on_b = j_keys.iter().all(|&(side, _)| side == 1);
     let on_x = match (j.mode(), on_a, on_b) {
         (PartitionMode::Partitioned, true, _) => true,
         (PartitionMode::CollectLeft, _, true) => false,
@@ -689,13 +690,7 @@ fn pushed_below_inner(node: &Arc<dyn ExecutionPlan>) -> Option<Arc<dyn Execution
     };
     let x = if on_x { j.left() } else { j.right() };
     let x_schema = x.schema();
-    let x_keys: Vec<PhysicalExprRef> = j_keys
-        .iter()
-        .map(|&k| {
-            let at = if on_x { k } else { k - left_len };
-            Arc::new(Column::new(x_schema.field(at).name(), at)) as PhysicalExprRef
-        })
-        .collect();
+    let x_keys: Vec<PhysicalExprRef> = j_keys.iter().map(|&(_, at)| Arc::new(Column::new(x_schema.field(at).name(), at)) as PhysicalExprRef).collect();
     // The semi join's `X` input partitioned by hash on its keys: `A` must already be (`J`
     // needs it partitioned on its own keys), `B` is repartitioned where it is not.
     let want = Partitioning::Hash(x_keys.clone(), s.properties().output_partitioning().partition_count());
