@@ -88,7 +88,7 @@ pub fn scheduler_config(options: &SchedulerOptions) -> SchedulerConfig {
     // stage's tasks over the executors (Ballista recommends it with a single scheduler).
     config.task_distribution = TaskDistributionPolicy::RoundRobin;
     if options.gpu_rule {
-        let gpu = options.gpu.clone();
+        let gpu = distributed(options.gpu.clone());
         config.override_session_builder = Some(Arc::new(move |session: SessionConfig| {
             let state = default_session_builder(session)?;
             Ok(SessionStateBuilder::new_from_existing(state).with_gpu_joins(gpu.clone()).build())
@@ -243,9 +243,18 @@ pub fn planner(gpu: Option<GpuJoinConfig>) -> SessionContext {
         .with_ballista_physical_extension_codec(Arc::new(BallistaGpuCodec::default()));
     let mut builder = SessionStateBuilder::new().with_default_features().with_config(config);
     if let Some(gpu) = gpu {
-        builder = builder.with_gpu_joins(gpu);
+        builder = builder.with_gpu_joins(distributed(gpu));
     }
     SessionContext::new_with_state(builder.build())
+}
+
+/// `gpu` for plans whose partitions run as Ballista's tasks, each in its own plan instance:
+/// no matched-rows bitmap shared across partitions
+/// ([`GpuJoinConfig::shared_matched_rows`] off), so that a `CollectLeft` Left, Full, LeftSemi
+/// or LeftAnti GPU join takes its probe side in one partition (one task) and the rule keeps
+/// `Partitioned` ones so, as Ballista's planner keeps its own hash joins of those types.
+fn distributed(gpu: GpuJoinConfig) -> GpuJoinConfig {
+    GpuJoinConfig { shared_matched_rows: false, ..gpu }
 }
 
 /// Plans `sql` here, in `planner` (see [`planner`]: with the rule, the plan holds the

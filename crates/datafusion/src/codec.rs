@@ -122,6 +122,9 @@ struct ConfigNode {
     semi_join_reduction_rows: Option<u64>,
     #[prost(uint64, optional, tag = "15")]
     probe_prefetch_rows: Option<u64>,
+    /// `!shared_matched_rows` (absent: shared, the default).
+    #[prost(bool, tag = "16")]
+    unshared_matched_rows: bool,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -225,6 +228,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             parallel_gather_batches: c.parallel_gather_batches.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             semi_join_reduction_rows: c.semi_join_reduction_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             probe_prefetch_rows: c.probe_prefetch_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            shared_matched_rows: !c.unshared_matched_rows,
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -277,6 +281,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 parallel_gather_batches: c.parallel_gather_batches.map(|n| n as u64),
                 semi_join_reduction_rows: c.semi_join_reduction_rows.map(|n| n as u64),
                 probe_prefetch_rows: c.probe_prefetch_rows.map(|n| n as u64),
+                unshared_matched_rows: !c.shared_matched_rows,
             }),
             replaces: exec.replaces().map(str::to_string),
         };

@@ -77,7 +77,8 @@ pub struct GpuJoinConfig {
     /// `customer` and with the join of `orders` and `customer` move. `None` (the default):
     /// [`DEFAULT_MIN_BUILD_ROWS`]; `Some(0)`: every join gpujoin can run moves.
     pub min_build_rows: Option<usize>,
-    /// `Partitioned` hash joins (Inner, Right, RightSemi, RightAnti with keys) whose two inputs
+    /// `Partitioned` hash joins with keys (every join type; Left, Full, LeftSemi and LeftAnti
+    /// with host gathers and [`GpuJoinConfig::shared_matched_rows`]) whose two inputs
     /// are hash-repartitioned for them become `CollectLeft` GPU joins of the inputs before those
     /// repartitions (the build side coalesced into one, the probe side as it comes) when the
     /// build side is estimated at no more rows than this and than the probe side (an unknown
@@ -118,6 +119,16 @@ pub struct GpuJoinConfig {
     /// and 1.45x without; `benches/results/issue12-tpch-h100.md`, session 29) and holds those
     /// rows in memory a partition.
     pub probe_prefetch_rows: Option<usize>,
+    /// Whether the partitions of a `CollectLeft` join share its build side's matched-rows
+    /// bitmap (default `true`): a Left, Full, LeftSemi or LeftAnti equi-join (host gathers)
+    /// then probes every partition of its probe side at once, each marking the build rows it
+    /// matched, and the partition that finishes last sends the build rows the join returns, as
+    /// DataFusion's `HashJoinExec` does; the rule also turns `Partitioned` ones into
+    /// `CollectLeft` ([`GpuJoinConfig::collect_build_rows`]). Set `false` where a plan's
+    /// partitions run in separate processes or plan instances (Ballista's tasks, which share no
+    /// memory): such joins then take their probe side in one partition, and stay `Partitioned`
+    /// where DataFusion planned them so.
+    pub shared_matched_rows: bool,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -144,6 +155,7 @@ impl Default for GpuJoinConfig {
             parallel_gather_batches: None,
             semi_join_reduction_rows: None,
             probe_prefetch_rows: None,
+            shared_matched_rows: true,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }

@@ -7,22 +7,25 @@
 //! * `Partitioned`: partition `p` collects partition `p` of both inputs (hash-partitioned on the
 //!   keys by DataFusion) and joins them on the device.
 //! * `CollectLeft`: the left (build) input, one partition, is collected once and shared by every
-//!   output partition; each probe partition is collected and joined with it. Joins that return
-//!   the build side's unmatched rows (Left, Full, LeftSemi, LeftAnti) need every probe row first:
-//!   for them this first version requires the probe side in **one** partition
-//!   ([`Distribution::SinglePartition`]; [`GpuJoinExec::try_new`] puts a
-//!   `CoalescePartitionsExec` over a right input of more), so the join runs once, whole, and
-//!   its output has one partition. A matched-rows bitmap shared by the partitions (issue 12) is
-//!   not there yet.
+//!   output partition; each probe partition is joined with it. Joins that return build rows by
+//!   whether any probe row matched them (Left, Full, LeftSemi, LeftAnti) keep a matched-rows
+//!   bitmap of the build side that every probe partition sets, and the partition that finishes
+//!   last sends those build rows (the unmatched ones with NULLs for the probe side; LeftSemi's
+//!   matched ones), as DataFusion's `HashJoinExec` does. Without keys (theta and cross joins),
+//!   with device gathers, or without [`GpuJoinConfig::shared_matched_rows`] (an engine whose
+//!   partitions run apart, Ballista's tasks) these joins share no bitmap and take the probe side in **one**
+//!   partition ([`Distribution::SinglePartition`]; [`GpuJoinExec::try_new`] puts a
+//!   `CoalescePartitionsExec` over a right input of more), so they run once, whole.
 //!
-//! Equi-joins whose output for a probe row needs only that row and the build side (`Inner`,
-//! `Right`, `RightSemi`, `RightAnti`), with host gathers, stream their probe side as
-//! DataFusion's hash join does: the build side goes to the device once, and the probe input is
-//! read a part at a time ([`GpuJoinConfig::probe_part_rows`]); each part is joined on the device
-//! while the next one is read, and its output is sent on before the input ends. Example: a
-//! probe partition of 4·10^6 rows against a build side of 3·10^5 rows comes in parts of at
-//! least 2^20 rows (whole batches; the last part smaller) and makes four device joins
-//! (`device_joins`). The other joins collect their probe partition whole.
+//! Equi-joins gathered on the host stream their probe side as DataFusion's hash join does: the
+//! build side goes to the device once, and the probe input is read a part at a time
+//! ([`GpuJoinConfig::probe_part_rows`]); each part is joined on the device while the next one is
+//! read, and its output is sent on before the input ends. Example: a probe partition of 4·10^6
+//! rows against a build side of 3·10^5 rows comes in parts of at least 2^20 rows (whole
+//! batches; the last part smaller) and makes four device joins (`device_joins`). A part of a
+//! join with a matched-rows bitmap runs as Inner (Left), Right (Full) or LeftSemi (LeftSemi and
+//! LeftAnti: the build rows it matched, which it marks and does not send). The other joins
+//! collect their probe partition whole.
 //!
 //! The device work (upload, join, download) runs in `tokio::task::spawn_blocking`, one call per
 //! output partition; the output comes in batches of the session's batch size
@@ -122,11 +125,85 @@ struct BuildSide {
     device: OnceLock<std::result::Result<Arc<DeviceInput>, Arc<DataFusionError>>>,
     /// The output columns of the build side, each in one array (host gathers), made once.
     columns: OnceLock<std::result::Result<HostColumns, Arc<DataFusionError>>>,
+    /// Joins that return build rows by whether any probe row matched them ([`MatchedRows`]).
+    matched: Option<MatchedRows>,
 }
 
 impl BuildSide {
-    fn new(host: Vec<RecordBatch>, shared: bool) -> Self {
-        BuildSide { host, shared, device: OnceLock::new(), columns: OnceLock::new() }
+    /// `probing`: the probe partitions that join with this build side, for the joins that keep
+    /// its matched rows (`None` for the others).
+    fn new(host: Vec<RecordBatch>, shared: bool, probing: Option<usize>) -> Self {
+        let rows = host.iter().map(RecordBatch::num_rows).sum();
+        BuildSide { host, shared, device: OnceLock::new(), columns: OnceLock::new(), matched: probing.map(|p| MatchedRows::new(rows, p)) }
+    }
+}
+
+/// The matched-rows bitmap of a build side (a bit a row, set where some probe row matched it,
+/// the filter included) and the probe partitions still joining with it: the joins that return
+/// build rows by it (Left, Full: the unmatched ones with NULLs for the probe side; LeftSemi the
+/// matched, LeftAnti the unmatched ones) join each probe part as Inner, Right, or LeftSemi (the
+/// matched build rows) and set the bits; the partition that finishes last sends the build
+/// rows. A `CollectLeft` join's partitions share one, so every probe partition runs at once.
+///
+/// Example: `build LEFT JOIN probe` with build keys `[1, 2, 3]` and two probe partitions
+/// holding keys `[1]` and `[3, 3]`: the partitions send the pairs `(0, 0)` and `(2, 0), (2, 1)`
+/// (build row, probe row), bits 0 and 2 are set, and the last one to finish also sends build
+/// row 1 with NULLs.
+struct MatchedRows {
+    bits: Vec<std::sync::atomic::AtomicU64>,
+    probing: std::sync::atomic::AtomicUsize,
+}
+
+impl MatchedRows {
+    fn new(rows: usize, probing: usize) -> Self {
+        MatchedRows { bits: (0..rows.div_ceil(64)).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(), probing: std::sync::atomic::AtomicUsize::new(probing) }
+    }
+
+    /// Sets the bits of the build rows `indices` (null indices, a probe row without a match
+    /// in a Right join, set nothing).
+    fn set(&self, indices: &UInt32Array) {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Runs of indices in one word set it once.
+        let (mut word, mut mask) = (usize::MAX, 0u64);
+        for i in indices.iter().flatten() {
+            let (w, b) = (i as usize / 64, i as usize % 64);
+            if w != word {
+                if mask != 0 {
+                    self.bits[word].fetch_or(mask, Relaxed);
+                }
+                (word, mask) = (w, 0);
+            }
+            mask |= 1 << b;
+        }
+        if mask != 0 {
+            self.bits[word].fetch_or(mask, Relaxed);
+        }
+    }
+
+    /// A probe partition has finished: whether it was the last one.
+    fn finished(&self) -> bool {
+        self.probing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1
+    }
+
+    /// The build rows (of `rows`) whose bit is `matched`, ascending.
+    fn rows(&self, rows: usize, matched: bool) -> Vec<u32> {
+        use std::sync::atomic::Ordering::Acquire;
+        let mut out = Vec::new();
+        for (w, word) in self.bits.iter().enumerate() {
+            let mut bits = word.load(Acquire);
+            if !matched {
+                bits = !bits;
+            }
+            while bits != 0 {
+                let row = w * 64 + bits.trailing_zeros() as usize;
+                if row >= rows {
+                    break;
+                }
+                out.push(row as u32);
+                bits &= bits - 1;
+            }
+        }
+        out
     }
 }
 
@@ -220,8 +297,7 @@ impl GpuJoinExec {
         }
         let (ls, rs) = (left.schema(), right.schema());
         let plan = plan_join(&ls, &rs, &on, filter.as_ref(), join_type, null_equality, projection.as_deref(), &config).map_err(|r| DataFusionError::NotImplemented(format!("GpuJoinExec: {r}")))?;
-        // First version: build-side outputs need the whole probe side in one partition.
-        let right = if mode == PartitionMode::CollectLeft && needs_whole_probe_side(join_type) { one_partition(right) } else { right };
+        let right = if single_probe(mode, join_type, &plan, &config) { one_partition(right) } else { right };
         let cache = Arc::new(Self::compute_properties(&left, &right, join_type, &on, mode, projection.as_deref())?);
         Ok(GpuJoinExec {
             left,
@@ -296,7 +372,7 @@ impl GpuJoinExec {
     /// Whether the probe side is coalesced into one partition (CollectLeft joins that return
     /// the build side's unmatched rows).
     fn single_probe(&self) -> bool {
-        self.mode == PartitionMode::CollectLeft && needs_whole_probe_side(self.join_type)
+        single_probe(self.mode, self.join_type, &self.plan, &self.config)
     }
 
     fn compute_properties(
@@ -456,6 +532,8 @@ impl ExecutionPlan for GpuJoinExec {
             _ => {}
         }
         let metrics = GpuJoinMetrics::new(partition, &self.metrics, self.plan.gather == OutputGather::Host);
+        // The probe partitions that join with one build side, for its matched-rows bitmap.
+        let probing = keeps_matched_rows(&self.plan).then_some(if self.mode == PartitionMode::CollectLeft { rparts } else { 1 });
         let left: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
             PartitionMode::CollectLeft => {
                 let (once, input, ctx, rows) = (Arc::clone(&self.left_once), Arc::clone(&self.left), Arc::clone(&context), metrics.build_input_rows.clone());
@@ -465,7 +543,7 @@ impl ExecutionPlan for GpuJoinExec {
                             let built = async {
                                 let host = collect(input.execute(0, ctx)?).await?;
                                 rows.add(host.iter().map(RecordBatch::num_rows).sum());
-                                Ok(Arc::new(BuildSide::new(host, true)))
+                                Ok(Arc::new(BuildSide::new(host, true, probing)))
                             }
                             .await;
                             built.map_err(Arc::new)
@@ -481,7 +559,7 @@ impl ExecutionPlan for GpuJoinExec {
                 async move {
                     let host = collect(stream).await?;
                     rows.add(host.iter().map(RecordBatch::num_rows).sum());
-                    Ok(Arc::new(BuildSide::new(host, false)))
+                    Ok(Arc::new(BuildSide::new(host, false, probing)))
                 }
                 .boxed()
             }
@@ -697,10 +775,17 @@ impl Job {
     /// `parts` delivers them, until they end, one fails, or the consumer has gone.
     /// An empty part says that probe rows are coming: the build side then goes to the device
     /// while the rest of the first part is read (a partition without probe rows never uploads).
+    /// With a matched-rows bitmap, the partition that finishes last then sends the build rows
+    /// it selects ([`MatchedRows`]).
     fn run_parts(&self, left: &BuildSide, parts: &mut tokio::sync::mpsc::Receiver<Vec<RecordBatch>>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         loop {
             let t = Instant::now();
-            let Some(part) = parts.blocking_recv() else { return Ok(()) };
+            let Some(part) = parts.blocking_recv() else {
+                return match &left.matched {
+                    Some(m) if m.finished() => self.send_build_rows(left, m, tx),
+                    _ => Ok(()),
+                };
+            };
             self.waited.set(self.waited.get() + t.elapsed());
             if part.is_empty() {
                 if left.host.iter().any(|b| b.num_rows() > 0) {
@@ -734,7 +819,7 @@ impl Job {
             // the side whose output columns weigh more at random (a string two, others one) is
             // read in sequence, the larger one on a tie.
             let larger = if rrows >= lrows { Side::Right } else { Side::Left };
-            let order = match (p.keys.is_empty(), left.shared) {
+            let order = match (p.keys.is_empty() || self.marks_only(left), left.shared) {
                 (true, _) => None,
                 (false, false) => Some(larger),
                 (false, true) => {
@@ -877,8 +962,15 @@ impl Job {
         self.metrics.device_joins.add(1);
 
         let mut failed: Option<DataFusionError> = None;
+        let marks_only = self.marks_only(left);
         let mut sink = |ix: JoinIndices| -> gpujoin_device::Result<bool> {
             lane = None;
+            if let (Some(m), Some(matched)) = (&left.matched, &ix.left) {
+                m.set(matched);
+            }
+            if marks_only {
+                return Ok(true);
+            }
             let rows = ix.num_rows();
             let ordered = match order {
                 Some(Side::Left) => ix.left.as_ref().map(|i| (&left_rows, i)),
@@ -926,6 +1018,9 @@ impl Job {
         };
         let mut spec = self.spec();
         spec.indices_order = order;
+        if left.matched.is_some() {
+            spec.join_type = part_join_type(p.df_join_type, p.join_type);
+        }
         let times = join_indices_on(stream, &build, &probe, &spec, &mut sink).map_err(external)?;
         drop(lane);
         if let Some(e) = failed {
@@ -937,6 +1032,55 @@ impl Job {
             g.add_duration(gathering);
         }
         self.record_peak(dev);
+        Ok(())
+    }
+
+    /// Whether this partition's device joins only mark the build side's matched rows and send
+    /// nothing themselves (LeftSemi, LeftAnti with a matched-rows bitmap).
+    fn marks_only(&self, left: &BuildSide) -> bool {
+        left.matched.is_some() && matches!(self.plan.df_join_type, DfJoinType::LeftSemi | DfJoinType::LeftAnti)
+    }
+
+    /// The build rows a join with a matched-rows bitmap returns once every probe partition has
+    /// joined (sent by the last one): the matched ones (LeftSemi) or the unmatched ones (Left,
+    /// Full and LeftAnti; NULLs for the probe side's columns), in build-side order.
+    fn send_build_rows(&self, left: &BuildSide, matched: &MatchedRows, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        let lrows: usize = left.host.iter().map(RecordBatch::num_rows).sum();
+        let t = Instant::now();
+        let rows = matched.rows(lrows, self.plan.df_join_type == DfJoinType::LeftSemi);
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let wanted = self.plan.sources.iter().filter(|s| s.0 == Side::Left).map(|s| s.1);
+        let columns = left.columns.get_or_init(|| host_columns(&left.host, wanted).map_err(Arc::new)).clone().map_err(DataFusionError::Shared)?;
+        let (schema, sources) = (&self.schema, &self.plan.sources);
+        let take_batch = |chunk: &[u32]| -> Result<RecordBatch> {
+            let indices = UInt32Array::from(chunk.to_vec());
+            let mut out = Vec::with_capacity(sources.len());
+            for (field, &(side, i)) in schema.fields().iter().zip(sources) {
+                out.push(match side {
+                    Side::Left => match columns.get(&i) {
+                        Some(c) => compact_views(fit(&take(c.as_ref(), &indices, None)?, field)?),
+                        None => return internal_err!("GpuJoinExec: build column {i} was not prepared"),
+                    },
+                    Side::Right => new_null_array(field.data_type(), chunk.len()),
+                });
+            }
+            let options = RecordBatchOptions::new().with_row_count(Some(chunk.len()));
+            Ok(RecordBatch::try_new_with_options(Arc::clone(schema), out, &options)?)
+        };
+        let chunks: Vec<&[u32]> = rows.chunks(self.batch_rows).collect();
+        for group in chunks.chunks(self.config.parallel_gather_batches()) {
+            let batches: Vec<Result<RecordBatch>> = gather_pool().install(|| group.par_iter().map(|c| take_batch(c)).collect());
+            for batch in batches {
+                if !self.send(batch?, tx) {
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(g) = &self.metrics.gather_time {
+            g.add_elapsed(t);
+        }
         Ok(())
     }
 
@@ -1208,11 +1352,43 @@ fn gather_pool() -> &'static rayon::ThreadPool {
 }
 
 /// Whether a partition reads its probe (right) input a part at a time
-/// ([`GpuJoinConfig::probe_part_rows`]): equi-joins whose output for a probe row needs only that
-/// row and the build side (`Inner`, `Right`, `RightSemi`, `RightAnti`), gathered on the host.
-/// Joins without keys keep the whole probe side (their output order is the algorithm's over it).
+/// ([`GpuJoinConfig::probe_part_rows`]): equi-joins gathered on the host whose output for a
+/// probe row needs only that row and the build side (`Inner`, `Right`, `RightSemi`,
+/// `RightAnti`) or that keep a matched-rows bitmap ([`keeps_matched_rows`]). Joins without keys
+/// keep the whole probe side (their output order is the algorithm's over it).
 fn probe_streams(plan: &JoinPlan) -> bool {
-    plan.gather == OutputGather::Host && !plan.keys.is_empty() && matches!(plan.df_join_type, DfJoinType::Inner | DfJoinType::Right | DfJoinType::RightSemi | DfJoinType::RightAnti)
+    plan.gather == OutputGather::Host && !plan.keys.is_empty() && matches!(plan.df_join_type, DfJoinType::Inner | DfJoinType::Right | DfJoinType::RightSemi | DfJoinType::RightAnti) || keeps_matched_rows(plan)
+}
+
+/// Whether a join returns build rows through a matched-rows bitmap ([`MatchedRows`]): equi-joins
+/// gathered on the host of the types that return the build side's unmatched or matched rows
+/// (Left, Full, LeftSemi, LeftAnti). Their probe sides stream, and a `CollectLeft` one probes
+/// every partition of its probe side at once. The others of these types (without keys, or
+/// gathered on the device) join their whole probe side in one partition.
+fn keeps_matched_rows(plan: &JoinPlan) -> bool {
+    plan.gather == OutputGather::Host && !plan.keys.is_empty() && matches!(plan.df_join_type, DfJoinType::Left | DfJoinType::Full | DfJoinType::LeftSemi | DfJoinType::LeftAnti)
+}
+
+/// Whether a join takes its probe side in one partition: `CollectLeft` joins that return build
+/// rows by whether a probe row matched them (Left, Full, LeftSemi, LeftAnti) without a
+/// matched-rows bitmap their partitions share (no keys, device gathers, or
+/// [`GpuJoinConfig::shared_matched_rows`] off).
+fn single_probe(mode: PartitionMode, join_type: DfJoinType, plan: &JoinPlan, config: &GpuJoinConfig) -> bool {
+    mode == PartitionMode::CollectLeft && needs_whole_probe_side(join_type) && !(keeps_matched_rows(plan) && config.shared_matched_rows)
+}
+
+/// The join a part of the probe side runs on the device where a matched-rows bitmap keeps the
+/// build side's rows ([`MatchedRows`]): Left as Inner, Full as Right (the probe rows without a
+/// match still come with NULLs), LeftSemi and LeftAnti as LeftSemi (the matched build rows,
+/// once each); `other` for the rest.
+fn part_join_type(t: DfJoinType, other: gpujoin_join::JoinType) -> gpujoin_join::JoinType {
+    use gpujoin_join::JoinType as J;
+    match t {
+        DfJoinType::Left => J::Inner,
+        DfJoinType::Full => J::Right,
+        DfJoinType::LeftSemi | DfJoinType::LeftAnti => J::LeftSemi,
+        _ => other,
+    }
 }
 
 /// Reads `input` into parts of at least `part_rows` rows (whole batches; the last part may be
@@ -1369,6 +1545,27 @@ mod tests {
         let short: StringViewArray = (0..200_000).map(|i| (i % 3 != 0).then(|| format!("s{}", i % 10))).collect();
         let out = compact_views(Arc::new(short.slice(5, 10)));
         assert_eq!(out.as_string_view().iter().collect::<Vec<_>>(), short.slice(5, 10).iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn matched_rows_are_kept_across_partitions_and_parts() {
+        // 130 build rows, three probe partitions; the second sets rows in two parts, one
+        // with a null index (a probe row without a match in a Right join).
+        let m = MatchedRows::new(130, 3);
+        m.set(&ix(&[Some(1), Some(64)]));
+        assert!(!m.finished());
+        m.set(&ix(&[Some(65), None, Some(1)]));
+        m.set(&ix(&[Some(129)]));
+        assert!(!m.finished());
+        assert!(m.finished(), "the third partition to finish is the last");
+        assert_eq!(m.rows(130, true), vec![1, 64, 65, 129]);
+        let unmatched = m.rows(130, false);
+        assert_eq!(unmatched.len(), 126);
+        assert_eq!((unmatched[0], unmatched[1], unmatched[125]), (0, 2, 128), "no row past the last");
+        // No build rows, no probe partition.
+        let none = MatchedRows::new(0, 1);
+        assert!(none.finished());
+        assert!(none.rows(0, false).is_empty());
     }
 
     #[test]

@@ -57,13 +57,12 @@
 //!
 //! ## Not yet (issue 12)
 //!
-//! - A shared matched-rows bitmap: today a `CollectLeft` join that returns the build side's
-//!   unmatched rows (Left, Full, LeftSemi, LeftAnti) runs with its probe side in one partition.
-//!   (The build side of a `CollectLeft` join is uploaded once for all partitions.)
+//! - A matched-rows bitmap for joins without keys (theta, cross) and with device gathers: a
+//!   `CollectLeft` one that returns the build side's unmatched rows (Left, Full, LeftSemi,
+//!   LeftAnti) runs with its probe side in one partition. (Equi-joins gathered on the host, the
+//!   default, share one bitmap across probe partitions and parts.)
 //! - The piecewise-merge join; arithmetic and casts in filters; pushed-down limits.
-//! - A limit on concurrent device joins (each output partition runs its own join at once).
-//! - Streamed probe sides for the joins that return the build side's unmatched rows (they need
-//!   the matched-rows bitmap kept across parts), and for joins without keys.
+//! - Streamed probe sides for joins without keys.
 
 #[cfg(feature = "proto")]
 mod codec;

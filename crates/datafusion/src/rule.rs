@@ -137,7 +137,7 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitio
 
 use crate::reduce::join_source;
 use crate::translate::{plan_join, Refusal};
-use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
+use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec, OutputGather};
 
 /// What the rule did with one join.
 #[derive(Debug, Clone, PartialEq)]
@@ -771,7 +771,9 @@ fn collect_left_below(node: Arc<dyn ExecutionPlan>, keep_hash: bool, max_build_r
 }
 
 /// A `Partitioned` GPU join in a hash join's place (Inner, Right, RightSemi, RightAnti; LeftSemi
-/// and LeftAnti without a filter as RightSemi and RightAnti with the inputs swapped) whose probe
+/// and LeftAnti without a filter as RightSemi and RightAnti with the inputs swapped; with host
+/// gathers Left, Full, and LeftSemi and LeftAnti with a filter, their probe partitions sharing
+/// the build side's matched-rows bitmap) whose probe
 /// input is a `RepartitionExec` by hash, as a `CollectLeft` GPU join of the inputs before their hash
 /// repartitions (the build side coalesced; the probe side as it is, or dealt round-robin into
 /// the join's partition count), under a `RepartitionExec` giving the join's hash partitioning
@@ -790,6 +792,9 @@ fn collect_left_rehashed(node: &Arc<dyn ExecutionPlan>, keep_hash: bool, max_bui
             let jt = if g.join_type() == DfJoinType::LeftSemi { DfJoinType::RightSemi } else { DfJoinType::RightAnti };
             (g.right(), g.left(), swapped, jt, None)
         }
+        // The joins that return build rows by a matched-rows bitmap, which the probe
+        // partitions of a `CollectLeft` GPU join share (host gathers).
+        DfJoinType::Left | DfJoinType::Full | DfJoinType::LeftSemi | DfJoinType::LeftAnti if g.join_plan().gather == OutputGather::Host && g.config().shared_matched_rows => (g.left(), g.right(), g.on().to_vec(), g.join_type(), g.filter().cloned()),
         _ => return None,
     };
     let probe = hash_repartitioned(probe)?;

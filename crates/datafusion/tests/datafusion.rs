@@ -258,9 +258,11 @@ async fn rule_keeps_equi_joins_of_small_build_sides_on_the_cpu() {
 }
 
 /// `Partitioned` hash joins whose inputs are both repartitioned by hash for them run
-/// `CollectLeft` on the inputs before those repartitions (Inner, Right, RightSemi, RightAnti),
-/// except where the plan above relies on the join's hash partitioning, or
-/// `collect_build_rows` says no.
+/// `CollectLeft` on the inputs before those repartitions (every join type: Left, Full,
+/// LeftSemi and LeftAnti with the probe partitions sharing the build side's matched-rows
+/// bitmap), except where the plan above relies on the join's hash partitioning, or
+/// `collect_build_rows` says no; with device gathers the joins that return build rows stay
+/// `Partitioned`.
 #[tokio::test]
 async fn partitioned_joins_move_without_their_hash_repartitions() {
     use datafusion::physical_plan::joins::PartitionMode;
@@ -276,8 +278,7 @@ async fn partitioned_joins_move_without_their_hash_repartitions() {
             let what = format!("{join}, {collect_build_rows:?}:\n{}", plan_text(&plan));
             assert!(decisions.iter().all(|d| d.moved()), "{what}");
             let exec = find::<GpuJoinExec>(&plan).unwrap_or_else(|| panic!("{what}"));
-            let per_probe_row = { use datafusion::common::JoinType::*; matches!(exec.join_type(), Inner | Right | RightSemi | RightAnti) };
-            let want = collects && per_probe_row;
+            let want = collects;
             assert_eq!(exec.mode() == PartitionMode::CollectLeft, want, "{what}");
             assert_eq!(exec.replaces() == Some("HashJoinExec (Partitioned; unrepartitioned inputs)"), want, "{what}");
             let before = hash_repartitions(&physical_plan(&plain, &sql).await.unwrap());
@@ -315,6 +316,25 @@ async fn partitioned_joins_move_without_their_hash_repartitions() {
         assert_eq!(rehashed, collect_build_rows != Some(0), "{collect_build_rows:?}:\n{text}");
         assert!(text.contains("AggregateExec: mode=SinglePartitioned") , "{text}");
     }
+    // With device gathers (no matched-rows bitmap) or without `shared_matched_rows`
+    // (Ballista's plans) the joins that return build rows stay `Partitioned`; the others move.
+    let mut build_rows_joins = 0;
+    for config in [GpuJoinConfig { gather: OutputGather::Device, ..forced() }, GpuJoinConfig { shared_matched_rows: false, ..forced() }] {
+        let ctx = context(Some(config), true, l.clone(), r.clone()).await.unwrap();
+        for (join, collects) in [("LEFT JOIN", false), ("FULL JOIN", false), ("LEFT SEMI JOIN", false), ("LEFT ANTI JOIN", false), ("RIGHT JOIN", true)] {
+            let sql = query(join, "k_i32", Some("l.v < r.v"), None);
+            let (plan, _) = decide(&ctx, &sql).await;
+            let exec = find::<GpuJoinExec>(&plan).unwrap_or_else(|| panic!("{join}: {}", plan_text(&plan)));
+            use datafusion::common::JoinType::*;
+            if matches!(exec.join_type(), Left | Full | LeftSemi | LeftAnti) {
+                build_rows_joins += 1;
+                assert_eq!(exec.mode() == PartitionMode::CollectLeft, collects, "{join}:\n{}", plan_text(&plan));
+            } else {
+                assert_eq!(exec.mode() == PartitionMode::CollectLeft, true, "{join}:\n{}", plan_text(&plan));
+            }
+        }
+    }
+    assert_eq!(build_rows_joins, 8);
 }
 
 /// A semi (anti) join that keeps an inner join's rows whose build-side key is in (not in) a
@@ -731,24 +751,36 @@ async fn symmetric_hash_joins_of_bounded_inputs_move() {
     }
 }
 
+/// `CollectLeft` joins that return build rows by whether any probe row matched them (Left,
+/// Full, LeftSemi, LeftAnti) probe every partition of their probe side at once with host
+/// gathers (a matched-rows bitmap shared by the partitions), and one partition, coalesced,
+/// with device gathers or without `shared_matched_rows` (Ballista's plans).
 #[tokio::test]
-async fn collect_left_joins_of_build_side_rows_probe_one_partition() {
+async fn collect_left_joins_of_build_side_rows_probe_every_partition_with_host_gathers() {
     let mut rng = StdRng::seed_from_u64(3);
     let (l, r) = (table(&mut rng, 100, 20, true), table(&mut rng, 100, 20, true));
-    let ctx = context(Some(forced()), false, l, r).await.unwrap();
-    for join in JOINS {
-        let (plan, _) = decide(&ctx, &query(join, "k_i32", None, None)).await;
-        let text = plan_text(&plan);
-        let exec = find::<GpuJoinExec>(&plan).unwrap_or_else(|| panic!("{join}: {text}"));
-        let single =
-            matches!(exec.join_type(), datafusion::common::JoinType::Left | datafusion::common::JoinType::Full | datafusion::common::JoinType::LeftSemi | datafusion::common::JoinType::LeftAnti)
-                && exec.mode() == datafusion::physical_plan::joins::PartitionMode::CollectLeft;
-        use datafusion::physical_plan::ExecutionPlanProperties;
-        if single {
-            assert_eq!(exec.right().output_partitioning().partition_count(), 1, "{text}");
-            assert_eq!(exec.properties().output_partitioning().partition_count(), 1, "{text}");
+    for (gather, shared_matched_rows) in [(OutputGather::Host, true), (OutputGather::Device, true), (OutputGather::Host, false)] {
+        let ctx = context(Some(GpuJoinConfig { gather, shared_matched_rows, ..forced() }), false, l.clone(), r.clone()).await.unwrap();
+        let shared = gather == OutputGather::Host && shared_matched_rows;
+        let mut build_rows_joins = 0;
+        for join in JOINS {
+            let (plan, _) = decide(&ctx, &query(join, "k_i32", None, None)).await;
+            let text = plan_text(&plan);
+            let exec = find::<GpuJoinExec>(&plan).unwrap_or_else(|| panic!("{join}: {text}"));
+            use datafusion::common::JoinType::*;
+            let build_rows = matches!(exec.join_type(), Left | Full | LeftSemi | LeftAnti) && exec.mode() == datafusion::physical_plan::joins::PartitionMode::CollectLeft;
+            use datafusion::physical_plan::ExecutionPlanProperties;
+            if build_rows {
+                build_rows_joins += 1;
+                // The tables have three partitions (`partitions`).
+                let probe_partitions = if shared { 3 } else { 1 };
+                assert_eq!(exec.right().output_partitioning().partition_count(), probe_partitions, "{gather:?} {text}");
+                assert_eq!(exec.properties().output_partitioning().partition_count(), probe_partitions, "{gather:?} {text}");
+                assert_eq!(count_nodes(&plan, "CoalescePartitionsExec") >= 2, !shared, "{gather:?} {text}");
+            }
+            assert_eq!(exec.left().output_partitioning().partition_count(), 1, "{text}");
         }
-        assert_eq!(exec.left().output_partitioning().partition_count(), 1, "{text}");
+        assert!(build_rows_joins >= 2, "{gather:?}: {build_rows_joins}");
     }
 }
 
@@ -1260,11 +1292,12 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
         // The collect-left plans stream their probe sides in parts of 50 rows and keep 1 MiB
         // of freed device blocks (and move equi-joins whose build side may have a row or more); the
         // partitioned ones keep none.
-        // The collect-left ones also read 60 probe rows ahead and reduce by filtered inputs of
-        // up to 7 rows.
+        // The collect-left ones also read 60 probe rows ahead, reduce by filtered inputs of
+        // up to 7 rows and share no matched-rows bitmap across partitions (as in Ballista:
+        // their Left and anti joins take their probe sides in one partition).
         let (gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows) = if partitioned { (OutputGather::Device, None, None, Some(0), Some(0)) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20), Some(1)) };
         let (semi_join_reduction_rows, probe_prefetch_rows) = if partitioned { (None, None) } else { (Some(7), Some(60)) };
-        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, semi_join_reduction_rows, probe_prefetch_rows, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, semi_join_reduction_rows, probe_prefetch_rows, shared_matched_rows: partitioned, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();
             assert!(count_nodes(&plan, "GpuJoinExec") > 0, "{sql}: a GPU join to serialize\n{}", plan_text(&plan));
