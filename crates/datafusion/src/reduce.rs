@@ -28,11 +28,14 @@
 //! * `S` has at most [`SemiJoinReduction::max_rows`] rows (a table's exact row count seen
 //!   through filters and projections), at least one `FilterExec` (an unfiltered table reduces
 //!   nothing), and is made of filters, projections, repartitions and coalesces over one
-//!   `DataSourceExec` (it is read twice: a copy builds the semi join);
-//! * `J`'s key on the other side is a column, traced down through inner joins (either side),
-//!   the kept side of outer, semi and anti joins, projections of columns, filters,
-//!   repartitions, coalesces and sorts (none with a `LIMIT`) to the node `A` that makes it;
-//!   keys of `J` traced to the same `A` all reduce it, the others are left out;
+//!   `DataSourceExec`, or a table reduced so (it is read twice: a copy builds the semi join);
+//!   so reductions cascade: TPC-H Q5's filtered `region` reduces `nation`, which reduces
+//!   `supplier` and `customer`, and the reduced `supplier` reduces `lineitem`;
+//! * `J`'s key on the other side is a column, traced down through inner joins (either side;
+//!   where it is a key of an inner equi-join, also through the other input's key, which equals
+//!   it in every row that join makes), the kept side of outer, semi and anti joins,
+//!   projections of columns, filters, repartitions, coalesces and sorts (none with a `LIMIT`)
+//!   to each node `A` that makes it; the keys of `J` traced to the same `A` all reduce it;
 //! * at least one join lies between `J` and `A` (else `J` itself is the reduction; a small `A`
 //!   is reduced all the same: the joins above it are what gains);
 //! * no semi join by the same `S` is on the way down already (a second run changes nothing).
@@ -162,31 +165,59 @@ fn reduce_join(mut node: Arc<dyn ExecutionPlan>, max_rows: usize, note: bool, in
         let Some(small_rows) = small_and_filtered(&children[small_side], max_rows) else { continue };
         let small = Arc::clone(&children[small_side]);
         let big = &children[big_side];
-        // Each key of the other side traced to where its column is made.
-        let traced: Vec<(PhysicalExprRef, Trace)> = on
-            .iter()
-            .filter_map(|(l, r)| {
-                let (s, b) = if small_side == 0 { (l, r) } else { (r, l) };
-                Some((Arc::clone(s), trace(big, b.downcast_ref::<Column>()?.index())))
-            })
-            .collect();
-        let Some((_, first)) = traced.iter().find(|(_, t)| t.joins > 0) else { continue };
+        // Each key of the other side traced to where its column is made, every way
+        // ([`traces`]).
         let small_shown = shown_build(&small);
-        if first.semi_builds.contains(&small_shown) {
+        let mut targets: Vec<Target> = Vec::new();
+        for (l, r) in &on {
+            let (s, b) = if small_side == 0 { (l, r) } else { (r, l) };
+            let Some(b) = b.downcast_ref::<Column>() else { continue };
+            for t in traces(big, b.index()).into_iter().filter(|t| t.joins > 0) {
+                let at = match targets.iter().position(|x| x.path == t.path) {
+                    Some(at) => at,
+                    None => {
+                        let done = t.semi_builds.contains(&small_shown);
+                        targets.push(Target { path: t.path.clone(), keys: Vec::new(), done });
+                        targets.len() - 1
+                    }
+                };
+                let key = (Arc::clone(s), t.column);
+                if !targets[at].keys.iter().any(|(k, c)| *c == key.1 && k.to_string() == key.0.to_string()) {
+                    targets[at].keys.push(key);
+                }
+            }
+        }
+        // Each node reduced once by `small`; the deepest first, so that a node above another
+        // is reduced over the other's reduction.
+        targets.retain(|x| !x.done);
+        if targets.is_empty() {
             continue;
         }
-        let keys: Vec<(PhysicalExprRef, usize)> = traced.iter().filter(|(_, t)| t.path == first.path).map(|(s, t)| (Arc::clone(s), t.column)).collect();
-        let reduced = insert_at(big, &first.path, &|a| semi_join(&small, a, &keys, nulls, small_rows, note))?;
+        targets.sort_by_key(|x| std::cmp::Reverse(x.path.len()));
+        let mut reduced = Arc::clone(big);
+        for Target { path, keys, .. } in &targets {
+            reduced = insert_at(&reduced, path, &|a| semi_join(&small, a, keys, nulls, small_rows, note))?;
+            *inserted += 1;
+        }
         children[big_side] = reduced;
         node = rebuilt(&node, children)?;
-        *inserted += 1;
     }
     Ok(node)
 }
 
+/// A node a join's small input reduces ([`reduce_join`]): its child positions from the join's
+/// other input, the keys that reach it (the small input's key expression, the node's column),
+/// and whether a reduction by the same input is on the way already.
+struct Target {
+    path: Vec<usize>,
+    keys: Vec<(PhysicalExprRef, usize)>,
+    done: bool,
+}
+
 /// The rows at most of `plan` where it is at most `max_rows`, has a `FilterExec`, and can be
 /// read a second time (filters, projections, repartitions and coalesces over a `DataSourceExec`,
-/// none with a `LIMIT`).
+/// and the semi joins of reductions over such inputs, none with a `LIMIT`). Example: `nation`
+/// reduced by TPC-H Q5's filtered `region` (a `RightSemi` join of the two) reduces in turn.
 fn small_and_filtered(plan: &Arc<dyn ExecutionPlan>, max_rows: usize) -> Option<usize> {
     fn copyable(plan: &Arc<dyn ExecutionPlan>, filtered: &mut bool) -> bool {
         if plan.fetch().is_some() {
@@ -197,12 +228,14 @@ fn small_and_filtered(plan: &Arc<dyn ExecutionPlan>, max_rows: usize) -> Option<
             return plan.name() == "DataSourceExec";
         }
         *filtered |= plan.downcast_ref::<FilterExec>().is_some();
+        let reduction = plan.downcast_ref::<HashJoinExec>().is_some_and(|h| h.join_type == DfJoinType::RightSemi && h.mode == PartitionMode::CollectLeft && h.filter.is_none() && h.projection.is_none());
         let passes = plan.downcast_ref::<FilterExec>().is_some()
             || plan.downcast_ref::<ProjectionExec>().is_some()
             || plan.downcast_ref::<RepartitionExec>().is_some()
             || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+            || plan.downcast_ref::<CpuJoinKeptExec>().is_some()
             || plan.name() == "CoalesceBatchesExec";
-        passes && children.len() == 1 && copyable(children[0], filtered)
+        ((passes && children.len() == 1) || reduction) && children.into_iter().all(|c| copyable(c, filtered))
     }
     let mut filtered = false;
     if !copyable(plan, &mut filtered) || !filtered {
@@ -229,23 +262,53 @@ struct Trace {
     semi_builds: Vec<String>,
 }
 
-/// Column `column` of `plan` followed down ([`source`]) as far as it goes.
-fn trace(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Trace {
-    let mut t = Trace { path: Vec::new(), column, joins: 0, semi_builds: Vec::new() };
-    let mut node = Arc::clone(plan);
-    while let Some((child, at, join)) = source(&node, t.column) {
-        if let Some(h) = node.downcast_ref::<HashJoinExec>() {
-            if h.join_type == DfJoinType::RightSemi {
-                t.semi_builds.push(shown_build(&h.left));
-            }
+/// Column `column` of `plan` followed down ([`source`]) as far as it goes, every way: where
+/// an inner equi-join has the column as a key, also the way of the other input's key, whose
+/// value equals it in every row the join makes.
+///
+/// Example: TPC-H Q5's `s_nationkey` over `supplier JOIN (customer JOIN orders JOIN lineitem)
+/// ON s_suppkey = l_suppkey AND s_nationkey = c_nationkey` leads to `supplier` and, through
+/// `c_nationkey`, to `customer`.
+fn traces(plan: &Arc<dyn ExecutionPlan>, column: usize) -> Vec<Trace> {
+    let mut out = Vec::new();
+    follow(plan, Trace { path: Vec::new(), column, joins: 0, semi_builds: Vec::new() }, &mut out);
+    out
+}
+
+/// [`traces`] from `node`, `t` the way to it.
+fn follow(node: &Arc<dyn ExecutionPlan>, mut t: Trace, out: &mut Vec<Trace>) {
+    let Some((child, at, join)) = source(node, t.column) else {
+        out.push(t);
+        return;
+    };
+    if let Some(h) = node.downcast_ref::<HashJoinExec>() {
+        if h.join_type == DfJoinType::RightSemi {
+            t.semi_builds.push(shown_build(&h.left));
         }
-        let next = Arc::clone(node.children()[child]);
-        t.path.push(child);
-        t.column = at;
-        t.joins += usize::from(join);
-        node = next;
     }
-    t
+    let children = node.children();
+    if let Some(other) = equal_key(node, child, at) {
+        let mut u = t.clone();
+        u.path.push(1 - child);
+        u.column = other;
+        u.joins += 1;
+        follow(children[1 - child], u, out);
+    }
+    t.path.push(child);
+    t.column = at;
+    t.joins += usize::from(join);
+    follow(children[child], t, out);
+}
+
+/// Where `node` is an inner equi-join with column `column` of its input `child` as a key: the
+/// column of the other input's key it equals.
+fn equal_key(node: &Arc<dyn ExecutionPlan>, child: usize, column: usize) -> Option<usize> {
+    let (on, _) = inner_equi_join(node)?;
+    on.iter().find_map(|(l, r)| {
+        let (this, other) = if child == 0 { (l, r) } else { (r, l) };
+        (this.downcast_ref::<Column>()?.index() == column).then_some(())?;
+        Some(other.downcast_ref::<Column>()?.index())
+    })
 }
 
 /// Where column `i` of `node`'s output comes from in its children: the child's position, the

@@ -583,8 +583,9 @@ fn without_sort(plan: &Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
 
 /// The most rows `plan` can produce, where that is known: its exact row count (an in-memory or
 /// Parquet table), else its input's through operators that never add rows (filters,
-/// projections, repartitions, sorts, aggregates). A join's output, or anything else, is `None`:
-/// DataFusion's estimates of join outputs can be orders of magnitude low.
+/// projections, repartitions, sorts, aggregates, and semi and anti joins: their kept side's).
+/// Another join's output, or anything else, is `None`: DataFusion's estimates of join outputs
+/// can be orders of magnitude low.
 ///
 /// Example: `FilterExec(r_name = 'ASIA')` over `region`'s 5 rows gives `Some(5)` (DataFusion
 /// estimates 1); a `HashJoinExec` of two tables gives `None`.
@@ -600,13 +601,28 @@ fn rows_at_most_in(plan: &Arc<dyn ExecutionPlan>, stats: &StatisticsContext) -> 
             return Some(rows);
         }
     }
+    // Semi and anti joins keep some rows of one side (the semi joins of reductions among them).
+    let kept_side = |join_type: DfJoinType| match join_type {
+        DfJoinType::LeftSemi | DfJoinType::LeftAnti => Some(0),
+        DfJoinType::RightSemi | DfJoinType::RightAnti => Some(1),
+        _ => None,
+    };
+    let kept = match (plan.downcast_ref::<HashJoinExec>(), plan.downcast_ref::<GpuJoinExec>()) {
+        (Some(h), _) => kept_side(h.join_type),
+        (_, Some(g)) => kept_side(g.join_type()),
+        _ => None,
+    };
+    if let Some(side) = kept {
+        return rows_at_most_in(plan.children()[side], stats);
+    }
     let never_adds_rows = plan.downcast_ref::<FilterExec>().is_some()
         || plan.downcast_ref::<ProjectionExec>().is_some()
         || plan.downcast_ref::<RepartitionExec>().is_some()
         || plan.downcast_ref::<CoalescePartitionsExec>().is_some()
         || plan.downcast_ref::<SortExec>().is_some()
         || plan.downcast_ref::<SortPreservingMergeExec>().is_some()
-        || plan.downcast_ref::<AggregateExec>().is_some();
+        || plan.downcast_ref::<AggregateExec>().is_some()
+        || plan.downcast_ref::<CpuJoinKeptExec>().is_some();
     match plan.children().as_slice() {
         [input] if never_adds_rows => rows_at_most_in(input, stats),
         _ => None,
