@@ -11,9 +11,9 @@
 //!   whether any probe row matched them (Left, Full, LeftSemi, LeftAnti) keep a matched-rows
 //!   bitmap of the build side that every probe partition sets, and the partition that finishes
 //!   last sends those build rows (the unmatched ones with NULLs for the probe side; LeftSemi's
-//!   matched ones), as DataFusion's `HashJoinExec` does. Without keys (theta and cross joins),
-//!   with device gathers, or without [`GpuJoinConfig::shared_matched_rows`] (an engine whose
-//!   partitions run apart, Ballista's tasks) these joins share no bitmap and take the probe side in **one**
+//!   matched ones), as DataFusion's `HashJoinExec` does; joins without keys (theta, cross)
+//!   too. With device gathers, or without [`GpuJoinConfig::shared_matched_rows`] (an engine
+//!   whose partitions run apart, Ballista's tasks), these joins share no bitmap and take the probe side in **one**
 //!   partition ([`Distribution::SinglePartition`]; [`GpuJoinExec::try_new`] puts a
 //!   `CoalescePartitionsExec` over a right input of more), so they run once, whole.
 //!
@@ -591,7 +591,7 @@ impl ExecutionPlan for GpuJoinExec {
                 }
                 let right = all;
                 job.metrics.input_rows.add(right.iter().map(RecordBatch::num_rows).sum());
-                let work = tokio::task::spawn_blocking(move || job.run(|| job.run_inner(&left, right, &tx)));
+                let work = tokio::task::spawn_blocking(move || job.run(|| job.run_whole(&left, right, &tx)));
                 return work.await.map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?;
             }
             // The probe side a part at a time: the device joins one part while the next is read.
@@ -802,11 +802,27 @@ impl Job {
         }
     }
 
+    /// A probe partition joined whole (joins whose probe side does not stream); with a
+    /// matched-rows bitmap the partition that finishes last then sends the build rows it
+    /// selects ([`MatchedRows`]).
+    fn run_whole(&self, left: &BuildSide, right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
+        self.run_inner(left, right, tx)?;
+        match &left.matched {
+            Some(m) if m.finished() && !tx.is_closed() => self.send_build_rows(left, m, tx),
+            _ => Ok(()),
+        }
+    }
+
     /// Joins the build side with `right` (the whole probe side, or a part of it) and sends the
     /// output batches.
     fn run_inner(&self, left: &BuildSide, right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         let rows = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).sum::<usize>();
         let (lrows, rrows) = (rows(&left.host), rows(&right));
+        // With a matched-rows bitmap the build rows are sent once every probe partition has
+        // joined, not by a partition without probe rows.
+        if rrows == 0 && left.matched.is_some() {
+            return Ok(());
+        }
         if lrows == 0 || rrows == 0 {
             return self.one_side_empty(&left.host, &right, lrows, rrows, tx);
         }
@@ -1357,16 +1373,17 @@ fn gather_pool() -> &'static rayon::ThreadPool {
 /// `RightAnti`) or that keep a matched-rows bitmap ([`keeps_matched_rows`]). Joins without keys
 /// keep the whole probe side (their output order is the algorithm's over it).
 fn probe_streams(plan: &JoinPlan) -> bool {
-    plan.gather == OutputGather::Host && !plan.keys.is_empty() && matches!(plan.df_join_type, DfJoinType::Inner | DfJoinType::Right | DfJoinType::RightSemi | DfJoinType::RightAnti) || keeps_matched_rows(plan)
+    plan.gather == OutputGather::Host && !plan.keys.is_empty() && (matches!(plan.df_join_type, DfJoinType::Inner | DfJoinType::Right | DfJoinType::RightSemi | DfJoinType::RightAnti) || keeps_matched_rows(plan))
 }
 
-/// Whether a join returns build rows through a matched-rows bitmap ([`MatchedRows`]): equi-joins
+/// Whether a join returns build rows through a matched-rows bitmap ([`MatchedRows`]): joins
 /// gathered on the host of the types that return the build side's unmatched or matched rows
-/// (Left, Full, LeftSemi, LeftAnti). Their probe sides stream, and a `CollectLeft` one probes
-/// every partition of its probe side at once. The others of these types (without keys, or
-/// gathered on the device) join their whole probe side in one partition.
+/// (Left, Full, LeftSemi, LeftAnti). A `CollectLeft` one probes every partition of its probe
+/// side at once; the probe sides of equi-joins stream, those of joins without keys (theta,
+/// cross) are joined a whole partition at a time. Those gathered on the device join their whole
+/// probe side in one partition.
 fn keeps_matched_rows(plan: &JoinPlan) -> bool {
-    plan.gather == OutputGather::Host && !plan.keys.is_empty() && matches!(plan.df_join_type, DfJoinType::Left | DfJoinType::Full | DfJoinType::LeftSemi | DfJoinType::LeftAnti)
+    plan.gather == OutputGather::Host && matches!(plan.df_join_type, DfJoinType::Left | DfJoinType::Full | DfJoinType::LeftSemi | DfJoinType::LeftAnti)
 }
 
 /// Whether a join takes its probe side in one partition: `CollectLeft` joins that return build

@@ -57,10 +57,10 @@
 //!
 //! ## Not yet (issue 12)
 //!
-//! - A matched-rows bitmap for joins without keys (theta, cross) and with device gathers: a
-//!   `CollectLeft` one that returns the build side's unmatched rows (Left, Full, LeftSemi,
-//!   LeftAnti) runs with its probe side in one partition. (Equi-joins gathered on the host, the
-//!   default, share one bitmap across probe partitions and parts.)
+//! - A matched-rows bitmap for joins with device gathers: a `CollectLeft` one that returns the
+//!   build side's unmatched rows (Left, Full, LeftSemi, LeftAnti) runs with its probe side in
+//!   one partition. (Joins gathered on the host, the default, share one bitmap across probe
+//!   partitions and parts.)
 //! - The piecewise-merge join; arithmetic and casts in filters; pushed-down limits.
 //! - Streamed probe sides for joins without keys.
 

@@ -763,8 +763,11 @@ async fn collect_left_joins_of_build_side_rows_probe_every_partition_with_host_g
         let ctx = context(Some(GpuJoinConfig { gather, shared_matched_rows, ..forced() }), false, l.clone(), r.clone()).await.unwrap();
         let shared = gather == OutputGather::Host && shared_matched_rows;
         let mut build_rows_joins = 0;
-        for join in JOINS {
-            let (plan, _) = decide(&ctx, &query(join, "k_i32", None, None)).await;
+        // Equi-joins, and theta joins (joined a whole probe partition at a time).
+        let theta = |join: &str| format!("SELECT {} FROM l {join} r ON l.v < r.v", if join.contains("SEMI") || join.contains("ANTI") { "l.v" } else { "l.v, r.v" });
+        for sql in JOINS.iter().map(|j| query(j, "k_i32", None, None)).chain(JOINS.iter().filter(|j| !j.starts_with("RIGHT")).map(|j| theta(j))) {
+            let join = &sql;
+            let (plan, _) = decide(&ctx, &sql).await;
             let text = plan_text(&plan);
             let exec = find::<GpuJoinExec>(&plan).unwrap_or_else(|| panic!("{join}: {text}"));
             use datafusion::common::JoinType::*;
@@ -780,7 +783,7 @@ async fn collect_left_joins_of_build_side_rows_probe_every_partition_with_host_g
             }
             assert_eq!(exec.left().output_partitioning().partition_count(), 1, "{text}");
         }
-        assert!(build_rows_joins >= 2, "{gather:?}: {build_rows_joins}");
+        assert!(build_rows_joins >= 6, "{gather:?}: {build_rows_joins}");
     }
 }
 
