@@ -31,7 +31,8 @@
 //! (rows, 0 for none; CSV group suffix `_<n>_semi_reduction`), `GPUJOIN_TPCH_PREFETCH_ROWS`
 //! `GpuJoinConfig::probe_prefetch_rows` (rows, 0 for none; `_<n>_prefetch`),
 //! `GPUJOIN_TPCH_SHARED_MATCHED_ROWS` `GpuJoinConfig::shared_matched_rows` (0 off, 1 on;
-//! `_<n>_shared_matched_rows`).
+//! `_<n>_shared_matched_rows`), `GPUJOIN_TPCH_SEMI_REDUCED_ROWS`
+//! `GpuJoinConfig::semi_join_reduced_rows` (rows; `_<n>_semi_reduced`).
 //!
 //! With `GPUJOIN_TPCH_DUCKDB_DIR` set, the generated tables are also written there for DuckDB
 //! (`benches/duckdb_tpch.py` runs the same queries on them, on the same machine): each table as
@@ -119,13 +120,13 @@ fn main() {
             .flat_map(|(g, p)| host_waits.iter().map(move |&w| (g, p, w)))
             .flat_map(|(g, p, w)| numeric.iter().map(move |&n| (g, p, w, n)));
         for (gather, probe_part_rows, host_wait, n) in variants {
-            let [device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, shared] = n;
+            let [device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, shared, semi_join_reduced_rows] = n;
             let shared_matched_rows = shared.is_none_or(|v| v != 0);
             if let (Some(wait), Some(device)) = (host_wait, &device) {
                 device.set_host_wait(wait).unwrap();
                 println!("host threads wait for the device: {:?}", device.host_wait().unwrap());
             }
-            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, shared_matched_rows, ..GpuJoinConfig::default() }).build();
+            let gpu_state = SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, shared_matched_rows, semi_join_reduced_rows, ..GpuJoinConfig::default() }).build();
             let gpu = SessionContext::new_with_state(gpu_state);
             for t in tpch::TABLES {
                 gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
@@ -231,7 +232,7 @@ fn main() {
 /// The numeric settings a run varies: the environment variable, the CSV group's suffix
 /// (`_<n>_<suffix>`) and the `EXPLAIN` file name's (`_<n><short>`), in the order of the fields
 /// they set in `main`.
-const NUMERIC: [(&str, &str, &str); 8] = [
+const NUMERIC: [(&str, &str, &str); 9] = [
     ("GPUJOIN_TPCH_DEVICE_LANES", "lanes", "lanes"),
     ("GPUJOIN_TPCH_BLOCK_CACHE", "block_cache", "cache"),
     ("GPUJOIN_TPCH_MIN_BUILD_ROWS", "min_build", "minbuild"),
@@ -241,6 +242,7 @@ const NUMERIC: [(&str, &str, &str); 8] = [
     ("GPUJOIN_TPCH_PREFETCH_ROWS", "prefetch", "prefetch"),
     // 0: `shared_matched_rows` off (a CollectLeft Left/Full/semi/anti join probes one partition).
     ("GPUJOIN_TPCH_SHARED_MATCHED_ROWS", "shared_matched_rows", "sharedmatched"),
+    ("GPUJOIN_TPCH_SEMI_REDUCED_ROWS", "semi_reduced", "semireduced"),
 ];
 
 /// The variants of a numeric setting from the environment variable `var`: numbers, or `auto`

@@ -125,6 +125,8 @@ struct ConfigNode {
     /// `!shared_matched_rows` (absent: shared, the default).
     #[prost(bool, tag = "16")]
     unshared_matched_rows: bool,
+    #[prost(uint64, optional, tag = "17")]
+    semi_join_reduced_rows: Option<u64>,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -229,6 +231,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             semi_join_reduction_rows: c.semi_join_reduction_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             probe_prefetch_rows: c.probe_prefetch_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             shared_matched_rows: !c.unshared_matched_rows,
+            semi_join_reduced_rows: c.semi_join_reduced_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -282,6 +285,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 semi_join_reduction_rows: c.semi_join_reduction_rows.map(|n| n as u64),
                 probe_prefetch_rows: c.probe_prefetch_rows.map(|n| n as u64),
                 unshared_matched_rows: !c.shared_matched_rows,
+                semi_join_reduced_rows: c.semi_join_reduced_rows.map(|n| n as u64),
             }),
             replaces: exec.replaces().map(str::to_string),
         };

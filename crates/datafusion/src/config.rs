@@ -111,6 +111,14 @@ pub struct GpuJoinConfig {
     /// [`DEFAULT_SEMI_JOIN_REDUCTION_ROWS`](crate::DEFAULT_SEMI_JOIN_REDUCTION_ROWS); `Some(0)`:
     /// none.
     pub semi_join_reduction_rows: Option<usize>,
+    /// The most rows of a table that a semi-join reduction reduces (its known row count; one
+    /// of unknown size is reduced all the same): a reduction probes every row of the table on
+    /// the CPU, and the GPU joins above filter a large table faster. On TPC-H SF10 (H200, 16
+    /// partitions) Q5's `lineitem` (60M rows) reduced by the 20,000 suppliers of its region
+    /// took 845 ms of the cores and Q5 took 189-192 ms against 144-159 ms without that
+    /// reduction (`benches/results/issue12-tpch-h100.md`, session 30). `None` (the default):
+    /// [`DEFAULT_SEMI_JOIN_REDUCED_ROWS`].
+    pub semi_join_reduced_rows: Option<usize>,
     /// Probe rows a partition reads while the build side is still being collected, before it
     /// joins, so that the probe input's work (a scan, a filter) overlaps the build side's. `None`
     /// (the default): none, the probe side is read once the build side is in, as DataFusion's
@@ -154,6 +162,7 @@ impl Default for GpuJoinConfig {
             collect_build_rows: None,
             parallel_gather_batches: None,
             semi_join_reduction_rows: None,
+            semi_join_reduced_rows: None,
             probe_prefetch_rows: None,
             shared_matched_rows: true,
             #[cfg(feature = "testing")]
@@ -199,6 +208,10 @@ pub const DEFAULT_MIN_BUILD_ROWS: usize = 1 << 17;
 /// inputs before their hash repartitions by default ([`GpuJoinConfig::collect_build_rows`]):
 /// 2^24 = 16,777,216.
 pub const DEFAULT_COLLECT_BUILD_ROWS: usize = 1 << 24;
+
+/// The most rows of a table a semi-join reduction reduces by default
+/// ([`GpuJoinConfig::semi_join_reduced_rows`]): 2^24 = 16,777,216.
+pub const DEFAULT_SEMI_JOIN_REDUCED_ROWS: usize = 1 << 24;
 
 /// The output batches a partition takes at once by default
 /// ([`GpuJoinConfig::parallel_gather_batches`]): 16.
@@ -265,6 +278,11 @@ impl GpuJoinConfig {
     /// ([`GpuJoinConfig::semi_join_reduction_rows`]; 0: none).
     pub fn semi_join_reduction_rows(&self) -> usize {
         self.semi_join_reduction_rows.unwrap_or(crate::DEFAULT_SEMI_JOIN_REDUCTION_ROWS)
+    }
+
+    /// [`GpuJoinConfig::semi_join_reduced_rows`], the default filled in.
+    pub fn semi_join_reduced_rows(&self) -> usize {
+        self.semi_join_reduced_rows.unwrap_or(DEFAULT_SEMI_JOIN_REDUCED_ROWS)
     }
 
     /// The probe rows a partition reads while its build side is collected

@@ -84,7 +84,7 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 
 #[cfg(feature = "proto")]
 pub use codec::GpuJoinCodec;
-pub use config::{GpuJoinConfig, OutputGather, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_COLLECT_BUILD_ROWS, DEFAULT_DEVICE_LANES, DEFAULT_MIN_BUILD_ROWS, DEFAULT_PARALLEL_GATHER_BATCHES, MIN_PROBE_PART_ROWS};
+pub use config::{GpuJoinConfig, OutputGather, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_COLLECT_BUILD_ROWS, DEFAULT_DEVICE_LANES, DEFAULT_MIN_BUILD_ROWS, DEFAULT_PARALLEL_GATHER_BATCHES, DEFAULT_SEMI_JOIN_REDUCED_ROWS, MIN_PROBE_PART_ROWS};
 pub use exec::GpuJoinExec;
 pub use kept::CpuJoinKeptExec;
 pub use reduce::{SemiJoinReduction, DEFAULT_SEMI_JOIN_REDUCTION_ROWS};

@@ -39,7 +39,10 @@
 //!   to each node `A` that makes it; the keys of `J` traced to the same `A` all reduce it;
 //! * at least one join lies between `J` and `A` (else `J` itself is the reduction; a small `A`
 //!   is reduced all the same: the joins above it are what gains);
-//! * no semi join by the same `S` is on the way down already (a second run changes nothing).
+//! * no semi join by the same `S` is on the way down already (a second run changes nothing);
+//! * `A` has at most [`SemiJoinReduction::max_reduced_rows`] rows where that is set and `A`'s
+//!   size is known ([`GpuJoinRule`](crate::GpuJoinRule): 2^24, as the GPU joins filter a larger
+//!   table faster than a CPU hash probe of its every row).
 //!
 //! Nulls: the semi join takes `J`'s null equality; a row of `A` whose key is null meets no row
 //! of `S` when nulls equal nothing, as in `J`.
@@ -83,17 +86,31 @@ pub const DEFAULT_SEMI_JOIN_REDUCTION_ROWS: usize = 1 << 17;
 #[derive(Debug, Clone)]
 pub struct SemiJoinReduction {
     max_rows: usize,
+    max_reduced_rows: Option<usize>,
 }
 
 impl SemiJoinReduction {
-    /// Reductions by filtered join inputs of at most `max_rows` rows (0: none).
+    /// Reductions by filtered join inputs of at most `max_rows` rows (0: none), of tables of
+    /// any size.
     pub fn new(max_rows: usize) -> Self {
-        SemiJoinReduction { max_rows }
+        SemiJoinReduction { max_rows, max_reduced_rows: None }
+    }
+
+    /// Only the nodes of at most `rows` rows (known; a node of unknown size is reduced all the
+    /// same) are reduced: a reduction probes every row of its table on the CPU.
+    pub fn with_max_reduced_rows(mut self, rows: usize) -> Self {
+        self.max_reduced_rows = Some(rows);
+        self
     }
 
     /// The most rows of a filtered join input that reduces the tables below the join.
     pub fn max_rows(&self) -> usize {
         self.max_rows
+    }
+
+    /// The most rows of a node that is reduced (`None`: any).
+    pub fn max_reduced_rows(&self) -> Option<usize> {
+        self.max_reduced_rows
     }
 }
 
@@ -105,7 +122,7 @@ impl Default for SemiJoinReduction {
 
 impl PhysicalOptimizerRule for SemiJoinReduction {
     fn optimize(&self, plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
-        reduce_sanely(plan, self.max_rows, false, config)
+        reduce_sanely(plan, self, false, config)
     }
 
     fn name(&self) -> &str {
@@ -117,15 +134,15 @@ impl PhysicalOptimizerRule for SemiJoinReduction {
     }
 }
 
-/// `plan` with the [semi-join reductions](self) by filtered join inputs of at most `max_rows`
-/// rows, where the plan then passes DataFusion's `SanityCheckPlan` (else `plan`); with `note`,
-/// each inserted semi join under a [`CpuJoinKeptExec`] saying why it is there.
-pub(crate) fn reduce_sanely(plan: Arc<dyn ExecutionPlan>, max_rows: usize, note: bool, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
-    if max_rows == 0 {
+/// `plan` with the [semi-join reductions](self) `by` says, where the plan then passes
+/// DataFusion's `SanityCheckPlan` (else `plan`); with `note`, each inserted semi join under a
+/// [`CpuJoinKeptExec`] saying why it is there.
+pub(crate) fn reduce_sanely(plan: Arc<dyn ExecutionPlan>, by: &SemiJoinReduction, note: bool, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
+    if by.max_rows == 0 {
         return Ok(plan);
     }
     let mut inserted = 0;
-    let reduced = reduce_below(Arc::clone(&plan), max_rows, note, &mut inserted)?;
+    let reduced = reduce_below(Arc::clone(&plan), by, note, &mut inserted)?;
     if inserted == 0 || SanityCheckPlan::new().optimize(Arc::clone(&reduced), config).is_err() {
         return Ok(plan);
     }
@@ -133,13 +150,13 @@ pub(crate) fn reduce_sanely(plan: Arc<dyn ExecutionPlan>, max_rows: usize, note:
 }
 
 /// [`reduce_sanely`] from `node` down, without the check; counts the semi joins inserted.
-fn reduce_below(node: Arc<dyn ExecutionPlan>, max_rows: usize, note: bool, inserted: &mut usize) -> Result<Arc<dyn ExecutionPlan>> {
-    let node = reduce_join(node, max_rows, note, inserted)?;
+fn reduce_below(node: Arc<dyn ExecutionPlan>, by: &SemiJoinReduction, note: bool, inserted: &mut usize) -> Result<Arc<dyn ExecutionPlan>> {
+    let node = reduce_join(node, by, note, inserted)?;
     let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
     if children.is_empty() {
         return Ok(node);
     }
-    let children = children.into_iter().map(|c| reduce_below(c, max_rows, note, inserted)).collect::<Result<Vec<_>>>()?;
+    let children = children.into_iter().map(|c| reduce_below(c, by, note, inserted)).collect::<Result<Vec<_>>>()?;
     replace_children_if_necessary(node, children)
 }
 
@@ -159,7 +176,8 @@ fn inner_equi_join(node: &Arc<dyn ExecutionPlan>) -> Option<(Vec<(PhysicalExprRe
 }
 
 /// `node` (a join) with the other input reduced by each input that is small and filtered.
-fn reduce_join(mut node: Arc<dyn ExecutionPlan>, max_rows: usize, note: bool, inserted: &mut usize) -> Result<Arc<dyn ExecutionPlan>> {
+fn reduce_join(mut node: Arc<dyn ExecutionPlan>, by: &SemiJoinReduction, note: bool, inserted: &mut usize) -> Result<Arc<dyn ExecutionPlan>> {
+    let max_rows = by.max_rows;
     let Some((on, nulls)) = inner_equi_join(&node) else { return Ok(node) };
     for small_side in [0, 1] {
         let mut children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
@@ -191,7 +209,7 @@ fn reduce_join(mut node: Arc<dyn ExecutionPlan>, max_rows: usize, note: bool, in
         }
         // Each node reduced once by `small`; the deepest first, so that a node above another
         // is reduced over the other's reduction.
-        targets.retain(|x| !x.done);
+        targets.retain(|x| !x.done && by.max_reduced_rows.is_none_or(|most| node_at(big, &x.path).is_none_or(|a| rows_at_most(&a).is_none_or(|rows| rows <= most))));
         if targets.is_empty() {
             continue;
         }
@@ -369,6 +387,11 @@ pub(crate) fn join_source(join_type: DfJoinType, projection: Option<&[usize]>, l
         DfJoinType::RightSemi | DfJoinType::RightAnti => Some((1, j)),
         _ => None,
     }
+}
+
+/// The node at `path` below `plan`.
+fn node_at(plan: &Arc<dyn ExecutionPlan>, path: &[usize]) -> Option<Arc<dyn ExecutionPlan>> {
+    path.iter().try_fold(Arc::clone(plan), |node, &c| node.children().get(c).map(|n| Arc::clone(n)))
 }
 
 /// `plan` with the node at `path` replaced by `make` of it.

@@ -891,7 +891,8 @@ impl PhysicalOptimizerRule for GpuJoinRule {
             }
             // Last, the tables below chains of joins reduced by the small filtered inputs of
             // the joins above them.
-            out = crate::reduce::reduce_sanely(out, self.config.semi_join_reduction_rows(), true, config)?;
+            let by = crate::SemiJoinReduction::new(self.config.semi_join_reduction_rows()).with_max_reduced_rows(self.config.semi_join_reduced_rows());
+            out = crate::reduce::reduce_sanely(out, &by, true, config)?;
         }
         let seen = pass.seen;
         for d in &seen {

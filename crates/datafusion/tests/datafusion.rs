@@ -1295,12 +1295,12 @@ async fn plans_with_gpu_joins_round_trip_through_datafusion_proto() {
         // The collect-left plans stream their probe sides in parts of 50 rows and keep 1 MiB
         // of freed device blocks (and move equi-joins whose build side may have a row or more); the
         // partitioned ones keep none.
-        // The collect-left ones also read 60 probe rows ahead, reduce by filtered inputs of
-        // up to 7 rows and share no matched-rows bitmap across partitions (as in Ballista:
+        // The collect-left ones also read 60 probe rows ahead, reduce tables of up to 1000
+        // rows by filtered inputs of up to 7 rows and share no matched-rows bitmap across partitions (as in Ballista:
         // their Left and anti joins take their probe sides in one partition).
         let (gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows) = if partitioned { (OutputGather::Device, None, None, Some(0), Some(0)) } else { (OutputGather::Host, Some(50), Some(3), Some(1 << 20), Some(1)) };
-        let (semi_join_reduction_rows, probe_prefetch_rows) = if partitioned { (None, None) } else { (Some(7), Some(60)) };
-        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, semi_join_reduction_rows, probe_prefetch_rows, shared_matched_rows: partitioned, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
+        let (semi_join_reduction_rows, probe_prefetch_rows, semi_join_reduced_rows) = if partitioned { (None, None, None) } else { (Some(7), Some(60), Some(1000)) };
+        let ctx = context(Some(GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, semi_join_reduction_rows, probe_prefetch_rows, shared_matched_rows: partitioned, semi_join_reduced_rows, ..config.clone() }), partitioned, l.clone(), r.clone()).await.unwrap();
         for sql in &sqls {
             let plan = physical_plan(&ctx, sql).await.unwrap();
             assert!(count_nodes(&plan, "GpuJoinExec") > 0, "{sql}: a GPU join to serialize\n{}", plan_text(&plan));
@@ -1497,6 +1497,11 @@ async fn semi_join_reductions_answer_like_datafusion() {
     let (_, plan) = run(&plain, cases[0].0).await.unwrap();
     let none = SemiJoinReduction::new(0).optimize(Arc::clone(&plan), plain.state().config_options()).unwrap();
     assert_eq!(plan_text(&none), plan_text(&plan));
+    // `big` (6000 rows) is reduced only where tables of that many rows may be.
+    for (most, expected) in [(5999, 0), (6000, 1)] {
+        let capped = SemiJoinReduction::default().with_max_reduced_rows(most).optimize(Arc::clone(&plan), plain.state().config_options()).unwrap();
+        assert_eq!(reductions(&capped), expected, "{most}: {}", plan_text(&capped));
+    }
 }
 
 /// Semi-join reductions on TPC-H (SF 0.1, no GPU needed): the 22 queries give the same rows with
@@ -1510,10 +1515,12 @@ async fn semi_join_reductions_answer_tpch_like_datafusion() {
     let plain = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).build());
     gpujoin_datafusion::tpch::register_tables(&plain, 0.1, 4).unwrap();
     let reduced = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_physical_optimizer_rule(Arc::new(SemiJoinReduction::default())).build());
-    let gpu = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig { min_build_rows: None, ..forced() }).build());
+    let gpu = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_gpu_joins(GpuJoinConfig { min_build_rows: None, ..forced() }).build());
+    let gpu_capped = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config).with_gpu_joins(GpuJoinConfig { min_build_rows: None, semi_join_reduced_rows: Some(100_000), ..forced() }).build());
     for t in gpujoin_datafusion::tpch::TABLES {
         reduced.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
         gpu.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
+        gpu_capped.register_table(t, plain.table_provider(t).await.unwrap()).unwrap();
     }
     let mut total = 0;
     for n in 1..=22 {
@@ -1542,6 +1549,17 @@ async fn semi_join_reductions_answer_tpch_like_datafusion() {
             assert_eq!(r, e, "Q{n}\n{text}");
         }
         println!("TPC-H SF0.1 Q{n}: {} rows equal, {r} semi-join reductions", want.iter().map(RecordBatch::num_rows).sum::<usize>());
+        if n == 5 {
+            // The GPU rule reduces tables of up to `semi_join_reduced_rows` (2^24 by default):
+            // `lineitem` (600,000 rows at SF0.1) by the reduced `supplier`, unless the bound is
+            // lower; `customer` (15,000) either way.
+            let (plan, _) = decide(&gpu, sql).await;
+            let text = plan_text(&plan);
+            assert!(text.contains("only the rows whose l_suppkey") && text.contains("only the rows whose c_nationkey"), "{text}");
+            let (plan, _) = decide(&gpu_capped, sql).await;
+            let text = plan_text(&plan);
+            assert!(!text.contains("only the rows whose l_suppkey") && text.contains("only the rows whose c_nationkey"), "{text}");
+        }
         if n == 7 {
             let (plan, _) = decide(&gpu, sql).await;
             let text = plan_text(&plan);
