@@ -337,6 +337,32 @@ async fn partitioned_joins_move_without_their_hash_repartitions() {
     assert_eq!(build_rows_joins, 8);
 }
 
+/// A filtered Parquet table's scan is bounded by its file's row count (DataFusion's estimate
+/// under the pushed-down predicate is inexact): an equi-join with such a small build side stays
+/// on the CPU, and the table reduces the other side below a join (semi-join reduction).
+#[tokio::test]
+async fn filtered_parquet_scans_are_bounded_by_their_files_rows() {
+    let mut rng = StdRng::seed_from_u64(31);
+    let (l, r) = (table(&mut rng, 300, 40, true), table(&mut rng, 200, 40, true));
+    let ctx = context(Some(GpuJoinConfig { min_build_rows: None, ..forced() }), false, l, r).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("gpujoin-df-parquet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("small.parquet");
+    let copy = format!("COPY (SELECT CAST(value AS INT) AS id, value % 7 AS g FROM generate_series(1, 50)) TO '{}' STORED AS PARQUET", path.display());
+    ctx.sql(&copy).await.unwrap().collect().await.unwrap();
+    ctx.register_parquet("small", path.to_str().unwrap(), datafusion::prelude::ParquetReadOptions::default()).await.unwrap();
+    let sql = "SELECT l.v, s.id FROM l JOIN small s ON l.k_i32 = s.id WHERE s.g = 3";
+    let (plan, _) = decide(&ctx, sql).await;
+    let text = plan_text(&plan);
+    assert!(text.contains("file_type=parquet") && text.contains("predicate="), "{text}");
+    assert!(text.contains("a build side of at most 50 rows"), "{text}");
+    let sql = "SELECT l.v, r.v, s.id FROM l JOIN r ON l.k_i64 = r.k_i64 JOIN small s ON l.k_i32 = s.id WHERE s.g = 3";
+    let (plan, _) = decide(&ctx, sql).await;
+    let text = plan_text(&plan);
+    assert!(text.contains("semi-join reduction: only the rows whose k_i32"), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A semi (anti) join that keeps an inner join's rows whose build-side key is in (not in) a
 /// subquery runs below the inner join, on its build side (TPC-H Q18's shape), where the plan
 /// stays sane; the plan test of the GPU answers is TPC-H's.
