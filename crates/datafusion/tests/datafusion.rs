@@ -330,7 +330,7 @@ async fn partitioned_joins_move_without_their_hash_repartitions() {
                 build_rows_joins += 1;
                 assert_eq!(exec.mode() == PartitionMode::CollectLeft, collects, "{join}:\n{}", plan_text(&plan));
             } else {
-                assert_eq!(exec.mode() == PartitionMode::CollectLeft, true, "{join}:\n{}", plan_text(&plan));
+                assert!(exec.mode() == PartitionMode::CollectLeft, "{join}:\n{}", plan_text(&plan));
             }
         }
     }
