@@ -36,9 +36,9 @@ pub struct GpuJoinConfig {
     /// Where the output columns are gathered (default [`OutputGather::Host`]: only the key and
     /// filter columns go to the device).
     pub gather: OutputGather,
-    /// Rows of the probe (right) input joined at a time, for the joins whose output for a probe
-    /// row needs only that row and the build side (`Inner`, `Right`, `RightSemi`, `RightAnti`
-    /// with keys) and [`OutputGather::Host`]: the partition reads its probe input a part at a time
+    /// Rows of the probe (right) input joined at a time, for equi-joins with
+    /// [`OutputGather::Host`] (those returning the build side's unmatched or matched rows keep
+    /// its matched-rows bitmap across parts): the partition reads its probe input a part at a time
     /// and joins each part on the device while the next one is read, as DataFusion's hash join
     /// streams its probe side (the build side is uploaded once). Example: with 2^20 here, a
     /// probe partition of 3.5M rows is joined in 4 parts (whole batches, the last one smaller),

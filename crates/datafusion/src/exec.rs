@@ -150,13 +150,15 @@ impl BuildSide {
 /// (build row, probe row), bits 0 and 2 are set, and the last one to finish also sends build
 /// row 1 with NULLs.
 struct MatchedRows {
+    /// The build side's rows.
+    rows: usize,
     bits: Vec<std::sync::atomic::AtomicU64>,
     probing: std::sync::atomic::AtomicUsize,
 }
 
 impl MatchedRows {
     fn new(rows: usize, probing: usize) -> Self {
-        MatchedRows { bits: (0..rows.div_ceil(64)).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(), probing: std::sync::atomic::AtomicUsize::new(probing) }
+        MatchedRows { rows, bits: (0..rows.div_ceil(64)).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(), probing: std::sync::atomic::AtomicUsize::new(probing) }
     }
 
     /// Sets the bits of the build rows `indices` (null indices, a probe row without a match
@@ -185,8 +187,8 @@ impl MatchedRows {
         self.probing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1
     }
 
-    /// The build rows (of `rows`) whose bit is `matched`, ascending.
-    fn rows(&self, rows: usize, matched: bool) -> Vec<u32> {
+    /// The build rows whose bit is `matched`, ascending.
+    fn rows(&self, matched: bool) -> Vec<u32> {
         use std::sync::atomic::Ordering::Acquire;
         let mut out = Vec::new();
         for (w, word) in self.bits.iter().enumerate() {
@@ -196,7 +198,7 @@ impl MatchedRows {
             }
             while bits != 0 {
                 let row = w * 64 + bits.trailing_zeros() as usize;
-                if row >= rows {
+                if row >= self.rows {
                     break;
                 }
                 out.push(row as u32);
@@ -367,6 +369,13 @@ impl GpuJoinExec {
     /// The join as gpujoin runs it: uploaded columns, keys, the filter as a typed predicate.
     pub fn join_plan(&self) -> &JoinPlan {
         &self.plan
+    }
+
+    /// Whether its probe partitions would share one matched-rows bitmap as a `CollectLeft` join
+    /// (Left, Full, LeftSemi, LeftAnti with host gathers and
+    /// [`GpuJoinConfig::shared_matched_rows`]).
+    pub(crate) fn shares_matched_rows(&self) -> bool {
+        shares_matched_rows(&self.plan, &self.config)
     }
 
     /// Whether the probe side is coalesced into one partition (CollectLeft joins that return
@@ -780,12 +789,7 @@ impl Job {
     fn run_parts(&self, left: &BuildSide, parts: &mut tokio::sync::mpsc::Receiver<Vec<RecordBatch>>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         loop {
             let t = Instant::now();
-            let Some(part) = parts.blocking_recv() else {
-                return match &left.matched {
-                    Some(m) if m.finished() => self.send_build_rows(left, m, tx),
-                    _ => Ok(()),
-                };
-            };
+            let Some(part) = parts.blocking_recv() else { return self.probe_finished(left, tx) };
             self.waited.set(self.waited.get() + t.elapsed());
             if part.is_empty() {
                 if left.host.iter().any(|b| b.num_rows() > 0) {
@@ -807,6 +811,12 @@ impl Job {
     /// selects ([`MatchedRows`]).
     fn run_whole(&self, left: &BuildSide, right: Vec<RecordBatch>, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         self.run_inner(left, right, tx)?;
+        self.probe_finished(left, tx)
+    }
+
+    /// This partition's probe side has joined: with a matched-rows bitmap, the partition that
+    /// finishes last sends the build rows it selects ([`MatchedRows`]).
+    fn probe_finished(&self, left: &BuildSide, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
         match &left.matched {
             Some(m) if m.finished() && !tx.is_closed() => self.send_build_rows(left, m, tx),
             _ => Ok(()),
@@ -1009,28 +1019,13 @@ impl Job {
             // threads, then sent in order.
             let (schema, sources) = (&self.schema, &self.plan.sources);
             let take = |&(at, n): &(usize, usize)| take_output(schema, sources, &ix.slice(at, n), n, &left_rows, &right_rows);
-            for group in cuts.chunks(self.config.parallel_gather_batches()) {
-                let t = Instant::now();
-                let batches: Vec<Result<RecordBatch>> = match group {
-                    [one] => vec![take(one)],
-                    _ => gather_pool().install(|| group.par_iter().map(take).collect()),
-                };
-                gathering += t.elapsed();
-                for batch in batches {
-                    match batch {
-                        Ok(b) => {
-                            if !self.send(b, tx) {
-                                return Ok(false);
-                            }
-                        }
-                        Err(e) => {
-                            failed = Some(e);
-                            return Ok(false);
-                        }
-                    }
+            match self.gather_and_send(&cuts, take, &mut gathering, tx) {
+                Ok(sent) => Ok(sent),
+                Err(e) => {
+                    failed = Some(e);
+                    Ok(false)
                 }
             }
-            Ok(true)
         };
         let mut spec = self.spec();
         spec.indices_order = order;
@@ -1061,9 +1056,7 @@ impl Job {
     /// joined (sent by the last one): the matched ones (LeftSemi) or the unmatched ones (Left,
     /// Full and LeftAnti; NULLs for the probe side's columns), in build-side order.
     fn send_build_rows(&self, left: &BuildSide, matched: &MatchedRows, tx: &Sender<Result<RecordBatch>>) -> Result<()> {
-        let lrows: usize = left.host.iter().map(RecordBatch::num_rows).sum();
-        let t = Instant::now();
-        let rows = matched.rows(lrows, self.plan.df_join_type == DfJoinType::LeftSemi);
+        let rows = matched.rows(self.plan.df_join_type == DfJoinType::LeftSemi);
         if rows.is_empty() {
             return Ok(());
         }
@@ -1086,18 +1079,32 @@ impl Job {
             Ok(RecordBatch::try_new_with_options(Arc::clone(schema), out, &options)?)
         };
         let chunks: Vec<&[u32]> = rows.chunks(self.batch_rows).collect();
-        for group in chunks.chunks(self.config.parallel_gather_batches()) {
-            let batches: Vec<Result<RecordBatch>> = gather_pool().install(|| group.par_iter().map(|c| take_batch(c)).collect());
+        let mut gathering = Duration::ZERO;
+        let sent = self.gather_and_send(&chunks, |c| take_batch(c), &mut gathering, tx);
+        if let Some(g) = &self.metrics.gather_time {
+            g.add_duration(gathering);
+        }
+        sent.map(|_| ())
+    }
+
+    /// Takes the output batch of each of `pieces` (`take`), up to
+    /// [`GpuJoinConfig::parallel_gather_batches`] at once on the gather threads, and sends them
+    /// in order; the time taking them is added to `gathering`. `Ok(false)`: the consumer has gone.
+    fn gather_and_send<P: Sync>(&self, pieces: &[P], take: impl Fn(&P) -> Result<RecordBatch> + Sync, gathering: &mut Duration, tx: &Sender<Result<RecordBatch>>) -> Result<bool> {
+        for group in pieces.chunks(self.config.parallel_gather_batches()) {
+            let t = Instant::now();
+            let batches: Vec<Result<RecordBatch>> = match group {
+                [one] => vec![take(one)],
+                _ => gather_pool().install(|| group.par_iter().map(&take).collect()),
+            };
+            *gathering += t.elapsed();
             for batch in batches {
                 if !self.send(batch?, tx) {
-                    return Ok(());
+                    return Ok(false);
                 }
             }
         }
-        if let Some(g) = &self.metrics.gather_time {
-            g.add_elapsed(t);
-        }
-        Ok(())
+        Ok(true)
     }
 
     fn send(&self, batch: RecordBatch, tx: &Sender<Result<RecordBatch>>) -> bool {
@@ -1391,7 +1398,13 @@ fn keeps_matched_rows(plan: &JoinPlan) -> bool {
 /// matched-rows bitmap their partitions share (no keys, device gathers, or
 /// [`GpuJoinConfig::shared_matched_rows`] off).
 fn single_probe(mode: PartitionMode, join_type: DfJoinType, plan: &JoinPlan, config: &GpuJoinConfig) -> bool {
-    mode == PartitionMode::CollectLeft && needs_whole_probe_side(join_type) && !(keeps_matched_rows(plan) && config.shared_matched_rows)
+    mode == PartitionMode::CollectLeft && needs_whole_probe_side(join_type) && !shares_matched_rows(plan, config)
+}
+
+/// Whether the probe partitions of a `CollectLeft` join of this plan share one matched-rows
+/// bitmap ([`keeps_matched_rows`] and [`GpuJoinConfig::shared_matched_rows`]).
+fn shares_matched_rows(plan: &JoinPlan, config: &GpuJoinConfig) -> bool {
+    keeps_matched_rows(plan) && config.shared_matched_rows
 }
 
 /// The join a part of the probe side runs on the device where a matched-rows bitmap keeps the
@@ -1575,14 +1588,14 @@ mod tests {
         m.set(&ix(&[Some(129)]));
         assert!(!m.finished());
         assert!(m.finished(), "the third partition to finish is the last");
-        assert_eq!(m.rows(130, true), vec![1, 64, 65, 129]);
-        let unmatched = m.rows(130, false);
+        assert_eq!(m.rows(true), vec![1, 64, 65, 129]);
+        let unmatched = m.rows(false);
         assert_eq!(unmatched.len(), 126);
         assert_eq!((unmatched[0], unmatched[1], unmatched[125]), (0, 2, 128), "no row past the last");
         // No build rows, no probe partition.
         let none = MatchedRows::new(0, 1);
         assert!(none.finished());
-        assert!(none.rows(0, false).is_empty());
+        assert!(none.rows(false).is_empty());
     }
 
     #[test]

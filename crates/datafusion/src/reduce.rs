@@ -204,7 +204,7 @@ fn reduce_join(mut node: Arc<dyn ExecutionPlan>, by: &SemiJoinReduction, note: b
                     }
                 };
                 let key = (Arc::clone(s), t.column);
-                if !targets[at].keys.iter().any(|(k, c)| *c == key.1 && k.to_string() == key.0.to_string()) {
+                if !targets[at].keys.iter().any(|(k, c)| *c == key.1 && k == &key.0) {
                     targets[at].keys.push(key);
                 }
             }
@@ -270,13 +270,10 @@ fn small_and_filtered(plan: &Arc<dyn ExecutionPlan>, max_rows: usize) -> Option<
     rows_at_most(plan).filter(|&rows| rows <= max_rows)
 }
 
-/// Whether `plan`'s own expressions hold a dynamic filter (one a join sets while the plan runs,
-/// pushed into a scan by DataFusion's `FilterPushdown`): a copy of such a scan, building a
-/// semi join elsewhere in the plan, would read through another join's filter.
-///
-/// Example: DataFusion's `dynamic_filter_pushdown_config.slt` joins `(t1 JOIN t2) a JOIN t2 b ON
-/// a.k = b.k WHERE b.v < 10`; after `FilterPushdown`, `b`'s scan filters by the keys of `a`,
-/// the join's build side, and a reduction of `a` by a copy of `b` answered 0 rows, not 9.
+/// Whether `plan`'s own expressions hold a dynamic filter (one a join fills in while the plan
+/// runs, pushed into a scan by DataFusion's `FilterPushdown`, which runs before the standalone
+/// [`SemiJoinReduction`]): a copy of such a scan, building a semi join elsewhere in the plan,
+/// would read through another join's filter, whatever that join has filled in by then.
 fn has_dynamic_filter(plan: &Arc<dyn ExecutionPlan>) -> bool {
     use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
     use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;

@@ -137,7 +137,7 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitio
 
 use crate::reduce::join_source;
 use crate::translate::{plan_join, Refusal};
-use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec, OutputGather};
+use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
 
 /// What the rule did with one join.
 #[derive(Debug, Clone, PartialEq)]
@@ -834,7 +834,7 @@ fn collect_left_rehashed(node: &Arc<dyn ExecutionPlan>, keep_hash: bool, max_bui
         }
         // The joins that return build rows by a matched-rows bitmap, which the probe
         // partitions of a `CollectLeft` GPU join share (host gathers).
-        DfJoinType::Left | DfJoinType::Full | DfJoinType::LeftSemi | DfJoinType::LeftAnti if g.join_plan().gather == OutputGather::Host && g.config().shared_matched_rows => (g.left(), g.right(), g.on().to_vec(), g.join_type(), g.filter().cloned()),
+        DfJoinType::Left | DfJoinType::Full | DfJoinType::LeftSemi | DfJoinType::LeftAnti if g.shares_matched_rows() => (g.left(), g.right(), g.on().to_vec(), g.join_type(), g.filter().cloned()),
         _ => return None,
     };
     let probe = hash_repartitioned(probe)?;
