@@ -9,10 +9,10 @@ use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF, WindowUDF};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
-use gpujoin_datafusion::{CpuJoinKeptExec, GpuJoinCodec, GpuJoinConfig, GpuJoinExec};
+use gpujoin_datafusion::{CpuJoinKeptExec, GpuJoinCodec, GpuJoinConfig, GpuJoinExec, KeyFilterExec};
 
-/// The first bytes of an encoded [`GpuJoinExec`] or [`CpuJoinKeptExec`] (GpuJoinRule's note
-/// above a join it kept on the CPU). A protobuf message never starts with `G`
+/// The first bytes of an encoded [`GpuJoinExec`], [`CpuJoinKeptExec`] (GpuJoinRule's note
+/// above a join it kept on the CPU) or [`KeyFilterExec`] (a semi-join reduction). A protobuf message never starts with `G`
 /// (0x47: field 8 of wire type 7, which does not exist), so Ballista's own nodes cannot be
 /// mistaken for one.
 const MAGIC: &[u8] = b"GPUJ";
@@ -93,7 +93,7 @@ impl PhysicalExtensionCodec for BallistaGpuCodec {
     }
 
     fn try_encode(&self, node: Arc<dyn ExecutionPlan>, buf: &mut Vec<u8>, converter: &dyn PhysicalProtoConverterExtension) -> Result<()> {
-        if node.downcast_ref::<GpuJoinExec>().is_some() || node.downcast_ref::<CpuJoinKeptExec>().is_some() {
+        if node.downcast_ref::<GpuJoinExec>().is_some() || node.downcast_ref::<CpuJoinKeptExec>().is_some() || node.downcast_ref::<KeyFilterExec>().is_some() {
             buf.extend_from_slice(MAGIC);
             return GpuJoinCodec.try_encode(node, buf, converter);
         }

@@ -19,8 +19,9 @@
 //! again with [`GpuJoinExec::try_new`], which checks it as the rule did.
 //!
 //! A [`CpuJoinKeptExec`] node (the rule's note above a join it kept) is the bytes `CPUK` and its
-//! reason; its input is datafusion-proto's. (No encoded `GpuJoinExec` starts with `C`: 0x43
-//! would be field 8 of wire type 3, which prost never writes.)
+//! reason; a [`KeyFilterExec`] (a semi-join reduction) the bytes `KEYF`, its key pairs and null
+//! equality; their inputs are datafusion-proto's. (No encoded `GpuJoinExec` starts with `C` or
+//! `K`: 0x43 and 0x4B would be fields 8 and 9 of wire type 3, which prost never writes.)
 
 use std::sync::Arc;
 
@@ -37,10 +38,24 @@ use datafusion_proto::protobuf;
 use gpujoin_join::plan::Algorithm;
 use prost::Message;
 
-use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec, OutputGather};
+use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec, KeyFilterExec, OutputGather};
 
 /// The first bytes of an encoded [`CpuJoinKeptExec`].
 const KEPT_MAGIC: &[u8] = b"CPUK";
+
+/// The first bytes of an encoded [`KeyFilterExec`].
+const KEY_FILTER_MAGIC: &[u8] = b"KEYF";
+
+/// The serialized [`KeyFilterExec`] (after [`KEY_FILTER_MAGIC`]).
+#[derive(Clone, PartialEq, Message)]
+struct KeyFilterNode {
+    #[prost(message, repeated, tag = "1")]
+    keys: Vec<protobuf::PhysicalExprNode>,
+    #[prost(message, repeated, tag = "2")]
+    input_keys: Vec<protobuf::PhysicalExprNode>,
+    #[prost(bool, tag = "3")]
+    nulls_equal: bool,
+}
 
 /// The serialized [`CpuJoinKeptExec`] (after [`KEPT_MAGIC`]).
 #[derive(Clone, PartialEq, Message)]
@@ -49,7 +64,7 @@ struct KeptNode {
     reason: String,
 }
 
-/// Encodes and decodes [`GpuJoinExec`] and [`CpuJoinKeptExec`] nodes (see the [module docs](self)).
+/// Encodes and decodes [`GpuJoinExec`], [`CpuJoinKeptExec`] and [`KeyFilterExec`] nodes (see the [module docs](self)).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GpuJoinCodec;
 
@@ -179,6 +194,19 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             };
             return Ok(Arc::new(CpuJoinKeptExec::new(Arc::clone(input), node.reason)));
         }
+        if let Some(rest) = buf.strip_prefix(KEY_FILTER_MAGIC) {
+            let node = KeyFilterNode::decode(rest).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: not a KeyFilterExec node: {e}")))?;
+            let [keys, input] = inputs else {
+                return internal_err!("GpuJoinCodec: a KeyFilterExec has 2 inputs, got {}", inputs.len());
+            };
+            if node.keys.len() != node.input_keys.len() {
+                return internal_err!("GpuJoinCodec: {} keys and {} input keys", node.keys.len(), node.input_keys.len());
+            }
+            let (ks, is) = (keys.schema(), input.schema());
+            let on = node.keys.iter().zip(&node.input_keys).map(|(k, i)| Ok((parse_physical_expr(k, ctx, &ks, self)?, parse_physical_expr(i, ctx, &is, self)?))).collect::<Result<Vec<_>>>()?;
+            let nulls = if node.nulls_equal { NullEquality::NullEqualsNull } else { NullEquality::NullEqualsNothing };
+            return Ok(Arc::new(KeyFilterExec::try_new(Arc::clone(keys), Arc::clone(input), on, nulls)?));
+        }
         let node = GpuJoinNode::decode(buf).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: not a GpuJoinExec node: {e}")))?;
         let [left, right] = inputs else {
             return internal_err!("GpuJoinCodec: a GpuJoinExec has 2 inputs, got {}", inputs.len());
@@ -247,8 +275,17 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             let msg = KeptNode { reason: kept.reason().to_string() };
             return msg.encode(buf).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: {e}")));
         }
+        if let Some(k) = node.downcast_ref::<KeyFilterExec>() {
+            buf.extend_from_slice(KEY_FILTER_MAGIC);
+            let msg = KeyFilterNode {
+                keys: k.on().iter().map(|(e, _)| serialize_physical_expr(e, self)).collect::<Result<_>>()?,
+                input_keys: k.on().iter().map(|(_, e)| serialize_physical_expr(e, self)).collect::<Result<_>>()?,
+                nulls_equal: k.null_equality() == NullEquality::NullEqualsNull,
+            };
+            return msg.encode(buf).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: {e}")));
+        }
         let Some(exec) = node.downcast_ref::<GpuJoinExec>() else {
-            return internal_err!("GpuJoinCodec encodes GpuJoinExec and CpuJoinKeptExec only, not {}", node.name());
+            return internal_err!("GpuJoinCodec encodes GpuJoinExec, CpuJoinKeptExec and KeyFilterExec only, not {}", node.name());
         };
         let filter = match exec.filter() {
             None => None,

@@ -70,6 +70,7 @@ mod config;
 mod lanes;
 pub mod exec;
 pub mod kept;
+pub mod key_filter;
 pub mod reduce;
 pub mod rule;
 #[cfg(feature = "tpch")]
@@ -87,6 +88,7 @@ pub use codec::GpuJoinCodec;
 pub use config::{GpuJoinConfig, OutputGather, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_COLLECT_BUILD_ROWS, DEFAULT_DEVICE_LANES, DEFAULT_MIN_BUILD_ROWS, DEFAULT_PARALLEL_GATHER_BATCHES, DEFAULT_SEMI_JOIN_REDUCED_ROWS, MIN_PROBE_PART_ROWS};
 pub use exec::GpuJoinExec;
 pub use kept::CpuJoinKeptExec;
+pub use key_filter::KeyFilterExec;
 pub use reduce::{SemiJoinReduction, DEFAULT_SEMI_JOIN_REDUCTION_ROWS};
 pub use rule::{GpuJoinRule, JoinDecision};
 

@@ -6,22 +6,26 @@
 //! keeps the suppliers of two nations (1.46M rows). Where an inner equi-join `J` has an input
 //! `S` that is a filtered table of few rows, and the key of `J`'s other input is a column made
 //! by a node `A` below at least one join, `A` becomes `A RIGHT SEMI JOIN S` on that column (a
-//! `CollectLeft` hash join building on the distinct keys of a copy of `S`): the same answer, since `J` drops every
-//! row whose key is not among `S`'s and an `A` row with such a key only makes such rows, but the
-//! joins in between see only the rows that can pass.
+//! [`KeyFilterExec`]: the rows of `A` whose key is among the keys of a copy of `S`, a bitmap or
+//! a hash set built once): the same answer, since `J` drops every row whose key is not among
+//! `S`'s and an `A` row with such a key only makes such rows, but the joins in between see only
+//! the rows that can pass.
 //!
 //! ```text
 //! HashJoinExec: Inner, on=[(n_nationkey, s_nationkey)]      HashJoinExec: Inner, on=[(n_nationkey, s_nationkey)]
 //!   FilterExec: n_name = FRANCE                               FilterExec: n_name = FRANCE
 //!     DataSourceExec: nation                                    DataSourceExec: nation
 //!   HashJoinExec: Inner, on=[(s_suppkey, l_suppkey)]   ->     HashJoinExec: Inner, on=[(s_suppkey, l_suppkey)]
-//!     DataSourceExec: supplier                                  HashJoinExec: RightSemi, on=[(key0, s_nationkey)]
-//!     DataSourceExec: lineitem                                    AggregateExec: gby=[n_nationkey as key0]
-//!                                                                   FilterExec: n_name = FRANCE
-//!                                                                     DataSourceExec: nation
+//!     DataSourceExec: supplier                                  KeyFilterExec: on=[(n_nationkey, s_nationkey)]
+//!     DataSourceExec: lineitem                                    FilterExec: n_name = FRANCE
+//!                                                                   DataSourceExec: nation
 //!                                                                 DataSourceExec: supplier
 //!                                                               DataSourceExec: lineitem
 //! ```
+//!
+//! [`SemiJoinReduction::with_hash_joins`] makes them DataFusion's `CollectLeft` `RightSemi`
+//! hash joins on the distinct keys of `S` (an `AggregateExec`) instead, for plans of
+//! DataFusion's operators only.
 //!
 //! # When
 //!
@@ -29,7 +33,7 @@
 //! * `S` has at most [`SemiJoinReduction::max_rows`] rows (a table's exact row count seen
 //!   through filters and projections), at least one `FilterExec` (an unfiltered table reduces
 //!   nothing), and is made of filters, projections, repartitions and coalesces over one
-//!   `DataSourceExec`, or a table reduced so (it is read twice: a copy builds the semi join),
+//!   `DataSourceExec`, or a table reduced so (it is read twice: a copy builds the key set),
 //!   none of them holding a dynamic filter (a join's, which the copy must not read through);
 //!   so reductions cascade: TPC-H Q5's filtered `region` reduces `nation`, which reduces
 //!   `supplier` and `customer`, and the reduced `supplier` reduces `lineitem`;
@@ -42,8 +46,8 @@
 //!   is reduced all the same: the joins above it are what gains);
 //! * no semi join by the same `S` is on the way down already (a second run changes nothing);
 //! * `A` has at most [`SemiJoinReduction::max_reduced_rows`] rows where that is set and `A`'s
-//!   size is known ([`GpuJoinRule`](crate::GpuJoinRule): 2^24, as the GPU joins filter a larger
-//!   table faster than a CPU hash probe of its every row).
+//!   size is known ([`GpuJoinRule`](crate::GpuJoinRule):
+//!   [`GpuJoinConfig::semi_join_reduced_rows`](crate::GpuJoinConfig::semi_join_reduced_rows)).
 //!
 //! Nulls: the semi join takes `J`'s null equality; a row of `A` whose key is null meets no row
 //! of `S` when nulls equal nothing, as in `J`.
@@ -72,7 +76,7 @@ use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::{displayable, ExecutionPlan, ExecutionPlanProperties, ReplaceChildrenOptions};
 
 use crate::rule::rows_at_most;
-use crate::{CpuJoinKeptExec, GpuJoinExec};
+use crate::{CpuJoinKeptExec, GpuJoinExec, KeyFilterExec};
 
 /// The most rows of a filtered join input that reduces the tables below the join by default
 /// ([`SemiJoinReduction::new`], [`GpuJoinConfig::semi_join_reduction_rows`](crate::GpuJoinConfig::semi_join_reduction_rows)): 2^17 = 131072,
@@ -89,19 +93,30 @@ pub const DEFAULT_SEMI_JOIN_REDUCTION_ROWS: usize = 1 << 17;
 pub struct SemiJoinReduction {
     max_rows: usize,
     max_reduced_rows: Option<usize>,
+    hash_joins: bool,
 }
 
 impl SemiJoinReduction {
     /// Reductions by filtered join inputs of at most `max_rows` rows (0: none), of tables of
     /// any size.
     pub fn new(max_rows: usize) -> Self {
-        SemiJoinReduction { max_rows, max_reduced_rows: None }
+        SemiJoinReduction { max_rows, max_reduced_rows: None, hash_joins: false }
     }
 
     /// Only the nodes of at most `rows` rows (known; a node of unknown size is reduced all the
     /// same) are reduced: a reduction probes every row of its table on the CPU.
     pub fn with_max_reduced_rows(mut self, rows: usize) -> Self {
         self.max_reduced_rows = Some(rows);
+        self
+    }
+
+    /// Reductions as DataFusion `RightSemi` hash joins on the small input's distinct keys (an
+    /// `AggregateExec`) instead of [`KeyFilterExec`]s: plans of DataFusion's operators only (to
+    /// serialize without [`GpuJoinCodec`](crate::GpuJoinCodec), for example). Each probe row
+    /// then goes through a hash join (TPC-H's `lineitem` reduced by 20,000 suppliers, 60M rows
+    /// at SF10: 845 ms of the cores, perf/NOTES.md session 30).
+    pub fn with_hash_joins(mut self, hash_joins: bool) -> Self {
+        self.hash_joins = hash_joins;
         self
     }
 
@@ -218,7 +233,7 @@ fn reduce_join(mut node: Arc<dyn ExecutionPlan>, by: &SemiJoinReduction, note: b
         targets.sort_by_key(|x| std::cmp::Reverse(x.path.len()));
         let mut reduced = Arc::clone(big);
         for Target { path, keys, .. } in &targets {
-            reduced = insert_at(&reduced, path, &|a| semi_join(&small, a, keys, nulls, small_rows, note))?;
+            reduced = insert_at(&reduced, path, &|a| semi_join(&small, a, keys, nulls, small_rows, note, by.hash_joins))?;
             *inserted += 1;
         }
         children[big_side] = reduced;
@@ -253,7 +268,8 @@ fn small_and_filtered(plan: &Arc<dyn ExecutionPlan>, max_rows: usize) -> Option<
             return plan.name() == "DataSourceExec";
         }
         *filtered |= plan.downcast_ref::<FilterExec>().is_some();
-        let reduction = plan.downcast_ref::<HashJoinExec>().is_some_and(|h| h.join_type == DfJoinType::RightSemi && h.mode == PartitionMode::CollectLeft && h.filter.is_none() && h.projection.is_none());
+        let reduction = plan.downcast_ref::<HashJoinExec>().is_some_and(|h| h.join_type == DfJoinType::RightSemi && h.mode == PartitionMode::CollectLeft && h.filter.is_none() && h.projection.is_none())
+            || plan.downcast_ref::<KeyFilterExec>().is_some();
         let passes = plan.downcast_ref::<FilterExec>().is_some()
             || plan.downcast_ref::<ProjectionExec>().is_some()
             || plan.downcast_ref::<RepartitionExec>().is_some()
@@ -331,6 +347,9 @@ fn follow(node: &Arc<dyn ExecutionPlan>, mut t: Trace, out: &mut Vec<Trace>) {
             t.semi_builds.push(shown_build(&h.left));
         }
     }
+    if let Some(k) = node.downcast_ref::<KeyFilterExec>() {
+        t.semi_builds.push(shown_build(k.keys()));
+    }
     let children = node.children();
     if let Some(other) = equal_key(node, child, at) {
         let mut u = t.clone();
@@ -371,6 +390,9 @@ fn source(node: &Arc<dyn ExecutionPlan>, i: usize) -> Option<(usize, usize, bool
     }
     if node.downcast_ref::<CpuJoinKeptExec>().is_some() {
         return Some((0, i, false));
+    }
+    if node.downcast_ref::<KeyFilterExec>().is_some() {
+        return Some((1, i, true));
     }
     if let Some(p) = node.downcast_ref::<ProjectionExec>() {
         let c = p.expr().get(i)?.expr.downcast_ref::<Column>()?;
@@ -451,30 +473,39 @@ fn rebuilt(plan: &Arc<dyn ExecutionPlan>, children: Vec<Arc<dyn ExecutionPlan>>)
 }
 
 /// `a RIGHT SEMI JOIN small` on `keys` (`small`'s key expression, `a`'s column): a
-/// `CollectLeft` hash join building on the distinct keys of a copy of `small` (coalesced),
-/// `a`'s rows and schema.
-fn semi_join(small: &Arc<dyn ExecutionPlan>, a: Arc<dyn ExecutionPlan>, keys: &[(PhysicalExprRef, usize)], nulls: NullEquality, small_rows: usize, note: bool) -> Result<Arc<dyn ExecutionPlan>> {
+/// [`KeyFilterExec`] keeping the rows of `a` whose keys are among those of a copy of `small`
+/// (coalesced), or with `hash_joins` a `CollectLeft` hash join building on the distinct keys of
+/// that copy; `a`'s rows and schema either way.
+fn semi_join(small: &Arc<dyn ExecutionPlan>, a: Arc<dyn ExecutionPlan>, keys: &[(PhysicalExprRef, usize)], nulls: NullEquality, small_rows: usize, note: bool, hash_joins: bool) -> Result<Arc<dyn ExecutionPlan>> {
     let mut build = copy(small)?;
     if build.output_partitioning().partition_count() > 1 {
         build = Arc::new(CoalescePartitionsExec::new(build));
     }
-    // The small input's distinct keys: DataFusion's semi join walks every build row of a
-    // probe row's key, and a reduced input may hold many rows of few keys (TPC-H Q5's 20,000
-    // suppliers of 5 nations, by nation, took 6 s of the cores for 1.5M customers).
-    let group: Vec<(PhysicalExprRef, String)> = keys.iter().enumerate().map(|(i, (s, _))| (Arc::clone(s), format!("key{i}"))).collect();
-    let build_schema = build.schema();
-    let build: Arc<dyn ExecutionPlan> = Arc::new(AggregateExec::try_new(AggregateMode::Single, PhysicalGroupBy::new_single(group), vec![], vec![], build, build_schema)?);
     let schema = a.schema();
-    let on: Vec<(PhysicalExprRef, PhysicalExprRef)> =
-        keys.iter().enumerate().map(|(i, (_, c))| (Arc::new(Column::new(&format!("key{i}"), i)) as PhysicalExprRef, Arc::new(Column::new(schema.field(*c).name(), *c)) as PhysicalExprRef)).collect();
+    let column = |c: usize| Arc::new(Column::new(schema.field(c).name(), c)) as PhysicalExprRef;
+    let semi: Arc<dyn ExecutionPlan> = if hash_joins {
+        // The small input's distinct keys: DataFusion's semi join walks every build row of a
+        // probe row's key, and a reduced input may hold many rows of few keys (TPC-H Q5's
+        // 20,000 suppliers of 5 nations, by nation, took 6 s of the cores for 1.5M customers).
+        let group: Vec<(PhysicalExprRef, String)> = keys.iter().enumerate().map(|(i, (s, _))| (Arc::clone(s), format!("key{i}"))).collect();
+        let build_schema = build.schema();
+        let build: Arc<dyn ExecutionPlan> = Arc::new(AggregateExec::try_new(AggregateMode::Single, PhysicalGroupBy::new_single(group), vec![], vec![], build, build_schema)?);
+        let on: Vec<(PhysicalExprRef, PhysicalExprRef)> = keys.iter().enumerate().map(|(i, (_, c))| (Arc::new(Column::new(&format!("key{i}"), i)) as PhysicalExprRef, column(*c))).collect();
+        Arc::new(HashJoinExec::try_new(build, a, on, None, &DfJoinType::RightSemi, None, PartitionMode::CollectLeft, nulls, false)?)
+    } else {
+        let on: Vec<(PhysicalExprRef, PhysicalExprRef)> = keys.iter().map(|(s, c)| (Arc::clone(s), column(*c))).collect();
+        Arc::new(KeyFilterExec::try_new(build, a, on, nulls)?)
+    };
+    if !note {
+        return Ok(semi);
+    }
     let shown = |v: Vec<String>| v.join(", ");
     let reason = format!(
         "semi-join reduction: only the rows whose {} can meet the filtered join input of at most {small_rows} rows above ({})",
         shown(keys.iter().map(|(_, c)| schema.field(*c).name().clone()).collect()),
         shown(keys.iter().map(|(s, _)| s.to_string()).collect())
     );
-    let semi: Arc<dyn ExecutionPlan> = Arc::new(HashJoinExec::try_new(build, a, on, None, &DfJoinType::RightSemi, None, PartitionMode::CollectLeft, nulls, false)?);
-    Ok(if note { Arc::new(CpuJoinKeptExec::new(semi, reason)) } else { semi })
+    Ok(Arc::new(CpuJoinKeptExec::new(semi, reason)))
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitio
 
 use crate::reduce::join_source;
 use crate::translate::{plan_join, Refusal};
-use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec};
+use crate::{CpuJoinKeptExec, GpuJoinConfig, GpuJoinExec, KeyFilterExec};
 
 /// What the rule did with one join.
 #[derive(Debug, Clone, PartialEq)]
@@ -615,6 +615,7 @@ fn rows_at_most_in(plan: &Arc<dyn ExecutionPlan>, stats: &StatisticsContext) -> 
         (_, Some(g)) => kept_side(g.join_type()),
         _ => None,
     };
+    let kept = kept.or_else(|| plan.downcast_ref::<KeyFilterExec>().map(|_| 1));
     if let Some(side) = kept {
         return rows_at_most_in(plan.children()[side], stats);
     }

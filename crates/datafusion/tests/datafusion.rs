@@ -1457,9 +1457,13 @@ async fn tpch_joins_run_below_semi_joins_and_without_hash_repartitions() {
     }
 }
 
-/// The right semi joins of `plan` (DataFusion's own and reductions), each once: not those in
-/// the build side of another, where a reduction by a reduced input copies that input's.
+/// The right semi joins of `plan` (DataFusion's own and reductions: `KeyFilterExec`s, or with
+/// `with_hash_joins` `RightSemi` hash joins), each once: not those in the build side of
+/// another, where a reduction by a reduced input copies that input's.
 fn reductions(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    if let Some(k) = plan.downcast_ref::<gpujoin_datafusion::KeyFilterExec>() {
+        return 1 + reductions(k.input());
+    }
     match plan.downcast_ref::<datafusion::physical_plan::joins::HashJoinExec>() {
         Some(h) if h.join_type == datafusion::common::JoinType::RightSemi => 1 + reductions(&h.right),
         _ => plan.children().into_iter().map(reductions).sum::<usize>(),
@@ -1476,14 +1480,15 @@ async fn semi_join_reductions_answer_like_datafusion() {
     use gpujoin_datafusion::SemiJoinReduction;
     let config = SessionConfig::new().with_target_partitions(3).with_batch_size(512);
     let plain = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).build());
-    let reduced = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config).with_physical_optimizer_rule(Arc::new(SemiJoinReduction::default())).build());
+    let reduced = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config.clone()).with_physical_optimizer_rule(Arc::new(SemiJoinReduction::default())).build());
+    let hashed = SessionContext::new_with_state(SessionStateBuilder::new().with_default_features().with_config(config).with_physical_optimizer_rule(Arc::new(SemiJoinReduction::default().with_hash_joins(true))).build());
     // big: 6000 rows, k NULL in every 7th row; mid: 400 rows; small: 40 rows, k NULL in every 9th.
     let tables = [
         "CREATE TABLE big AS SELECT value AS id, value % 50 AS x, CASE WHEN value % 7 = 0 THEN NULL ELSE value % 13 END AS k FROM generate_series(1, 6000)",
         "CREATE TABLE mid AS SELECT value AS mid_id, CASE WHEN value % 5 = 0 THEN NULL ELSE value % 13 END AS k, value % 3 AS g FROM generate_series(1, 400)",
         "CREATE TABLE small AS SELECT value % 50 AS x, value AS f, CASE WHEN value % 9 = 0 THEN NULL ELSE value % 13 END AS k FROM generate_series(1, 40)",
     ];
-    for ctx in [&plain, &reduced] {
+    for ctx in [&plain, &reduced, &hashed] {
         for sql in tables {
             ctx.sql(sql).await.unwrap().collect().await.unwrap();
         }
@@ -1509,15 +1514,19 @@ async fn semi_join_reductions_answer_like_datafusion() {
     ];
     for (sql, expected) in cases {
         let want = plain.sql(sql).await.unwrap().collect().await.unwrap();
-        let df = reduced.sql(sql).await.unwrap();
-        let plan = df.clone().create_physical_plan().await.unwrap();
-        let text = plan_text(&plan);
-        assert_eq!(reductions(&plan), expected, "{sql}\n{text}");
-        let got = df.collect().await.unwrap();
-        assert_eq!(sorted_rows(&want), sorted_rows(&got), "{sql}\n{text}");
-        // A second run over its own output changes nothing.
-        let again = SemiJoinReduction::default().optimize(Arc::clone(&plan), reduced.state().config_options()).unwrap();
-        assert_eq!(plan_text(&again), text, "{sql}");
+        // As `KeyFilterExec`s, and as DataFusion's hash joins.
+        for (ctx, by, node) in [(&reduced, SemiJoinReduction::default(), "KeyFilterExec"), (&hashed, SemiJoinReduction::default().with_hash_joins(true), "RightSemi")] {
+            let df = ctx.sql(sql).await.unwrap();
+            let plan = df.clone().create_physical_plan().await.unwrap();
+            let text = plan_text(&plan);
+            assert_eq!(reductions(&plan), expected, "{sql}\n{text}");
+            assert_eq!(text.matches(node).count(), expected, "{sql}\n{text}");
+            let got = df.collect().await.unwrap();
+            assert_eq!(sorted_rows(&want), sorted_rows(&got), "{sql}\n{text}");
+            // A second run over its own output changes nothing.
+            let again = by.optimize(Arc::clone(&plan), ctx.state().config_options()).unwrap();
+            assert_eq!(plan_text(&again), text, "{sql}");
+        }
     }
     // With no rows allowed, nothing moves.
     let (_, plan) = run(&plain, cases[0].0).await.unwrap();
@@ -1576,6 +1585,13 @@ async fn semi_join_reductions_answer_tpch_like_datafusion() {
         }
         println!("TPC-H SF0.1 Q{n}: {} rows equal, {r} semi-join reductions", want.iter().map(RecordBatch::num_rows).sum::<usize>());
         if n == 5 {
+            // The reductions (`KeyFilterExec`s under their notes) survive datafusion-proto.
+            use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
+            let (plan, _) = decide(&gpu, sql).await;
+            assert!(count_nodes(&plan, "KeyFilterExec") >= 5, "{}", plan_text(&plan));
+            let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &gpujoin_datafusion::GpuJoinCodec).unwrap();
+            let back = physical_plan_from_bytes_with_extension_codec(&bytes, &gpu.task_ctx(), &gpujoin_datafusion::GpuJoinCodec).unwrap();
+            assert_eq!(plan_text(&plan), plan_text(&back));
             // The GPU rule reduces tables of up to `semi_join_reduced_rows` (2^24 by default):
             // `lineitem` (600,000 rows at SF0.1) by the reduced `supplier`, unless the bound is
             // lower; `customer` (15,000) either way.

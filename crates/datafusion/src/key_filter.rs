@@ -1,0 +1,495 @@
+//! [`KeyFilterExec`]: the rows of an input whose key is among the keys of a small input, by a
+//! set of those keys built once (a bitmap where integer keys are dense, else a hash set), not
+//! a hash join: the operator of the [semi-join reductions](crate::reduce).
+//!
+//! ```text
+//! keys input (n_nationkey):  [3, 7, 7]
+//! input (s_suppkey, s_nationkey):  (1, 3), (2, 5), (3, 7), (4, NULL)
+//! KeyFilterExec on n_nationkey = s_nationkey:  (1, 3), (3, 7)
+//! ```
+//!
+//! It returns what `keys RIGHT SEMI JOIN input` returns (each input row at most once, in the
+//! input's order and partitions), without a hash table of the small input's rows: a `RightSemi`
+//! hash join probes every input row through DataFusion's join hash map and walks the build rows
+//! of its key, ~20 ns a row; a key set's lookup is a bit or one hash probe. TPC-H's `lineitem`
+//! reduced by 20,000 suppliers (60M probe rows at SF10) took 845 ms of the cores as a hash join
+//! (perf/NOTES.md, session 30).
+//!
+//! The key set: one integer-like key (signed or unsigned integers, dates, times, timestamps,
+//! durations) whose distinct values span at most [`MAX_BITMAP_SPAN`] and at most 64 per key
+//! (plus 2^16) becomes a bitmap over that span; other integer keys a hash set of their 64-bit
+//! values; any other keys (strings, decimals, several columns) a hash set of their
+//! [row format](datafusion::arrow::row) encodings. Nulls follow the join's `NullEquality`: a
+//! null key matches nothing, or matches a null key of the small input.
+//!
+//! The small input (child 0) is read once, by the first partition that runs, into one set that
+//! every partition shares; the input (child 1) is filtered a batch at a time, and the rows that
+//! pass are coalesced into batches of the session's batch size.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch};
+use datafusion::arrow::compute::{cast, BatchCoalescer};
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{internal_err, plan_err, DataFusionError, NullEquality, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{Distribution, PhysicalExpr, PhysicalExprRef};
+use datafusion::physical_plan::distribution_requirements::InputDistributionRequirements;
+use datafusion::physical_plan::execution_plan::CardinalityEffect;
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    apply_expression_roots, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt};
+use tokio::sync::OnceCell;
+
+/// The widest span of integer keys kept as a bitmap: 2^26 bits (8 MiB).
+pub const MAX_BITMAP_SPAN: u64 = 1 << 26;
+
+/// See the [module docs](self).
+#[derive(Debug)]
+pub struct KeyFilterExec {
+    keys: Arc<dyn ExecutionPlan>,
+    input: Arc<dyn ExecutionPlan>,
+    /// (key expression over `keys`' schema, key expression over `input`'s schema).
+    on: Vec<(PhysicalExprRef, PhysicalExprRef)>,
+    null_equality: NullEquality,
+    cache: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+    set: Arc<OnceCell<std::result::Result<Arc<KeySet>, Arc<DataFusionError>>>>,
+}
+
+impl KeyFilterExec {
+    /// The rows of `input` whose keys (the right expressions of `on`) equal the keys (the left
+    /// ones) of some row of `keys`, a single-partition input. Key pairs must have equal types.
+    pub fn try_new(keys: Arc<dyn ExecutionPlan>, input: Arc<dyn ExecutionPlan>, on: Vec<(PhysicalExprRef, PhysicalExprRef)>, null_equality: NullEquality) -> Result<Self> {
+        if on.is_empty() {
+            return plan_err!("KeyFilterExec: no keys");
+        }
+        let (ks, is) = (keys.schema(), input.schema());
+        for (k, i) in &on {
+            let (kt, it) = (k.data_type(&ks)?, i.data_type(&is)?);
+            if kt != it {
+                return plan_err!("KeyFilterExec: key types differ: {k} is {kt}, {i} is {it}");
+            }
+        }
+        let cache = Arc::clone(input.properties());
+        Ok(KeyFilterExec { keys, input, on, null_equality, cache, metrics: ExecutionPlanMetricsSet::new(), set: Arc::new(OnceCell::new()) })
+    }
+
+    /// The small input whose keys are kept.
+    pub fn keys(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.keys
+    }
+
+    /// The input filtered.
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    /// The key pairs (over `keys`' schema, over `input`'s).
+    pub fn on(&self) -> &[(PhysicalExprRef, PhysicalExprRef)] {
+        &self.on
+    }
+
+    pub fn null_equality(&self) -> NullEquality {
+        self.null_equality
+    }
+}
+
+impl DisplayAs for KeyFilterExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let on = self.on.iter().map(|(k, i)| format!("({k}, {i})")).collect::<Vec<_>>().join(", ");
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "KeyFilterExec: on=[{on}]")?;
+                if self.null_equality == NullEquality::NullEqualsNull {
+                    write!(f, ", NullsEqual: true")?;
+                }
+                Ok(())
+            }
+            DisplayFormatType::TreeRender => writeln!(f, "on=[{on}]"),
+        }
+    }
+}
+
+impl ExecutionPlan for KeyFilterExec {
+    fn name(&self) -> &str {
+        "KeyFilterExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        InputDistributionRequirements::new(vec![Distribution::SinglePartition, Distribution::UnspecifiedDistribution])
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![false, true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false, false]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.keys, &self.input]
+    }
+
+    fn apply_expressions(&self, f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>) -> Result<TreeNodeRecursion> {
+        apply_expression_roots(self.on.iter().flat_map(|(k, i)| [Arc::clone(k), Arc::clone(i)]), f)
+    }
+
+    fn replace_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>, _options: ReplaceChildrenOptions) -> Result<Arc<dyn ExecutionPlan>> {
+        let [keys, input]: [Arc<dyn ExecutionPlan>; 2] = match children.try_into() {
+            Ok(c) => c,
+            Err(c) => return internal_err!("KeyFilterExec has 2 children, got {}", c.len()),
+        };
+        Ok(Arc::new(KeyFilterExec::try_new(keys, input, self.on.clone(), self.null_equality)?))
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        self.replace_children(children, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute))
+    }
+
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(KeyFilterExec::try_new(Arc::clone(&self.keys), Arc::clone(&self.input), self.on.clone(), self.null_equality)?))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn cardinality_effect(&self) -> CardinalityEffect {
+        CardinalityEffect::LowerEqual
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let parts = self.keys.output_partitioning().partition_count();
+        if parts != 1 {
+            return internal_err!("KeyFilterExec: the keys input has {parts} partitions, not 1; use CoalescePartitionsExec");
+        }
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let key_rows = MetricBuilder::new(&self.metrics).counter("key_rows", partition);
+        let distinct_keys = MetricBuilder::new(&self.metrics).counter("distinct_keys", partition);
+        let build_time = MetricBuilder::new(&self.metrics).subset_time("build_time", partition);
+        let (once, keys, ctx) = (Arc::clone(&self.set), Arc::clone(&self.keys), Arc::clone(&context));
+        let key_exprs: Vec<PhysicalExprRef> = self.on.iter().map(|(k, _)| Arc::clone(k)).collect();
+        let input_exprs: Vec<PhysicalExprRef> = self.on.iter().map(|(_, i)| Arc::clone(i)).collect();
+        let nulls = self.null_equality;
+        let schema = self.schema();
+        let input = self.input.execute(partition, context.clone())?;
+        let batch_size = context.session_config().batch_size();
+        let set = async move {
+            let shared = once
+                .get_or_init(|| async move {
+                    let built = async {
+                        let mut stream = keys.execute(0, ctx)?;
+                        let mut builder = KeySetBuilder::new(&key_exprs, &keys.schema(), nulls)?;
+                        let mut rows = 0;
+                        let mut building = std::time::Duration::ZERO;
+                        while let Some(batch) = stream.next().await {
+                            let batch = batch?;
+                            rows += batch.num_rows();
+                            let b = Instant::now();
+                            builder.add(&batch)?;
+                            building += b.elapsed();
+                        }
+                        let b = Instant::now();
+                        let set = builder.finish()?;
+                        building += b.elapsed();
+                        key_rows.add(rows);
+                        distinct_keys.add(set.len());
+                        build_time.add_duration(building);
+                        Ok(Arc::new(set))
+                    }
+                    .await;
+                    built.map_err(Arc::new)
+                })
+                .await;
+            shared.clone().map_err(DataFusionError::Shared)
+        };
+        let state = Filtering { input, coalescer: BatchCoalescer::new(Arc::clone(&schema), batch_size), exprs: input_exprs, baseline, ended: false };
+        let stream = futures::stream::once(async move {
+            let set = set.await?;
+            Ok::<_, DataFusionError>(futures::stream::try_unfold((set, state), |(set, mut s)| async move {
+                loop {
+                    if let Some(b) = s.coalescer.next_completed_batch() {
+                        s.baseline.output_rows().add(b.num_rows());
+                        return Ok(Some((b, (set, s))));
+                    }
+                    if s.ended {
+                        s.baseline.done();
+                        return Ok(None);
+                    }
+                    match s.input.next().await {
+                        Some(batch) => {
+                            let batch = batch?;
+                            let _t = s.baseline.elapsed_compute().timer();
+                            let mask = set.contains(&batch, &s.exprs)?;
+                            s.coalescer.push_batch_with_filter(batch, &mask)?;
+                        }
+                        None => {
+                            s.coalescer.finish_buffered_batch()?;
+                            s.ended = true;
+                        }
+                    }
+                }
+            }))
+        })
+        .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// A partition's filtering: its input, the rows passed so far, waiting for a full batch.
+struct Filtering {
+    input: SendableRecordBatchStream,
+    coalescer: BatchCoalescer,
+    exprs: Vec<PhysicalExprRef>,
+    baseline: BaselineMetrics,
+    ended: bool,
+}
+
+/// A multiply-shift hash of one integer (the keys of the integer hash set).
+#[derive(Default)]
+struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_i64(&mut self, v: i64) {
+        self.0 = (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+type IntSet = HashSet<i64, BuildHasherDefault<IntHasher>>;
+
+/// The keys of the small input, built once.
+#[derive(Debug)]
+enum KeySet {
+    /// Integer keys: bit `v - min` set for each key `v` (as 64 bits).
+    Bitmap { min: i64, bits: Vec<u64>, len: usize, null: bool },
+    /// Integer keys, spread.
+    Ints { set: IntSet, null: bool },
+    /// Any keys: their row-format encodings (a row with a null key only where nulls are equal).
+    Rows { converter: RowConverter, set: HashSet<Box<[u8]>> },
+}
+
+/// Whether a key type is kept as 64-bit integers: its values as `Int64` (a cast that keeps
+/// every value: integers of at most 64 bits, unsigned 64-bit ones reinterpreted; dates, times,
+/// timestamps and durations as their integer counts).
+fn as_ints(t: &DataType) -> bool {
+    use DataType::*;
+    matches!(t, Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 | Date32 | Date64 | Time32(_) | Time64(_) | Timestamp(_, _) | Duration(_))
+}
+
+/// A key column as `Int64` values ([`as_ints`]).
+fn int_values(a: &ArrayRef) -> Result<ArrayRef> {
+    Ok(match a.data_type() {
+        DataType::Int64 => Arc::clone(a),
+        DataType::UInt64 => {
+            let u = a.as_primitive::<datafusion::arrow::datatypes::UInt64Type>();
+            Arc::new(datafusion::arrow::array::Int64Array::new(u.values().iter().map(|&v| v as i64).collect(), u.nulls().cloned()))
+        }
+        _ => cast(a, &DataType::Int64)?,
+    })
+}
+
+struct KeySetBuilder {
+    exprs: Vec<PhysicalExprRef>,
+    nulls: NullEquality,
+    ints: Option<(IntSet, bool)>,
+    rows: Option<(RowConverter, HashSet<Box<[u8]>>)>,
+}
+
+impl KeySetBuilder {
+    fn new(exprs: &[PhysicalExprRef], schema: &SchemaRef, nulls: NullEquality) -> Result<Self> {
+        let types = exprs.iter().map(|e| e.data_type(schema)).collect::<Result<Vec<_>>>()?;
+        let ints = (types.len() == 1 && as_ints(&types[0])).then(|| (IntSet::default(), false));
+        let rows = if ints.is_none() { Some((RowConverter::new(types.into_iter().map(SortField::new).collect())?, HashSet::new())) } else { None };
+        Ok(KeySetBuilder { exprs: exprs.to_vec(), nulls, ints, rows })
+    }
+
+    fn add(&mut self, batch: &RecordBatch) -> Result<()> {
+        let cols = evaluate(&self.exprs, batch)?;
+        if let Some((set, null)) = &mut self.ints {
+            let v = int_values(&cols[0])?;
+            let v = v.as_primitive::<Int64Type>();
+            if v.null_count() == 0 {
+                set.extend(v.values().iter().copied());
+            } else {
+                for x in v.iter() {
+                    match x {
+                        Some(x) => {
+                            set.insert(x);
+                        }
+                        None => *null = true,
+                    }
+                }
+            }
+        } else if let Some((converter, set)) = &mut self.rows {
+            let rows = converter.convert_columns(&cols)?;
+            let valid = all_valid(&cols, batch.num_rows());
+            for (i, row) in rows.iter().enumerate() {
+                if self.nulls == NullEquality::NullEqualsNull || valid.as_ref().is_none_or(|v| v.value(i)) {
+                    set.insert(row.as_ref().into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<KeySet> {
+        if let Some((set, null)) = self.ints {
+            let null = null && self.nulls == NullEquality::NullEqualsNull;
+            if let (Some(&min), Some(&max)) = (set.iter().min(), set.iter().max()) {
+                let span = (max as i128 - min as i128) as u128 + 1;
+                if span <= u128::from(MAX_BITMAP_SPAN) && span <= 64 * set.len() as u128 + (1 << 16) {
+                    let mut bits = vec![0u64; (span as usize).div_ceil(64)];
+                    for &v in &set {
+                        let at = (v as i128 - min as i128) as usize;
+                        bits[at / 64] |= 1 << (at % 64);
+                    }
+                    return Ok(KeySet::Bitmap { min, bits, len: set.len(), null });
+                }
+            }
+            return Ok(KeySet::Ints { set, null });
+        }
+        match self.rows {
+            Some((converter, set)) => Ok(KeySet::Rows { converter, set }),
+            None => internal_err!("KeyFilterExec: no key set"),
+        }
+    }
+}
+
+/// The key expressions of `exprs` over `batch`, as arrays.
+fn evaluate(exprs: &[PhysicalExprRef], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    exprs.iter().map(|e| e.evaluate(batch)?.into_array(batch.num_rows())).collect()
+}
+
+/// Where every key of a row is valid (`None`: every row).
+fn all_valid(cols: &[ArrayRef], rows: usize) -> Option<BooleanArray> {
+    if cols.iter().all(|c| c.null_count() == 0) {
+        return None;
+    }
+    let mut b = BooleanBufferBuilder::new(rows);
+    for i in 0..rows {
+        b.append(cols.iter().all(|c| c.is_valid(i)));
+    }
+    Some(BooleanArray::new(b.finish(), None))
+}
+
+impl KeySet {
+    fn len(&self) -> usize {
+        match self {
+            KeySet::Bitmap { len, .. } => *len,
+            KeySet::Ints { set, .. } => set.len(),
+            KeySet::Rows { set, .. } => set.len(),
+        }
+    }
+
+    /// Where the keys of each row of `batch` (`exprs`) are in the set.
+    fn contains(&self, batch: &RecordBatch, exprs: &[PhysicalExprRef]) -> Result<BooleanArray> {
+        let cols = evaluate(exprs, batch)?;
+        let n = batch.num_rows();
+        let mut out = BooleanBufferBuilder::new(n);
+        match self {
+            KeySet::Bitmap { min, bits, null, .. } => {
+                let v = int_values(&cols[0])?;
+                let v = v.as_primitive::<Int64Type>();
+                let span = bits.len() as u64 * 64;
+                let hit = |x: i64| {
+                    let at = x.wrapping_sub(*min) as u64;
+                    at < span && bits[(at / 64) as usize] & (1 << (at % 64)) != 0
+                };
+                match v.nulls() {
+                    None => v.values().iter().for_each(|&x| out.append(hit(x))),
+                    Some(valid) => v.values().iter().zip(valid.iter()).for_each(|(&x, ok)| out.append(if ok { hit(x) } else { *null })),
+                }
+            }
+            KeySet::Ints { set, null } => {
+                let v = int_values(&cols[0])?;
+                let v = v.as_primitive::<Int64Type>();
+                match v.nulls() {
+                    None => v.values().iter().for_each(|x| out.append(set.contains(x))),
+                    Some(valid) => v.values().iter().zip(valid.iter()).for_each(|(x, ok)| out.append(if ok { set.contains(x) } else { *null })),
+                }
+            }
+            KeySet::Rows { converter, set } => {
+                let rows = converter.convert_columns(&cols)?;
+                for row in rows.iter() {
+                    out.append(set.contains(row.as_ref()));
+                }
+            }
+        }
+        Ok(BooleanArray::new(out.finish(), None))
+    }
+}
+
+/// The rows a [`KeyFilterExec`] keeps (tests: the same as a semi join's).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Int32Array, StringArray, UInt64Array};
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion::physical_expr::expressions::Column;
+
+    fn set_of(keys: ArrayRef, nulls: NullEquality) -> KeySet {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", keys.data_type().clone(), true)]));
+        let exprs: Vec<PhysicalExprRef> = vec![Arc::new(Column::new("k", 0))];
+        let mut b = KeySetBuilder::new(&exprs, &schema, nulls).unwrap();
+        b.add(&RecordBatch::try_new(schema, vec![keys]).unwrap()).unwrap();
+        b.finish().unwrap()
+    }
+
+    fn kept(set: &KeySet, probe: ArrayRef) -> Vec<bool> {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", probe.data_type().clone(), true)]));
+        let exprs: Vec<PhysicalExprRef> = vec![Arc::new(Column::new("k", 0))];
+        set.contains(&RecordBatch::try_new(schema, vec![probe]).unwrap(), &exprs).unwrap().iter().map(|b| b.unwrap()).collect()
+    }
+
+    #[test]
+    fn key_sets_keep_the_rows_a_semi_join_keeps() {
+        // Dense integers: a bitmap; a null key matches only where nulls are equal.
+        let keys: ArrayRef = Arc::new(Int32Array::from(vec![Some(3), Some(7), Some(7), None]));
+        let probe: ArrayRef = Arc::new(Int32Array::from(vec![Some(1), Some(3), Some(7), None, Some(8), Some(i32::MIN), Some(i32::MAX)]));
+        let s = set_of(Arc::clone(&keys), NullEquality::NullEqualsNothing);
+        assert!(matches!(s, KeySet::Bitmap { len: 2, null: false, .. }), "{s:?}");
+        assert_eq!(kept(&s, Arc::clone(&probe)), [false, true, true, false, false, false, false]);
+        let s = set_of(keys, NullEquality::NullEqualsNull);
+        assert_eq!(kept(&s, Arc::clone(&probe)), [false, true, true, true, false, false, false]);
+        // Spread 64-bit keys (unsigned, above i64::MAX too): a hash set.
+        let keys: ArrayRef = Arc::new(UInt64Array::from(vec![0, u64::MAX, 1 << 40]));
+        let s = set_of(keys, NullEquality::NullEqualsNothing);
+        assert!(matches!(s, KeySet::Ints { .. }), "{s:?}");
+        assert_eq!(kept(&s, Arc::new(UInt64Array::from(vec![u64::MAX, 1, 1 << 40, 0, u64::MAX - 1]))), [true, false, true, true, false]);
+        // Strings: row encodings.
+        let keys: ArrayRef = Arc::new(StringArray::from(vec![Some("a"), None, Some("bb")]));
+        let probe: ArrayRef = Arc::new(StringArray::from(vec![Some("bb"), Some("b"), None, Some("a"), Some("")]));
+        let s = set_of(Arc::clone(&keys), NullEquality::NullEqualsNothing);
+        assert_eq!((s.len(), kept(&s, Arc::clone(&probe))), (2, vec![true, false, false, true, false]));
+        let s = set_of(keys, NullEquality::NullEqualsNull);
+        assert_eq!(kept(&s, probe), [true, false, true, true, false]);
+        // No keys: nothing passes.
+        let s = set_of(Arc::new(Int32Array::from(Vec::<i32>::new())), NullEquality::NullEqualsNothing);
+        assert_eq!(kept(&s, Arc::new(Int32Array::from(vec![0, 1]))), [false, false]);
+    }
+}
