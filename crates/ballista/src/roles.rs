@@ -252,9 +252,11 @@ pub fn planner(gpu: Option<GpuJoinConfig>) -> SessionContext {
 /// no matched-rows bitmap shared across partitions
 /// ([`GpuJoinConfig::shared_matched_rows`] off), so that a `CollectLeft` Left, Full, LeftSemi
 /// or LeftAnti GPU join takes its probe side in one partition (one task) and the rule keeps
-/// `Partitioned` ones so, as Ballista's planner keeps its own hash joins of those types.
+/// `Partitioned` ones so, as Ballista's planner keeps its own hash joins of those types; and no
+/// probe-side filters by a join's build keys ([`GpuJoinConfig::probe_key_filters`] off: they
+/// share the keys through memory, and a filter in a stage of its own would pass every row).
 fn distributed(gpu: GpuJoinConfig) -> GpuJoinConfig {
-    GpuJoinConfig { shared_matched_rows: false, ..gpu }
+    GpuJoinConfig { shared_matched_rows: false, probe_key_filters: false, ..gpu }
 }
 
 /// Plans `sql` here, in `planner` (see [`planner`]: with the rule, the plan holds the

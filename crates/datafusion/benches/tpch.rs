@@ -35,7 +35,8 @@
 //! `GpuJoinConfig::semi_join_reduced_rows` (rows; `_<n>_semi_reduced`),
 //! `GPUJOIN_TPCH_SEMI_HASH_JOINS` 1 for the reductions as DataFusion's `RightSemi` hash joins
 //! (`SemiJoinReduction::with_hash_joins`, run after the rule with its settings), 0 as
-//! `KeyFilterExec`s, the default (`_<n>_semi_hash_joins`).
+//! `KeyFilterExec`s, the default (`_<n>_semi_hash_joins`), `GPUJOIN_TPCH_PROBE_KEY_FILTERS`
+//! `GpuJoinConfig::probe_key_filters` (0 off, 1 on; `_<n>_probe_key_filters`).
 //!
 //! With `GPUJOIN_TPCH_DUCKDB_DIR` set, the generated tables are also written there for DuckDB
 //! (`benches/duckdb_tpch.py` runs the same queries on them, on the same machine): each table as
@@ -123,13 +124,14 @@ fn main() {
             .flat_map(|(g, p)| host_waits.iter().map(move |&w| (g, p, w)))
             .flat_map(|(g, p, w)| numeric.iter().map(move |&n| (g, p, w, n)));
         for (gather, probe_part_rows, host_wait, n) in variants {
-            let [device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, shared, semi_join_reduced_rows, semi_hash_joins] = n;
+            let [device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, shared, semi_join_reduced_rows, semi_hash_joins, key_filters] = n;
+            let probe_key_filters = key_filters.is_none_or(|v| v != 0);
             let shared_matched_rows = shared.is_none_or(|v| v != 0);
             if let (Some(wait), Some(device)) = (host_wait, &device) {
                 device.set_host_wait(wait).unwrap();
                 println!("host threads wait for the device: {:?}", device.host_wait().unwrap());
             }
-            let gpu_config = GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, shared_matched_rows, semi_join_reduced_rows, ..GpuJoinConfig::default() };
+            let gpu_config = GpuJoinConfig { gather, probe_part_rows, device_lanes, block_cache_bytes, min_build_rows, collect_build_rows, parallel_gather_batches, semi_join_reduction_rows, probe_prefetch_rows, shared_matched_rows, semi_join_reduced_rows, probe_key_filters, ..GpuJoinConfig::default() };
             let gpu_state = if semi_hash_joins.is_some_and(|v| v != 0) {
                 // The same reductions, after the rule, as hash joins.
                 let by = SemiJoinReduction::new(gpu_config.semi_join_reduction_rows()).with_max_reduced_rows(gpu_config.semi_join_reduced_rows()).with_hash_joins(true);
@@ -243,7 +245,7 @@ fn main() {
 /// The numeric settings a run varies: the environment variable, the CSV group's suffix
 /// (`_<n>_<suffix>`) and the `EXPLAIN` file name's (`_<n><short>`), in the order of the fields
 /// they set in `main`.
-const NUMERIC: [(&str, &str, &str); 10] = [
+const NUMERIC: [(&str, &str, &str); 11] = [
     ("GPUJOIN_TPCH_DEVICE_LANES", "lanes", "lanes"),
     ("GPUJOIN_TPCH_BLOCK_CACHE", "block_cache", "cache"),
     ("GPUJOIN_TPCH_MIN_BUILD_ROWS", "min_build", "minbuild"),
@@ -256,6 +258,8 @@ const NUMERIC: [(&str, &str, &str); 10] = [
     ("GPUJOIN_TPCH_SEMI_REDUCED_ROWS", "semi_reduced", "semireduced"),
     // 1: the reductions as hash joins (`SemiJoinReduction::with_hash_joins`).
     ("GPUJOIN_TPCH_SEMI_HASH_JOINS", "semi_hash_joins", "semihash"),
+    // 0: no probe-side filters by the joins' build keys.
+    ("GPUJOIN_TPCH_PROBE_KEY_FILTERS", "probe_key_filters", "keyfilters"),
 ];
 
 /// The variants of a numeric setting from the environment variable `var`: numbers, or `auto`

@@ -142,6 +142,9 @@ struct ConfigNode {
     unshared_matched_rows: bool,
     #[prost(uint64, optional, tag = "17")]
     semi_join_reduced_rows: Option<u64>,
+    /// `!probe_key_filters` (absent: on, the default).
+    #[prost(bool, tag = "18")]
+    no_probe_key_filters: bool,
 }
 
 const JOIN_TYPES: [DfJoinType; 10] = [
@@ -185,7 +188,28 @@ fn usize_of(v: u64) -> Result<usize> {
     usize::try_from(v).map_err(|_| DataFusionError::Internal(format!("GpuJoinCodec: {v} does not fit in usize")))
 }
 
+/// The bytes of an encoded [`BuildKeysExpr`](crate::key_filter::BuildKeysExpr).
+const BUILD_KEYS_MAGIC: &[u8] = b"BKEY";
+
 impl PhysicalExtensionCodec for GpuJoinCodec {
+    /// A [`BuildKeysExpr`](crate::key_filter::BuildKeysExpr) (the test of a probe row's key
+    /// against its join's build keys) decodes as `true`: its keys are shared in memory with the
+    /// join, which a serialized plan does not carry. Every row it would drop, the join drops.
+    fn try_decode_expr(&self, buf: &[u8], _inputs: &[Arc<dyn datafusion::physical_expr::PhysicalExpr>], _ctx: &datafusion::physical_expr_common::physical_expr::proto_decode::PhysicalExprDecodeCtx<'_>) -> Result<Arc<dyn datafusion::physical_expr::PhysicalExpr>> {
+        if buf != BUILD_KEYS_MAGIC {
+            return internal_err!("GpuJoinCodec: not an expression it encoded");
+        }
+        Ok(Arc::new(datafusion::physical_expr::expressions::Literal::new(datafusion::common::ScalarValue::Boolean(Some(true)))))
+    }
+
+    fn try_encode_expr(&self, node: &Arc<dyn datafusion::physical_expr::PhysicalExpr>, buf: &mut Vec<u8>, _ctx: &datafusion::physical_expr_common::physical_expr::proto_encode::PhysicalExprEncodeCtx<'_>) -> Result<()> {
+        if node.downcast_ref::<crate::key_filter::BuildKeysExpr>().is_none() {
+            return internal_err!("GpuJoinCodec encodes no expression but BuildKeysExpr, not {node}");
+        }
+        buf.extend_from_slice(BUILD_KEYS_MAGIC);
+        Ok(())
+    }
+
     fn try_decode(&self, buf: &[u8], inputs: &[Arc<dyn ExecutionPlan>], ctx: &TaskContext, _converter: &dyn PhysicalProtoConverterExtension) -> Result<Arc<dyn ExecutionPlan>> {
         if let Some(rest) = buf.strip_prefix(KEPT_MAGIC) {
             let node = KeptNode::decode(rest).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: not a CpuJoinKeptExec node: {e}")))?;
@@ -260,6 +284,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             probe_prefetch_rows: c.probe_prefetch_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             shared_matched_rows: !c.unshared_matched_rows,
             semi_join_reduced_rows: c.semi_join_reduced_rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            probe_key_filters: !c.no_probe_key_filters,
             ..GpuJoinConfig::default()
         };
         let mut exec = GpuJoinExec::try_new(Arc::clone(left), Arc::clone(right), on, filter, join_type, null_equality, projection, mode, config)?;
@@ -323,6 +348,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
                 probe_prefetch_rows: c.probe_prefetch_rows.map(|n| n as u64),
                 unshared_matched_rows: !c.shared_matched_rows,
                 semi_join_reduced_rows: c.semi_join_reduced_rows.map(|n| n as u64),
+                no_probe_key_filters: !c.probe_key_filters,
             }),
             replaces: exec.replaces().map(str::to_string),
         };

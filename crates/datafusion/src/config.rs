@@ -137,6 +137,16 @@ pub struct GpuJoinConfig {
     /// memory): such joins then take their probe side in one partition, and stay `Partitioned`
     /// where DataFusion planned them so.
     pub shared_matched_rows: bool,
+    /// Whether a `CollectLeft` GPU join that drops the probe rows without a match (Inner, Left,
+    /// LeftSemi, LeftAnti, RightSemi) on an integer key has its probe side filtered by its build
+    /// side's keys where that side is read (default `true`; see
+    /// [`BuildKeys`](crate::key_filter::BuildKeys)): a `FilterExec` testing the key against a
+    /// bitmap of the build side's keys, set once the join has collected them, first in the
+    /// filter above the table the key comes from (or a new one). Not with
+    /// [`GpuJoinConfig::probe_prefetch_rows`] (probe rows read before the keys are set pass
+    /// untested). Ballista's plans leave them out: a filter in another stage than its join would
+    /// never see the keys (it then passes every row).
+    pub probe_key_filters: bool,
     /// Plan GPU joins even without a GPU (tests of the rule's decisions by plan inspection only:
     /// executing such a plan without a GPU fails with gpujoin's `NoDevice` error). Only with the
     /// `testing` feature; not part of the public API.
@@ -165,6 +175,7 @@ impl Default for GpuJoinConfig {
             semi_join_reduced_rows: None,
             probe_prefetch_rows: None,
             shared_matched_rows: true,
+            probe_key_filters: true,
             #[cfg(feature = "testing")]
             force_without_gpu_for_plan_tests: false,
         }

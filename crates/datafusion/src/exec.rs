@@ -113,6 +113,7 @@ use tokio::sync::OnceCell;
 
 use crate::lanes::Lane;
 use crate::translate::{device_name, needs_whole_probe_side, plan_join, JoinPlan};
+use crate::key_filter::BuildKeys;
 use crate::{GpuJoinConfig, OutputGather};
 
 /// The build side of a partition's join: its batches on the host and its join columns uploaded
@@ -261,6 +262,9 @@ pub struct GpuJoinExec {
     config: GpuJoinConfig,
     /// The CPU operator this one replaced (`EXPLAIN` shows it).
     replaces: Option<String>,
+    /// The keys of the first key column of a `CollectLeft` build side, for the filters of the
+    /// probe side ([`BuildKeys`]).
+    build_keys: Option<Arc<BuildKeys>>,
     plan: Arc<JoinPlan>,
     cache: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
@@ -312,11 +316,32 @@ impl GpuJoinExec {
             mode,
             config,
             replaces: None,
+            build_keys: None,
             plan: Arc::new(plan),
             cache,
             metrics: ExecutionPlanMetricsSet::new(),
             left_once: Arc::new(OnceCell::new()),
         })
+    }
+
+    /// Sets `keys` from the build side's first key column once it is collected (`CollectLeft`
+    /// joins; see [`BuildKeys`] for the filters that read them). `EXPLAIN`: `build_keys=#<id>`.
+    pub fn with_build_keys(mut self, keys: Arc<BuildKeys>) -> Self {
+        self.build_keys = Some(keys);
+        self
+    }
+
+    /// The same join over `right` as its probe side.
+    pub(crate) fn with_probe_side(&self, right: Arc<dyn ExecutionPlan>) -> Result<Self> {
+        let mut exec = GpuJoinExec::try_new(Arc::clone(&self.left), right, self.on.clone(), self.filter.clone(), self.join_type, self.null_equality, self.projection.clone(), self.mode, self.config.clone())?;
+        exec.replaces = self.replaces.clone();
+        exec.build_keys = self.build_keys.clone();
+        Ok(exec)
+    }
+
+    /// The build keys it sets ([`GpuJoinExec::with_build_keys`]).
+    pub fn build_keys(&self) -> Option<&Arc<BuildKeys>> {
+        self.build_keys.as_ref()
     }
 
     /// Notes the CPU operator this one replaces (shown by `EXPLAIN` as `replaces=...`).
@@ -456,6 +481,9 @@ impl DisplayAs for GpuJoinExec {
                 if let Some(n) = self.config.block_cache_bytes {
                     write!(f, ", block_cache_bytes={n}")?;
                 }
+                if let Some(k) = &self.build_keys {
+                    write!(f, ", build_keys=#{}", k.id())?;
+                }
                 if let Some(r) = &self.replaces {
                     write!(f, ", replaces={r}")?;
                 }
@@ -515,6 +543,7 @@ impl ExecutionPlan for GpuJoinExec {
         };
         let mut exec = GpuJoinExec::try_new(left, right, self.on.clone(), self.filter.clone(), self.join_type, self.null_equality, self.projection.clone(), self.mode, self.config.clone())?;
         exec.replaces = self.replaces.clone();
+        exec.build_keys = self.build_keys.clone();
         Ok(Arc::new(exec))
     }
 
@@ -524,6 +553,16 @@ impl ExecutionPlan for GpuJoinExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        // A new run collects the build side again; until then its probe side's filters pass
+        // every row.
+        if let Some(k) = &self.build_keys {
+            k.clear();
+        }
+        let children = vec![Arc::clone(&self.left), Arc::clone(&self.right)];
+        self.replace_children(children, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute))
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
@@ -546,12 +585,17 @@ impl ExecutionPlan for GpuJoinExec {
         let left: BoxFuture<'static, Result<Arc<BuildSide>>> = match self.mode {
             PartitionMode::CollectLeft => {
                 let (once, input, ctx, rows) = (Arc::clone(&self.left_once), Arc::clone(&self.left), Arc::clone(&context), metrics.build_input_rows.clone());
+                let keys = self.build_keys.clone().zip(self.on.first().map(|(l, _)| Arc::clone(l)));
+                let nulls = self.null_equality;
                 async move {
                     let shared = once
                         .get_or_init(|| async move {
                             let built = async {
                                 let host = collect(input.execute(0, ctx)?).await?;
                                 rows.add(host.iter().map(RecordBatch::num_rows).sum());
+                                if let Some((keys, key)) = keys {
+                                    keys.set_from(host.clone(), key, nulls);
+                                }
                                 Ok(Arc::new(BuildSide::new(host, true, probing)))
                             }
                             .await;

@@ -47,7 +47,12 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     apply_expression_roots, ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties, ReplaceChildrenOptions, SendableRecordBatchStream,
 };
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::expressions::{BinaryExpr, Column};
+use datafusion::physical_plan::filter::FilterExec;
 use futures::{StreamExt, TryStreamExt};
+
+use crate::GpuJoinExec;
 use tokio::sync::OnceCell;
 
 /// The widest span of integer keys kept as a bitmap: 2^26 bits (8 MiB).
@@ -205,7 +210,7 @@ impl ExecutionPlan for KeyFilterExec {
                             building += b.elapsed();
                         }
                         let b = Instant::now();
-                        let set = builder.finish()?;
+                        let Some(set) = builder.finish(false)? else { return internal_err!("KeyFilterExec: no key set") };
                         building += b.elapsed();
                         key_rows.add(rows);
                         distinct_keys.add(set.len());
@@ -248,6 +253,260 @@ impl ExecutionPlan for KeyFilterExec {
         })
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// The keys of a GPU join's build side, shared with the [`BuildKeysExpr`] filters that
+/// [`GpuJoinRule`](crate::GpuJoinRule) puts where the join's probe side is read: unset (every
+/// row passes) until the join has collected its build side and made a bitmap of one key
+/// column's values, then the probe rows whose key is not among them are dropped before any
+/// operator below the join works on them (a FilterExec's copies of their columns, the upload to
+/// the device). Only joins that drop such probe rows anyway get one (Inner, Left, LeftSemi,
+/// LeftAnti, RightSemi).
+///
+/// Example: TPC-H Q3's `orders JOIN lineitem` (SF10) builds on 1.46M orders; its probe side,
+/// `lineitem` filtered by `l_shipdate`, keeps 32M of 60M rows of which 302K match. With the
+/// bitmap of the 1.46M order keys evaluated first in that filter, the date test and the copies
+/// see ~6M rows.
+///
+/// Never a wait: a filter that runs before the keys are set (a plan run in pieces, as Ballista
+/// runs stages) passes every row. The bitmap is made only for integer keys whose distinct values
+/// are dense enough ([`MAX_BITMAP_SPAN`]; at most 64 per key) and from at most
+/// [`MAX_BUILD_KEYS`] build rows, off the join's path (a thread of its own); a filter that
+/// keeps more than nine in ten of the first 2^20 rows it sees stops testing.
+#[derive(Debug)]
+pub struct BuildKeys {
+    id: u64,
+    keys: std::sync::RwLock<Option<Arc<KeySet>>>,
+    /// Rows tested and rows kept, until the filter gives up (`useless`).
+    tested: std::sync::atomic::AtomicU64,
+    kept: std::sync::atomic::AtomicU64,
+    useless: std::sync::atomic::AtomicBool,
+}
+
+/// The most build rows [`BuildKeys`] makes a bitmap of: 2^23.
+pub const MAX_BUILD_KEYS: usize = 1 << 23;
+
+/// Rows a [`BuildKeysExpr`] tests before it may give up.
+const BUILD_KEYS_TRIAL_ROWS: u64 = 1 << 20;
+
+impl BuildKeys {
+    pub fn new() -> Arc<Self> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Arc::new(BuildKeys {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            keys: std::sync::RwLock::new(None),
+            tested: Default::default(),
+            kept: Default::default(),
+            useless: Default::default(),
+        })
+    }
+
+    /// A number naming this set in `EXPLAIN` (the join and its filters show the same).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Forgets the keys (a new run of the join).
+    pub(crate) fn clear(&self) {
+        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = None;
+        self.tested.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.kept.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.useless.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Sets the keys from a build side's batches (`key` over their schema), on a thread of its
+    /// own; nothing where the keys make no bitmap or there are too many rows.
+    pub(crate) fn set_from(self: &Arc<Self>, batches: Vec<RecordBatch>, key: PhysicalExprRef, nulls: NullEquality) {
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if rows > MAX_BUILD_KEYS || batches.is_empty() {
+            return;
+        }
+        let me = Arc::clone(self);
+        let make = move || -> Result<Option<KeySet>> {
+            let schema = batches[0].schema();
+            let mut builder = KeySetBuilder::new(&[key], &schema, nulls)?;
+            for b in &batches {
+                builder.add(b)?;
+            }
+            builder.finish(true)
+        };
+        std::thread::spawn(move || {
+            if let Ok(Some(set)) = make() {
+                *me.keys.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(set));
+            }
+        });
+    }
+
+    fn get(&self) -> Option<Arc<KeySet>> {
+        if self.useless.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        self.keys.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Counts a batch's rows tested and kept; gives up where the filter keeps too many.
+    fn count(&self, tested: usize, kept: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let t = self.tested.fetch_add(tested as u64, Relaxed) + tested as u64;
+        let k = self.kept.fetch_add(kept as u64, Relaxed) + kept as u64;
+        if t >= BUILD_KEYS_TRIAL_ROWS && k * 10 > t * 9 {
+            self.useless.store(true, Relaxed);
+        }
+    }
+}
+
+/// `key IN <the build keys of a GPU join>`: true where the build side's keys ([`BuildKeys`])
+/// hold the row's key, or are not known (yet).
+#[derive(Debug, Clone)]
+pub struct BuildKeysExpr {
+    key: PhysicalExprRef,
+    keys: Arc<BuildKeys>,
+}
+
+impl BuildKeysExpr {
+    pub fn new(key: PhysicalExprRef, keys: Arc<BuildKeys>) -> Self {
+        BuildKeysExpr { key, keys }
+    }
+
+    pub fn build_keys(&self) -> &Arc<BuildKeys> {
+        &self.keys
+    }
+}
+
+impl PartialEq for BuildKeysExpr {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.keys, &other.keys) && self.key.as_ref() == other.key.as_ref()
+    }
+}
+
+impl Eq for BuildKeysExpr {}
+
+impl std::hash::Hash for BuildKeysExpr {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.keys.id.hash(state);
+        self.key.hash(state);
+    }
+}
+
+impl fmt::Display for BuildKeysExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} IN build_keys#{}", self.key, self.keys.id)
+    }
+}
+
+impl PhysicalExpr for BuildKeysExpr {
+    fn data_type(&self, _schema: &datafusion::arrow::datatypes::Schema) -> Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn nullable(&self, _schema: &datafusion::arrow::datatypes::Schema) -> Result<bool> {
+        Ok(false)
+    }
+
+    fn evaluate(&self, batch: &RecordBatch) -> Result<datafusion::logical_expr::ColumnarValue> {
+        use datafusion::logical_expr::ColumnarValue;
+        let Some(set) = self.keys.get() else { return Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::Boolean(Some(true)))) };
+        let key = self.key.evaluate(batch)?.into_array(batch.num_rows())?;
+        let mask = set.contains_keys(&[key], batch.num_rows())?;
+        self.keys.count(mask.len(), mask.true_count());
+        Ok(ColumnarValue::Array(Arc::new(mask)))
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
+        vec![&self.key]
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn PhysicalExpr>>) -> Result<Arc<dyn PhysicalExpr>> {
+        match children.as_slice() {
+            [key] => Ok(Arc::new(BuildKeysExpr { key: Arc::clone(key), keys: Arc::clone(&self.keys) })),
+            _ => internal_err!("BuildKeysExpr has 1 child, got {}", children.len()),
+        }
+    }
+
+    fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} IN build_keys#{}", self.key, self.keys.id)
+    }
+
+    fn is_volatile_node(&self) -> bool {
+        // Its answer changes once the keys are set: no optimizer may fold or move it.
+        true
+    }
+}
+
+/// `plan` with a [`BuildKeysExpr`] filter in the probe side of each `CollectLeft` GPU join
+/// that drops the probe rows without a match (Inner, Left, LeftSemi, LeftAnti, RightSemi) on
+/// an integer first key, with [`GpuJoinConfig::probe_key_filters`](crate::GpuJoinConfig::probe_key_filters)
+/// on and no probe rows read ahead: the probe key followed down ([`crate::reduce`]'s way:
+/// projections of columns, filters, repartitions, coalesces, sorts, the kept sides of joins) to
+/// where it is made, the test is put first in the `FilterExec` just above (or a new one); the
+/// join then sets the keys ([`GpuJoinExec::with_build_keys`]). Returns how many were put.
+///
+/// ```text
+/// GpuJoinExec: mode=CollectLeft, on=[(o_orderkey@0, l_orderkey@0)], build_keys=#1
+///   ...orders...
+///   FilterExec: l_orderkey@0 IN build_keys#1 AND l_shipdate@3 > 1995-03-15
+///     DataSourceExec: lineitem
+/// ```
+pub(crate) fn with_probe_key_filters(plan: Arc<dyn ExecutionPlan>) -> Result<(Arc<dyn ExecutionPlan>, usize)> {
+    let mut put = 0;
+    let plan = filters_below(plan, &mut put)?;
+    Ok((plan, put))
+}
+
+fn filters_below(node: Arc<dyn ExecutionPlan>, put: &mut usize) -> Result<Arc<dyn ExecutionPlan>> {
+    let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
+    let node = if children.is_empty() {
+        node
+    } else {
+        let children = children.into_iter().map(|c| filters_below(c, put)).collect::<Result<Vec<_>>>()?;
+        datafusion::physical_plan::execution_plan::replace_children_if_necessary(node, children)?
+    };
+    let Some(g) = node.downcast_ref::<GpuJoinExec>() else { return Ok(node) };
+    use datafusion::common::JoinType as J;
+    let eligible = g.mode() == datafusion::physical_plan::joins::PartitionMode::CollectLeft
+        && matches!(g.join_type(), J::Inner | J::Left | J::LeftSemi | J::LeftAnti | J::RightSemi)
+        && g.config().probe_key_filters
+        && g.config().probe_prefetch_rows() == 0
+        && g.build_keys().is_none();
+    let Some((l, r)) = g.on().first() else { return Ok(node) };
+    let (Some(_), Some(r)) = (l.downcast_ref::<Column>(), r.downcast_ref::<Column>()) else { return Ok(node) };
+    if !eligible || !as_ints(g.right().schema().field(r.index()).data_type()) {
+        return Ok(node);
+    }
+    let keys = BuildKeys::new();
+    let Some(right) = filtered_at_source(g.right(), r.index(), &keys)? else { return Ok(node) };
+    let join = g.with_probe_side(right)?.with_build_keys(keys);
+    *put += 1;
+    Ok(Arc::new(join))
+}
+
+/// `plan` with the test of column `column` against `keys` where that column is made
+/// ([`filters_below`]); `None` where it cannot be put.
+fn filtered_at_source(plan: &Arc<dyn ExecutionPlan>, column: usize, keys: &Arc<BuildKeys>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    match crate::reduce::source(plan, column) {
+        Some((child, at, _)) => {
+            let below = plan.children()[child];
+            // Just above where the column is made: into this filter.
+            if let Some(f) = plan.downcast_ref::<FilterExec>() {
+                if crate::reduce::source(below, at).is_none() {
+                    let name = below.schema().field(at).name().clone();
+                    let test: PhysicalExprRef = Arc::new(BuildKeysExpr::new(Arc::new(Column::new(&name, at)), Arc::clone(keys)));
+                    let predicate = Arc::new(BinaryExpr::new(test, Operator::And, Arc::clone(f.predicate())));
+                    let filter = datafusion::physical_plan::filter::FilterExecBuilder::from(f).with_predicate(predicate).build()?;
+                    return Ok(Some(Arc::new(filter)));
+                }
+            }
+            let Some(new_below) = filtered_at_source(below, at, keys)? else { return Ok(None) };
+            let mut children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
+            children[child] = new_below;
+            Ok(Some(Arc::clone(plan).replace_children(children, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute))?))
+        }
+        None => {
+            let name = plan.schema().field(column).name().clone();
+            let test: PhysicalExprRef = Arc::new(BuildKeysExpr::new(Arc::new(Column::new(&name, column)), Arc::clone(keys)));
+            Ok(Some(Arc::new(FilterExec::try_new(test, Arc::clone(plan))?)))
+        }
     }
 }
 
@@ -316,14 +575,14 @@ fn int_values(a: &ArrayRef) -> Result<ArrayRef> {
 struct KeySetBuilder {
     exprs: Vec<PhysicalExprRef>,
     nulls: NullEquality,
-    ints: Option<(IntSet, bool)>,
+    ints: Option<(Vec<i64>, bool)>,
     rows: Option<(RowConverter, HashSet<Box<[u8]>>)>,
 }
 
 impl KeySetBuilder {
     fn new(exprs: &[PhysicalExprRef], schema: &SchemaRef, nulls: NullEquality) -> Result<Self> {
         let types = exprs.iter().map(|e| e.data_type(schema)).collect::<Result<Vec<_>>>()?;
-        let ints = (types.len() == 1 && as_ints(&types[0])).then(|| (IntSet::default(), false));
+        let ints = (types.len() == 1 && as_ints(&types[0])).then(|| (Vec::new(), false));
         let rows = if ints.is_none() { Some((RowConverter::new(types.into_iter().map(SortField::new).collect())?, HashSet::new())) } else { None };
         Ok(KeySetBuilder { exprs: exprs.to_vec(), nulls, ints, rows })
     }
@@ -334,16 +593,10 @@ impl KeySetBuilder {
             let v = int_values(&cols[0])?;
             let v = v.as_primitive::<Int64Type>();
             if v.null_count() == 0 {
-                set.extend(v.values().iter().copied());
+                set.extend_from_slice(v.values());
             } else {
-                for x in v.iter() {
-                    match x {
-                        Some(x) => {
-                            set.insert(x);
-                        }
-                        None => *null = true,
-                    }
-                }
+                *null = true;
+                set.extend(v.iter().flatten());
             }
         } else if let Some((converter, set)) = &mut self.rows {
             let rows = converter.convert_columns(&cols)?;
@@ -357,24 +610,34 @@ impl KeySetBuilder {
         Ok(())
     }
 
-    fn finish(self) -> Result<KeySet> {
-        if let Some((set, null)) = self.ints {
+    /// The key set; `bitmap_only`: `None` unless the keys make a bitmap.
+    fn finish(self, bitmap_only: bool) -> Result<Option<KeySet>> {
+        if let Some((values, null)) = self.ints {
             let null = null && self.nulls == NullEquality::NullEqualsNull;
-            if let (Some(&min), Some(&max)) = (set.iter().min(), set.iter().max()) {
+            if let (Some(&min), Some(&max)) = (values.iter().min(), values.iter().max()) {
                 let span = (max as i128 - min as i128) as u128 + 1;
-                if span <= u128::from(MAX_BITMAP_SPAN) && span <= 64 * set.len() as u128 + (1 << 16) {
+                if span <= u128::from(MAX_BITMAP_SPAN) && span <= 64 * values.len() as u128 + (1 << 16) {
                     let mut bits = vec![0u64; (span as usize).div_ceil(64)];
-                    for &v in &set {
-                        let at = (v as i128 - min as i128) as usize;
+                    for &v in &values {
+                        let at = v.wrapping_sub(min) as u64 as usize;
                         bits[at / 64] |= 1 << (at % 64);
                     }
-                    return Ok(KeySet::Bitmap { min, bits, len: set.len(), null });
+                    let len = bits.iter().map(|w| w.count_ones() as usize).sum();
+                    return Ok(Some(KeySet::Bitmap { min, bits, len, null }));
                 }
+            } else if !null {
+                return Ok(Some(KeySet::Bitmap { min: 0, bits: Vec::new(), len: 0, null }));
             }
-            return Ok(KeySet::Ints { set, null });
+            if bitmap_only {
+                return Ok(None);
+            }
+            return Ok(Some(KeySet::Ints { set: values.into_iter().collect(), null }));
+        }
+        if bitmap_only {
+            return Ok(None);
         }
         match self.rows {
-            Some((converter, set)) => Ok(KeySet::Rows { converter, set }),
+            Some((converter, set)) => Ok(Some(KeySet::Rows { converter, set })),
             None => internal_err!("KeyFilterExec: no key set"),
         }
     }
@@ -408,8 +671,11 @@ impl KeySet {
 
     /// Where the keys of each row of `batch` (`exprs`) are in the set.
     fn contains(&self, batch: &RecordBatch, exprs: &[PhysicalExprRef]) -> Result<BooleanArray> {
-        let cols = evaluate(exprs, batch)?;
-        let n = batch.num_rows();
+        self.contains_keys(&evaluate(exprs, batch)?, batch.num_rows())
+    }
+
+    /// Where the keys of each row (`cols`, `n` rows) are in the set.
+    fn contains_keys(&self, cols: &[ArrayRef], n: usize) -> Result<BooleanArray> {
         let mut out = BooleanBufferBuilder::new(n);
         match self {
             KeySet::Bitmap { min, bits, null, .. } => {
@@ -434,7 +700,7 @@ impl KeySet {
                 }
             }
             KeySet::Rows { converter, set } => {
-                let rows = converter.convert_columns(&cols)?;
+                let rows = converter.convert_columns(cols)?;
                 for row in rows.iter() {
                     out.append(set.contains(row.as_ref()));
                 }
@@ -457,13 +723,52 @@ mod tests {
         let exprs: Vec<PhysicalExprRef> = vec![Arc::new(Column::new("k", 0))];
         let mut b = KeySetBuilder::new(&exprs, &schema, nulls).unwrap();
         b.add(&RecordBatch::try_new(schema, vec![keys]).unwrap()).unwrap();
-        b.finish().unwrap()
+        b.finish(false).unwrap().unwrap()
     }
 
     fn kept(set: &KeySet, probe: ArrayRef) -> Vec<bool> {
         let schema = Arc::new(Schema::new(vec![Field::new("k", probe.data_type().clone(), true)]));
         let exprs: Vec<PhysicalExprRef> = vec![Arc::new(Column::new("k", 0))];
         set.contains(&RecordBatch::try_new(schema, vec![probe]).unwrap(), &exprs).unwrap().iter().map(|b| b.unwrap()).collect()
+    }
+
+    /// A probe-side test against a join's build keys: every row passes until the keys are set
+    /// (from the build batches, on a thread), then the rows whose key is among them; it gives
+    /// up (passes every row) once it has kept more than nine in ten of 2^20 rows; keys that are
+    /// not dense integers set nothing.
+    #[test]
+    fn build_keys_filter_once_set_and_give_up_when_useless() {
+        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+        let batch = |v: Vec<Option<i64>>| RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(datafusion::arrow::array::Int64Array::from(v))]).unwrap();
+        let key: PhysicalExprRef = Arc::new(Column::new("k", 0));
+        let keys = BuildKeys::new();
+        let expr = BuildKeysExpr::new(Arc::clone(&key), Arc::clone(&keys));
+        let probe = batch(vec![Some(1), Some(2), None, Some(40), Some(1 << 40)]);
+        let mask = |e: &BuildKeysExpr, b: &RecordBatch| -> Vec<bool> {
+            match e.evaluate(b).unwrap() {
+                datafusion::logical_expr::ColumnarValue::Array(a) => a.as_boolean().iter().map(|v| v.unwrap()).collect(),
+                datafusion::logical_expr::ColumnarValue::Scalar(s) => vec![s == datafusion::common::ScalarValue::Boolean(Some(true)); b.num_rows()],
+            }
+        };
+        assert_eq!(mask(&expr, &probe), [true; 5]);
+        keys.set_from(vec![batch(vec![Some(2), Some(40), None]), batch(vec![Some(40)])], Arc::clone(&key), NullEquality::NullEqualsNothing);
+        let t = Instant::now();
+        while keys.get().is_none() && t.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(mask(&expr, &probe), [false, true, false, true, false]);
+        // Kept 2 of 5: it goes on; then 2^20 rows all kept: it gives up.
+        let all = batch((0..1 << 20).map(|_| Some(40)).collect());
+        assert!(mask(&expr, &all).iter().all(|&b| b));
+        assert_eq!(mask(&expr, &probe), [true; 5]);
+        // A new run forgets the keys.
+        keys.clear();
+        assert!(keys.get().is_none());
+        // Spread keys make no bitmap: nothing is set.
+        let spread = BuildKeys::new();
+        spread.set_from(vec![batch(vec![Some(0), Some(1 << 40)])], key, NullEquality::NullEqualsNothing);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(spread.get().is_none());
     }
 
     #[test]

@@ -378,7 +378,7 @@ fn equal_key(node: &Arc<dyn ExecutionPlan>, child: usize, column: usize) -> Opti
 /// Where column `i` of `node`'s output comes from in its children: the child's position, the
 /// column there, and whether `node` is a join; `None` where `node` makes it (or is not seen
 /// through: a `LIMIT`, an aggregate, a full join, the null-filled side of an outer join).
-fn source(node: &Arc<dyn ExecutionPlan>, i: usize) -> Option<(usize, usize, bool)> {
+pub(crate) fn source(node: &Arc<dyn ExecutionPlan>, i: usize) -> Option<(usize, usize, bool)> {
     if node.fetch().is_some() {
         return None;
     }

@@ -918,6 +918,11 @@ impl PhysicalOptimizerRule for GpuJoinRule {
             // the joins above them.
             let by = crate::SemiJoinReduction::new(self.config.semi_join_reduction_rows()).with_max_reduced_rows(self.config.semi_join_reduced_rows());
             out = crate::reduce::reduce_sanely(out, &by, true, config)?;
+            // And the probe sides filtered by their joins' build keys where they are read.
+            let (filtered, n) = crate::key_filter::with_probe_key_filters(Arc::clone(&out))?;
+            if n > 0 && sane(&filtered).is_ok() {
+                out = filtered;
+            }
         }
         let seen = pass.seen;
         for d in &seen {
