@@ -97,7 +97,10 @@
 //! Last, with the joins decided, the rule runs the [semi-join reductions](crate::reduce) of
 //! [`GpuJoinConfig::semi_join_reduction_rows`]: a table below a chain of inner joins is first
 //! reduced to the rows whose key can meet a small filtered input of a join above (TPC-H Q7's
-//! `supplier` and `customer` by its two nations), where the plan stays sane.
+//! `supplier` and `customer` by its two nations), where the plan stays sane. Then each
+//! `CollectLeft` GPU join that drops its probe rows without a match gets its probe side
+//! filtered by its build keys where that side is read
+//! ([`GpuJoinConfig::probe_key_filters`]; [`BuildKeys`](crate::key_filter::BuildKeys)).
 //!
 //! # Decisions
 //!
