@@ -594,7 +594,7 @@ impl ExecutionPlan for GpuJoinExec {
                                 let host = collect(input.execute(0, ctx)?).await?;
                                 rows.add(host.iter().map(RecordBatch::num_rows).sum());
                                 if let Some((keys, key)) = keys {
-                                    keys.set_from(host.clone(), key, nulls);
+                                    gather_pool().install(|| keys.set_from(&host, &key, nulls));
                                 }
                                 Ok(Arc::new(BuildSide::new(host, true, probing)))
                             }

@@ -270,10 +270,10 @@ impl ExecutionPlan for KeyFilterExec {
 /// see ~6M rows.
 ///
 /// Never a wait: a filter that runs before the keys are set (a plan run in pieces, as Ballista
-/// runs stages) passes every row. The bitmap is made only for integer keys whose distinct values
-/// are dense enough ([`MAX_BITMAP_SPAN`]; at most 64 per key) and from at most
-/// [`MAX_BUILD_KEYS`] build rows, off the join's path (a thread of its own); a filter that
-/// keeps more than nine in ten of the first 2^20 rows it sees stops testing.
+/// runs stages) passes every row. The bitmap is made only for integer keys whose values span at
+/// most [`MAX_BITMAP_SPAN`] and from at most
+/// [`MAX_BUILD_KEYS`] build rows, on the gather threads, before the join reads its probe side;
+/// a filter that keeps more than nine in ten of the first 2^20 rows it sees stops testing.
 #[derive(Debug)]
 pub struct BuildKeys {
     id: u64,
@@ -315,27 +315,17 @@ impl BuildKeys {
         self.useless.store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Sets the keys from a build side's batches (`key` over their schema), on a thread of its
-    /// own; nothing where the keys make no bitmap or there are too many rows.
-    pub(crate) fn set_from(self: &Arc<Self>, batches: Vec<RecordBatch>, key: PhysicalExprRef, nulls: NullEquality) {
+    /// Sets the keys from a build side's batches (`key` over their schema), the work spread
+    /// over the threads of the current rayon pool; nothing where the keys make no bitmap or
+    /// there are more than [`MAX_BUILD_KEYS`] rows.
+    pub(crate) fn set_from(&self, batches: &[RecordBatch], key: &PhysicalExprRef, nulls: NullEquality) {
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        if rows > MAX_BUILD_KEYS || batches.is_empty() {
+        if rows > MAX_BUILD_KEYS || rows == 0 {
             return;
         }
-        let me = Arc::clone(self);
-        let make = move || -> Result<Option<KeySet>> {
-            let schema = batches[0].schema();
-            let mut builder = KeySetBuilder::new(&[key], &schema, nulls)?;
-            for b in &batches {
-                builder.add(b)?;
-            }
-            builder.finish(true)
-        };
-        std::thread::spawn(move || {
-            if let Ok(Some(set)) = make() {
-                *me.keys.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(set));
-            }
-        });
+        if let Ok(Some(set)) = bitmap_of(batches, key, nulls) {
+            *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(set));
+        }
     }
 
     fn get(&self) -> Option<Arc<KeySet>> {
@@ -354,6 +344,55 @@ impl BuildKeys {
             self.useless.store(true, Relaxed);
         }
     }
+}
+
+/// The bitmap of the integer keys `key` of `batches` ([`KeySet::Bitmap`]), made in parallel;
+/// `None` where the keys are not integers or too spread for one.
+fn bitmap_of(batches: &[RecordBatch], key: &PhysicalExprRef, nulls: NullEquality) -> Result<Option<KeySet>> {
+    use rayon::prelude::*;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let Some(first) = batches.first() else { return Ok(None) };
+    if !as_ints(&key.data_type(&first.schema())?) {
+        return Ok(None);
+    }
+    let arrays = batches.par_iter().map(|b| int_values(&key.evaluate(b)?.into_array(b.num_rows())?)).collect::<Result<Vec<_>>>()?;
+    let (min, max, null) = arrays
+        .par_iter()
+        .map(|a| {
+            let a = a.as_primitive::<Int64Type>();
+            (datafusion::arrow::compute::min(a).unwrap_or(i64::MAX), datafusion::arrow::compute::max(a).unwrap_or(i64::MIN), a.null_count() > 0)
+        })
+        .reduce(|| (i64::MAX, i64::MIN, false), |a, b| (a.0.min(b.0), a.1.max(b.1), a.2 || b.2));
+    let null = null && nulls == NullEquality::NullEqualsNull;
+    if min > max {
+        return Ok((!null).then(|| KeySet::Bitmap { min: 0, bits: Vec::new(), len: 0, null }));
+    }
+    // Any density: the bitmap is at most 8 MiB, and a probe row's test one bit.
+    let span = (max as i128 - min as i128) as u128 + 1;
+    if span > u128::from(MAX_BITMAP_SPAN) {
+        return Ok(None);
+    }
+    let words: Vec<AtomicU64> = (0..(span as usize).div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+    arrays.par_iter().for_each(|a| {
+        // Runs of keys in one word set it once.
+        let (mut word, mut mask) = (usize::MAX, 0u64);
+        for v in a.as_primitive::<Int64Type>().iter().flatten() {
+            let at = v.wrapping_sub(min) as u64 as usize;
+            if at / 64 != word {
+                if mask != 0 {
+                    words[word].fetch_or(mask, Relaxed);
+                }
+                (word, mask) = (at / 64, 0);
+            }
+            mask |= 1 << (at % 64);
+        }
+        if mask != 0 {
+            words[word].fetch_or(mask, Relaxed);
+        }
+    });
+    let bits: Vec<u64> = words.into_iter().map(AtomicU64::into_inner).collect();
+    let len = bits.iter().map(|w| w.count_ones() as usize).sum();
+    Ok(Some(KeySet::Bitmap { min, bits, len, null }))
 }
 
 /// `key IN <the build keys of a GPU join>`: true where the build side's keys ([`BuildKeys`])
@@ -682,14 +721,24 @@ impl KeySet {
                 let v = int_values(&cols[0])?;
                 let v = v.as_primitive::<Int64Type>();
                 let span = bits.len() as u64 * 64;
-                let hit = |x: i64| {
-                    let at = x.wrapping_sub(*min) as u64;
-                    at < span && bits[(at / 64) as usize] & (1 << (at % 64)) != 0
+                let (min, bits) = (*min, bits.as_slice());
+                let hit = |x: i64| -> u64 {
+                    let at = x.wrapping_sub(min) as u64;
+                    if at < span {
+                        (bits[(at / 64) as usize] >> (at % 64)) & 1
+                    } else {
+                        0
+                    }
                 };
-                match v.nulls() {
-                    None => v.values().iter().for_each(|&x| out.append(hit(x))),
-                    Some(valid) => v.values().iter().zip(valid.iter()).for_each(|(&x, ok)| out.append(if ok { hit(x) } else { *null })),
-                }
+                // A word of the mask at a time.
+                let words: Vec<u64> = v.values().chunks(64).map(|c| c.iter().enumerate().fold(0u64, |w, (i, &x)| w | (hit(x) << i))).collect();
+                let mask = datafusion::arrow::buffer::BooleanBuffer::new(datafusion::arrow::buffer::Buffer::from_vec(words), 0, n);
+                return Ok(match v.nulls() {
+                    None => BooleanArray::new(mask, None),
+                    // Null keys: their own answer.
+                    Some(valid) if *null => BooleanArray::new(&mask | &!valid.inner(), None),
+                    Some(valid) => BooleanArray::new(&mask & valid.inner(), None),
+                });
             }
             KeySet::Ints { set, null } => {
                 let v = int_values(&cols[0])?;
@@ -733,7 +782,7 @@ mod tests {
     }
 
     /// A probe-side test against a join's build keys: every row passes until the keys are set
-    /// (from the build batches, on a thread), then the rows whose key is among them; it gives
+    /// (from the build batches), then the rows whose key is among them; it gives
     /// up (passes every row) once it has kept more than nine in ten of 2^20 rows; keys that are
     /// not dense integers set nothing.
     #[test]
@@ -751,11 +800,7 @@ mod tests {
             }
         };
         assert_eq!(mask(&expr, &probe), [true; 5]);
-        keys.set_from(vec![batch(vec![Some(2), Some(40), None]), batch(vec![Some(40)])], Arc::clone(&key), NullEquality::NullEqualsNothing);
-        let t = Instant::now();
-        while keys.get().is_none() && t.elapsed().as_secs() < 10 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        keys.set_from(&[batch(vec![Some(2), Some(40), None]), batch(vec![Some(40)])], &key, NullEquality::NullEqualsNothing);
         assert_eq!(mask(&expr, &probe), [false, true, false, true, false]);
         // Kept 2 of 5: it goes on; then 2^20 rows all kept: it gives up.
         let all = batch((0..1 << 20).map(|_| Some(40)).collect());
@@ -766,9 +811,12 @@ mod tests {
         assert!(keys.get().is_none());
         // Spread keys make no bitmap: nothing is set.
         let spread = BuildKeys::new();
-        spread.set_from(vec![batch(vec![Some(0), Some(1 << 40)])], key, NullEquality::NullEqualsNothing);
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        spread.set_from(&[batch(vec![Some(0), Some(1 << 40)])], &key, NullEquality::NullEqualsNothing);
         assert!(spread.get().is_none());
+        // Null keys where nulls are equal: a null probe key passes.
+        let nulls = BuildKeys::new();
+        nulls.set_from(&[batch(vec![Some(2), None])], &key, NullEquality::NullEqualsNull);
+        assert_eq!(mask(&BuildKeysExpr::new(Arc::clone(&key), nulls), &probe), [false, true, true, false, false]);
     }
 
     #[test]
@@ -798,3 +846,4 @@ mod tests {
         assert_eq!(kept(&s, Arc::new(Int32Array::from(vec![0, 1]))), [false, false]);
     }
 }
+
