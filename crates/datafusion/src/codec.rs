@@ -64,7 +64,12 @@ struct KeptNode {
     reason: String,
 }
 
-/// Encodes and decodes [`GpuJoinExec`], [`CpuJoinKeptExec`] and [`KeyFilterExec`] nodes (see the [module docs](self)).
+/// Encodes and decodes [`GpuJoinExec`], [`CpuJoinKeptExec`] and [`KeyFilterExec`] nodes: a
+/// `GpuJoinExec` as its keys and filter (datafusion-proto expressions), join type, null
+/// equality, projection, mode, [`GpuJoinConfig`] and the operator it replaced; a
+/// `CpuJoinKeptExec` as `CPUK` and its reason; a `KeyFilterExec` as `KEYF`, its key pairs and
+/// null equality. A probe side's [`BuildKeysExpr`](crate::key_filter::BuildKeysExpr) decodes as
+/// `true` (its keys are shared in memory with its join).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GpuJoinCodec;
 

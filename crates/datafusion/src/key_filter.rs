@@ -25,6 +25,19 @@
 //! The small input (child 0) is read once, by the first partition that runs, into one set that
 //! every partition shares; the input (child 1) is filtered a batch at a time, and the rows that
 //! pass are coalesced into batches of the session's batch size.
+//!
+//! # A join's build keys
+//!
+//! The same bitmaps filter the probe side of a GPU join by the join's own build side
+//! ([`BuildKeys`], [`BuildKeysExpr`]): [`GpuJoinRule`](crate::GpuJoinRule) puts the test where
+//! the probe side is read, and the join sets the keys when it has collected its build side.
+//!
+//! ```text
+//! GpuJoinExec: mode=CollectLeft, on=[(o_orderkey@0, l_orderkey@0)], build_keys=#1
+//!   ...orders...
+//!   FilterExec: l_orderkey@0 IN build_keys#1 AND l_shipdate@3 > 1995-03-15
+//!     DataSourceExec: lineitem
+//! ```
 
 use std::collections::HashSet;
 use std::fmt;
