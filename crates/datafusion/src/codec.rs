@@ -26,6 +26,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema;
+use datafusion::physical_expr::PhysicalExprRef;
 use datafusion::common::{internal_err, DataFusionError, JoinSide, JoinType as DfJoinType, NullEquality, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::joins::utils::{ColumnIndex, JoinFilter};
@@ -193,6 +194,24 @@ fn usize_of(v: u64) -> Result<usize> {
     usize::try_from(v).map_err(|_| DataFusionError::Internal(format!("GpuJoinCodec: {v} does not fit in usize")))
 }
 
+impl GpuJoinCodec {
+    /// Expression pairs (a join's keys, a key filter's), the first of each over `left`'s
+    /// schema, the second over `right`'s, from their two serialized lists.
+    fn decode_pairs(&self, lefts: &[protobuf::PhysicalExprNode], rights: &[protobuf::PhysicalExprNode], left: &Arc<dyn ExecutionPlan>, right: &Arc<dyn ExecutionPlan>, ctx: &TaskContext) -> Result<Vec<(PhysicalExprRef, PhysicalExprRef)>> {
+        if lefts.len() != rights.len() {
+            return internal_err!("GpuJoinCodec: {} left keys and {} right keys", lefts.len(), rights.len());
+        }
+        let (ls, rs) = (left.schema(), right.schema());
+        lefts.iter().zip(rights).map(|(l, r)| Ok((parse_physical_expr(l, ctx, &ls, self)?, parse_physical_expr(r, ctx, &rs, self)?))).collect()
+    }
+
+    /// The two serialized lists of expression pairs ([`GpuJoinCodec::decode_pairs`]).
+    fn encode_pairs(&self, pairs: &[(PhysicalExprRef, PhysicalExprRef)]) -> Result<(Vec<protobuf::PhysicalExprNode>, Vec<protobuf::PhysicalExprNode>)> {
+        let side = |second: bool| pairs.iter().map(|(l, r)| serialize_physical_expr(if second { r } else { l }, self)).collect::<Result<Vec<_>>>();
+        Ok((side(false)?, side(true)?))
+    }
+}
+
 /// The bytes of an encoded [`BuildKeysExpr`](crate::key_filter::BuildKeysExpr).
 const BUILD_KEYS_MAGIC: &[u8] = b"BKEY";
 
@@ -228,11 +247,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             let [keys, input] = inputs else {
                 return internal_err!("GpuJoinCodec: a KeyFilterExec has 2 inputs, got {}", inputs.len());
             };
-            if node.keys.len() != node.input_keys.len() {
-                return internal_err!("GpuJoinCodec: {} keys and {} input keys", node.keys.len(), node.input_keys.len());
-            }
-            let (ks, is) = (keys.schema(), input.schema());
-            let on = node.keys.iter().zip(&node.input_keys).map(|(k, i)| Ok((parse_physical_expr(k, ctx, &ks, self)?, parse_physical_expr(i, ctx, &is, self)?))).collect::<Result<Vec<_>>>()?;
+            let on = self.decode_pairs(&node.keys, &node.input_keys, keys, input, ctx)?;
             let nulls = if node.nulls_equal { NullEquality::NullEqualsNull } else { NullEquality::NullEqualsNothing };
             return Ok(Arc::new(KeyFilterExec::try_new(Arc::clone(keys), Arc::clone(input), on, nulls)?));
         }
@@ -240,16 +255,7 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
         let [left, right] = inputs else {
             return internal_err!("GpuJoinCodec: a GpuJoinExec has 2 inputs, got {}", inputs.len());
         };
-        let (ls, rs) = (left.schema(), right.schema());
-        if node.left_keys.len() != node.right_keys.len() {
-            return internal_err!("GpuJoinCodec: {} left keys and {} right keys", node.left_keys.len(), node.right_keys.len());
-        }
-        let on = node
-            .left_keys
-            .iter()
-            .zip(&node.right_keys)
-            .map(|(l, r)| Ok((parse_physical_expr(l, ctx, &ls, self)?, parse_physical_expr(r, ctx, &rs, self)?)))
-            .collect::<Result<Vec<_>>>()?;
+        let on = self.decode_pairs(&node.left_keys, &node.right_keys, left, right, ctx)?;
         let filter = match &node.filter {
             None => None,
             Some(f) => {
@@ -307,9 +313,10 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
         }
         if let Some(k) = node.downcast_ref::<KeyFilterExec>() {
             buf.extend_from_slice(KEY_FILTER_MAGIC);
+            let (keys, input_keys) = self.encode_pairs(k.on())?;
             let msg = KeyFilterNode {
-                keys: k.on().iter().map(|(e, _)| serialize_physical_expr(e, self)).collect::<Result<_>>()?,
-                input_keys: k.on().iter().map(|(_, e)| serialize_physical_expr(e, self)).collect::<Result<_>>()?,
+                keys,
+                input_keys,
                 nulls_equal: k.null_equality() == NullEquality::NullEqualsNull,
             };
             return msg.encode(buf).map_err(|e| DataFusionError::Internal(format!("GpuJoinCodec: {e}")));
@@ -326,9 +333,10 @@ impl PhysicalExtensionCodec for GpuJoinCodec {
             }),
         };
         let c = exec.config();
+        let (left_keys, right_keys) = self.encode_pairs(exec.on())?;
         let msg = GpuJoinNode {
-            left_keys: exec.on().iter().map(|(l, _)| serialize_physical_expr(l, self)).collect::<Result<_>>()?,
-            right_keys: exec.on().iter().map(|(_, r)| serialize_physical_expr(r, self)).collect::<Result<_>>()?,
+            left_keys,
+            right_keys,
             filter,
             join_type: format!("{:?}", exec.join_type()),
             nulls_equal: exec.null_equality() == NullEquality::NullEqualsNull,

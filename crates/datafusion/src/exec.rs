@@ -331,9 +331,9 @@ impl GpuJoinExec {
         self
     }
 
-    /// The same join over `right` as its probe side.
-    pub(crate) fn with_probe_side(&self, right: Arc<dyn ExecutionPlan>) -> Result<Self> {
-        let mut exec = GpuJoinExec::try_new(Arc::clone(&self.left), right, self.on.clone(), self.filter.clone(), self.join_type, self.null_equality, self.projection.clone(), self.mode, self.config.clone())?;
+    /// The same join (its notes `replaces` and `build_keys` too) over `left` and `right`.
+    pub(crate) fn over(&self, left: Arc<dyn ExecutionPlan>, right: Arc<dyn ExecutionPlan>) -> Result<Self> {
+        let mut exec = GpuJoinExec::try_new(left, right, self.on.clone(), self.filter.clone(), self.join_type, self.null_equality, self.projection.clone(), self.mode, self.config.clone())?;
         exec.replaces = self.replaces.clone();
         exec.build_keys = self.build_keys.clone();
         Ok(exec)
@@ -541,10 +541,7 @@ impl ExecutionPlan for GpuJoinExec {
             Ok(c) => c,
             Err(c) => return internal_err!("GpuJoinExec has 2 children, got {}", c.len()),
         };
-        let mut exec = GpuJoinExec::try_new(left, right, self.on.clone(), self.filter.clone(), self.join_type, self.null_equality, self.projection.clone(), self.mode, self.config.clone())?;
-        exec.replaces = self.replaces.clone();
-        exec.build_keys = self.build_keys.clone();
-        Ok(Arc::new(exec))
+        Ok(Arc::new(self.over(left, right)?))
     }
 
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {

@@ -180,7 +180,9 @@ impl ExecutionPlan for KeyFilterExec {
     }
 
     fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(Arc::new(KeyFilterExec::try_new(Arc::clone(&self.keys), Arc::clone(&self.input), self.on.clone(), self.null_equality)?))
+        // A fresh key set for the new run.
+        let children = vec![Arc::clone(&self.keys), Arc::clone(&self.input)];
+        self.replace_children(children, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
@@ -223,7 +225,7 @@ impl ExecutionPlan for KeyFilterExec {
                             building += b.elapsed();
                         }
                         let b = Instant::now();
-                        let Some(set) = builder.finish(false)? else { return internal_err!("KeyFilterExec: no key set") };
+                        let set = builder.finish()?;
                         building += b.elapsed();
                         key_rows.add(rows);
                         distinct_keys.add(set.len());
@@ -359,16 +361,25 @@ impl BuildKeys {
     }
 }
 
-/// The bitmap of the integer keys `key` of `batches` ([`KeySet::Bitmap`]), made in parallel;
-/// `None` where the keys are not integers or too spread for one.
+/// The bitmap of the integer keys `key` of `batches` ([`int_bitmap`], any density); `None`
+/// where the keys are not integers or span too much for one.
 fn bitmap_of(batches: &[RecordBatch], key: &PhysicalExprRef, nulls: NullEquality) -> Result<Option<KeySet>> {
     use rayon::prelude::*;
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     let Some(first) = batches.first() else { return Ok(None) };
     if !as_ints(&key.data_type(&first.schema())?) {
         return Ok(None);
     }
     let arrays = batches.par_iter().map(|b| int_values(&key.evaluate(b)?.into_array(b.num_rows())?)).collect::<Result<Vec<_>>>()?;
+    Ok(int_bitmap(&arrays, nulls, false))
+}
+
+/// The bitmap of the keys in `arrays` (`Int64`, [`int_values`]; [`KeySet::Bitmap`]), made in
+/// parallel on the current rayon pool; `None` where their values span more than
+/// [`MAX_BITMAP_SPAN`], or, with `dense`, more than 64 a key (plus 2^16), or where there is no
+/// key but a null one that matches.
+fn int_bitmap(arrays: &[ArrayRef], nulls: NullEquality, dense: bool) -> Option<KeySet> {
+    use rayon::prelude::*;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
     let (min, max, null) = arrays
         .par_iter()
         .map(|a| {
@@ -378,12 +389,12 @@ fn bitmap_of(batches: &[RecordBatch], key: &PhysicalExprRef, nulls: NullEquality
         .reduce(|| (i64::MAX, i64::MIN, false), |a, b| (a.0.min(b.0), a.1.max(b.1), a.2 || b.2));
     let null = null && nulls == NullEquality::NullEqualsNull;
     if min > max {
-        return Ok((!null).then(|| KeySet::Bitmap { min: 0, bits: Vec::new(), len: 0, null }));
+        return (!null).then(|| KeySet::Bitmap { min: 0, bits: Vec::new(), len: 0, null });
     }
-    // Any density: the bitmap is at most 8 MiB, and a probe row's test one bit.
     let span = (max as i128 - min as i128) as u128 + 1;
-    if span > u128::from(MAX_BITMAP_SPAN) {
-        return Ok(None);
+    let keys: usize = arrays.iter().map(|a| a.len() - a.null_count()).sum();
+    if span > u128::from(MAX_BITMAP_SPAN) || (dense && span > 64 * keys as u128 + (1 << 16)) {
+        return None;
     }
     let words: Vec<AtomicU64> = (0..(span as usize).div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
     arrays.par_iter().for_each(|a| {
@@ -405,7 +416,7 @@ fn bitmap_of(batches: &[RecordBatch], key: &PhysicalExprRef, nulls: NullEquality
     });
     let bits: Vec<u64> = words.into_iter().map(AtomicU64::into_inner).collect();
     let len = bits.iter().map(|w| w.count_ones() as usize).sum();
-    Ok(Some(KeySet::Bitmap { min, bits, len, null }))
+    Some(KeySet::Bitmap { min, bits, len, null })
 }
 
 /// `key IN <the build keys of a GPU join>`: true where the build side's keys ([`BuildKeys`])
@@ -501,65 +512,60 @@ impl PhysicalExpr for BuildKeysExpr {
 ///     DataSourceExec: lineitem
 /// ```
 pub(crate) fn with_probe_key_filters(plan: Arc<dyn ExecutionPlan>) -> Result<(Arc<dyn ExecutionPlan>, usize)> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
     let mut put = 0;
-    let plan = filters_below(plan, &mut put)?;
+    let plan = plan
+        .transform_up(|node| {
+            Ok(match with_build_key_filter(&node)? {
+                Some(join) => {
+                    put += 1;
+                    Transformed::yes(join)
+                }
+                None => Transformed::no(node),
+            })
+        })?
+        .data;
     Ok((plan, put))
 }
 
-fn filters_below(node: Arc<dyn ExecutionPlan>, put: &mut usize) -> Result<Arc<dyn ExecutionPlan>> {
-    let children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
-    let node = if children.is_empty() {
-        node
-    } else {
-        let children = children.into_iter().map(|c| filters_below(c, put)).collect::<Result<Vec<_>>>()?;
-        datafusion::physical_plan::execution_plan::replace_children_if_necessary(node, children)?
-    };
-    let Some(g) = node.downcast_ref::<GpuJoinExec>() else { return Ok(node) };
+/// `node` with its probe side tested against its build keys where it is read, where `node` is
+/// a GPU join that can have that ([`with_probe_key_filters`]); `None` otherwise.
+fn with_build_key_filter(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(g) = node.downcast_ref::<GpuJoinExec>() else { return Ok(None) };
     use datafusion::common::JoinType as J;
     let eligible = g.mode() == datafusion::physical_plan::joins::PartitionMode::CollectLeft
         && matches!(g.join_type(), J::Inner | J::Left | J::LeftSemi | J::LeftAnti | J::RightSemi)
         && g.config().probe_key_filters
         && g.config().probe_prefetch_rows() == 0
         && g.build_keys().is_none();
-    let Some((l, r)) = g.on().first() else { return Ok(node) };
-    let (Some(_), Some(r)) = (l.downcast_ref::<Column>(), r.downcast_ref::<Column>()) else { return Ok(node) };
+    let Some((l, r)) = g.on().first() else { return Ok(None) };
+    let (Some(_), Some(r)) = (l.downcast_ref::<Column>(), r.downcast_ref::<Column>()) else { return Ok(None) };
     if !eligible || !as_ints(g.right().schema().field(r.index()).data_type()) {
-        return Ok(node);
+        return Ok(None);
     }
     let keys = BuildKeys::new();
-    let Some(right) = filtered_at_source(g.right(), r.index(), &keys)? else { return Ok(node) };
-    let join = g.with_probe_side(right)?.with_build_keys(keys);
-    *put += 1;
-    Ok(Arc::new(join))
+    let right = tested_where_made(g.right(), r.index(), &keys)?;
+    Ok(Some(Arc::new(g.over(Arc::clone(g.left()), right)?.with_build_keys(keys))))
 }
 
-/// `plan` with the test of column `column` against `keys` where that column is made
-/// ([`filters_below`]); `None` where it cannot be put.
-fn filtered_at_source(plan: &Arc<dyn ExecutionPlan>, column: usize, keys: &Arc<BuildKeys>) -> Result<Option<Arc<dyn ExecutionPlan>>> {
-    match crate::reduce::source(plan, column) {
-        Some((child, at, _)) => {
-            let below = plan.children()[child];
-            // Just above where the column is made: into this filter.
-            if let Some(f) = plan.downcast_ref::<FilterExec>() {
-                if crate::reduce::source(below, at).is_none() {
-                    let name = below.schema().field(at).name().clone();
-                    let test: PhysicalExprRef = Arc::new(BuildKeysExpr::new(Arc::new(Column::new(&name, at)), Arc::clone(keys)));
-                    let predicate = Arc::new(BinaryExpr::new(test, Operator::And, Arc::clone(f.predicate())));
-                    let filter = datafusion::physical_plan::filter::FilterExecBuilder::from(f).with_predicate(predicate).build()?;
-                    return Ok(Some(Arc::new(filter)));
-                }
-            }
-            let Some(new_below) = filtered_at_source(below, at, keys)? else { return Ok(None) };
-            let mut children: Vec<Arc<dyn ExecutionPlan>> = plan.children().into_iter().cloned().collect();
-            children[child] = new_below;
-            Ok(Some(Arc::clone(plan).replace_children(children, ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute))?))
-        }
-        None => {
-            let name = plan.schema().field(column).name().clone();
-            let test: PhysicalExprRef = Arc::new(BuildKeysExpr::new(Arc::new(Column::new(&name, column)), Arc::clone(keys)));
-            Ok(Some(Arc::new(FilterExec::try_new(test, Arc::clone(plan))?)))
-        }
+/// `plan` with its column `column` tested against `keys` where that column is made (followed
+/// down as [`crate::reduce`] follows a key): first in the `FilterExec` just above, or in a new
+/// one there.
+fn tested_where_made(plan: &Arc<dyn ExecutionPlan>, column: usize, keys: &Arc<BuildKeys>) -> Result<Arc<dyn ExecutionPlan>> {
+    let (mut path, mut at, mut node, mut parent) = (Vec::new(), column, Arc::clone(plan), None);
+    while let Some((child, col, _)) = crate::reduce::source(&node, at) {
+        let below = Arc::clone(node.children()[child]);
+        (at, parent) = (col, Some(std::mem::replace(&mut node, below)));
+        path.push(child);
     }
+    let test: PhysicalExprRef = Arc::new(BuildKeysExpr::new(Arc::new(Column::new(node.schema().field(at).name(), at)), Arc::clone(keys)));
+    if let Some(f) = parent.as_ref().and_then(|p| p.downcast_ref::<FilterExec>()) {
+        let predicate = Arc::new(BinaryExpr::new(test, Operator::And, Arc::clone(f.predicate())));
+        let filter: Arc<dyn ExecutionPlan> = Arc::new(datafusion::physical_plan::filter::FilterExecBuilder::from(f).with_predicate(predicate).build()?);
+        path.pop();
+        return crate::reduce::insert_at(plan, &path, &|_| Ok(Arc::clone(&filter)));
+    }
+    crate::reduce::insert_at(plan, &path, &|made| Ok(Arc::new(FilterExec::try_new(Arc::clone(&test), made)?)))
 }
 
 /// A partition's filtering: its input, the rows passed so far, waiting for a full batch.
@@ -627,29 +633,23 @@ fn int_values(a: &ArrayRef) -> Result<ArrayRef> {
 struct KeySetBuilder {
     exprs: Vec<PhysicalExprRef>,
     nulls: NullEquality,
-    ints: Option<(Vec<i64>, bool)>,
+    /// One integer key: its columns as `Int64`.
+    ints: Option<Vec<ArrayRef>>,
     rows: Option<(RowConverter, HashSet<Box<[u8]>>)>,
 }
 
 impl KeySetBuilder {
     fn new(exprs: &[PhysicalExprRef], schema: &SchemaRef, nulls: NullEquality) -> Result<Self> {
         let types = exprs.iter().map(|e| e.data_type(schema)).collect::<Result<Vec<_>>>()?;
-        let ints = (types.len() == 1 && as_ints(&types[0])).then(|| (Vec::new(), false));
+        let ints = (types.len() == 1 && as_ints(&types[0])).then(Vec::new);
         let rows = if ints.is_none() { Some((RowConverter::new(types.into_iter().map(SortField::new).collect())?, HashSet::new())) } else { None };
         Ok(KeySetBuilder { exprs: exprs.to_vec(), nulls, ints, rows })
     }
 
     fn add(&mut self, batch: &RecordBatch) -> Result<()> {
         let cols = evaluate(&self.exprs, batch)?;
-        if let Some((set, null)) = &mut self.ints {
-            let v = int_values(&cols[0])?;
-            let v = v.as_primitive::<Int64Type>();
-            if v.null_count() == 0 {
-                set.extend_from_slice(v.values());
-            } else {
-                *null = true;
-                set.extend(v.iter().flatten());
-            }
+        if let Some(arrays) = &mut self.ints {
+            arrays.push(int_values(&cols[0])?);
         } else if let Some((converter, set)) = &mut self.rows {
             let rows = converter.convert_columns(&cols)?;
             let valid = all_valid(&cols, batch.num_rows());
@@ -662,34 +662,19 @@ impl KeySetBuilder {
         Ok(())
     }
 
-    /// The key set; `bitmap_only`: `None` unless the keys make a bitmap.
-    fn finish(self, bitmap_only: bool) -> Result<Option<KeySet>> {
-        if let Some((values, null)) = self.ints {
-            let null = null && self.nulls == NullEquality::NullEqualsNull;
-            if let (Some(&min), Some(&max)) = (values.iter().min(), values.iter().max()) {
-                let span = (max as i128 - min as i128) as u128 + 1;
-                if span <= u128::from(MAX_BITMAP_SPAN) && span <= 64 * values.len() as u128 + (1 << 16) {
-                    let mut bits = vec![0u64; (span as usize).div_ceil(64)];
-                    for &v in &values {
-                        let at = v.wrapping_sub(min) as u64 as usize;
-                        bits[at / 64] |= 1 << (at % 64);
-                    }
-                    let len = bits.iter().map(|w| w.count_ones() as usize).sum();
-                    return Ok(Some(KeySet::Bitmap { min, bits, len, null }));
-                }
-            } else if !null {
-                return Ok(Some(KeySet::Bitmap { min: 0, bits: Vec::new(), len: 0, null }));
+    /// The key set: dense integers as a bitmap ([`int_bitmap`]), other integers as a hash set,
+    /// any other keys as their row encodings.
+    fn finish(self) -> Result<KeySet> {
+        if let Some(arrays) = self.ints {
+            if let Some(bitmap) = int_bitmap(&arrays, self.nulls, true) {
+                return Ok(bitmap);
             }
-            if bitmap_only {
-                return Ok(None);
-            }
-            return Ok(Some(KeySet::Ints { set: values.into_iter().collect(), null }));
-        }
-        if bitmap_only {
-            return Ok(None);
+            let null = self.nulls == NullEquality::NullEqualsNull && arrays.iter().any(|a| a.null_count() > 0);
+            let set = arrays.iter().flat_map(|a| a.as_primitive::<Int64Type>().iter().flatten()).collect();
+            return Ok(KeySet::Ints { set, null });
         }
         match self.rows {
-            Some((converter, set)) => Ok(Some(KeySet::Rows { converter, set })),
+            Some((converter, set)) => Ok(KeySet::Rows { converter, set }),
             None => internal_err!("KeyFilterExec: no key set"),
         }
     }
@@ -785,7 +770,7 @@ mod tests {
         let exprs: Vec<PhysicalExprRef> = vec![Arc::new(Column::new("k", 0))];
         let mut b = KeySetBuilder::new(&exprs, &schema, nulls).unwrap();
         b.add(&RecordBatch::try_new(schema, vec![keys]).unwrap()).unwrap();
-        b.finish(false).unwrap().unwrap()
+        b.finish().unwrap()
     }
 
     fn kept(set: &KeySet, probe: ArrayRef) -> Vec<bool> {

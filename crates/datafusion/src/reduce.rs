@@ -439,7 +439,7 @@ fn node_at(plan: &Arc<dyn ExecutionPlan>, path: &[usize]) -> Option<Arc<dyn Exec
 }
 
 /// `plan` with the node at `path` replaced by `make` of it.
-fn insert_at(plan: &Arc<dyn ExecutionPlan>, path: &[usize], make: &dyn Fn(Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+pub(crate) fn insert_at(plan: &Arc<dyn ExecutionPlan>, path: &[usize], make: &dyn Fn(Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
     match path.split_first() {
         None => make(Arc::clone(plan)),
         Some((&c, rest)) => {
